@@ -1,0 +1,23 @@
+//! The comparator trait: pure and synchronous.
+
+use std::collections::HashMap;
+
+use crate::drift::Drift;
+use crate::model::{Resource, ResourceKey};
+
+/// Compares desired objects with live ones.
+///
+/// Contract: pure, deterministic, no I/O; the returned drifts are sorted by path; Secret values
+/// never appear in clear text in them.
+pub trait Comparator: Send + Sync + std::fmt::Debug {
+    /// Compares one desired object with its live counterpart (`None` when absent).
+    fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<Drift>;
+
+    /// Compares a whole desired set with the live objects. The default indexes live objects by
+    /// key and calls [`Comparator::compare`] for each desired object; implementations may
+    /// override it to use relations between objects (an autoscaler owning a target's replicas).
+    fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
+        let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
+        desired.iter().flat_map(|d| self.compare(d, index.get(&d.key).copied())).collect()
+    }
+}

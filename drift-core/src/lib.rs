@@ -1,0 +1,26 @@
+//! # drift-core
+//!
+//! The pure heart of the drift detector: the model, the traits every source and sink
+//! implements, and the normalisation + diff engine. No I/O, no runtime, no network.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod compare;
+pub mod drift;
+pub mod error;
+pub mod memory;
+pub mod model;
+pub mod report;
+pub mod scan;
+pub mod sink;
+pub mod source;
+
+pub use compare::Comparator;
+pub use drift::{
+    Attribution, Classification, DecisionSource, Drift, DriftType, RecommendedAction, ResourceRef, Severity,
+    drift_fingerprint,
+};
+pub use error::{Error, ErrorKind, Result};
+pub use model::*;
+pub use report::{ScanOutcome, ScanReport, Summary};
+pub use sink::{DriftSink, DriftStore};
+pub use source::{DesiredSource, LiveSource};

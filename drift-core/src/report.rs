@@ -1,0 +1,118 @@
+//! The scan report: what one scan pass found, handed to every sink.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::drift::{Drift, DriftType, Severity};
+use crate::model::{Coverage, ResourceKey, SourceWarning};
+
+/// How a scan ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScanOutcome {
+    /// Desired and live were read completely.
+    Success,
+    /// Something was read only in part (files that did not parse, kinds or namespaces not
+    /// covered). Drifts outside the covered scope must not be resolved.
+    Partial,
+    /// The scan could not compare anything (desired state unreadable, live source down).
+    Failed,
+}
+
+impl ScanOutcome {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanOutcome::Success => "success",
+            ScanOutcome::Partial => "partial",
+            ScanOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// Counts of a report, for output and the `scans` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Desired objects compared.
+    pub resources_compared: usize,
+    /// Drifts found.
+    pub drifts: usize,
+    /// Drifts by severity.
+    pub by_severity: BTreeMap<Severity, usize>,
+    /// Drifts by type.
+    pub by_type: BTreeMap<DriftType, usize>,
+    /// Objects with at least one drift.
+    pub resources_drifted: usize,
+    /// Warnings and errors of the sources.
+    pub warnings: usize,
+}
+
+impl Summary {
+    /// Counts a list of drifts.
+    pub fn of(drifts: &[Drift], resources_compared: usize, warnings: usize) -> Self {
+        let mut s = Summary { resources_compared, drifts: drifts.len(), warnings, ..Summary::default() };
+        let mut drifted = std::collections::BTreeSet::new();
+        for d in drifts {
+            *s.by_severity.entry(d.severity).or_default() += 1;
+            *s.by_type.entry(d.drift_type).or_default() += 1;
+            drifted.insert(d.key());
+        }
+        s.resources_drifted = drifted.len();
+        s
+    }
+}
+
+/// Everything one scan found. A sink records it; the same report recorded twice changes nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanReport {
+    /// Unique id of the scan (sinks are idempotent per scan id).
+    pub scan_id: String,
+    /// Cluster name.
+    pub cluster: String,
+    /// Repository name.
+    pub repository: String,
+    /// Revision of the desired state.
+    pub revision: Option<String>,
+    /// When the scan started.
+    pub started_at: DateTime<Utc>,
+    /// When it finished.
+    pub finished_at: DateTime<Utc>,
+    /// How it ended.
+    pub outcome: ScanOutcome,
+    /// Drifts found, sorted by object then path.
+    pub drifts: Vec<Drift>,
+    /// Live coverage: only drifts inside complete coverage may be resolved.
+    pub coverage: Coverage,
+    /// Problems of the desired and live sources.
+    pub warnings: Vec<SourceWarning>,
+    /// Every object of the desired state this scan read, sorted (compared or not: an object
+    /// whose namespace could not be read is listed here but not compared).
+    pub desired: Vec<ResourceKey>,
+    /// Whether the whole desired state was read (no file failed to parse or render).
+    pub desired_complete: bool,
+    /// Counts.
+    pub summary: Summary,
+}
+
+impl ScanReport {
+    /// Whether an open drift of this object that this report does not list may be marked
+    /// resolved (DESIGN section 5):
+    ///
+    /// - never when the scan failed;
+    /// - for an object of the desired state, only when its (kind, namespace) was read completely;
+    /// - for an object Git no longer holds, only when the whole desired state was read (a file
+    ///   that did not parse must not look like "the object was removed from Git").
+    ///
+    /// `desired` must be sorted (as [`crate::scan::run_scan`] leaves it).
+    pub fn may_resolve(&self, key: &ResourceKey) -> bool {
+        if self.outcome == ScanOutcome::Failed {
+            return false;
+        }
+        if self.desired.binary_search(key).is_ok() {
+            self.coverage.is_complete(&key.group, &key.kind, key.namespace.as_deref())
+        } else {
+            self.desired_complete
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! One scan pass as a library function: desired, then the scope it implies, then live, then
+//! compare, then report. It awaits the traits and spawns nothing.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+
+use crate::compare::Comparator;
+use crate::model::{GroupKind, ResourceKey, SourceWarning, is_cluster_scoped};
+use crate::report::{ScanOutcome, ScanReport, Summary};
+use crate::source::{DesiredSource, LiveSource};
+
+/// Options of one scan pass.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Unique id of the scan (a UUID in the binary).
+    pub scan_id: String,
+    /// Namespace given to namespaced desired objects that name none (`default`).
+    pub default_namespace: String,
+    /// Custom kinds known to be cluster-scoped (besides the built-in table).
+    pub cluster_scoped: Vec<GroupKind>,
+    /// Clock, replaceable in tests.
+    pub clock: fn() -> DateTime<Utc>,
+}
+
+impl ScanOptions {
+    /// Options with a scan id and the defaults.
+    pub fn new(scan_id: impl Into<String>) -> Self {
+        ScanOptions {
+            scan_id: scan_id.into(),
+            default_namespace: "default".to_owned(),
+            cluster_scoped: Vec::new(),
+            clock: Utc::now,
+        }
+    }
+}
+
+/// Runs one scan pass and returns its report. Failure is data: when the desired or the live
+/// state cannot be read, the report says `Failed` with the error as a warning and lists no drift,
+/// so that a sink resolves nothing.
+pub async fn run_scan(
+    desired: &dyn DesiredSource,
+    live: &dyn LiveSource,
+    comparator: &dyn Comparator,
+    options: &ScanOptions,
+) -> ScanReport {
+    let started_at = (options.clock)();
+    let cluster = live.cluster().to_owned();
+    let mut report = ScanReport {
+        scan_id: options.scan_id.clone(),
+        cluster: cluster.clone(),
+        repository: desired.name().to_owned(),
+        revision: None,
+        started_at,
+        finished_at: started_at,
+        outcome: ScanOutcome::Failed,
+        drifts: Vec::new(),
+        coverage: Default::default(),
+        warnings: Vec::new(),
+        desired: Vec::new(),
+        desired_complete: false,
+        summary: Summary::default(),
+    };
+
+    let mut snapshot = match desired.fetch().await {
+        Ok(s) => s,
+        Err(e) => {
+            report.warnings.push(SourceWarning::error(e.kind(), format!("desired state: {e}")));
+            return finish(report, 0, options);
+        }
+    };
+    report.revision = snapshot.revision.clone();
+    // Namespaces: the built-in table, then the configured custom kinds.
+    for r in &mut snapshot.resources {
+        let cluster_scoped = is_cluster_scoped(&r.key.group, &r.key.kind)
+            || options.cluster_scoped.iter().any(|gk| gk.group == r.key.group && gk.kind == r.key.kind);
+        if cluster_scoped {
+            r.key.namespace = None;
+        } else if r.key.namespace.is_none() {
+            r.key.namespace = Some(options.default_namespace.clone());
+        }
+    }
+    let mut seen = HashSet::new();
+    snapshot.resources.retain(|r| {
+        let fresh = seen.insert(r.key.clone());
+        if !fresh {
+            report.warnings.push(
+                SourceWarning::error(
+                    crate::ErrorKind::InvalidInput,
+                    format!("{} is defined twice; the first definition is used", r.key),
+                )
+                .at(r.provenance.path.clone().unwrap_or_default(), r.provenance.document, None),
+            );
+        }
+        fresh
+    });
+    report.desired_complete = !snapshot.warnings.iter().any(|w| w.fatal);
+    report.warnings.extend(snapshot.warnings.iter().cloned());
+
+    report.desired = snapshot.resources.iter().map(|r| r.key.clone()).collect::<Vec<ResourceKey>>();
+    report.desired.sort();
+    let scope = snapshot.scope();
+    let live_snapshot = match live.fetch(&scope).await {
+        Ok(s) => s,
+        Err(e) => {
+            report.warnings.push(SourceWarning::error(e.kind(), format!("live state of {cluster}: {e}")));
+            return finish(report, 0, options);
+        }
+    };
+    for entry in live_snapshot.coverage.incomplete() {
+        let ns = entry.namespace.as_deref().map(|n| format!(" in {n}")).unwrap_or_default();
+        let kind = match &entry.status {
+            crate::model::CoverageStatus::Forbidden { .. } => crate::ErrorKind::PermissionDenied,
+            crate::model::CoverageStatus::NotServed { .. } => crate::ErrorKind::NotFound,
+            _ => crate::ErrorKind::Unavailable,
+        };
+        let why = match &entry.status {
+            crate::model::CoverageStatus::Forbidden { message }
+            | crate::model::CoverageStatus::NotServed { message }
+            | crate::model::CoverageStatus::Failed { message } => message.as_str(),
+            crate::model::CoverageStatus::Complete => "",
+        };
+        report.warnings.push(SourceWarning::error(
+            kind,
+            format!(
+                "live {}{ns} not read ({}): {why}",
+                GroupKind::new(&entry.group, &entry.kind),
+                entry.status.label()
+            ),
+        ));
+    }
+
+    // Only objects whose (kind, namespace) was read completely can be compared: an object that
+    // could not be read is not "missing".
+    let comparable: Vec<_> = snapshot
+        .resources
+        .into_iter()
+        .filter(|r| live_snapshot.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
+        .collect();
+    report.drifts = comparator.compare_all(&comparable, &live_snapshot.resources);
+    report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
+    let compared = comparable.len();
+    report.coverage = live_snapshot.coverage;
+    report.outcome = if report.warnings.iter().any(|w| w.fatal) { ScanOutcome::Partial } else { ScanOutcome::Success };
+    finish(report, compared, options)
+}
+
+fn finish(mut report: ScanReport, compared: usize, options: &ScanOptions) -> ScanReport {
+    report.finished_at = (options.clock)();
+    report.summary = Summary::of(&report.drifts, compared, report.warnings.len());
+    report
+}

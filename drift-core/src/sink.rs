@@ -1,0 +1,248 @@
+//! The sink traits: where scan reports go, and the read side the API uses.
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Result;
+use crate::drift::{Classification, DecisionSource, DriftType, RecommendedAction, Severity};
+use crate::report::{ScanOutcome, ScanReport};
+
+/// What a sink can do; conformance cases are chosen from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkCapabilities {
+    /// The sink keeps history and can be read back through [`DriftStore`].
+    pub readable: bool,
+    /// The sink resolves drifts that are no longer seen.
+    pub resolves: bool,
+}
+
+/// What recording a report changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordOutcome {
+    /// New open drifts.
+    pub opened: usize,
+    /// Open drifts seen again.
+    pub updated: usize,
+    /// Open drifts marked resolved.
+    pub resolved: usize,
+    /// Whether this scan id had been recorded before (nothing changed).
+    pub replayed: bool,
+}
+
+/// Receives scan reports.
+///
+/// Contract:
+/// - idempotent per scan id: recording the same report twice changes nothing the second time;
+/// - a report is written whole or not at all;
+/// - an open drift not in the report is resolved only where [`ScanReport::may_resolve`] says so;
+/// - Secret values are never stored (drift values are already hashed by the engine).
+#[async_trait]
+pub trait DriftSink: Send + Sync + std::fmt::Debug {
+    /// A name for logs and metrics.
+    fn name(&self) -> &str;
+    /// What this sink can do.
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities::default()
+    }
+    /// Records one report.
+    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome>;
+}
+
+/// Status of a stored drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftStatus {
+    /// Still seen by the latest scans.
+    Open,
+    /// No longer seen by a scan that covered it.
+    Resolved,
+}
+
+impl DriftStatus {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftStatus::Open => "open",
+            DriftStatus::Resolved => "resolved",
+        }
+    }
+}
+
+impl std::str::FromStr for DriftStatus {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "open" => Ok(DriftStatus::Open),
+            "resolved" => Ok(DriftStatus::Resolved),
+            _ => Err(crate::Error::invalid_input(format!("unknown status {s:?} (open, resolved)"))),
+        }
+    }
+}
+
+/// A drift as a store keeps it (DESIGN section 5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredDrift {
+    /// Row id.
+    pub id: i64,
+    /// Identity (see [`crate::Drift::fingerprint`]).
+    pub fingerprint: String,
+    /// First seen.
+    pub detected_at: DateTime<Utc>,
+    /// Last seen.
+    pub last_seen: DateTime<Utc>,
+    /// Scans that saw it.
+    pub occurrences: i64,
+    /// Cluster.
+    pub cluster: String,
+    /// Repository.
+    pub repository: String,
+    /// API group.
+    pub api_group: String,
+    /// Kind.
+    pub resource_kind: String,
+    /// Namespace (empty string for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub resource_name: String,
+    /// Path.
+    pub path: String,
+    /// Type.
+    pub drift_type: DriftType,
+    /// Severity.
+    pub severity: Severity,
+    /// What Git says (latest).
+    pub git_value: Option<Value>,
+    /// What the cluster has (latest).
+    pub cluster_value: Option<Value>,
+    /// Open or resolved.
+    pub status: DriftStatus,
+    /// When it was resolved.
+    pub resolved_at: Option<DateTime<Utc>>,
+    /// Manager that last changed the field.
+    pub changed_by: Option<String>,
+    /// When.
+    pub changed_at: Option<DateTime<Utc>>,
+    /// Classification.
+    pub classification: Classification,
+    /// Who decided.
+    pub decision_source: DecisionSource,
+    /// What to do.
+    pub recommended_action: RecommendedAction,
+}
+
+/// Filters of a drift listing; every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftFilter {
+    /// Open or resolved.
+    pub status: Option<DriftStatus>,
+    /// Severity.
+    pub severity: Option<Severity>,
+    /// Drift type.
+    pub drift_type: Option<DriftType>,
+    /// Namespace.
+    pub namespace: Option<String>,
+    /// Repository.
+    pub repository: Option<String>,
+    /// Cluster.
+    pub cluster: Option<String>,
+    /// Kind.
+    pub kind: Option<String>,
+    /// Only drifts seen at or after this time (`last_seen >= since`).
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// A page request: keyset pagination on descending id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageRequest {
+    /// Maximum rows (1..=1000).
+    pub limit: u32,
+    /// Return rows with `id < after` (the `next` cursor of the previous page).
+    pub after: Option<i64>,
+}
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        PageRequest { limit: 100, after: None }
+    }
+}
+
+/// A page of drifts, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DriftPage {
+    /// The rows.
+    pub items: Vec<StoredDrift>,
+    /// Cursor for the next page, `None` on the last page.
+    pub next: Option<i64>,
+}
+
+/// One day of the trend.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrendDay {
+    /// UTC day.
+    pub day: NaiveDate,
+    /// Drifts first detected that day.
+    pub new: i64,
+    /// Drifts resolved that day.
+    pub resolved: i64,
+}
+
+/// Aggregate statistics of a store.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DriftStats {
+    /// Rows by status.
+    pub by_status: std::collections::BTreeMap<String, i64>,
+    /// Open drifts by severity.
+    pub by_severity: std::collections::BTreeMap<String, i64>,
+    /// Open drifts by type.
+    pub by_type: std::collections::BTreeMap<String, i64>,
+    /// Open drifts by namespace.
+    pub by_namespace: std::collections::BTreeMap<String, i64>,
+    /// Open drifts by repository.
+    pub by_repository: std::collections::BTreeMap<String, i64>,
+    /// The last 7 UTC days, oldest first, today included.
+    pub trend: Vec<TrendDay>,
+    /// Mean time to resolve, in seconds, over resolved drifts.
+    pub mean_time_to_resolve_seconds: Option<f64>,
+    /// 95th percentile of time to resolve, in seconds.
+    pub p95_time_to_resolve_seconds: Option<f64>,
+}
+
+/// A recorded scan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScanRecord {
+    /// Scan id.
+    pub scan_id: String,
+    /// Cluster.
+    pub cluster: String,
+    /// Repository.
+    pub repository: String,
+    /// Revision.
+    pub revision: Option<String>,
+    /// Started.
+    pub started_at: DateTime<Utc>,
+    /// Finished.
+    pub finished_at: DateTime<Utc>,
+    /// Outcome.
+    pub outcome: ScanOutcome,
+    /// Drifts in the report.
+    pub drifts: i64,
+    /// Warnings in the report.
+    pub warnings: i64,
+}
+
+/// The read side of a store, used by the API and the CLI.
+#[async_trait]
+pub trait DriftStore: Send + Sync + std::fmt::Debug {
+    /// Lists drifts, newest first.
+    async fn list(&self, filter: &DriftFilter, page: PageRequest) -> Result<DriftPage>;
+    /// One drift by id; `ErrorKind::NotFound` when absent.
+    async fn get(&self, id: i64) -> Result<StoredDrift>;
+    /// Statistics as of `now` (the 7-day trend ends on `now`'s UTC day).
+    async fn stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats>;
+    /// The most recent scans, newest first.
+    async fn recent_scans(&self, limit: u32) -> Result<Vec<ScanRecord>>;
+    /// Checks the store answers.
+    async fn ping(&self) -> Result<()>;
+}

@@ -1,0 +1,105 @@
+//! The source traits: where desired and live state come from.
+
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use futures_core::Stream;
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::model::{CoverageStatus, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, ResourceKey, Scope};
+
+/// What a desired source can do; conformance cases are chosen from it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesiredCapabilities {
+    /// The snapshot carries a revision (commit id).
+    pub revisions: bool,
+    /// Asking twice for an unchanged revision is cheap (cached).
+    pub cached: bool,
+}
+
+/// Reads the desired state (from Git, a folder, an API).
+///
+/// Contract:
+/// - a broken file is a warning in [`DesiredSnapshot::warnings`] with its path and line, not an
+///   error of the whole call; the rest is still read;
+/// - every resource carries its provenance (repository, path, revision);
+/// - the source never normalises objects;
+/// - an `Err` means nothing could be read (repository unreachable); it must not be reported as an
+///   empty snapshot.
+#[async_trait]
+pub trait DesiredSource: Send + Sync + std::fmt::Debug {
+    /// A name for logs and reports (the repository name).
+    fn name(&self) -> &str;
+    /// What this source can do.
+    fn capabilities(&self) -> DesiredCapabilities {
+        DesiredCapabilities::default()
+    }
+    /// Reads the desired state now.
+    async fn fetch(&self) -> Result<DesiredSnapshot>;
+}
+
+/// What a live source can do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveCapabilities {
+    /// [`LiveSource::watch`] is implemented.
+    pub watch: bool,
+    /// Coverage can report forbidden / not served pairs (a real cluster); snapshot sources say
+    /// complete for what they hold.
+    pub partial_coverage: bool,
+}
+
+/// A change seen by a watching live source.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LiveEvent {
+    /// An object in scope was created or changed (with managedFields).
+    Applied(Resource),
+    /// An object in scope was deleted.
+    Deleted(ResourceKey),
+    /// The watch of a (kind, namespace) lost sync (dropped connection, 410 Gone) and is relisting;
+    /// nothing there may be resolved until a `Synced` arrives.
+    Desynced {
+        /// The kind.
+        kind: GroupKind,
+        /// The namespace, `None` for cluster-wide.
+        namespace: Option<String>,
+        /// Why.
+        status: CoverageStatus,
+    },
+    /// The watch of a (kind, namespace) is in sync again after a (re)list.
+    Synced {
+        /// The kind.
+        kind: GroupKind,
+        /// The namespace, `None` for cluster-wide.
+        namespace: Option<String>,
+    },
+}
+
+/// A stream of live changes.
+pub type LiveEventStream = Pin<Box<dyn Stream<Item = Result<LiveEvent>> + Send>>;
+
+/// Reads the live state of one cluster.
+///
+/// Contract:
+/// - reads only the (kind, namespace) pairs of the scope it is given;
+/// - reports the outcome of every pair in [`LiveSnapshot::coverage`]: a failed read is missing
+///   coverage, never an empty namespace;
+/// - keeps `metadata.managedFields` on the objects; never normalises;
+/// - an `Err` means the cluster could not be read at all.
+#[async_trait]
+pub trait LiveSource: Send + Sync + std::fmt::Debug {
+    /// The cluster name recorded with drifts.
+    fn cluster(&self) -> &str;
+    /// What this source can do.
+    fn capabilities(&self) -> LiveCapabilities {
+        LiveCapabilities::default()
+    }
+    /// Reads the objects of a scope now.
+    async fn fetch(&self, scope: &Scope) -> Result<LiveSnapshot>;
+    /// Watches a scope; sources without [`LiveCapabilities::watch`] return
+    /// [`crate::ErrorKind::Unsupported`].
+    async fn watch(&self, scope: &Scope) -> Result<LiveEventStream> {
+        let _ = scope;
+        Err(crate::Error::unsupported(format!("live source for {} cannot watch", self.cluster())))
+    }
+}
