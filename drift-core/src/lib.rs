@@ -7,6 +7,7 @@
 pub mod compare;
 pub mod drift;
 pub mod error;
+pub mod manifest;
 pub mod memory;
 pub mod model;
 pub mod report;
