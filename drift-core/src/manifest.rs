@@ -131,8 +131,7 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
     let mut start = 0usize;
     let mut start_line = 1usize;
     let mut offset = 0usize;
-    let mut line_no = 1usize;
-    for line in text.split_inclusive('\n') {
+    for (line_no, line) in (1usize..).zip(text.split_inclusive('\n')) {
         let content = line.trim_end_matches(['\n', '\r']);
         let is_marker = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
         let is_end = content == "...";
@@ -150,7 +149,6 @@ fn split_documents(text: &str) -> Vec<Document<'_>> {
             }
         }
         offset += line.len();
-        line_no += 1;
     }
     if start < text.len() {
         docs.push(Document { text: &text[start..], first_line: start_line });
