@@ -102,7 +102,7 @@ impl LiveSource for MemoryLiveSource {
         &self.cluster
     }
     fn capabilities(&self) -> LiveCapabilities {
-        LiveCapabilities { watch: false, partial_coverage: true }
+        LiveCapabilities { watch: false, discovery: false }
     }
     async fn fetch(&self, scope: &Scope) -> Result<LiveSnapshot> {
         let state = self.state();

@@ -44,9 +44,10 @@ pub trait DesiredSource: Send + Sync + std::fmt::Debug {
 pub struct LiveCapabilities {
     /// [`LiveSource::watch`] is implemented.
     pub watch: bool,
-    /// Coverage can report forbidden / not served pairs (a real cluster); snapshot sources say
-    /// complete for what they hold.
-    pub partial_coverage: bool,
+    /// The source knows which kinds the cluster serves: a kind it does not serve is reported as
+    /// [`crate::CoverageStatus::NotServed`]. Sources without discovery (files, memory) report
+    /// every asked pair as complete, possibly empty.
+    pub discovery: bool,
 }
 
 /// A change seen by a watching live source.

@@ -1,0 +1,317 @@
+//! Conformance of sinks that are also stores (DESIGN section 5).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use drift_core::sink::*;
+use drift_core::*;
+use serde_json::json;
+
+use crate::fixtures::{drift, key, report, t};
+
+/// Runs every sink case. `fresh` returns a new, empty store each call (the same object seen as
+/// a sink and as a store).
+pub async fn conformance<F, Fut>(fresh: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = (Arc<dyn DriftSink>, Arc<dyn DriftStore>)>,
+{
+    let (sink, store) = fresh().await;
+    empty_store(&*sink, &*store).await;
+    let (sink, store) = fresh().await;
+    lifecycle(&*sink, &*store).await;
+    let (sink, store) = fresh().await;
+    resolution_needs_coverage(&*sink, &*store).await;
+    let (sink, store) = fresh().await;
+    removed_from_git(&*sink, &*store).await;
+    let (sink, store) = fresh().await;
+    listing(&*sink, &*store).await;
+    let (sink, store) = fresh().await;
+    statistics(&*sink, &*store).await;
+}
+
+async fn open_rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
+    let filter = DriftFilter { status: Some(DriftStatus::Open), ..Default::default() };
+    store.list(&filter, PageRequest { limit: 1000, after: None }).await.expect("list open").items
+}
+
+async fn all_rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
+    store.list(&DriftFilter::default(), PageRequest { limit: 1000, after: None }).await.expect("list").items
+}
+
+async fn empty_store(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    assert!(sink.capabilities().readable, "[empty_store] a store must say it is readable");
+    store.ping().await.expect("[empty_store] ping");
+    let page = store.list(&DriftFilter::default(), PageRequest::default()).await.expect("[empty_store] list");
+    assert!(page.items.is_empty() && page.next.is_none(), "[empty_store] a new store lists nothing");
+    let err = store.get(1).await.expect_err("[empty_store] get of a missing id must fail");
+    assert_eq!(err.kind(), ErrorKind::NotFound, "[empty_store] missing id is NotFound");
+    let bad = store.list(&DriftFilter::default(), PageRequest { limit: 0, after: None }).await;
+    assert_eq!(bad.map(|_| ()).map_err(|e| e.kind()), Err(ErrorKind::InvalidInput), "[empty_store] limit 0 is invalid");
+    let stats = store.stats(&DriftFilter::default(), t(0)).await.expect("[empty_store] stats");
+    assert_eq!(stats.trend.len(), 7, "[empty_store] the trend has 7 days");
+    assert!(stats.mean_time_to_resolve_seconds.is_none(), "[empty_store] no resolution, no mean");
+    assert!(store.recent_scans(10).await.expect("[empty_store] scans").is_empty());
+}
+
+async fn lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    let web = key("Deployment", "shop", "web");
+    let replicas = |v| drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(v));
+
+    // A new drift, listed twice in the report (one row), then seen again twice.
+    let r1 = report("scan-1", t(0), std::slice::from_ref(&web), vec![replicas(5), replicas(5)]);
+    let o1 = sink.record(&r1).await.expect("[lifecycle] record scan-1");
+    assert_eq!((o1.opened, o1.updated, o1.resolved), (1, 0, 0), "[lifecycle] first scan opens one drift");
+    sink.record(&report("scan-2", t(5), std::slice::from_ref(&web), vec![replicas(6)])).await.expect("scan-2");
+    let o3 =
+        sink.record(&report("scan-3", t(10), std::slice::from_ref(&web), vec![replicas(7)])).await.expect("scan-3");
+    assert_eq!((o3.opened, o3.updated), (0, 1), "[lifecycle] a persistent drift updates its row");
+    let rows = all_rows(store).await;
+    assert_eq!(rows.len(), 1, "[lifecycle] one row for a persistent drift");
+    let row = &rows[0];
+    assert_eq!(row.occurrences, 3, "[lifecycle] seen by 3 scans");
+    assert_eq!(row.detected_at, t(0), "[lifecycle] detected_at is the first scan");
+    assert_eq!(row.last_seen, t(10), "[lifecycle] last_seen is the latest scan");
+    assert_eq!(row.cluster_value, Some(json!(7)), "[lifecycle] the current cluster value is kept");
+    assert_eq!(row.git_value, Some(json!("git")));
+    assert_eq!(row.status, DriftStatus::Open);
+    assert_eq!(row.fingerprint, r1.drifts[0].fingerprint("test-cluster", "test-repo"), "[lifecycle] fingerprint");
+    assert_eq!(
+        (row.api_group.as_str(), row.resource_kind.as_str(), row.namespace.as_str(), row.resource_name.as_str()),
+        ("apps", "Deployment", "shop", "web")
+    );
+    assert_eq!(row.changed_by.as_deref(), Some("kubectl-edit"));
+    assert_eq!(row.changed_at, Some(t(-60)));
+    assert_eq!(row.classification, Classification::ManualChange);
+    assert_eq!(row.recommended_action, RecommendedAction::SuggestRevert);
+    assert_eq!(store.get(row.id).await.expect("[lifecycle] get"), *row, "[lifecycle] get equals list");
+
+    // Replaying a report changes nothing.
+    let replay =
+        sink.record(&report("scan-3", t(10), std::slice::from_ref(&web), vec![replicas(7)])).await.expect("replay");
+    assert!(replay.replayed, "[lifecycle] the same scan id is a replay");
+    assert_eq!(all_rows(store).await[0].occurrences, 3, "[lifecycle] a replay does not count");
+
+    // Fixed: resolved with resolved_at.
+    let o4 = sink.record(&report("scan-4", t(20), std::slice::from_ref(&web), vec![])).await.expect("scan-4");
+    assert_eq!(o4.resolved, 1, "[lifecycle] a fixed drift is resolved");
+    let row = store.get(row.id).await.expect("get");
+    assert_eq!((row.status, row.resolved_at), (DriftStatus::Resolved, Some(t(20))), "[lifecycle] resolved_at");
+
+    // Back again: a new row; the old one stays resolved.
+    let o5 =
+        sink.record(&report("scan-5", t(30), std::slice::from_ref(&web), vec![replicas(9)])).await.expect("scan-5");
+    assert_eq!(o5.opened, 1, "[lifecycle] a drift that comes back opens a new row");
+    let rows = all_rows(store).await;
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.iter().filter(|r| r.status == DriftStatus::Open).count(), 1, "[lifecycle] one open row");
+    assert!(rows[0].id > rows[1].id, "[lifecycle] newest first");
+    assert_eq!(rows[0].detected_at, t(30));
+
+    // A failed scan resolves nothing.
+    let mut failed = report("scan-6", t(40), std::slice::from_ref(&web), vec![]);
+    failed.outcome = ScanOutcome::Failed;
+    assert_eq!(sink.record(&failed).await.expect("scan-6").resolved, 0, "[lifecycle] a failed scan resolves nothing");
+    assert_eq!(open_rows(store).await.len(), 1);
+
+    // Another repository's scan does not resolve this repository's drifts.
+    let mut other = report("scan-7", t(50), std::slice::from_ref(&web), vec![]);
+    other.repository = "other-repo".to_owned();
+    assert_eq!(sink.record(&other).await.expect("scan-7").resolved, 0, "[lifecycle] repositories are separate");
+
+    let scans = store.recent_scans(10).await.expect("[lifecycle] scans");
+    assert_eq!(scans.len(), 7, "[lifecycle] one scan row per scan id");
+    assert_eq!(scans[0].scan_id, "scan-7", "[lifecycle] newest scan first");
+    assert_eq!(scans.iter().find(|s| s.scan_id == "scan-6").map(|s| s.outcome), Some(ScanOutcome::Failed));
+    assert_eq!(scans.iter().find(|s| s.scan_id == "scan-1").map(|s| s.drifts), Some(2));
+}
+
+async fn resolution_needs_coverage(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    let shop = key("ConfigMap", "shop", "settings");
+    let billing = key("ConfigMap", "billing", "settings");
+    let cm = |ns| drift("ConfigMap", ns, "settings", DriftType::ConfigmapDrift, "data.mode", json!("x"));
+    let both = [shop.clone(), billing.clone()];
+    sink.record(&report("c-1", t(0), &both, vec![cm("shop"), cm("billing")])).await.expect("c-1");
+    // The billing namespace could not be read: its drift stays open, shop's is resolved.
+    let mut r2 = report("c-2", t(5), &both, vec![]);
+    r2.outcome = ScanOutcome::Partial;
+    r2.coverage.set(&billing.group_kind(), Some("billing"), CoverageStatus::Forbidden { message: "403".into() });
+    let o = sink.record(&r2).await.expect("c-2");
+    assert_eq!(o.resolved, 1, "[coverage] only the covered namespace is resolved");
+    let open = open_rows(store).await;
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].namespace, "billing", "[coverage] the unread namespace keeps its drift open");
+    assert_eq!(open[0].last_seen, t(0), "[coverage] an unread drift is not 'seen'");
+}
+
+async fn removed_from_git(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    let web = key("Deployment", "shop", "web");
+    let d = drift(
+        "Deployment",
+        "shop",
+        "web",
+        DriftType::ImageTagDrift,
+        "spec.template.spec.containers[name=web].image",
+        json!("nginx:1.26"),
+    );
+    sink.record(&report("g-1", t(0), std::slice::from_ref(&web), vec![d])).await.expect("g-1");
+    // The object is gone from Git, but a file did not parse: nothing may be resolved.
+    let mut r2 = report("g-2", t(5), &[], vec![]);
+    r2.desired_complete = false;
+    r2.outcome = ScanOutcome::Partial;
+    assert_eq!(sink.record(&r2).await.expect("g-2").resolved, 0, "[removed_from_git] incomplete desired state");
+    // The whole desired state was read and the object is gone from Git: resolved.
+    assert_eq!(sink.record(&report("g-3", t(10), &[], vec![])).await.expect("g-3").resolved, 1, "[removed_from_git]");
+    assert!(open_rows(store).await.is_empty());
+}
+
+async fn listing(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    let keys =
+        [key("Deployment", "shop", "web"), key("Service", "shop", "web"), key("ConfigMap", "billing", "settings")];
+    let mut drifts = vec![
+        drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(3)),
+        drift(
+            "Deployment",
+            "shop",
+            "web",
+            DriftType::ImageTagDrift,
+            "spec.template.spec.containers[name=web].image",
+            json!("a"),
+        ),
+        drift(
+            "Service",
+            "shop",
+            "web",
+            DriftType::ServicePortDrift,
+            "spec.ports[port=80,protocol=TCP].targetPort",
+            json!(81),
+        ),
+        drift("ConfigMap", "billing", "settings", DriftType::ConfigmapDrift, "data.mode", json!({"nested": [1, 2]})),
+        drift("ConfigMap", "billing", "settings", DriftType::MetadataDrift, "metadata.labels.team", json!(null)),
+    ];
+    drifts[1].severity = Severity::High;
+    drifts[2].severity = Severity::Critical;
+    drifts[4].cluster_value = None;
+    sink.record(&report("l-1", t(0), &keys, drifts)).await.expect("l-1");
+    sink.record(&report(
+        "l-2",
+        t(10),
+        &keys,
+        vec![drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(3))],
+    ))
+    .await
+    .expect("l-2");
+
+    let all = all_rows(store).await;
+    assert_eq!(all.len(), 5);
+    let cm = all.iter().find(|r| r.drift_type == DriftType::ConfigmapDrift).expect("configmap row");
+    assert_eq!(cm.cluster_value, Some(json!({"nested": [1, 2]})), "[listing] JSON values round-trip");
+    let label = all.iter().find(|r| r.drift_type == DriftType::MetadataDrift).expect("label row");
+    assert_eq!(label.cluster_value, None, "[listing] an absent value stays absent");
+
+    let count = |f: DriftFilter| async move {
+        store.list(&f, PageRequest { limit: 1000, after: None }).await.expect("list").items.len()
+    };
+    assert_eq!(
+        count(DriftFilter { status: Some(DriftStatus::Open), ..Default::default() }).await,
+        1,
+        "[listing] status"
+    );
+    assert_eq!(count(DriftFilter { status: Some(DriftStatus::Resolved), ..Default::default() }).await, 4);
+    assert_eq!(
+        count(DriftFilter { severity: Some(Severity::Critical), ..Default::default() }).await,
+        1,
+        "[listing] severity"
+    );
+    assert_eq!(
+        count(DriftFilter { drift_type: Some(DriftType::ImageTagDrift), ..Default::default() }).await,
+        1,
+        "[listing] type"
+    );
+    assert_eq!(
+        count(DriftFilter { namespace: Some("billing".into()), ..Default::default() }).await,
+        2,
+        "[listing] namespace"
+    );
+    assert_eq!(count(DriftFilter { kind: Some("Service".into()), ..Default::default() }).await, 1, "[listing] kind");
+    assert_eq!(
+        count(DriftFilter { cluster: Some("test-cluster".into()), ..Default::default() }).await,
+        5,
+        "[listing] cluster"
+    );
+    assert_eq!(count(DriftFilter { cluster: Some("nope".into()), ..Default::default() }).await, 0);
+    assert_eq!(
+        count(DriftFilter { repository: Some("test-repo".into()), ..Default::default() }).await,
+        5,
+        "[listing] repo"
+    );
+    assert_eq!(
+        count(DriftFilter { since: Some(t(5)), ..Default::default() }).await,
+        1,
+        "[listing] since uses last_seen"
+    );
+    let combined =
+        DriftFilter { namespace: Some("shop".into()), status: Some(DriftStatus::Resolved), ..Default::default() };
+    assert_eq!(count(combined).await, 2, "[listing] filters combine");
+
+    // Keyset pagination: pages of 2, newest first, no row twice, no row lost.
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list(&DriftFilter::default(), PageRequest { limit: 2, after }).await.expect("page");
+        assert!(page.items.len() <= 2, "[listing] page size");
+        seen.extend(page.items.iter().map(|r| r.id));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let mut sorted = seen.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    sorted.dedup();
+    assert_eq!(seen, sorted, "[listing] pages are disjoint and in descending id order");
+    assert_eq!(seen.len(), 5, "[listing] pagination returns every row");
+}
+
+async fn statistics(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    let keys = [key("Deployment", "shop", "web"), key("ConfigMap", "billing", "settings")];
+    let mut critical = drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(1));
+    critical.severity = Severity::Critical;
+    let cm = drift("ConfigMap", "billing", "settings", DriftType::ConfigmapDrift, "data.mode", json!("x"));
+    let cm2 = drift("ConfigMap", "billing", "settings", DriftType::ConfigmapDrift, "data.other", json!("y"));
+    let day = chrono::Duration::days(1);
+    sink.record(&report("s-1", t(0) - day * 2, &keys, vec![critical.clone(), cm.clone(), cm2.clone()]))
+        .await
+        .expect("s-1");
+    // cm2 resolved 60 s later; cm resolved 1 day later; critical stays open.
+    sink.record(&report(
+        "s-2",
+        t(0) - day * 2 + chrono::Duration::seconds(60),
+        &keys,
+        vec![critical.clone(), cm.clone()],
+    ))
+    .await
+    .expect("s-2");
+    sink.record(&report("s-3", t(0) - day, &keys, vec![critical.clone()])).await.expect("s-3");
+    let stats = store.stats(&DriftFilter::default(), t(0)).await.expect("[stats] stats");
+    assert_eq!(stats.by_status.get("open"), Some(&1), "[stats] by status");
+    assert_eq!(stats.by_status.get("resolved"), Some(&2));
+    assert_eq!(stats.by_severity.get("CRITICAL"), Some(&1), "[stats] open by severity");
+    assert_eq!(stats.by_severity.get("LOW"), None, "[stats] resolved drifts are not counted by severity");
+    assert_eq!(stats.by_type.get("replicas_drift"), Some(&1));
+    assert_eq!(stats.by_namespace.get("shop"), Some(&1));
+    assert_eq!(stats.by_repository.get("test-repo"), Some(&1));
+    let days: Vec<_> = stats.trend.iter().map(|d| (d.day, d.new, d.resolved)).collect();
+    let today = t(0).date_naive();
+    assert_eq!(days.len(), 7, "[stats] 7 days");
+    assert_eq!(days[6].0, today, "[stats] the trend ends today");
+    assert_eq!(days[4], (today - day * 2, 3, 1), "[stats] 3 new and 1 resolved two days ago");
+    assert_eq!(days[5], (today - day, 0, 1), "[stats] 1 resolved yesterday");
+    let mean = stats.mean_time_to_resolve_seconds.expect("[stats] mean");
+    assert!((mean - (60.0 + 86_400.0) / 2.0).abs() < 1e-6, "[stats] mean time to resolve {mean}");
+    let p95 = stats.p95_time_to_resolve_seconds.expect("[stats] p95");
+    assert!((p95 - (60.0 + 0.95 * (86_400.0 - 60.0))).abs() < 1e-3, "[stats] p95 (continuous) {p95}");
+    let only_shop =
+        store.stats(&DriftFilter { namespace: Some("shop".into()), ..Default::default() }, t(0)).await.expect("stats");
+    assert_eq!(only_shop.by_status.get("resolved"), None, "[stats] filters apply to stats");
+}
