@@ -1,4 +1,5 @@
 //! The conformance suite run against the in-memory reference implementations.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 
