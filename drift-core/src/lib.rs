@@ -5,12 +5,21 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod compare;
+pub mod diff;
 pub mod drift;
+pub mod engine;
 pub mod error;
+pub mod ignore;
+pub mod managed;
 pub mod manifest;
 pub mod memory;
+pub mod merge_keys;
 pub mod model;
+pub mod normalize;
+pub mod path;
+pub mod quantity;
 pub mod report;
+pub mod rules;
 pub mod scan;
 pub mod sink;
 pub mod source;
@@ -20,6 +29,7 @@ pub use drift::{
     Attribution, Classification, DecisionSource, Drift, DriftType, RecommendedAction, ResourceRef, Severity,
     drift_fingerprint,
 };
+pub use engine::{Engine, EngineConfig};
 pub use error::{Error, ErrorKind, Result};
 pub use model::*;
 pub use report::{ScanOutcome, ScanReport, Summary};

@@ -1,0 +1,282 @@
+//! The default [`Comparator`]: normalisation, desired-driven diff, three-way awareness,
+//! attribution, drift types, severities and ignore rules, configured by [`EngineConfig`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::compare::Comparator;
+use crate::diff::{RawDiff, diff, lookup};
+use crate::drift::*;
+use crate::ignore::{CompiledRule, IgnoreRule, ObjectIgnores};
+use crate::managed::{ManagerClass, ManagerClassifier, ManagerPolicy, Ownership};
+use crate::merge_keys::{MergeKeyRule, MergeKeys};
+use crate::model::{Resource, ResourceKey, split_api_version};
+use crate::normalize::{LAST_APPLIED, SecretHasher, normalize};
+use crate::path::Path;
+use crate::rules::{SeverityTable, TypeRule, drift_type_of, type_rules};
+
+/// Configuration of the engine; every field has a default. Deserialised from the `drift`
+/// configuration file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Ignore rules.
+    pub ignore: Vec<IgnoreRule>,
+    /// Severity overrides per drift type (`replicas_drift: MEDIUM`).
+    pub severity: BTreeMap<DriftType, Severity>,
+    /// Which field managers are GitOps appliers and which are people.
+    pub managers: ManagerPolicy,
+    /// Merge keys of custom resources' lists.
+    pub merge_keys: Vec<MergeKeyRule>,
+    /// Report fields that only a controller or webhook added (off: they are not drift).
+    pub report_controller_fields: bool,
+    /// Ignore `spec.replicas` of an object that a HorizontalPodAutoscaler in Git scales
+    /// (default on).
+    #[serde(default = "yes")]
+    pub autoscaler_owns_replicas: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            ignore: Vec::new(),
+            severity: BTreeMap::new(),
+            managers: ManagerPolicy::default(),
+            merge_keys: Vec::new(),
+            report_controller_fields: false,
+            autoscaler_owns_replicas: true,
+        }
+    }
+}
+
+/// The engine. Build it once and share it; comparing is pure and thread-safe.
+///
+/// ```
+/// use drift_core::{Comparator, Engine, Resource, DriftType, Severity};
+/// use serde_json::json;
+/// let desired = Resource::from_object(json!({"apiVersion": "v1", "kind": "Service",
+///     "metadata": {"name": "web", "namespace": "shop"},
+///     "spec": {"ports": [{"port": 443, "targetPort": 8443}]}})).unwrap();
+/// let live = Resource::from_object(json!({"apiVersion": "v1", "kind": "Service",
+///     "metadata": {"name": "web", "namespace": "shop", "uid": "1", "resourceVersion": "9"},
+///     "spec": {"clusterIP": "10.0.0.7", "type": "ClusterIP",
+///              "ports": [{"port": 443, "protocol": "TCP", "targetPort": 9443}]}})).unwrap();
+/// let drifts = Engine::default().compare(&desired, Some(&live));
+/// assert_eq!(drifts.len(), 1);
+/// assert_eq!(drifts[0].path, "spec.ports[port=443].targetPort");
+/// assert_eq!(drifts[0].drift_type, DriftType::ServicePortDrift);
+/// assert_eq!(drifts[0].severity, Severity::Critical);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Engine {
+    ignore: Vec<CompiledRule>,
+    severity: SeverityTable,
+    classifier: ManagerClassifier,
+    merge_keys: MergeKeys,
+    rules: Vec<TypeRule>,
+    hasher: SecretHasher,
+    report_controller_fields: bool,
+    autoscaler_owns_replicas: bool,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        match Engine::new(&EngineConfig::default()) {
+            Ok(e) => e,
+            // The default configuration holds only valid built-in globs.
+            Err(e) => unreachable!("default engine configuration is valid: {e}"),
+        }
+    }
+}
+
+impl Engine {
+    /// Builds an engine; invalid globs or pointers are configuration errors. Secret values are
+    /// hashed under a random per-process key (see [`Engine::with_secret_hasher`]).
+    pub fn new(config: &EngineConfig) -> crate::Result<Self> {
+        Ok(Engine {
+            ignore: config.ignore.iter().map(CompiledRule::new).collect::<crate::Result<_>>()?,
+            severity: SeverityTable { overrides: config.severity.clone() },
+            classifier: ManagerClassifier::new(&config.managers)?,
+            merge_keys: MergeKeys::with_extra(&config.merge_keys),
+            rules: type_rules(),
+            hasher: SecretHasher::random(),
+            report_controller_fields: config.report_controller_fields,
+            autoscaler_owns_replicas: config.autoscaler_owns_replicas,
+        })
+    }
+
+    /// Uses a given Secret hasher (a fixed key keeps hashes stable across restarts).
+    pub fn with_secret_hasher(mut self, hasher: SecretHasher) -> Self {
+        self.hasher = hasher;
+        self
+    }
+
+    /// The Secret hasher in use.
+    pub fn secret_hasher(&self) -> &SecretHasher {
+        &self.hasher
+    }
+
+    /// Like [`Comparator::compare`], with each drift's structured [`Path`] (list items carry
+    /// their index in the desired list, for tools that address items by position).
+    pub fn compare_paths(&self, desired: &Resource, live: Option<&Resource>) -> Vec<(Path, Drift)> {
+        self.compare_with(desired, live, &[])
+    }
+
+    fn compare_with(&self, desired: &Resource, live: Option<&Resource>, implied: &[&str]) -> Vec<(Path, Drift)> {
+        let mut ignores = ObjectIgnores::for_object(&self.ignore, &desired.key, &desired.object);
+        if ignores.whole {
+            return Vec::new();
+        }
+        ignores.pointers.extend(implied.iter().map(|p| (*p).to_owned()));
+        let Some(live) = live else {
+            if ignores.path_ignored(&Path::root()) {
+                return Vec::new();
+            }
+            return vec![(
+                Path::root(),
+                self.make(desired, DriftType::MissingResource, &Path::root(), None, None, None),
+            )];
+        };
+        let kind = desired.key.kind.as_str();
+        let nd = normalize(&desired.object, &self.hasher);
+        let nl = normalize(&live.object, &self.hasher);
+        let ownership = Ownership::of(&live.object);
+        let last_applied = live
+            .object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(LAST_APPLIED))
+            .and_then(Value::as_str)
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .map(|v| normalize(&v, &self.hasher));
+
+        let mut out = Vec::new();
+        for RawDiff { path, git, live: cluster, extra } in diff(kind, &nd, &nl, &self.merge_keys) {
+            if ignores.path_ignored(&path) {
+                continue;
+            }
+            let owners = ownership.owners(&path);
+            let managers: Vec<_> = ownership.managers_of(owners);
+            if !managers.is_empty() && managers.iter().all(|m| ignores.manager_ignored(&m.manager)) {
+                continue;
+            }
+            let managers: Vec<_> = managers.into_iter().filter(|m| !ignores.manager_ignored(&m.manager)).collect();
+            let attribution = if extra {
+                // Three-way: a field Git does not have is drift when the applier or a person put
+                // it there, or when the last applied configuration had it (Git removed it).
+                let in_last_applied = last_applied.as_ref().is_some_and(|la| lookup(la, &path).is_some());
+                let claimant = managers.iter().find(|m| match self.classifier.classify(&m.manager) {
+                    ManagerClass::Manual | ManagerClass::Applier => true,
+                    ManagerClass::ClientSideApply => in_last_applied,
+                    ManagerClass::Controller => self.report_controller_fields,
+                });
+                match claimant {
+                    Some(m) => Some((*m).clone()),
+                    None if in_last_applied => managers.first().map(|m| (*m).clone()),
+                    None => continue,
+                }
+            } else {
+                managers.first().map(|m| (*m).clone())
+            };
+            let drift_type = drift_type_of(&self.rules, kind, &path);
+            let drift = self.make(desired, drift_type, &path, git, cluster, attribution);
+            out.push((path, drift));
+        }
+        out.sort_by(|a, b| a.1.path.cmp(&b.1.path));
+        out
+    }
+
+    fn make(
+        &self,
+        desired: &Resource,
+        drift_type: DriftType,
+        path: &Path,
+        git: Option<Value>,
+        cluster: Option<Value>,
+        attribution: Option<Attribution>,
+    ) -> Drift {
+        let severity = self.severity.severity(drift_type);
+        let classification = match &attribution {
+            None => Classification::Unknown,
+            Some(a) => match self.classifier.classify(&a.manager) {
+                ManagerClass::Manual | ManagerClass::ClientSideApply => Classification::ManualChange,
+                ManagerClass::Applier => Classification::PendingSync,
+                ManagerClass::Controller => Classification::ControllerManaged,
+            },
+        };
+        let recommended_action = recommend(drift_type, severity, classification);
+        Drift {
+            resource: ResourceRef {
+                api_version: desired.api_version.clone(),
+                kind: desired.key.kind.clone(),
+                namespace: desired.key.namespace.clone(),
+                name: desired.key.name.clone(),
+            },
+            api_group: desired.key.group.clone(),
+            drift_type,
+            severity,
+            path: path.to_string(),
+            git_value: git,
+            cluster_value: cluster,
+            changed_by: attribution.as_ref().map(|a| a.manager.clone()),
+            changed_at: attribution.as_ref().and_then(|a| a.time),
+            attribution,
+            classification,
+            decision_source: DecisionSource::Scanner,
+            recommended_action,
+            source_path: desired.provenance.path.clone(),
+        }
+    }
+}
+
+/// What to do about a drift (DESIGN section 4): controllers and pending syncs are observed;
+/// a missing object or a severe manual change is reverted; a milder manual change (a replica
+/// count, a request) looks intentional and belongs in Git.
+pub fn recommend(drift_type: DriftType, severity: Severity, classification: Classification) -> RecommendedAction {
+    match (drift_type, classification) {
+        (DriftType::MissingResource, _) => RecommendedAction::SuggestRevert,
+        (_, Classification::ControllerManaged | Classification::PendingSync) => RecommendedAction::Observe,
+        (_, Classification::ManualChange) if severity >= Severity::High => RecommendedAction::SuggestRevert,
+        (_, Classification::ManualChange) => RecommendedAction::CreatePr,
+        (_, Classification::Unknown) if severity >= Severity::High => RecommendedAction::SuggestRevert,
+        (_, Classification::Unknown) => RecommendedAction::Observe,
+    }
+}
+
+/// Objects whose `spec.replicas` a HorizontalPodAutoscaler in the desired set scales.
+fn autoscaled(desired: &[Resource]) -> Vec<ResourceKey> {
+    desired
+        .iter()
+        .filter(|r| r.key.kind == "HorizontalPodAutoscaler")
+        .filter_map(|hpa| {
+            let target = hpa.object.pointer("/spec/scaleTargetRef")?;
+            let kind = target.get("kind")?.as_str()?;
+            let name = target.get("name")?.as_str()?;
+            let group = target.get("apiVersion").and_then(Value::as_str).map(|v| split_api_version(v).0).unwrap_or("");
+            Some(ResourceKey::new(group, kind, hpa.key.namespace.as_deref(), name))
+        })
+        .collect()
+}
+
+impl Comparator for Engine {
+    fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {
+        self.compare_with(desired, live, &[]).into_iter().map(|(_, d)| d).collect()
+    }
+
+    fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
+        let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
+        let scaled = if self.autoscaler_owns_replicas { autoscaled(desired) } else { Vec::new() };
+        desired
+            .iter()
+            .flat_map(|d| {
+                let implied: &[&str] = if scaled.contains(&d.key) { &["/spec/replicas"] } else { &[] };
+                self.compare_with(d, index.get(&d.key).copied(), implied).into_iter().map(|(_, d)| d)
+            })
+            .collect()
+    }
+}
