@@ -115,11 +115,11 @@ fn as_api_server_returns(desired: &Value) -> Value {
 fn server_canonical(text: &str) -> String {
     if let Some(m) = text.strip_suffix('m') {
         let m: u64 = m.parse().unwrap();
-        return if m % 1000 == 0 { (m / 1000).to_string() } else { format!("{m}m") };
+        return if m.is_multiple_of(1000) { (m / 1000).to_string() } else { format!("{m}m") };
     }
     if let Some(mi) = text.strip_suffix("Mi") {
         let mi: u64 = mi.parse().unwrap();
-        return if mi % 1024 == 0 { format!("{}Gi", mi / 1024) } else { format!("{mi}Mi") };
+        return if mi.is_multiple_of(1024) { format!("{}Gi", mi / 1024) } else { format!("{mi}Mi") };
     }
     text.to_owned()
 }
