@@ -164,7 +164,58 @@ fn is_blank(text: &str) -> bool {
     })
 }
 
+/// An upper estimate of a YAML document's nesting, from indentation and flow brackets, checked
+/// before parsing: a deep document must be refused before a recursive parser sees it.
+/// Returns the line where the limit is first exceeded.
+fn too_deep(text: &str, max: usize) -> Option<usize> {
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (n, line) in (1usize..).zip(text.lines()) {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let mut indent = line.len() - trimmed.len();
+        let mut rest = trimmed;
+        if flow == 0 {
+            while indents.last().is_some_and(|&i| i >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            // `- - - a` opens one level per dash.
+            while let Some(r) = rest.strip_prefix("- ") {
+                indent += 2;
+                indents.push(indent);
+                rest = r.trim_start();
+            }
+        }
+        let (mut quote, mut escaped) = (None, false);
+        for c in rest.chars() {
+            match (quote, c) {
+                (Some('"'), '\\') if !escaped => {
+                    escaped = true;
+                    continue;
+                }
+                (Some(q), c) if c == q && !escaped => quote = None,
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => flow += 1,
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+            escaped = false;
+        }
+        if indents.len() + flow > max {
+            return Some(n);
+        }
+    }
+    None
+}
+
 fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
+    if let Some(line) = too_deep(text, limits.max_depth) {
+        return Err((format!("document nested deeper than {} levels", limits.max_depth), Some(line)));
+    }
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: limits.max_depth,
