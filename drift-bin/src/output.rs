@@ -1,0 +1,129 @@
+//! Printing reports: a coloured table for people, JSON and YAML for tools.
+//!
+//! The JSON shape is stable (DESIGN section 6): `{"drifts": [...], "summary": {...},
+//! "warnings": [...]}`; each drift carries `resource` (`apiVersion`, `kind`, `namespace`,
+//! `name`), `drift_type`, `severity`, `path`, `git_value`, `cluster_value`, `changed_by`,
+//! `changed_at`, `classification`, `decision_source`, `recommended_action`.
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::Result;
+use drift_core::{Drift, ScanReport, Severity, SourceWarning, Summary};
+use owo_colors::OwoColorize;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A readable table, coloured on a terminal.
+    Table,
+    /// One JSON object.
+    Json,
+    /// The same object as YAML.
+    Yaml,
+}
+
+/// The stable machine-readable document.
+#[derive(Debug, Serialize)]
+pub struct Document<'a> {
+    pub drifts: &'a [Drift],
+    pub summary: &'a Summary,
+    pub warnings: &'a [SourceWarning],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<&'a str>,
+}
+
+/// Prints a report in a format.
+pub fn print_report(report: &ScanReport, format: Format, out: &mut dyn Write) -> Result<()> {
+    let doc = Document {
+        drifts: &report.drifts,
+        summary: &report.summary,
+        warnings: &report.warnings,
+        revision: report.revision.as_deref(),
+    };
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            writeln!(out)?;
+        }
+        Format::Yaml => {
+            let value = serde_json::to_value(&doc)?;
+            write!(out, "{}", serde_saphyr::to_string(&value)?)?;
+        }
+        Format::Table => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print_table(report, color, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn short(v: &Option<Value>) -> String {
+    match v {
+        None => "<absent>".to_owned(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => {
+            let s = other.to_string();
+            if s.len() > 120 { format!("{}…", &s[..s.char_indices().nth(117).map_or(s.len(), |(i, _)| i)]) } else { s }
+        }
+    }
+}
+
+fn paint(text: &str, sev: Severity, color: bool) -> String {
+    if !color {
+        return text.to_owned();
+    }
+    match sev {
+        Severity::Critical => text.red().bold().to_string(),
+        Severity::High => text.red().to_string(),
+        Severity::Medium => text.yellow().to_string(),
+        Severity::Low => text.cyan().to_string(),
+    }
+}
+
+fn print_table(report: &ScanReport, color: bool, out: &mut dyn Write) -> Result<()> {
+    let mut current = None;
+    for d in &report.drifts {
+        let key = d.key();
+        if current.as_ref() != Some(&key) {
+            let ns = d.resource.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default();
+            let head = format!("{} {}{}", d.resource.kind, ns, d.resource.name);
+            let source = d.source_path.as_deref().map(|p| format!("  ({p})")).unwrap_or_default();
+            writeln!(out, "{}{}", if color { head.bold().to_string() } else { head }, source)?;
+            current = Some(key);
+        }
+        let sev = format!("{:<8}", d.severity.as_str());
+        let path = if d.path.is_empty() { "<object>".to_owned() } else { d.path.clone() };
+        writeln!(out, "  {} {:<22} {}", paint(&sev, d.severity, color), d.drift_type.as_str(), path)?;
+        let (minus, plus) = if d.drift_type == drift_core::DriftType::MissingResource {
+            ("    - git:     the object".to_owned(), "    + cluster: <absent>".to_owned())
+        } else {
+            (format!("    - git:     {}", short(&d.git_value)), format!("    + cluster: {}", short(&d.cluster_value)))
+        };
+        writeln!(out, "{}", if color { minus.green().to_string() } else { minus })?;
+        writeln!(out, "{}", if color { plus.red().to_string() } else { plus })?;
+        let by = match (&d.changed_by, d.changed_at) {
+            (Some(m), Some(t)) => format!("{m} at {}", t.to_rfc3339()),
+            (Some(m), None) => m.clone(),
+            _ => "unknown".to_owned(),
+        };
+        writeln!(out, "      changed by {by}; {}; {}", d.classification.as_str(), d.recommended_action.as_str())?;
+    }
+    for w in &report.warnings {
+        let label = if w.fatal { "error" } else { "note" };
+        writeln!(out, "{label}: {w}")?;
+    }
+    let s = &report.summary;
+    let by_sev: Vec<String> =
+        Severity::ALL.iter().rev().filter_map(|v| s.by_severity.get(v).map(|n| format!("{n} {}", v.as_str()))).collect();
+    writeln!(
+        out,
+        "{} drift(s) in {} of {} object(s){}",
+        s.drifts,
+        s.resources_drifted,
+        s.resources_compared,
+        if by_sev.is_empty() { String::new() } else { format!(": {}", by_sev.join(", ")) }
+    )?;
+    Ok(())
+}
