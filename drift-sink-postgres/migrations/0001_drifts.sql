@@ -1,0 +1,67 @@
+-- The drift history (DESIGN section 5). One row per drift episode: a drift that comes back
+-- after being resolved opens a new row with the same fingerprint.
+CREATE TABLE drifts (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    detected_at        timestamptz NOT NULL,
+    last_seen          timestamptz NOT NULL,
+    occurrences        bigint      NOT NULL DEFAULT 1 CHECK (occurrences >= 1),
+    repository         text        NOT NULL,
+    namespace          text        NOT NULL DEFAULT '',
+    resource_kind      text        NOT NULL,
+    resource_name      text        NOT NULL,
+    drift_type         text        NOT NULL,
+    severity           text        NOT NULL CHECK (severity IN ('LOW', 'MEDIUM', 'HIGH', 'CRITICAL')),
+    git_value          jsonb,
+    cluster_value      jsonb,
+    status             text        NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'resolved')),
+    resolved_at        timestamptz,
+    decision_source    text        NOT NULL,
+    recommended_action text        NOT NULL,
+    cluster            text        NOT NULL,
+    api_group          text        NOT NULL DEFAULT '',
+    path               text        NOT NULL DEFAULT '',
+    fingerprint        text        NOT NULL,
+    changed_by         text,
+    changed_at         timestamptz,
+    classification     text        NOT NULL,
+    CHECK ((status = 'resolved') = (resolved_at IS NOT NULL))
+);
+
+-- At most one open row per fingerprint: two scanners racing cannot duplicate a drift.
+CREATE UNIQUE INDEX drifts_open_fingerprint ON drifts (fingerprint) WHERE status = 'open';
+-- Resolution candidates of a scan: the open rows of its cluster and repository.
+CREATE INDEX drifts_open_scope ON drifts (cluster, repository) WHERE status = 'open';
+-- Listing filters, each ordered by id for keyset pagination (newest first).
+CREATE INDEX drifts_status_id ON drifts (status, id);
+CREATE INDEX drifts_severity_id ON drifts (severity, id);
+CREATE INDEX drifts_type_id ON drifts (drift_type, id);
+CREATE INDEX drifts_namespace_id ON drifts (namespace, id);
+CREATE INDEX drifts_repository_id ON drifts (repository, id);
+CREATE INDEX drifts_cluster_id ON drifts (cluster, id);
+CREATE INDEX drifts_kind_id ON drifts (resource_kind, id);
+CREATE INDEX drifts_last_seen ON drifts (last_seen);
+-- Trend and retention.
+CREATE INDEX drifts_detected_at ON drifts (detected_at);
+CREATE INDEX drifts_resolved_at ON drifts (resolved_at) WHERE status = 'resolved';
+
+-- One row per recorded scan; its primary key makes recording idempotent per scan id.
+CREATE TABLE scans (
+    scan_id     text        PRIMARY KEY,
+    cluster     text        NOT NULL,
+    repository  text        NOT NULL,
+    revision    text,
+    started_at  timestamptz NOT NULL,
+    finished_at timestamptz NOT NULL,
+    outcome     text        NOT NULL CHECK (outcome IN ('success', 'partial', 'failed')),
+    drifts      bigint      NOT NULL,
+    warnings    bigint      NOT NULL,
+    opened      bigint      NOT NULL DEFAULT 0,
+    updated     bigint      NOT NULL DEFAULT 0,
+    resolved    bigint      NOT NULL DEFAULT 0,
+    errors      jsonb       NOT NULL DEFAULT '[]',
+    coverage    jsonb       NOT NULL DEFAULT '[]',
+    recorded_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX scans_started ON scans (started_at DESC, scan_id DESC);
+CREATE INDEX scans_finished ON scans (finished_at);

@@ -1,0 +1,302 @@
+//! The write side: one transaction per scan report.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftSink, RecordOutcome, SinkCapabilities};
+use drift_core::{ResourceKey, Result, ScanReport};
+use serde::{Deserialize, Serialize};
+use sqlx::{Postgres, Transaction};
+
+use crate::PostgresSink;
+use crate::error::{PgError, SqlContext};
+
+/// How many times a report is written again after a lost connection or a deadlock. The write
+/// is one transaction and recording is idempotent per scan id, so a retry is always safe.
+const ATTEMPTS: usize = 3;
+
+/// What a retention pass deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneOutcome {
+    /// Resolved drifts deleted.
+    pub drifts: u64,
+    /// Scan rows deleted.
+    pub scans: u64,
+}
+
+/// The drifts of a report as column arrays, one entry per distinct fingerprint, in report order.
+#[derive(Default)]
+struct Columns {
+    fingerprint: Vec<String>,
+    api_group: Vec<String>,
+    kind: Vec<String>,
+    namespace: Vec<String>,
+    name: Vec<String>,
+    path: Vec<String>,
+    drift_type: Vec<&'static str>,
+    severity: Vec<&'static str>,
+    git_value: Vec<Option<String>>,
+    cluster_value: Vec<Option<String>>,
+    changed_by: Vec<Option<String>>,
+    changed_at: Vec<Option<DateTime<Utc>>>,
+    classification: Vec<&'static str>,
+    decision_source: Vec<&'static str>,
+    recommended_action: Vec<&'static str>,
+}
+
+impl Columns {
+    /// Collects the drifts of a report; a fingerprint listed twice counts once (the first wins,
+    /// as in the reference store).
+    fn of(report: &ScanReport) -> Self {
+        let mut c = Columns::default();
+        let mut seen = HashSet::new();
+        for d in &report.drifts {
+            let fp = d.fingerprint(&report.cluster, &report.repository);
+            if !seen.insert(fp.clone()) {
+                continue;
+            }
+            c.fingerprint.push(fp);
+            c.api_group.push(d.api_group.clone());
+            c.kind.push(d.resource.kind.clone());
+            c.namespace.push(d.resource.namespace.clone().unwrap_or_default());
+            c.name.push(d.resource.name.clone());
+            c.path.push(d.path.clone());
+            c.drift_type.push(d.drift_type.as_str());
+            c.severity.push(d.severity.as_str());
+            c.git_value.push(d.git_value.as_ref().map(serde_json::Value::to_string));
+            c.cluster_value.push(d.cluster_value.as_ref().map(serde_json::Value::to_string));
+            c.changed_by.push(d.changed_by.clone());
+            c.changed_at.push(d.changed_at);
+            c.classification.push(d.classification.as_str());
+            c.decision_source.push(d.decision_source.as_str());
+            c.recommended_action.push(d.recommended_action.as_str());
+        }
+        c
+    }
+}
+
+/// Inserts new drifts and updates open ones in one statement. `RETURNING occurrences` tells
+/// them apart: a new row has 1, an updated row at least 2.
+const UPSERT: &str = r#"
+INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type,
+    severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source,
+    recommended_action, detected_at, last_seen, occurrences, cluster, repository, status)
+SELECT d.fingerprint, d.api_group, d.kind, d.namespace, d.name, d.path, d.drift_type, d.severity,
+    d.git_value::jsonb, d.cluster_value::jsonb, d.changed_by, d.changed_at, d.classification,
+    d.decision_source, d.recommended_action, $16, $16, 1, $17, $18, 'open'
+FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+    $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::text[], $14::text[],
+    $15::text[])
+    WITH ORDINALITY AS d(fingerprint, api_group, kind, namespace, name, path, drift_type, severity,
+        git_value, cluster_value, changed_by, changed_at, classification, decision_source,
+        recommended_action, ord)
+ORDER BY d.ord
+ON CONFLICT (fingerprint) WHERE status = 'open' DO UPDATE SET
+    last_seen = EXCLUDED.last_seen,
+    occurrences = drifts.occurrences + 1,
+    git_value = EXCLUDED.git_value,
+    cluster_value = EXCLUDED.cluster_value,
+    severity = EXCLUDED.severity,
+    changed_by = EXCLUDED.changed_by,
+    changed_at = EXCLUDED.changed_at,
+    classification = EXCLUDED.classification,
+    recommended_action = EXCLUDED.recommended_action
+RETURNING occurrences
+"#;
+
+#[async_trait]
+impl DriftSink for PostgresSink {
+    fn name(&self) -> &str {
+        "postgres"
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities { readable: true, resolves: true }
+    }
+
+    #[tracing::instrument(skip_all, fields(scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository))]
+    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
+        let mut attempt = 1;
+        loop {
+            match self.record_once(report).await {
+                Ok(outcome) => {
+                    tracing::debug!(
+                        opened = outcome.opened,
+                        updated = outcome.updated,
+                        resolved = outcome.resolved,
+                        replayed = outcome.replayed,
+                        "scan report recorded"
+                    );
+                    return Ok(outcome);
+                }
+                Err(e) if e.retryable() && attempt < ATTEMPTS => {
+                    tracing::warn!(error = %e, attempt, "recording the scan report failed; writing it again");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl PostgresSink {
+    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, PgError> {
+        let mut tx = self.pool.begin().await.ctx("starting the transaction")?;
+        let errors = serde_json::to_value(&report.warnings).unwrap_or_default();
+        let uncovered: Vec<_> = report.coverage.incomplete().collect();
+        let uncovered = serde_json::to_value(&uncovered).unwrap_or_default();
+        let new_scan = sqlx::query(
+            "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
+             warnings, errors, coverage) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             ON CONFLICT (scan_id) DO NOTHING",
+        )
+        .bind(&report.scan_id)
+        .bind(&report.cluster)
+        .bind(&report.repository)
+        .bind(&report.revision)
+        .bind(report.started_at)
+        .bind(report.finished_at)
+        .bind(report.outcome.as_str())
+        .bind(report.drifts.len() as i64)
+        .bind(report.warnings.len() as i64)
+        .bind(sqlx::types::Json(errors))
+        .bind(sqlx::types::Json(uncovered))
+        .execute(&mut *tx)
+        .await
+        .ctx("recording the scan")?
+        .rows_affected();
+        if new_scan == 0 {
+            // A concurrent writer of the same scan id waits on the primary key and lands here.
+            tx.rollback().await.ctx("rolling back a replay")?;
+            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
+        }
+
+        let cols = Columns::of(report);
+        let mut outcome = RecordOutcome::default();
+        if !cols.fingerprint.is_empty() {
+            let occurrences: Vec<i64> = sqlx::query_scalar(UPSERT)
+                .bind(&cols.fingerprint)
+                .bind(&cols.api_group)
+                .bind(&cols.kind)
+                .bind(&cols.namespace)
+                .bind(&cols.name)
+                .bind(&cols.path)
+                .bind(&cols.drift_type)
+                .bind(&cols.severity)
+                .bind(&cols.git_value)
+                .bind(&cols.cluster_value)
+                .bind(&cols.changed_by)
+                .bind(&cols.changed_at)
+                .bind(&cols.classification)
+                .bind(&cols.decision_source)
+                .bind(&cols.recommended_action)
+                .bind(report.finished_at)
+                .bind(&report.cluster)
+                .bind(&report.repository)
+                .fetch_all(&mut *tx)
+                .await
+                .ctx("upserting drifts")?;
+            outcome.opened = occurrences.iter().filter(|o| **o == 1).count();
+            outcome.updated = occurrences.len() - outcome.opened;
+        }
+
+        outcome.resolved = resolve(&mut tx, report, &cols.fingerprint).await?;
+
+        sqlx::query("UPDATE scans SET opened = $2, updated = $3, resolved = $4 WHERE scan_id = $1")
+            .bind(&report.scan_id)
+            .bind(outcome.opened as i64)
+            .bind(outcome.updated as i64)
+            .bind(outcome.resolved as i64)
+            .execute(&mut *tx)
+            .await
+            .ctx("counting the scan")?;
+
+        if let Some(days) = self.retention_days {
+            prune_in(&mut tx, report.finished_at - chrono::Duration::days(i64::from(days))).await?;
+        }
+        tx.commit().await.ctx("committing the scan report")?;
+        Ok(outcome)
+    }
+
+    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
+    /// nothing without a retention. Recording a report also prunes, relative to the report's
+    /// finish time.
+    pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
+        let Some(days) = self.retention_days else { return Ok(PruneOutcome::default()) };
+        let mut tx = self.pool.begin().await.ctx("starting the transaction")?;
+        let outcome = prune_in(&mut tx, now - chrono::Duration::days(i64::from(days))).await?;
+        tx.commit().await.ctx("committing the retention pass")?;
+        Ok(outcome)
+    }
+}
+
+/// Resolves the open drifts of the report's cluster and repository that it does not list, where
+/// the report may resolve them. One query fetches the candidates' keys, Rust applies
+/// [`ScanReport::may_resolve`], one statement resolves.
+async fn resolve(
+    tx: &mut Transaction<'static, Postgres>,
+    report: &ScanReport,
+    seen: &[String],
+) -> Result<usize, PgError> {
+    if report.outcome == drift_core::ScanOutcome::Failed {
+        return Ok(0);
+    }
+    let candidates: Vec<(i64, String, String, String, String)> = sqlx::query_as(
+        "SELECT id, api_group, resource_kind, namespace, resource_name FROM drifts \
+         WHERE status = 'open' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
+    )
+    .bind(&report.cluster)
+    .bind(&report.repository)
+    .bind(seen)
+    .fetch_all(&mut **tx)
+    .await
+    .ctx("reading open drifts")?;
+    let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
+    let mut ids = Vec::new();
+    for (id, group, kind, namespace, name) in candidates {
+        let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
+        let may = match decided.get(&key) {
+            Some(may) => *may,
+            None => {
+                let may = report.may_resolve(&key);
+                decided.insert(key, may);
+                may
+            }
+        };
+        if may {
+            ids.push(id);
+        }
+    }
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let resolved =
+        sqlx::query("UPDATE drifts SET status = 'resolved', resolved_at = $1 WHERE id = ANY($2) AND status = 'open'")
+            .bind(report.finished_at)
+            .bind(&ids)
+            .execute(&mut **tx)
+            .await
+            .ctx("resolving drifts")?
+            .rows_affected();
+    Ok(resolved as usize)
+}
+
+async fn prune_in(tx: &mut Transaction<'static, Postgres>, cutoff: DateTime<Utc>) -> Result<PruneOutcome, PgError> {
+    let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < $1")
+        .bind(cutoff)
+        .execute(&mut **tx)
+        .await
+        .ctx("deleting old resolved drifts")?
+        .rows_affected();
+    let scans = sqlx::query("DELETE FROM scans WHERE finished_at < $1")
+        .bind(cutoff)
+        .execute(&mut **tx)
+        .await
+        .ctx("deleting old scans")?
+        .rows_affected();
+    if drifts + scans > 0 {
+        tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
+    }
+    Ok(PruneOutcome { drifts, scans })
+}
