@@ -1,0 +1,420 @@
+//! Defaulting of the common kinds, as the Kubernetes API server applies it on every write
+//! (`SetDefaults_*` of the versioned types), plus the zero values the server's serialisation
+//! shows (`status: {}`, `resources: {}`, `creationTimestamp: null` in templates) and the
+//! canonical form of resource quantities.
+
+use serde_json::{Map, Value, json};
+
+use crate::quantity::{canonicalize_map, canonicalize_value};
+
+/// Values the server allocates while defaulting (cluster IPs, node ports).
+pub trait Allocator {
+    /// A free cluster IP.
+    fn cluster_ip(&mut self) -> String;
+    /// A free node port.
+    fn node_port(&mut self) -> u16;
+}
+
+fn obj(v: &mut Value) -> Option<&mut Map<String, Value>> {
+    v.as_object_mut()
+}
+
+/// Set `key` to `val` when it is absent or null.
+fn default(map: &mut Map<String, Value>, key: &str, val: Value) {
+    match map.get(key) {
+        None | Some(Value::Null) => {
+            map.insert(key.to_owned(), val);
+        }
+        Some(_) => {}
+    }
+}
+
+/// The object map at `key`, created empty when absent.
+fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    if !matches!(map.get(key), Some(Value::Object(_))) {
+        map.insert(key.to_owned(), Value::Object(Map::new()));
+    }
+    match map.get_mut(key) {
+        Some(Value::Object(m)) => m,
+        // Inserted as an object just above.
+        _ => unreachable!("child map was just inserted"),
+    }
+}
+
+fn each_in(map: &mut Map<String, Value>, key: &str, mut f: impl FnMut(&mut Map<String, Value>)) {
+    if let Some(Value::Array(items)) = map.get_mut(key) {
+        for item in items.iter_mut() {
+            if let Some(m) = item.as_object_mut() {
+                f(m);
+            }
+        }
+    }
+}
+
+/// Apply the defaults of `kind` to `object` (a full object with metadata).
+/// `old` is the stored object on updates, for values the server keeps (allocated IPs).
+pub fn apply(kind: &str, object: &mut Value, old: Option<&Value>, alloc: &mut dyn Allocator) {
+    let Some(o) = obj(object) else { return };
+    match kind {
+        "Namespace" => {
+            let name = o.get("metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+            let labels = child(child(o, "metadata"), "labels");
+            labels.insert("kubernetes.io/metadata.name".into(), name);
+            default(child(o, "spec"), "finalizers", json!(["kubernetes"]));
+            default(child(o, "status"), "phase", json!("Active"));
+        }
+        "Secret" => {
+            default(o, "type", json!("Opaque"));
+            if let Some(Value::Object(string_data)) = o.remove("stringData") {
+                use base64::Engine as _;
+                let data = child(o, "data");
+                for (k, v) in string_data {
+                    let s = v.as_str().unwrap_or_default();
+                    data.insert(k, json!(base64::engine::general_purpose::STANDARD.encode(s)));
+                }
+            }
+        }
+        "Service" => service(o, old, alloc),
+        "PersistentVolumeClaim" => {
+            let spec = child(o, "spec");
+            default(spec, "volumeMode", json!("Filesystem"));
+            resources(spec);
+            default(child(o, "status"), "phase", json!("Pending"));
+        }
+        "Deployment" => {
+            let spec = child(o, "spec");
+            default(spec, "replicas", json!(1));
+            let strategy = child(spec, "strategy");
+            default(strategy, "type", json!("RollingUpdate"));
+            if strategy.get("type") == Some(&json!("RollingUpdate")) {
+                let ru = child(strategy, "rollingUpdate");
+                default(ru, "maxUnavailable", json!("25%"));
+                default(ru, "maxSurge", json!("25%"));
+            }
+            default(spec, "revisionHistoryLimit", json!(10));
+            default(spec, "progressDeadlineSeconds", json!(600));
+            pod_template(child(spec, "template"));
+            child(o, "status");
+        }
+        "StatefulSet" => {
+            let spec = child(o, "spec");
+            default(spec, "replicas", json!(1));
+            default(spec, "podManagementPolicy", json!("OrderedReady"));
+            let us = child(spec, "updateStrategy");
+            default(us, "type", json!("RollingUpdate"));
+            if us.get("type") == Some(&json!("RollingUpdate")) {
+                default(child(us, "rollingUpdate"), "partition", json!(0));
+            }
+            default(spec, "revisionHistoryLimit", json!(10));
+            let policy = child(spec, "persistentVolumeClaimRetentionPolicy");
+            default(policy, "whenDeleted", json!("Retain"));
+            default(policy, "whenScaled", json!("Retain"));
+            each_in(spec, "volumeClaimTemplates", |pvc| {
+                default(pvc, "apiVersion", json!("v1"));
+                default(pvc, "kind", json!("PersistentVolumeClaim"));
+                let meta = child(pvc, "metadata");
+                default(meta, "creationTimestamp", Value::Null);
+                let pspec = child(pvc, "spec");
+                default(pspec, "volumeMode", json!("Filesystem"));
+                resources(pspec);
+                default(child(pvc, "status"), "phase", json!("Pending"));
+            });
+            pod_template(child(spec, "template"));
+            let status = child(o, "status");
+            default(status, "replicas", json!(0));
+            default(status, "availableReplicas", json!(0));
+        }
+        "DaemonSet" => {
+            let spec = child(o, "spec");
+            let us = child(spec, "updateStrategy");
+            default(us, "type", json!("RollingUpdate"));
+            if us.get("type") == Some(&json!("RollingUpdate")) {
+                let ru = child(us, "rollingUpdate");
+                default(ru, "maxUnavailable", json!(1));
+                default(ru, "maxSurge", json!(0));
+            }
+            default(spec, "revisionHistoryLimit", json!(10));
+            pod_template(child(spec, "template"));
+            let status = child(o, "status");
+            for k in ["currentNumberScheduled", "desiredNumberScheduled", "numberMisscheduled", "numberReady"] {
+                default(status, k, json!(0));
+            }
+        }
+        "Job" => {
+            let uid = o.get("metadata").and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null);
+            let name = o.get("metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+            let spec = child(o, "spec");
+            let no_counts = matches!(spec.get("completions"), None | Some(Value::Null))
+                && matches!(spec.get("parallelism"), None | Some(Value::Null));
+            if no_counts {
+                spec.insert("completions".into(), json!(1));
+                spec.insert("parallelism".into(), json!(1));
+            }
+            default(spec, "parallelism", json!(1));
+            default(spec, "backoffLimit", json!(6));
+            default(spec, "completionMode", json!("NonIndexed"));
+            default(spec, "suspend", json!(false));
+            if !spec.contains_key("podFailurePolicy") {
+                default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
+            }
+            let manual = spec.get("manualSelector") == Some(&json!(true));
+            if !manual && !spec.contains_key("selector") {
+                spec.insert("selector".into(), json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+                let tmpl = child(spec, "template");
+                let labels = child(child(tmpl, "metadata"), "labels");
+                default(labels, "batch.kubernetes.io/controller-uid", uid.clone());
+                default(labels, "batch.kubernetes.io/job-name", name.clone());
+                default(labels, "controller-uid", uid);
+                default(labels, "job-name", name);
+            }
+            pod_template(child(spec, "template"));
+            child(o, "status");
+        }
+        "CronJob" => {
+            let spec = child(o, "spec");
+            default(spec, "concurrencyPolicy", json!("Allow"));
+            default(spec, "suspend", json!(false));
+            default(spec, "successfulJobsHistoryLimit", json!(3));
+            default(spec, "failedJobsHistoryLimit", json!(1));
+            let jt = child(spec, "jobTemplate");
+            default(child(jt, "metadata"), "creationTimestamp", Value::Null);
+            pod_template(child(child(jt, "spec"), "template"));
+            child(o, "status");
+        }
+        "Ingress" => {
+            let status = child(o, "status");
+            child(status, "loadBalancer");
+        }
+        "NetworkPolicy" => {
+            let spec = child(o, "spec");
+            child(spec, "podSelector");
+            if !spec.contains_key("policyTypes") {
+                let mut types = vec![json!("Ingress")];
+                if spec.contains_key("egress") {
+                    types.push(json!("Egress"));
+                }
+                spec.insert("policyTypes".into(), Value::Array(types));
+            }
+            for dir in ["ingress", "egress"] {
+                each_in(spec, dir, |rule| {
+                    each_in(rule, "ports", |p| default(p, "protocol", json!("TCP")));
+                });
+            }
+        }
+        "RoleBinding" | "ClusterRoleBinding" => {
+            each_in(o, "subjects", |s| {
+                let group =
+                    if s.get("kind") == Some(&json!("ServiceAccount")) { "" } else { "rbac.authorization.k8s.io" };
+                default(s, "apiGroup", json!(group));
+            });
+        }
+        "HorizontalPodAutoscaler" => {
+            let spec = child(o, "spec");
+            default(spec, "minReplicas", json!(1));
+            let empty = spec.get("metrics").and_then(Value::as_array).is_none_or(Vec::is_empty);
+            if empty {
+                spec.insert(
+                    "metrics".into(),
+                    json!([{"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80}}}]),
+                );
+            }
+            each_in(spec, "metrics", |m| {
+                for source in ["resource", "pods", "object", "external", "containerResource"] {
+                    if let Some(Value::Object(s)) = m.get_mut(source)
+                        && let Some(Value::Object(t)) = s.get_mut("target")
+                    {
+                        for q in ["value", "averageValue"] {
+                            if let Some(v) = t.get_mut(q) {
+                                canonicalize_value(v);
+                            }
+                        }
+                    }
+                }
+            });
+            default(child(o, "status"), "desiredReplicas", json!(0));
+        }
+        "CustomResourceDefinition" => {
+            let spec = child(o, "spec");
+            default(child(spec, "conversion"), "strategy", json!("None"));
+            let names = spec.get("names").cloned().unwrap_or(json!({}));
+            let stored: Vec<Value> = spec
+                .get("versions")
+                .and_then(Value::as_array)
+                .map(|vs| {
+                    vs.iter()
+                        .filter(|v| v.get("storage") == Some(&json!(true)))
+                        .filter_map(|v| v.get("name").cloned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let status = child(o, "status");
+            status.insert("acceptedNames".into(), names);
+            status.insert(
+                "conditions".into(),
+                json!([
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                     "message": "no conflicts found", "lastTransitionTime": null},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                     "message": "the initial names have been accepted", "lastTransitionTime": null},
+                ]),
+            );
+            default(status, "storedVersions", Value::Array(stored));
+        }
+        _ => {}
+    }
+}
+
+fn resources(spec: &mut Map<String, Value>) {
+    if let Some(Value::Object(r)) = spec.get_mut("resources") {
+        canonicalize_map(r.get_mut("limits"));
+        canonicalize_map(r.get_mut("requests"));
+    }
+}
+
+fn service(o: &mut Map<String, Value>, old: Option<&Value>, alloc: &mut dyn Allocator) {
+    let old_spec = old.and_then(|v| v.get("spec"));
+    let spec = child(o, "spec");
+    default(spec, "type", json!("ClusterIP"));
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
+    default(spec, "sessionAffinity", json!("None"));
+    let old_ports: Vec<Value> =
+        old_spec.and_then(|s| s.get("ports")).and_then(Value::as_array).cloned().unwrap_or_default();
+    let node_ports = ty == "NodePort" || ty == "LoadBalancer";
+    each_in(spec, "ports", |p| {
+        default(p, "protocol", json!("TCP"));
+        if let Some(port) = p.get("port").cloned() {
+            default(p, "targetPort", port);
+        }
+        if node_ports && !p.contains_key("nodePort") {
+            let kept =
+                old_ports.iter().find(|op| op.get("port") == p.get("port")).and_then(|op| op.get("nodePort")).cloned();
+            let np = kept.unwrap_or_else(|| json!(alloc.node_port()));
+            p.insert("nodePort".into(), np);
+        }
+    });
+    if ty != "ExternalName" {
+        for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if !spec.contains_key(key)
+                && let Some(v) = old_spec.and_then(|s| s.get(key))
+            {
+                spec.insert(key.to_owned(), v.clone());
+            }
+        }
+        if !spec.contains_key("clusterIP") {
+            let ip =
+                spec.get("clusterIPs").and_then(|c| c.get(0)).cloned().unwrap_or_else(|| json!(alloc.cluster_ip()));
+            spec.insert("clusterIP".into(), ip);
+        }
+        let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+        default(spec, "clusterIPs", json!([ip]));
+        default(spec, "ipFamilies", json!(["IPv4"]));
+        default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        default(spec, "internalTrafficPolicy", json!("Cluster"));
+        if node_ports {
+            default(spec, "externalTrafficPolicy", json!("Cluster"));
+        }
+        if ty == "LoadBalancer" {
+            default(spec, "allocateLoadBalancerNodePorts", json!(true));
+        }
+    }
+    let status = child(o, "status");
+    child(status, "loadBalancer");
+}
+
+/// Defaults of a pod template (`spec.template` of the workload kinds).
+pub fn pod_template(tmpl: &mut Map<String, Value>) {
+    default(child(tmpl, "metadata"), "creationTimestamp", Value::Null);
+    pod_spec(child(tmpl, "spec"));
+}
+
+/// Defaults of a pod spec (`SetDefaults_PodSpec` and the container defaults).
+pub fn pod_spec(spec: &mut Map<String, Value>) {
+    default(spec, "restartPolicy", json!("Always"));
+    default(spec, "terminationGracePeriodSeconds", json!(30));
+    default(spec, "dnsPolicy", json!("ClusterFirst"));
+    default(spec, "securityContext", json!({}));
+    default(spec, "schedulerName", json!("default-scheduler"));
+    for list in ["containers", "initContainers"] {
+        each_in(spec, list, container);
+    }
+    each_in(spec, "volumes", |v| {
+        for (source, mode_key) in [
+            ("configMap", "defaultMode"),
+            ("secret", "defaultMode"),
+            ("projected", "defaultMode"),
+            ("downwardAPI", "defaultMode"),
+        ] {
+            if let Some(Value::Object(s)) = v.get_mut(source) {
+                default(s, mode_key, json!(420));
+            }
+        }
+        if let Some(Value::Object(h)) = v.get_mut("hostPath") {
+            default(h, "type", json!(""));
+        }
+        if let Some(Value::Object(e)) = v.get_mut("emptyDir")
+            && let Some(s) = e.get_mut("sizeLimit")
+        {
+            canonicalize_value(s);
+        }
+    });
+}
+
+/// The image pull policy the server chooses for an image reference.
+pub fn image_pull_policy(image: &str) -> &'static str {
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.split_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+fn probe(p: &mut Map<String, Value>) {
+    default(p, "timeoutSeconds", json!(1));
+    default(p, "periodSeconds", json!(10));
+    default(p, "successThreshold", json!(1));
+    default(p, "failureThreshold", json!(3));
+    if let Some(Value::Object(h)) = p.get_mut("httpGet") {
+        default(h, "scheme", json!("HTTP"));
+    }
+}
+
+fn container(c: &mut Map<String, Value>) {
+    let image = c.get("image").and_then(Value::as_str).unwrap_or("").to_owned();
+    default(c, "imagePullPolicy", json!(image_pull_policy(&image)));
+    default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default(c, "terminationMessagePolicy", json!("File"));
+    each_in(c, "ports", |p| default(p, "protocol", json!("TCP")));
+    default(c, "resources", json!({}));
+    resources(c);
+    for p in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(Value::Object(pm)) = c.get_mut(p) {
+            probe(pm);
+        }
+    }
+    each_in(c, "env", |e| {
+        if let Some(Value::Object(vf)) = e.get_mut("valueFrom")
+            && let Some(Value::Object(fr)) = vf.get_mut("fieldRef")
+        {
+            default(fr, "apiVersion", json!("v1"));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::image_pull_policy;
+
+    #[test]
+    fn pull_policy_follows_the_tag() {
+        assert_eq!(image_pull_policy("nginx"), "Always");
+        assert_eq!(image_pull_policy("nginx:latest"), "Always");
+        assert_eq!(image_pull_policy("nginx:1.25"), "IfNotPresent");
+        assert_eq!(image_pull_policy("registry:5000/nginx"), "Always");
+        assert_eq!(image_pull_policy("registry:5000/nginx:1.2"), "IfNotPresent");
+        assert_eq!(image_pull_policy("nginx@sha256:abc"), "IfNotPresent");
+    }
+}

@@ -1,0 +1,19 @@
+//! The kubeconfig the server writes for its clients (kubectl, kube-rs).
+
+use std::path::Path;
+
+/// The kubeconfig text for a server at `url`, with a bearer token if one is required.
+pub fn render(url: &str, token: Option<&str>) -> String {
+    let user = match token {
+        Some(t) => format!("  user:\n    token: {}\n", serde_json::Value::String(t.to_owned())),
+        None => "  user: {}\n".to_owned(),
+    };
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: drift-test\n  cluster:\n    server: {url}\ncontexts:\n- name: drift-test\n  context:\n    cluster: drift-test\n    user: drift-test\n    namespace: default\ncurrent-context: drift-test\npreferences: {{}}\nusers:\n- name: drift-test\n{user}"
+    )
+}
+
+/// Write the kubeconfig to `path`.
+pub fn write(path: &Path, url: &str, token: Option<&str>) -> std::io::Result<()> {
+    std::fs::write(path, render(url, token))
+}

@@ -1,0 +1,385 @@
+//! The HTTP server: authentication, the admin endpoints, discovery, fault injection and
+//! dispatch to the resource handlers; and [`TestApiServer`], the handle tests hold.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Request, State as AxumState};
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+use crate::faults::{FaultAction, Faults, RequestInfo};
+use crate::handlers::{self, Ctx};
+use crate::status::{ApiError, json_response};
+use crate::store::{Change, State};
+
+/// How to start a server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Require `Authorization: Bearer <token>` (401 otherwise).
+    pub token: Option<String>,
+    /// Faults active from the start.
+    pub faults: Faults,
+    /// Where to write the kubeconfig; a file in a temporary folder owned by the handle if None.
+    pub kubeconfig: Option<PathBuf>,
+    /// How many changes are kept for watches; older resourceVersions get 410 Gone.
+    pub history_limit: usize,
+    /// Interval of BOOKMARK events on watches that allow them.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            faults: Faults::default(),
+            kubeconfig: None,
+            history_limit: 100_000,
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One request as the server received it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Query parameters.
+    pub query: BTreeMap<String, String>,
+    /// User-Agent header.
+    pub user_agent: String,
+    /// Content-Type header.
+    pub content_type: String,
+    /// Accept header.
+    pub accept: String,
+}
+
+/// State shared by all requests.
+#[derive(Debug)]
+pub struct Shared {
+    /// Objects and history.
+    pub state: Mutex<State>,
+    /// Changes, for watches.
+    pub tx: broadcast::Sender<Arc<Change>>,
+    /// Required bearer token.
+    pub token: Option<String>,
+    /// Active faults.
+    pub faults: Mutex<Faults>,
+    /// Bookmark interval.
+    pub bookmark_interval: Duration,
+    /// Requests received.
+    pub requests: Mutex<Vec<RecordedRequest>>,
+    /// Becomes true when the server stops.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// host:port.
+    pub address: String,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn not_found() -> Response {
+    ApiError::new(404, "NotFound", "the server could not find the requested resource").into_response()
+}
+
+fn verb_of(method: &Method, has_name: bool, watch: bool) -> &'static str {
+    match (method.as_str(), has_name) {
+        ("GET", true) => "get",
+        ("GET", false) if watch => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    }
+}
+
+async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(e.to_string()).into_response(),
+    };
+    let query: BTreeMap<String, String> = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+        .map(|q| q.0.into_iter().collect())
+        .unwrap_or_default();
+    let header = |h: header::HeaderName| parts.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let path = parts.uri.path().to_owned();
+    tracing::debug!(method = %parts.method, path = %path, query = ?query, "request");
+    lock(&shared.requests).push(RecordedRequest {
+        method: parts.method.to_string(),
+        path: path.clone(),
+        query: query.clone(),
+        user_agent: header(header::USER_AGENT),
+        content_type: header(header::CONTENT_TYPE),
+        accept: header(header::ACCEPT),
+    });
+    if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
+        return (StatusCode::OK, "ok").into_response();
+    }
+    if let Some(token) = &shared.token {
+        let want = format!("Bearer {token}");
+        if header(header::AUTHORIZATION) != want {
+            return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
+        }
+    }
+    if let Some(rest) = path.strip_prefix("/_admin/") {
+        return admin(&shared, &parts.method, rest, &body);
+    }
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let types = lock(&shared.state).types.clone();
+    let (group, version, rest) = match segs.as_slice() {
+        ["version"] => return json_response(StatusCode::OK, &crate::discovery::version()),
+        ["api"] => {
+            return json_response(StatusCode::OK, &crate::discovery::core_versions(&shared.address));
+        }
+        ["apis"] => return json_response(StatusCode::OK, &crate::discovery::group_list(&types)),
+        ["openapi", rest @ ..] => return crate::openapi::handle(&types, rest, &query),
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", g] => {
+            return match crate::discovery::group(&types, g) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => not_found(),
+            };
+        }
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return not_found(),
+    };
+    if rest.is_empty() {
+        return match crate::discovery::resource_list(&types, group, version) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => not_found(),
+        };
+    }
+    let Some(rreq) = handlers::parse_resource_path(group, version, rest) else {
+        return not_found();
+    };
+    let Some(rt) = types
+        .iter()
+        .find(|t| t.group == group && t.plural == rreq.plural && t.versions.iter().any(|v| v == version))
+        .cloned()
+    else {
+        return not_found();
+    };
+    let watch = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let info = RequestInfo {
+        verb: verb_of(&parts.method, rreq.name.is_some(), watch).to_owned(),
+        group: rt.group.clone(),
+        resource: rt.plural.clone(),
+        kind: rt.kind.clone(),
+        namespace: rreq.namespace.clone().unwrap_or_default(),
+        name: rreq.name.clone().unwrap_or_default(),
+        subresource: rreq.subresource.clone().unwrap_or_default(),
+        path: path.clone(),
+        has_version: query.get("resourceVersion").is_some_and(|v| !v.is_empty() && v != "0")
+            || query.get("continue").is_some_and(|c| !c.is_empty()),
+    };
+    let actions = lock(&shared.faults).take(&info);
+    let mut drop_after = None;
+    let mut expired = false;
+    for a in actions {
+        match a {
+            FaultAction::Latency { millis } => {
+                tokio::time::sleep(Duration::from_millis(millis)).await;
+            }
+            FaultAction::Error { code, retry_after_seconds, message } => {
+                return ApiError::injected(code, message, retry_after_seconds).into_response();
+            }
+            FaultAction::DropWatch { after_events } => drop_after = Some(after_events),
+            FaultAction::Expired => expired = true,
+        }
+    }
+    let ctx = Ctx { shared: &shared, req: rreq, rt, query, headers: parts.headers.clone(), drop_after, expired };
+    handlers::dispatch(ctx, &parts.method, &body).await
+}
+
+fn admin(shared: &Shared, method: &Method, rest: &str, body: &[u8]) -> Response {
+    match (method.as_str(), rest) {
+        ("GET", "faults") => {
+            let f = lock(&shared.faults).clone();
+            json_response(StatusCode::OK, &serde_json::to_value(f).unwrap_or(Value::Null))
+        }
+        ("POST" | "PUT", "faults") => {
+            let text = String::from_utf8_lossy(body);
+            match Faults::from_yaml(&text) {
+                Ok(f) => {
+                    *lock(&shared.faults) = f.clone();
+                    json_response(StatusCode::OK, &serde_json::to_value(f).unwrap_or(Value::Null))
+                }
+                Err(e) => ApiError::bad_request(format!("invalid faults: {e}")).into_response(),
+            }
+        }
+        ("DELETE", "faults") => {
+            *lock(&shared.faults) = Faults::default();
+            json_response(StatusCode::OK, &json!({"faults": []}))
+        }
+        ("POST", "compact") => {
+            let mut st = lock(&shared.state);
+            st.compact();
+            json_response(StatusCode::OK, &json!({"compactedBelow": st.compacted_below}))
+        }
+        _ => not_found(),
+    }
+}
+
+/// Error starting a server.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Binding or writing the kubeconfig failed.
+    #[error("test API server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running test API server. Dropping it stops the server.
+#[derive(Debug)]
+pub struct TestApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    kubeconfig: PathBuf,
+    _dir: Option<tempfile::TempDir>,
+    stop: Option<tokio::sync::watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestApiServer {
+    /// Start a server on its own thread and runtime (so that tests may block, for example on
+    /// a `kubectl` child process, while it serves). Returns once it accepts connections.
+    pub fn start(opts: Options) -> Result<TestApiServer, StartError> {
+        let listener = std::net::TcpListener::bind(opts.listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let (tx, _) = broadcast::channel(16 * 1024);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(opts.history_limit.max(1))),
+            tx,
+            token: opts.token.clone(),
+            faults: Mutex::new(opts.faults.clone()),
+            bookmark_interval: opts.bookmark_interval,
+            requests: Mutex::new(Vec::new()),
+            shutdown: stop_rx.clone(),
+            address: addr.to_string(),
+        });
+        let (dir, kubeconfig) = match &opts.kubeconfig {
+            Some(p) => (None, p.clone()),
+            None => {
+                let d = tempfile::tempdir()?;
+                let p = d.path().join("kubeconfig");
+                (Some(d), p)
+            }
+        };
+        crate::kubeconfig::write(&kubeconfig, &format!("http://{addr}"), opts.token.as_deref())?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("drift-test-apiserver")
+            .build()?;
+        let app = axum::Router::new().fallback(handle).with_state(shared.clone());
+        let listener = rt.block_on(async { tokio::net::TcpListener::from_std(listener) })?;
+        let thread = std::thread::Builder::new().name("drift-test-apiserver".into()).spawn(move || {
+            rt.block_on(async move {
+                let mut stop = stop_rx;
+                let mut stop2 = stop.clone();
+                let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                });
+                tokio::select! {
+                    r = server => {
+                        if let Err(e) = r {
+                            tracing::error!(error = %e, "test API server failed");
+                        }
+                    }
+                    _ = async {
+                        let _ = stop2.wait_for(|s| *s).await;
+                        // Connections still open after a grace period are cut.
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    } => {}
+                }
+            });
+            rt.shutdown_background();
+        })?;
+        Ok(TestApiServer { addr, shared, kubeconfig, _dir: dir, stop: Some(stop_tx), thread: Some(thread) })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The kubeconfig written for it.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Replace the active faults.
+    pub fn set_faults(&self, faults: Faults) {
+        *lock(&self.shared.faults) = faults;
+    }
+
+    /// Remove all faults.
+    pub fn clear_faults(&self) {
+        self.set_faults(Faults::default());
+    }
+
+    /// Forget the change history: watches and continue tokens from any earlier
+    /// resourceVersion get 410 Gone.
+    pub fn compact(&self) {
+        lock(&self.shared.state).compact();
+    }
+
+    /// The current (last handed out) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        lock(&self.shared.state).rv
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// A stored object, as the server holds it (None if absent). `group` is `""` for core.
+    pub fn object(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+        lock(&self.shared.state)
+            .get(&(group.to_owned(), plural.to_owned()), &(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Stop the server and wait for its thread (at most the grace period).
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(true);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for TestApiServer {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
