@@ -1,0 +1,377 @@
+//! Argo CD `Application` and Flux `Kustomization` / `HelmRelease` objects found in the
+//! repository: what to render, where, in which namespace and with which values.
+//!
+//! Honoured fields are listed in `docs/sources.md`; everything else is ignored, and sources
+//! that cannot be rendered from this repository (Helm repositories, other Git repositories,
+//! OCI artifacts) give a note.
+
+use drift_core::{Resource, SourceWarning};
+use serde_json::Value;
+
+use crate::tree::join_relative;
+
+/// How a namespace from a GitOps object applies to the rendered objects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum NamespaceRule {
+    /// Leave objects as rendered.
+    Keep,
+    /// Objects without a namespace get this one (Argo CD `destination.namespace`).
+    Default(String),
+    /// Every namespaced object is moved here (Flux `targetNamespace`).
+    Override(String),
+}
+
+/// How an application's folder is turned into objects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum AppRender {
+    /// Argo CD: kustomization -> Kustomize, Chart.yaml -> Helm, else the folder's manifests
+    /// (sub-folders too when `recurse`).
+    ArgoDirectory { recurse: bool, helm: Option<HelmOptions> },
+    /// Flux Kustomization: kustomization -> Kustomize, else every manifest below (Flux
+    /// generates a kustomization for them).
+    FluxKustomization,
+    /// A chart from this repository.
+    Helm(HelmOptions),
+}
+
+/// `helm template` options taken from a GitOps object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct HelmOptions {
+    pub release: String,
+    pub namespace: Option<String>,
+    /// Repository-relative values files.
+    pub values_files: Vec<String>,
+    /// Inline values, as JSON text (kept as text so the options can be hashed).
+    pub values: Option<String>,
+}
+
+/// One application to render, found in the repository.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct App {
+    /// Repository-relative folder.
+    pub path: String,
+    pub render: AppRender,
+    pub namespace: NamespaceRule,
+    /// The file and object that named it, for messages.
+    pub origin: String,
+    /// The file that declared it (never replaced by the application it declares).
+    pub declared_in: String,
+}
+
+/// What the discovery needs to know about the repository being read.
+pub(crate) struct Context<'a> {
+    /// Normalised URL of this repository (`host/owner/name`), `None` for a local folder (every
+    /// `repoURL` is then taken to mean this folder).
+    pub repo_url: Option<&'a str>,
+    pub dir_exists: &'a dyn Fn(&str) -> bool,
+}
+
+/// Normalises a git URL for comparison: no scheme, no user, no `.git`, lower-case host.
+pub(crate) fn normalize_repo_url(url: &str) -> String {
+    let mut u = url.trim();
+    if let Some(i) = u.find("://") {
+        u = &u[i + 3..];
+    }
+    if let Some(i) = u.find('@')
+        && i < u.find('/').unwrap_or(usize::MAX)
+    {
+        u = &u[i + 1..];
+    }
+    let u = u.trim_end_matches('/').trim_end_matches(".git");
+    // scp-like `host:owner/name`
+    let u = match u.split_once(':') {
+        Some((host, rest)) if !rest.starts_with(|c: char| c.is_ascii_digit()) && !host.contains('/') => {
+            format!("{host}/{rest}")
+        }
+        _ => u.to_owned(),
+    };
+    match u.split_once('/') {
+        Some((host, rest)) => format!("{}/{}", host.to_ascii_lowercase(), rest),
+        None => u.to_ascii_lowercase(),
+    }
+}
+
+fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_str().filter(|s| !s.is_empty())
+}
+
+fn origin_of(r: &Resource) -> String {
+    let path = r.provenance.path.as_deref().unwrap_or("?");
+    match &r.key.namespace {
+        Some(ns) => format!("{} {}/{} in {}", r.key.kind, ns, r.key.name, path),
+        None => format!("{} {} in {}", r.key.kind, r.key.name, path),
+    }
+}
+
+fn note(r: &Resource, message: String) -> SourceWarning {
+    SourceWarning::note(message).at(r.provenance.path.clone().unwrap_or_default(), r.provenance.document, None)
+}
+
+/// Finds the applications that the objects of `resources` declare.
+pub(crate) fn discover(resources: &[Resource], ctx: &Context<'_>) -> (Vec<App>, Vec<SourceWarning>) {
+    let mut apps = Vec::new();
+    let mut notes = Vec::new();
+    for r in resources {
+        match (r.key.group.as_str(), r.key.kind.as_str()) {
+            ("argoproj.io", "Application") => argo_application(r, ctx, &mut apps, &mut notes),
+            ("argoproj.io", "ApplicationSet") => notes.push(note(
+                r,
+                format!("{}: ApplicationSets are not expanded; list their applications explicitly", origin_of(r)),
+            )),
+            ("kustomize.toolkit.fluxcd.io", "Kustomization") => flux_kustomization(r, ctx, &mut apps, &mut notes),
+            ("helm.toolkit.fluxcd.io", "HelmRelease") => flux_helm_release(r, ctx, &mut apps, &mut notes),
+            _ => {}
+        }
+    }
+    (apps, notes)
+}
+
+fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes: &mut Vec<SourceWarning>) {
+    let spec = r.object.get("spec").cloned().unwrap_or(Value::Null);
+    let mut sources: Vec<Value> = Vec::new();
+    if let Some(s) = spec.get("source") {
+        sources.push(s.clone());
+    }
+    if let Some(list) = spec.get("sources").and_then(Value::as_array) {
+        sources.extend(list.iter().cloned());
+    }
+    let dest_ns = str_at(&spec, &["destination", "namespace"]).map(str::to_owned);
+    let namespace = dest_ns.clone().map_or(NamespaceRule::Keep, NamespaceRule::Default);
+    for source in sources {
+        if let Some(chart) = str_at(&source, &["chart"]) {
+            notes.push(note(
+                r,
+                format!(
+                    "{}: chart `{chart}` comes from a Helm repository and is not rendered; only charts stored in this repository are",
+                    origin_of(r)
+                ),
+            ));
+            continue;
+        }
+        let Some(raw_path) = source.get("path").and_then(Value::as_str) else {
+            continue; // a `ref`-only source (values for another source)
+        };
+        let repo_url = str_at(&source, &["repoURL"]).unwrap_or("");
+        if let Some(ours) = ctx.repo_url
+            && normalize_repo_url(repo_url) != ours
+        {
+            notes.push(note(r, format!("{}: source {repo_url} is another repository; not followed", origin_of(r))));
+            continue;
+        }
+        let Some(path) = join_relative("", raw_path) else {
+            notes.push(note(r, format!("{}: path `{raw_path}` leaves the repository", origin_of(r))));
+            continue;
+        };
+        if !(ctx.dir_exists)(&path) {
+            notes.push(note(r, format!("{}: path `{raw_path}` does not exist in this revision", origin_of(r))));
+            continue;
+        }
+        let helm = source.get("helm").map(|h| {
+            let values_files = h
+                .get("valueFiles")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .filter_map(|f| join_relative(&path, f))
+                .collect();
+            // `valuesObject` wins over `values` (a YAML string), as in Argo CD.
+            let values = match (h.get("valuesObject"), h.get("values").and_then(Value::as_str)) {
+                (Some(obj), _) if obj.is_object() => Some(obj.to_string()),
+                (_, Some(text)) => serde_saphyr::from_str::<Value>(text).ok().map(|v| v.to_string()),
+                _ => None,
+            };
+            HelmOptions {
+                release: str_at(h, &["releaseName"]).unwrap_or(&r.key.name).to_owned(),
+                namespace: dest_ns.clone(),
+                values_files,
+                values,
+            }
+        });
+        let recurse = source.get("directory").and_then(|d| d.get("recurse")).and_then(Value::as_bool).unwrap_or(false);
+        apps.push(App {
+            path,
+            render: AppRender::ArgoDirectory { recurse, helm },
+            namespace: namespace.clone(),
+            origin: origin_of(r),
+            declared_in: r.provenance.path.clone().unwrap_or_default(),
+        });
+    }
+}
+
+fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes: &mut Vec<SourceWarning>) {
+    let spec = r.object.get("spec").cloned().unwrap_or(Value::Null);
+    let source_kind = str_at(&spec, &["sourceRef", "kind"]).unwrap_or("GitRepository");
+    if source_kind != "GitRepository" {
+        notes.push(note(r, format!("{}: source {source_kind} is not this repository; not followed", origin_of(r))));
+        return;
+    }
+    let raw_path = str_at(&spec, &["path"]).unwrap_or("./");
+    let Some(path) = join_relative("", raw_path) else {
+        notes.push(note(r, format!("{}: path `{raw_path}` leaves the repository", origin_of(r))));
+        return;
+    };
+    if !(ctx.dir_exists)(&path) {
+        notes.push(note(r, format!("{}: path `{raw_path}` does not exist in this revision", origin_of(r))));
+        return;
+    }
+    if spec.get("patches").is_some() || spec.get("images").is_some() || spec.get("postBuild").is_some() {
+        notes.push(note(r, format!("{}: patches, images and postBuild substitutions are not applied", origin_of(r))));
+    }
+    let namespace =
+        str_at(&spec, &["targetNamespace"]).map_or(NamespaceRule::Keep, |ns| NamespaceRule::Override(ns.to_owned()));
+    apps.push(App {
+        path,
+        render: AppRender::FluxKustomization,
+        namespace,
+        origin: origin_of(r),
+        declared_in: r.provenance.path.clone().unwrap_or_default(),
+    });
+}
+
+fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes: &mut Vec<SourceWarning>) {
+    let spec = r.object.get("spec").cloned().unwrap_or(Value::Null);
+    if spec.get("chartRef").is_some() {
+        notes.push(note(r, format!("{}: chartRef charts are not rendered", origin_of(r))));
+        return;
+    }
+    let chart_spec = spec.get("chart").and_then(|c| c.get("spec")).cloned().unwrap_or(Value::Null);
+    let source_kind = str_at(&chart_spec, &["sourceRef", "kind"]).unwrap_or("");
+    let chart = str_at(&chart_spec, &["chart"]).unwrap_or("");
+    if source_kind != "GitRepository" {
+        notes.push(note(
+            r,
+            format!(
+                "{}: chart `{chart}` comes from a {} and is not rendered; the HelmRelease itself is still compared",
+                origin_of(r),
+                if source_kind.is_empty() { "remote source" } else { source_kind }
+            ),
+        ));
+        return;
+    }
+    let Some(path) = join_relative("", chart).filter(|p| (ctx.dir_exists)(p)) else {
+        notes.push(note(r, format!("{}: chart path `{chart}` does not exist in this revision", origin_of(r))));
+        return;
+    };
+    if spec.get("valuesFrom").is_some() {
+        notes.push(note(r, format!("{}: valuesFrom (ConfigMaps, Secrets) is not read", origin_of(r))));
+    }
+    let target_ns = str_at(&spec, &["targetNamespace"]).map(str::to_owned);
+    let release = str_at(&spec, &["releaseName"]).map(str::to_owned).unwrap_or_else(|| match &target_ns {
+        Some(ns) => format!("{ns}-{}", r.key.name),
+        None => r.key.name.clone(),
+    });
+    let namespace = target_ns.or_else(|| r.key.namespace.clone());
+    let values_files = chart_spec
+        .get("valuesFiles")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|f| join_relative("", f))
+        .collect();
+    let values = spec.get("values").filter(|v| v.is_object()).map(Value::to_string);
+    apps.push(App {
+        path,
+        render: AppRender::Helm(HelmOptions { release, namespace: namespace.clone(), values_files, values }),
+        namespace: namespace.map_or(NamespaceRule::Keep, NamespaceRule::Default),
+        origin: origin_of(r),
+        declared_in: r.provenance.path.clone().unwrap_or_default(),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn res(v: Value, path: &str) -> Resource {
+        let mut r = Resource::from_object(v).unwrap();
+        r.provenance.path = Some(path.into());
+        r
+    }
+
+    #[test]
+    fn urls_normalise_across_forms() {
+        let a = normalize_repo_url("https://GitHub.com/org/gitops.git");
+        assert_eq!(a, "github.com/org/gitops");
+        assert_eq!(normalize_repo_url("git@github.com:org/gitops.git"), a);
+        assert_eq!(normalize_repo_url("ssh://git@github.com/org/gitops"), a);
+        assert_eq!(normalize_repo_url("https://user:pw@github.com/org/gitops/"), a);
+    }
+
+    #[test]
+    fn argo_application_fields_are_honoured() {
+        let app = res(
+            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": "web", "namespace": "argocd"},
+                "spec": {"destination": {"namespace": "shop"},
+                    "source": {"repoURL": "https://github.com/org/gitops.git", "path": "apps/web",
+                        "helm": {"releaseName": "web-prod", "valueFiles": ["values-prod.yaml"], "valuesObject": {"replicas": 3}}}}}),
+            "argocd/web.yaml",
+        );
+        let other = res(
+            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "x"},
+                "spec": {"source": {"repoURL": "https://github.com/other/repo", "path": "apps/web"}}}),
+            "argocd/x.yaml",
+        );
+        let exists = |p: &str| p == "apps/web";
+        let ctx = Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists };
+        let (apps, notes) = discover(&[app, other], &ctx);
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0].path, "apps/web");
+        assert_eq!(apps[0].namespace, NamespaceRule::Default("shop".into()));
+        match &apps[0].render {
+            AppRender::ArgoDirectory { helm: Some(h), .. } => {
+                assert_eq!(h.release, "web-prod");
+                assert_eq!(h.values_files, vec!["apps/web/values-prod.yaml".to_owned()]);
+                assert_eq!(h.values.as_deref(), Some(r#"{"replicas":3}"#));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].message.contains("another repository"));
+    }
+
+    #[test]
+    fn flux_objects_are_honoured_or_noted() {
+        let ks = res(
+            json!({"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+                "metadata": {"name": "apps", "namespace": "flux-system"},
+                "spec": {"path": "./apps/prod", "targetNamespace": "prod", "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}}),
+            "clusters/prod/apps.yaml",
+        );
+        let hr = res(
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": "podinfo", "namespace": "podinfo"},
+                "spec": {"chart": {"spec": {"chart": "podinfo", "sourceRef": {"kind": "HelmRepository", "name": "podinfo"}}}}}),
+            "apps/base/release.yaml",
+        );
+        let git_hr = res(
+            json!({"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": "web", "namespace": "web"},
+                "spec": {"targetNamespace": "shop", "values": {"a": 1},
+                    "chart": {"spec": {"chart": "./charts/web", "sourceRef": {"kind": "GitRepository", "name": "flux-system"}}}}}),
+            "apps/web.yaml",
+        );
+        let exists = |p: &str| p == "apps/prod" || p == "charts/web";
+        let ctx = Context { repo_url: None, dir_exists: &exists };
+        let (apps, notes) = discover(&[ks, hr, git_hr], &ctx);
+        assert_eq!(apps.len(), 2);
+        assert_eq!(apps[0].namespace, NamespaceRule::Override("prod".into()));
+        match &apps[1].render {
+            AppRender::Helm(h) => {
+                assert_eq!(h.release, "shop-web");
+                assert_eq!(h.namespace.as_deref(), Some("shop"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].message.contains("HelmRepository"));
+        assert!(!notes[0].fatal);
+    }
+}

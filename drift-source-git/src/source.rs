@@ -1,0 +1,59 @@
+//! What the three sources share: the last snapshot per revision, names, URL redaction.
+
+use std::sync::Mutex;
+
+use drift_core::DesiredSnapshot;
+
+/// Removes `user:password@` from a URL, so it can be logged and reported.
+pub(crate) fn redact_url(url: &str) -> String {
+    match url.find("://") {
+        Some(i) => {
+            let rest = &url[i + 3..];
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..host_end].rfind('@') {
+                Some(at) => format!("{}{}", &url[..i + 3], &rest[at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// The snapshot of the last revision read, keyed by revision: the same commit twice is not
+/// read or rendered twice.
+#[derive(Debug, Default)]
+pub(crate) struct LastSnapshot(Mutex<Option<(String, DesiredSnapshot)>>);
+
+impl LastSnapshot {
+    pub fn get(&self, revision: &str) -> Option<DesiredSnapshot> {
+        let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().filter(|(r, _)| r == revision).map(|(_, s)| s.clone())
+    }
+    pub fn revision(&self) -> Option<String> {
+        let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        guard.as_ref().map(|(r, _)| r.clone())
+    }
+    pub fn set(&self, revision: String, snapshot: DesiredSnapshot) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, snapshot));
+    }
+}
+
+/// Installs rustls' ring provider for the process unless one is installed already; gix's
+/// HTTP transport (reqwest with `rustls-no-provider`) needs one, and ring is the provider the
+/// rest of the workspace uses (two providers in one binary make kube-rs panic).
+pub(crate) fn ensure_crypto_provider() {
+    // An Err only means that a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_removed_from_urls() {
+        assert_eq!(redact_url("https://x-access-token:ghp_abc@github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact_url("https://github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(redact_url("git@github.com:o/r.git"), "git@github.com:o/r.git");
+    }
+}
