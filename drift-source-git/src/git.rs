@@ -56,15 +56,24 @@ impl GitSource {
     /// A git source. The configuration is validated and the token (when `token_env` is set)
     /// is read from the environment; nothing is fetched until the first [`DesiredSource::fetch`].
     pub fn new(cfg: GitConfig) -> Result<Self> {
-        cfg.validate()?;
-        ensure_crypto_provider();
-        let url = redact_url(&cfg.url);
         let token = match &cfg.token_env {
             Some(var) => Some(Secret::from_env(var).ok_or_else(|| {
-                drift_core::Error::config(format!("git source {url}: environment variable {var} is not set"))
+                drift_core::Error::config(format!(
+                    "git source {}: environment variable {var} is not set",
+                    redact_url(&cfg.url)
+                ))
             })?),
             None => None,
         };
+        Self::with_token(cfg, token)
+    }
+
+    /// Like [`GitSource::new`], with the token given by the caller instead of `token_env`
+    /// (for embedders that keep secrets elsewhere).
+    pub fn with_token(cfg: GitConfig, token: Option<Secret>) -> Result<Self> {
+        cfg.validate()?;
+        ensure_crypto_provider();
+        let url = redact_url(&cfg.url);
         let cache_root = cfg.cache_dir.clone().unwrap_or_else(|| default_cache_dir("git"));
         let key = hex::encode(&Sha256::digest(cfg.url.as_bytes())[..10]);
         let slug: String = url

@@ -66,9 +66,14 @@ struct State {
 impl GitHubSource {
     /// A GitHub source; the token is read from the variable named by `token_env` (unset: anonymous).
     pub fn new(cfg: GitHubConfig) -> Result<Self> {
+        let token = Secret::from_env(&cfg.token_env);
+        Self::with_token(cfg, token)
+    }
+
+    /// Like [`GitHubSource::new`], with the token given by the caller instead of `token_env`.
+    pub fn with_token(cfg: GitHubConfig, token: Option<Secret>) -> Result<Self> {
         cfg.validate()?;
         ensure_crypto_provider();
-        let token = Secret::from_env(&cfg.token_env);
         let mut builder = Octocrab::builder()
             .base_uri(cfg.api_url.as_str())
             .map_err(|e| drift_core::Error::config(format!("github source: invalid api_url: {e}")))?

@@ -1,0 +1,106 @@
+//! Test helpers: real git repositories made with the `git` command line.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs git in `dir` with a fixed identity and no user or system configuration.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .args(["-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// A bare "server" repository and a working clone that pushes to it.
+pub struct Origin {
+    pub dir: tempfile::TempDir,
+    pub bare: PathBuf,
+    pub work: PathBuf,
+}
+
+impl Origin {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bare = dir.path().join("origin.git");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        git(&bare, &["init", "--bare", "-q"]);
+        git(&work, &["init", "-q"]);
+        git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
+        Origin { dir, bare, work }
+    }
+
+    pub fn url(&self) -> String {
+        format!("file://{}", self.bare.display())
+    }
+
+    pub fn write(&self, path: &str, text: &str) {
+        let p = self.work.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn remove(&self, path: &str) {
+        git(&self.work, &["rm", "-q", path]);
+    }
+
+    /// Commits everything and pushes the current branch; returns the commit id.
+    pub fn commit(&self, message: &str) -> String {
+        git(&self.work, &["add", "-A"]);
+        git(&self.work, &["commit", "-q", "-m", message]);
+        let branch = git(&self.work, &["rev-parse", "--abbrev-ref", "HEAD"]);
+        git(&self.work, &["push", "-q", "origin", &branch]);
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    pub fn head(&self) -> String {
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    /// A cache folder for a source, inside the test's temporary folder.
+    pub fn cache(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+}
+
+pub fn configmap(name: &str, namespace: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {namespace}\ndata:\n  value: \"{value}\"\n"
+    )
+}
+
+pub fn deployment(name: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n        - name: app\n          image: nginx:1.27\n"
+    )
+}
+
+/// Keys of a snapshot as sorted strings.
+pub fn keys(snapshot: &drift_core::DesiredSnapshot) -> Vec<String> {
+    let mut k: Vec<String> = snapshot.resources.iter().map(|r| r.key.to_string()).collect();
+    k.sort();
+    k
+}
+
+/// The `kubectl` binary is on these machines (DESIGN.md section 7); tests that render
+/// Kustomize need it and fail loudly without it rather than pass vacuously.
+pub fn require_kubectl() {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("kubectl").is_file() || d.join("kustomize").is_file()))
+        .unwrap_or(false);
+    assert!(found, "kubectl or kustomize must be installed for the Kustomize tests");
+}
