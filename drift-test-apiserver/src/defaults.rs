@@ -51,17 +51,15 @@ fn each_in(map: &mut Map<String, Value>, key: &str, mut f: impl FnMut(&mut Map<S
     }
 }
 
-/// Apply the defaults of `kind` to `object` (a full object with metadata).
-/// `old` is the stored object on updates, for values the server keeps (allocated IPs).
-pub fn apply(kind: &str, object: &mut Value, old: Option<&Value>, alloc: &mut dyn Allocator) {
+/// Apply the defaults of `kind` to `object` (a full object with metadata), as decoding does
+/// on the API server, before managedFields are recorded. See [`prepare`] for what follows.
+pub fn apply(kind: &str, object: &mut Value) {
     let Some(o) = obj(object) else { return };
     match kind {
         "Namespace" => {
             let name = o.get("metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
             let labels = child(child(o, "metadata"), "labels");
             labels.insert("kubernetes.io/metadata.name".into(), name);
-            default(child(o, "spec"), "finalizers", json!(["kubernetes"]));
-            default(child(o, "status"), "phase", json!("Active"));
         }
         "Secret" => {
             default(o, "type", json!("Opaque"));
@@ -74,7 +72,7 @@ pub fn apply(kind: &str, object: &mut Value, old: Option<&Value>, alloc: &mut dy
                 }
             }
         }
-        "Service" => service(o, old, alloc),
+        "Service" => service(o),
         "PersistentVolumeClaim" => {
             let spec = child(o, "spec");
             default(spec, "volumeMode", json!("Filesystem"));
@@ -141,8 +139,6 @@ pub fn apply(kind: &str, object: &mut Value, old: Option<&Value>, alloc: &mut dy
             }
         }
         "Job" => {
-            let uid = o.get("metadata").and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null);
-            let name = o.get("metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
             let spec = child(o, "spec");
             let no_counts = matches!(spec.get("completions"), None | Some(Value::Null))
                 && matches!(spec.get("parallelism"), None | Some(Value::Null));
@@ -156,16 +152,6 @@ pub fn apply(kind: &str, object: &mut Value, old: Option<&Value>, alloc: &mut dy
             default(spec, "suspend", json!(false));
             if !spec.contains_key("podFailurePolicy") {
                 default(spec, "podReplacementPolicy", json!("TerminatingOrFailed"));
-            }
-            let manual = spec.get("manualSelector") == Some(&json!(true));
-            if !manual && !spec.contains_key("selector") {
-                spec.insert("selector".into(), json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
-                let tmpl = child(spec, "template");
-                let labels = child(child(tmpl, "metadata"), "labels");
-                default(labels, "batch.kubernetes.io/controller-uid", uid.clone());
-                default(labels, "batch.kubernetes.io/job-name", name.clone());
-                default(labels, "controller-uid", uid);
-                default(labels, "job-name", name);
             }
             pod_template(child(spec, "template"));
             child(o, "status");
@@ -272,46 +258,20 @@ fn resources(spec: &mut Map<String, Value>) {
     }
 }
 
-fn service(o: &mut Map<String, Value>, old: Option<&Value>, alloc: &mut dyn Allocator) {
-    let old_spec = old.and_then(|v| v.get("spec"));
+fn service(o: &mut Map<String, Value>) {
     let spec = child(o, "spec");
     default(spec, "type", json!("ClusterIP"));
     let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
     default(spec, "sessionAffinity", json!("None"));
-    let old_ports: Vec<Value> =
-        old_spec.and_then(|s| s.get("ports")).and_then(Value::as_array).cloned().unwrap_or_default();
-    let node_ports = ty == "NodePort" || ty == "LoadBalancer";
     each_in(spec, "ports", |p| {
         default(p, "protocol", json!("TCP"));
         if let Some(port) = p.get("port").cloned() {
             default(p, "targetPort", port);
         }
-        if node_ports && !p.contains_key("nodePort") {
-            let kept =
-                old_ports.iter().find(|op| op.get("port") == p.get("port")).and_then(|op| op.get("nodePort")).cloned();
-            let np = kept.unwrap_or_else(|| json!(alloc.node_port()));
-            p.insert("nodePort".into(), np);
-        }
     });
     if ty != "ExternalName" {
-        for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if !spec.contains_key(key)
-                && let Some(v) = old_spec.and_then(|s| s.get(key))
-            {
-                spec.insert(key.to_owned(), v.clone());
-            }
-        }
-        if !spec.contains_key("clusterIP") {
-            let ip =
-                spec.get("clusterIPs").and_then(|c| c.get(0)).cloned().unwrap_or_else(|| json!(alloc.cluster_ip()));
-            spec.insert("clusterIP".into(), ip);
-        }
-        let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
-        default(spec, "clusterIPs", json!([ip]));
-        default(spec, "ipFamilies", json!(["IPv4"]));
-        default(spec, "ipFamilyPolicy", json!("SingleStack"));
         default(spec, "internalTrafficPolicy", json!("Cluster"));
-        if node_ports {
+        if ty == "NodePort" || ty == "LoadBalancer" {
             default(spec, "externalTrafficPolicy", json!("Cluster"));
         }
         if ty == "LoadBalancer" {
@@ -320,6 +280,77 @@ fn service(o: &mut Map<String, Value>, old: Option<&Value>, alloc: &mut dyn Allo
     }
     let status = child(o, "status");
     child(status, "loadBalancer");
+}
+
+/// What the Service storage allocates after defaulting (and after managedFields are
+/// recorded): cluster IPs, IP families and node ports, kept from the stored object on updates.
+fn service_allocate(o: &mut Map<String, Value>, old: Option<&Value>, alloc: &mut dyn Allocator) {
+    let old_spec = old.and_then(|v| v.get("spec"));
+    let spec = child(o, "spec");
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
+    let old_ports: Vec<Value> =
+        old_spec.and_then(|s| s.get("ports")).and_then(Value::as_array).cloned().unwrap_or_default();
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        each_in(spec, "ports", |p| {
+            if !p.contains_key("nodePort") {
+                let kept = old_ports
+                    .iter()
+                    .find(|op| op.get("port") == p.get("port"))
+                    .and_then(|op| op.get("nodePort"))
+                    .cloned();
+                let np = kept.unwrap_or_else(|| json!(alloc.node_port()));
+                p.insert("nodePort".into(), np);
+            }
+        });
+    }
+    if ty == "ExternalName" {
+        return;
+    }
+    for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if !spec.contains_key(key)
+            && let Some(v) = old_spec.and_then(|s| s.get(key))
+        {
+            spec.insert(key.to_owned(), v.clone());
+        }
+    }
+    if !spec.contains_key("clusterIP") {
+        let ip = spec.get("clusterIPs").and_then(|c| c.get(0)).cloned().unwrap_or_else(|| json!(alloc.cluster_ip()));
+        spec.insert("clusterIP".into(), ip);
+    }
+    let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+    default(spec, "clusterIPs", json!([ip]));
+    default(spec, "ipFamilies", json!(["IPv4"]));
+    default(spec, "ipFamilyPolicy", json!("SingleStack"));
+}
+
+/// What the storage strategies of the API server set after the managedFields of a write are
+/// recorded (`PrepareForCreate`, allocations): so these fields have no manager, as on a real
+/// server. `old` is the stored object on updates.
+pub fn prepare(kind: &str, object: &mut Value, old: Option<&Value>, alloc: &mut dyn Allocator) {
+    let Some(o) = obj(object) else { return };
+    match kind {
+        "Namespace" => {
+            default(child(o, "spec"), "finalizers", json!(["kubernetes"]));
+            default(child(o, "status"), "phase", json!("Active"));
+        }
+        "Service" => service_allocate(o, old, alloc),
+        "Job" if old.is_none() => {
+            let uid = o.get("metadata").and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null);
+            let name = o.get("metadata").and_then(|m| m.get("name")).cloned().unwrap_or(Value::Null);
+            let spec = child(o, "spec");
+            let manual = spec.get("manualSelector") == Some(&json!(true));
+            if !manual && !spec.contains_key("selector") {
+                spec.insert("selector".into(), json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+                let tmpl = child(spec, "template");
+                let labels = child(child(tmpl, "metadata"), "labels");
+                default(labels, "batch.kubernetes.io/controller-uid", uid.clone());
+                default(labels, "batch.kubernetes.io/job-name", name.clone());
+                default(labels, "controller-uid", uid);
+                default(labels, "job-name", name);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Defaults of a pod template (`spec.template` of the workload kinds).

@@ -181,7 +181,7 @@ pub async fn dispatch(ctx: Ctx<'_>, method: &Method, body: &[u8]) -> Response {
     }
 }
 
-type Res = Result<(StatusCode, Value), ApiError>;
+pub(crate) type Res = Result<(StatusCode, Value), ApiError>;
 
 fn content_type(h: &HeaderMap) -> String {
     h.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned()
@@ -505,7 +505,7 @@ fn commit(
             }
         }
     }
-    crate::defaults::apply(&ctx.rt.kind, &mut new, old, st);
+    crate::defaults::apply(&ctx.rt.kind, &mut new);
     if let (Some(old), true) = (old, ctx.rt.generation) {
         let strip = |v: &Value| {
             let mut v = v.clone();
@@ -526,6 +526,7 @@ fn commit(
         let slot = Slot { manager, operation: "Update", api_version: &api_version, subresource, time: &t };
         apply::record_update(&ctx.rt.kind, old, &mut new, slot, scope);
     }
+    crate::defaults::prepare(&ctx.rt.kind, &mut new, old, st);
     // Deletion completes when the last finalizer is removed.
     let finalizing = new.get("metadata").is_some_and(|m| m.get("deletionTimestamp").is_some())
         && new.get("metadata").and_then(|m| m.get("finalizers")).and_then(Value::as_array).is_none_or(Vec::is_empty);
@@ -598,7 +599,7 @@ fn random_suffix() -> String {
     u.bytes().take(5).map(|b| alphabet[usize::from(b) % alphabet.len()] as char).collect()
 }
 
-fn create(ctx: &Ctx<'_>, body: &[u8]) -> Res {
+pub(crate) fn create(ctx: &Ctx<'_>, body: &[u8]) -> Res {
     let mut obj = parse_body(body)?;
     if !obj.is_object() {
         return Err(ApiError::bad_request("the object is not a JSON object"));

@@ -113,14 +113,17 @@ fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
     let mut m = Map::new();
     for (n, f) in fields(b)? {
         match n {
-            1 => {
-                m.insert("name".into(), json!(string(&f)?));
-            }
-            2 => {
-                m.insert("generateName".into(), json!(string(&f)?));
-            }
-            3 => {
-                m.insert("namespace".into(), json!(string(&f)?));
+            // Go's protobuf encoding writes empty strings too: they mean absent.
+            1 | 2 | 3 => {
+                let v = string(&f)?;
+                let key = match n {
+                    1 => "name",
+                    2 => "generateName",
+                    _ => "namespace",
+                };
+                if !v.is_empty() {
+                    m.insert(key.into(), json!(v));
+                }
             }
             11 => insert_map(&mut m, "labels", map_entry(&f, false)?),
             12 => insert_map(&mut m, "annotations", map_entry(&f, false)?),
@@ -186,7 +189,10 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
             }
             ("Secret", 2) => insert_map(&mut o, "data", map_entry(&f, true)?),
             ("Secret", 3) => {
-                o.insert("type".into(), json!(string(&f)?));
+                let t = string(&f)?;
+                if !t.is_empty() {
+                    o.insert("type".into(), json!(t));
+                }
             }
             ("Secret", 4) => insert_map(&mut o, "stringData", map_entry(&f, false)?),
             ("Secret", 5) => {

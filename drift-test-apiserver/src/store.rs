@@ -87,7 +87,8 @@ impl State {
                 "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(),
                     "creationTimestamp": now},
             });
-            crate::defaults::apply("Namespace", &mut o, None, &mut s);
+            crate::defaults::apply("Namespace", &mut o);
+            crate::defaults::prepare("Namespace", &mut o, None, &mut s);
             s.put(&(String::new(), "namespaces".into()), ("".into(), ns.into()), o);
         }
         s
