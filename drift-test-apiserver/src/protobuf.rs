@@ -114,7 +114,7 @@ fn object_meta(b: &[u8]) -> Result<Value, ProtoError> {
     for (n, f) in fields(b)? {
         match n {
             // Go's protobuf encoding writes empty strings too: they mean absent.
-            1 | 2 | 3 => {
+            1..=3 => {
                 let v = string(&f)?;
                 let key = match n {
                     1 => "name",
