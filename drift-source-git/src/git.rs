@@ -117,8 +117,8 @@ impl GitSource {
 }
 
 fn git_err(operation: &'static str, url: &str, e: impl std::fmt::Display) -> SourceError {
-    // `{:#}` would print gix's whole chain; the first line plus the root cause is enough.
-    let message = e.to_string();
+    // `{:#}` prints gix's chain of causes (the root cause says what really happened).
+    let message = format!("{e:#}").lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
     SourceError::Git { operation, url: url.to_owned(), message }
 }
 
