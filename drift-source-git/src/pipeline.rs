@@ -745,7 +745,7 @@ impl Pipeline {
         mut warnings: Vec<SourceWarning>,
     ) -> DesiredSnapshot {
         let mut resources = Vec::new();
-        let mut first_seen: HashMap<drift_core::ResourceKey, String> = HashMap::new();
+        let mut first_seen: HashMap<drift_core::ResourceKey, (String, usize)> = HashMap::new();
         for (unit, parsed) in results {
             warnings.extend(parsed.warnings.iter().cloned());
             for r in &parsed.resources {
@@ -754,17 +754,20 @@ impl Pipeline {
                 r.provenance.repository = Some(input.repository.to_owned());
                 r.provenance.revision = Some(input.revision.to_owned());
                 let here = r.provenance.path.clone().unwrap_or_default();
-                if let Some(first) = first_seen.get(&r.key) {
-                    warnings.push(
+                if let Some((first, index)) = first_seen.get(&r.key) {
+                    // The same object twice: harmless when identical, a conflict otherwise.
+                    let warning = if resources.get(*index).is_some_and(|f: &Resource| f.object == r.object) {
+                        SourceWarning::note(format!("{} is also defined, identically, in {first}", r.key))
+                    } else {
                         SourceWarning::error(
                             ErrorKind::Conflict,
-                            format!("{} is also defined in {first}; this copy is ignored", r.key),
+                            format!("{} is also defined, differently, in {first}; this copy is ignored", r.key),
                         )
-                        .at(here, r.provenance.document, None),
-                    );
+                    };
+                    warnings.push(warning.at(here, r.provenance.document, None));
                     continue;
                 }
-                first_seen.insert(r.key.clone(), here);
+                first_seen.insert(r.key.clone(), (here, resources.len()));
                 resources.push(r);
             }
         }
