@@ -18,6 +18,8 @@ use crate::gitops::{self, App, AppRender, HelmOptions, NamespaceRule};
 use crate::render::{self, KUSTOMIZATION_FILES};
 use crate::tree::{Checkout, join_relative, parent_dir};
 
+const CHART_SKIPPED: &str = "Helm chart ";
+
 /// How deep Argo CD / Flux objects are followed (an app of apps of apps).
 const MAX_APP_DEPTH: usize = 3;
 
@@ -312,7 +314,7 @@ fn walk(checkout: &Checkout<'_>, dir: &str, top: bool, notes: &mut Vec<SourceWar
     for c in charts {
         notes.push(
             SourceWarning::note(format!(
-                "Helm chart `{c}` is not rendered: no HelmRelease or Application names it (use renderer: helm with this path to render it)"
+                "{CHART_SKIPPED}`{c}` is not rendered: no HelmRelease or Application names it (use renderer: helm with this path to render it)"
             ))
             .at(join(&c, "Chart.yaml"), None, None),
         );
@@ -502,6 +504,12 @@ impl Pipeline {
             pending = next;
         }
         *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        // A chart the walk skipped but an application renders is not worth a note.
+        let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _)| path).collect();
+        warnings.retain(|w| {
+            !(w.message.starts_with(CHART_SKIPPED)
+                && w.path.as_deref().is_some_and(|p| followed.iter().any(|a| within(parent_dir(p), a))))
+        });
         Ok(self.assemble(input, results, warnings))
     }
 

@@ -1,6 +1,8 @@
 //! Test helpers: real git repositories made with the `git` command line.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod fake_github;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

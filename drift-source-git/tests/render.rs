@@ -1,0 +1,201 @@
+//! Renderers and GitOps objects: Argo CD Applications, Flux Kustomizations and HelmReleases,
+//! Helm through `helm template` (a stand-in program records its arguments, since helm is not
+//! installed here), missing programs, and the `drift render` output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::*;
+use drift_core::ErrorKind;
+use drift_core::source::DesiredSource;
+use drift_source_git::{
+    FolderConfig, FolderSource, GitConfig, GitSource, OutputFormat, RenderRequest, RendererKind, format_snapshot,
+    has_errors, render,
+};
+
+fn application(name: &str, repo_url: &str, path: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: {repo_url}\n    targetRevision: main\n    path: {path}\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: {namespace}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_cd_and_flux_layouts_work_without_extra_configuration() {
+    require_kubectl();
+    let origin = Origin::new();
+    let url = origin.url();
+    origin.write("argocd/web.yaml", &application("web", &url, "apps/web", "shop"));
+    origin.write("argocd/elsewhere.yaml", &application("x", "https://github.com/other/repo.git", "apps/web", "x"));
+    origin.write("apps/web/deploy.yaml", &deployment("web", 2));
+    origin.write("apps/web/cm.yaml", &configmap("keeps", "other", "1"));
+    origin.write("apps/web/nested/extra.yaml", &configmap("extra", "shop", "1"));
+    origin.write(
+        "clusters/prod/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: api\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./flux/api\n  targetNamespace: prod\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    );
+    origin.write("flux/api/kustomization.yaml", "resources:\n  - deploy.yaml\n  - cm.yaml\n");
+    origin.write("flux/api/deploy.yaml", &deployment("api", 3));
+    origin.write("flux/api/cm.yaml", &configmap("api-settings", "somewhere", "1"));
+    origin.commit("layout");
+    let mut cfg = GitConfig::new(url, "main");
+    cfg.cache_dir = Some(origin.cache());
+    let snap = GitSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert_eq!(
+        keys(&snap),
+        vec![
+            "ConfigMap other/keeps",
+            "ConfigMap prod/api-settings",
+            "apps/Deployment prod/api",
+            "apps/Deployment shop/web",
+            "argoproj.io/Application argocd/web",
+            "argoproj.io/Application argocd/x",
+            "kustomize.toolkit.fluxcd.io/Kustomization flux-system/api",
+        ],
+        "destination.namespace fills in missing namespaces; targetNamespace overrides; directory.recurse is off"
+    );
+    let web = snap.resources.iter().find(|r| r.key.name == "web" && r.key.kind == "Deployment").unwrap();
+    assert_eq!(web.provenance.path.as_deref(), Some("apps/web/deploy.yaml"));
+    assert_eq!(web.object["metadata"]["namespace"], "shop");
+    let api = snap.resources.iter().find(|r| r.key.name == "api" && r.key.kind == "Deployment").unwrap();
+    assert_eq!(api.provenance.path.as_deref(), Some("flux/api/kustomization.yaml"));
+    assert!(snap.warnings.iter().any(|w| !w.fatal && w.message.contains("another repository")));
+}
+
+/// A stand-in `helm` that prints a ConfigMap holding the arguments it was given.
+fn fake_helm(dir: &Path) -> String {
+    let path = dir.join("helm");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\nprintf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: helm-args\\ndata:\\n  args: \"%s\"\\n' \"$*\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_template_gets_release_namespace_and_values_and_a_missing_helm_is_named() {
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    w("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
+    w("charts/web/values.yaml", "replicas: 1\n");
+    w("charts/web/templates/deploy.yaml", "{{ .Values.broken-on-purpose }}\n");
+    w("charts/web/values-prod.yaml", "replicas: 3\n");
+    w(
+        "releases/web.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: web\nspec:\n  chart:\n    spec:\n      chart: ./charts/web\n      valuesFiles: [charts/web/values-prod.yaml]\n      sourceRef: {kind: GitRepository, name: flux-system}\n  values:\n    image: {tag: v2}\n",
+    );
+    w("plain/cm.yaml", &configmap("plain", "default", "1"));
+
+    let helm = fake_helm(&tempfile::tempdir().unwrap().keep());
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.render.helm.binary = Some(helm);
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let args = snap.resources.iter().find(|r| r.key.name == "helm-args").unwrap();
+    let args = args.object["data"]["args"].as_str().unwrap();
+    assert!(args.starts_with("template web "), "{args}");
+    assert!(args.contains("charts/web --namespace web --values "), "{args}");
+    assert!(args.contains("charts/web/values-prod.yaml --values "), "inline values follow the files: {args}");
+    assert_eq!(
+        snap.resources.iter().find(|r| r.key.name == "helm-args").unwrap().key.namespace.as_deref(),
+        Some("web"),
+        "objects without a namespace land in the release namespace"
+    );
+    // The chart's templates are never read as plain YAML, and no stale "chart skipped" note.
+    assert!(
+        snap.warnings.iter().all(|w| !w.path.as_deref().unwrap_or("").starts_with("charts/")),
+        "{:?}",
+        snap.warnings
+    );
+
+    // Without helm: an error for that application, naming the program; the rest is read.
+    cfg.render.helm.binary = Some("helm-is-not-installed".into());
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    let err = snap.warnings.iter().find(|w| w.fatal).unwrap();
+    assert_eq!(err.kind, ErrorKind::Unsupported);
+    assert!(err.message.contains("`helm-is-not-installed` was not found"), "{err}");
+    assert_eq!(err.path.as_deref(), Some("charts/web"));
+    assert_eq!(keys(&snap), vec!["ConfigMap default/plain", "helm.toolkit.fluxcd.io/HelmRelease web/web"]);
+
+    // renderer: helm on the chart folder itself, with release and namespace from the config.
+    cfg.path = Some("charts/web".into());
+    cfg.render.renderer = RendererKind::Helm;
+    cfg.render.helm.binary = Some(fake_helm(&tempfile::tempdir().unwrap().keep()));
+    cfg.render.helm.release_name = Some("site".into());
+    cfg.render.helm.namespace = Some("site-ns".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    let args = snap.resources[0].object["data"]["args"].as_str().unwrap().to_owned();
+    assert!(args.starts_with("template site ") && args.contains("--namespace site-ns"), "{args}");
+}
+
+#[tokio::test]
+async fn a_missing_kustomize_program_is_named_and_plain_renderer_skips_kustomizations() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("app")).unwrap();
+    std::fs::write(repo.path().join("app/kustomization.yaml"), "resources: [cm.yaml]\n").unwrap();
+    std::fs::write(repo.path().join("app/cm.yaml"), configmap("a", "shop", "1")).unwrap();
+    std::fs::write(
+        repo.path().join("list.yaml"),
+        "apiVersion: v1\nkind: List\nitems:\n  - {apiVersion: v1, kind: Secret, metadata: {name: s1, namespace: shop}}\n  - {apiVersion: v1, kind: Secret, metadata: {name: s2, namespace: shop}}\n",
+    )
+    .unwrap();
+
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.render.kustomize_binary = Some("kustomize-is-not-installed".into());
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert_eq!(keys(&snap), vec!["Secret shop/s1", "Secret shop/s2"], "a List is expanded");
+    let err = snap.warnings.iter().find(|w| w.fatal).unwrap();
+    assert!(err.message.contains("kustomize-is-not-installed"), "{err}");
+    assert_eq!(err.path.as_deref(), Some("app"));
+
+    cfg.render.renderer = RendererKind::Plain;
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert_eq!(keys(&snap), vec!["ConfigMap shop/a", "Secret shop/s1", "Secret shop/s2"]);
+    assert!(snap.warnings.iter().any(|w| !w.fatal && w.path.as_deref() == Some("app/kustomization.yaml")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_prints_each_object_with_its_file_and_commit() {
+    let origin = Origin::new();
+    origin.write("apps/a.yaml", &configmap("a", "shop", "1"));
+    origin.write("apps/broken.yaml", "kind: [\n");
+    let commit = origin.commit("one");
+
+    // A local folder without --ref is read as it is on disk.
+    let snap = render(&RenderRequest::new(origin.work.display().to_string())).await.unwrap();
+    assert!(snap.revision.as_deref().unwrap().starts_with("sha256:"));
+    assert!(has_errors(&snap), "the broken file makes `drift render` exit with 2");
+
+    // The same folder at a ref is read through git.
+    let mut req = RenderRequest::new(origin.bare.display().to_string());
+    req.reference = Some("main".into());
+    req.path = Some("apps".into());
+    req.cache_dir = Some(origin.cache());
+    let snap = render(&req).await.unwrap();
+    assert_eq!(snap.revision.as_deref(), Some(commit.as_str()));
+
+    let yaml = format_snapshot(&snap, OutputFormat::Yaml);
+    assert!(yaml.contains("---\n# Source: apps/a.yaml (document 0)\n"), "{yaml}");
+    assert!(yaml.contains(&format!("# Revision: {commit}\n")), "{yaml}");
+    assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
+    assert!(yaml.contains("# error: apps/broken.yaml:1"), "{yaml}");
+    let reparsed = drift_core::manifest::parse_manifests(&yaml, "out.yaml");
+    assert_eq!(reparsed.resources.len(), 1, "the YAML output is valid manifests again");
+
+    let json: serde_json::Value = serde_json::from_str(&format_snapshot(&snap, OutputFormat::Json)).unwrap();
+    assert_eq!(json["revision"], commit.as_str());
+    assert_eq!(json["objects"][0]["source"]["path"], "apps/a.yaml");
+    assert_eq!(json["objects"][0]["source"]["revision"], commit.as_str());
+    assert_eq!(json["objects"][0]["object"]["metadata"]["name"], "a");
+    assert_eq!(json["warnings"][0]["path"], "apps/broken.yaml");
+    assert!("xml".parse::<OutputFormat>().is_err());
+}
