@@ -11,7 +11,7 @@ use common::fake_github::*;
 use common::*;
 use drift_core::ErrorKind;
 use drift_core::source::DesiredSource;
-use drift_source_git::{GitHubConfig, GitHubSource, Secret};
+use drift_source_git::{GitHubSource, Secret};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resolves_the_ref_downloads_once_per_commit_and_uses_etags() {
