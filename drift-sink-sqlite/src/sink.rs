@@ -1,0 +1,252 @@
+//! The write side: one transaction per scan report.
+
+use std::collections::{HashMap, HashSet};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftSink, RecordOutcome, SinkCapabilities};
+use drift_core::{Drift, ResourceKey, Result, ScanReport};
+use serde::{Deserialize, Serialize};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+
+use crate::error::{SqlContext, SqliteError};
+use crate::{SqliteSink, micros};
+
+/// How many times a report is written again when the database stayed busy.
+const ATTEMPTS: usize = 3;
+
+/// Rows per multi-row statement: 18 parameters each stays under SQLite's 32,766 limit.
+const CHUNK: usize = 1000;
+
+/// What a retention pass deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PruneOutcome {
+    /// Resolved drifts deleted.
+    pub drifts: u64,
+    /// Scan rows deleted.
+    pub scans: u64,
+}
+
+#[async_trait]
+impl DriftSink for SqliteSink {
+    fn name(&self) -> &str {
+        "sqlite"
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities { readable: true, resolves: true }
+    }
+
+    #[tracing::instrument(skip_all, fields(scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository))]
+    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
+        let mut attempt = 1;
+        loop {
+            match self.record_once(report).await {
+                Ok(outcome) => {
+                    tracing::debug!(
+                        opened = outcome.opened,
+                        updated = outcome.updated,
+                        resolved = outcome.resolved,
+                        replayed = outcome.replayed,
+                        "scan report recorded"
+                    );
+                    return Ok(outcome);
+                }
+                Err(e) if e.retryable() && attempt < ATTEMPTS => {
+                    tracing::warn!(error = %e, attempt, "recording the scan report failed; writing it again");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl SqliteSink {
+    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, SqliteError> {
+        // IMMEDIATE: take the write lock now, so another process cannot make this transaction
+        // fail half-way when it upgrades from reading to writing.
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
+        let errors = serde_json::to_string(&report.warnings).unwrap_or_else(|_| "[]".into());
+        let uncovered: Vec<_> = report.coverage.incomplete().collect();
+        let uncovered = serde_json::to_string(&uncovered).unwrap_or_else(|_| "[]".into());
+        let new_scan = sqlx::query(
+            "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
+             warnings, errors, coverage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scan_id) DO NOTHING",
+        )
+        .bind(&report.scan_id)
+        .bind(&report.cluster)
+        .bind(&report.repository)
+        .bind(&report.revision)
+        .bind(micros(report.started_at))
+        .bind(micros(report.finished_at))
+        .bind(report.outcome.as_str())
+        .bind(report.drifts.len() as i64)
+        .bind(report.warnings.len() as i64)
+        .bind(errors)
+        .bind(uncovered)
+        .execute(&mut *tx)
+        .await
+        .ctx("recording the scan")?
+        .rows_affected();
+        if new_scan == 0 {
+            tx.rollback().await.ctx("rolling back a replay")?;
+            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
+        }
+
+        // One entry per fingerprint, the first wins (as in the reference store).
+        let mut seen = HashSet::new();
+        let drifts: Vec<(String, &Drift)> = report
+            .drifts
+            .iter()
+            .filter_map(|d| {
+                let fp = d.fingerprint(&report.cluster, &report.repository);
+                seen.insert(fp.clone()).then_some((fp, d))
+            })
+            .collect();
+        let mut outcome = RecordOutcome::default();
+        for chunk in drifts.chunks(CHUNK) {
+            let occurrences = upsert(&mut tx, report, chunk).await?;
+            let opened = occurrences.iter().filter(|o| **o == 1).count();
+            outcome.opened += opened;
+            outcome.updated += occurrences.len() - opened;
+        }
+        outcome.resolved = resolve(&mut tx, report, &seen).await?;
+
+        sqlx::query("UPDATE scans SET opened = ?, updated = ?, resolved = ? WHERE scan_id = ?")
+            .bind(outcome.opened as i64)
+            .bind(outcome.updated as i64)
+            .bind(outcome.resolved as i64)
+            .bind(&report.scan_id)
+            .execute(&mut *tx)
+            .await
+            .ctx("counting the scan")?;
+        if let Some(days) = self.retention_days {
+            prune_in(&mut tx, report.finished_at - chrono::Duration::days(i64::from(days))).await?;
+        }
+        tx.commit().await.ctx("committing the scan report")?;
+        Ok(outcome)
+    }
+
+    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
+    /// nothing without a retention. Recording a report also prunes, relative to the report's
+    /// finish time.
+    pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
+        let Some(days) = self.retention_days else { return Ok(PruneOutcome::default()) };
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
+        let outcome = prune_in(&mut tx, now - chrono::Duration::days(i64::from(days))).await?;
+        tx.commit().await.ctx("committing the retention pass")?;
+        Ok(outcome)
+    }
+}
+
+/// Inserts new drifts and updates open ones, one multi-row statement per chunk. `RETURNING
+/// occurrences` tells them apart: a new row has 1, an updated row at least 2.
+async fn upsert(
+    conn: &mut SqliteConnection,
+    report: &ScanReport,
+    chunk: &[(String, &Drift)],
+) -> Result<Vec<i64>, SqliteError> {
+    let mut q = QueryBuilder::<Sqlite>::new(
+        "INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type, \
+         severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source, \
+         recommended_action, detected_at, last_seen, cluster, repository) ",
+    );
+    let at = micros(report.finished_at);
+    q.push_values(chunk, |mut row, (fp, d)| {
+        row.push_bind(fp.clone())
+            .push_bind(d.api_group.clone())
+            .push_bind(d.resource.kind.clone())
+            .push_bind(d.resource.namespace.clone().unwrap_or_default())
+            .push_bind(d.resource.name.clone())
+            .push_bind(d.path.clone())
+            .push_bind(d.drift_type.as_str())
+            .push_bind(d.severity.as_str())
+            .push_bind(d.git_value.as_ref().map(serde_json::Value::to_string))
+            .push_bind(d.cluster_value.as_ref().map(serde_json::Value::to_string))
+            .push_bind(d.changed_by.clone())
+            .push_bind(d.changed_at.map(micros))
+            .push_bind(d.classification.as_str())
+            .push_bind(d.decision_source.as_str())
+            .push_bind(d.recommended_action.as_str())
+            .push_bind(at)
+            .push_bind(at)
+            .push_bind(report.cluster.clone())
+            .push_bind(report.repository.clone());
+    });
+    q.push(
+        " ON CONFLICT (fingerprint) WHERE status = 'open' DO UPDATE SET \
+         last_seen = excluded.last_seen, occurrences = drifts.occurrences + 1, git_value = excluded.git_value, \
+         cluster_value = excluded.cluster_value, severity = excluded.severity, changed_by = excluded.changed_by, \
+         changed_at = excluded.changed_at, classification = excluded.classification, \
+         recommended_action = excluded.recommended_action RETURNING occurrences",
+    );
+    q.build_query_scalar().fetch_all(conn).await.ctx("upserting drifts")
+}
+
+/// Resolves the open drifts of the report's cluster and repository that it does not list, where
+/// the report may resolve them.
+async fn resolve(
+    conn: &mut SqliteConnection,
+    report: &ScanReport,
+    seen: &HashSet<String>,
+) -> Result<usize, SqliteError> {
+    if report.outcome == drift_core::ScanOutcome::Failed {
+        return Ok(0);
+    }
+    let open: Vec<(i64, String, String, String, String, String)> = sqlx::query_as(
+        "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name FROM drifts \
+         WHERE status = 'open' AND cluster = ? AND repository = ?",
+    )
+    .bind(&report.cluster)
+    .bind(&report.repository)
+    .fetch_all(&mut *conn)
+    .await
+    .ctx("reading open drifts")?;
+    let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
+    let mut ids = Vec::new();
+    for (id, fp, group, kind, namespace, name) in open {
+        if seen.contains(&fp) {
+            continue;
+        }
+        let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
+        let may = *decided.entry(key).or_insert_with_key(|k| report.may_resolve(k));
+        if may {
+            ids.push(id);
+        }
+    }
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let ids = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+    let resolved = sqlx::query(
+        "UPDATE drifts SET status = 'resolved', resolved_at = ? \
+         WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
+    )
+    .bind(micros(report.finished_at))
+    .bind(ids)
+    .execute(&mut *conn)
+    .await
+    .ctx("resolving drifts")?
+    .rows_affected();
+    Ok(resolved as usize)
+}
+
+async fn prune_in(conn: &mut SqliteConnection, cutoff: DateTime<Utc>) -> Result<PruneOutcome, SqliteError> {
+    let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
+        .bind(micros(cutoff))
+        .execute(&mut *conn)
+        .await
+        .ctx("deleting old resolved drifts")?
+        .rows_affected();
+    let scans = sqlx::query("DELETE FROM scans WHERE finished_at < ?")
+        .bind(micros(cutoff))
+        .execute(&mut *conn)
+        .await
+        .ctx("deleting old scans")?
+        .rows_affected();
+    if drifts + scans > 0 {
+        tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
+    }
+    Ok(PruneOutcome { drifts, scans })
+}
