@@ -42,23 +42,40 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// Loads every manifest under `path`. A file that cannot be read as text is a warning.
-pub fn load(path: &Path) -> Result<Loaded> {
-    let mut files = Vec::new();
-    collect_files(path, &mut files)?;
+fn load_files(files: &[PathBuf]) -> Loaded {
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
-        match std::fs::read_to_string(&file) {
+        match std::fs::read_to_string(file) {
             Ok(text) => {
                 let parsed = parse_manifests(&text, &shown);
                 loaded.resources.extend(parsed.resources);
                 loaded.warnings.extend(parsed.warnings);
             }
-            Err(e) => loaded
-                .warnings
-                .push(SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}")).at(shown, None, None)),
+            Err(e) => loaded.warnings.push(
+                SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}"))
+                    .at(shown, None, None),
+            ),
         }
+    }
+    loaded
+}
+
+/// Loads every manifest under `path`. A file that cannot be read as text is a warning.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let mut files = Vec::new();
+    collect_files(path, &mut files)?;
+    // Parsing dominates: spread the files over the cores, keeping their order.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let chunk = files.len().div_ceil(workers).max(1);
+    let parts: Vec<Loaded> = std::thread::scope(|s| {
+        let handles: Vec<_> = files.chunks(chunk).map(|part| s.spawn(move || load_files(part))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut loaded = Loaded::default();
+    for part in parts {
+        loaded.resources.extend(part.resources);
+        loaded.warnings.extend(part.warnings);
     }
     Ok(loaded)
 }

@@ -65,7 +65,11 @@ fn short(v: &Option<Value>) -> String {
         Some(Value::String(s)) => s.clone(),
         Some(other) => {
             let s = other.to_string();
-            if s.len() > 120 { format!("{}…", &s[..s.char_indices().nth(117).map_or(s.len(), |(i, _)| i)]) } else { s }
+            if s.len() > 120 {
+                format!("{}…", &s[..s.char_indices().nth(117).map_or(s.len(), |(i, _)| i)])
+            } else {
+                s
+            }
         }
     }
 }
@@ -115,8 +119,11 @@ fn print_table(report: &ScanReport, color: bool, out: &mut dyn Write) -> Result<
         writeln!(out, "{label}: {w}")?;
     }
     let s = &report.summary;
-    let by_sev: Vec<String> =
-        Severity::ALL.iter().rev().filter_map(|v| s.by_severity.get(v).map(|n| format!("{n} {}", v.as_str()))).collect();
+    let by_sev: Vec<String> = Severity::ALL
+        .iter()
+        .rev()
+        .filter_map(|v| s.by_severity.get(v).map(|n| format!("{n} {}", v.as_str())))
+        .collect();
     writeln!(
         out,
         "{} drift(s) in {} of {} object(s){}",

@@ -11,7 +11,8 @@ fn root() -> PathBuf {
 }
 
 fn drift(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_drift")).args(args).current_dir(root()).env("NO_COLOR", "1").output().unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_drift")).args(args).current_dir(root()).env("NO_COLOR", "1").output().unwrap();
     (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
 }
 
@@ -42,14 +43,21 @@ fn demo_reports_every_seed_drift_type_as_json() {
             expect("image_tag_drift", "HIGH", "spec.template.spec.containers[name=web].image", "kubectl-set"),
             expect("missing_resource", "HIGH", "", ""),
             expect("replicas_drift", "LOW", "spec.replicas", "kubectl-scale"),
-            expect("resource_limit_drift", "HIGH", "spec.template.spec.containers[name=web].resources.limits.memory", "kubectl-set"),
+            expect(
+                "resource_limit_drift",
+                "HIGH",
+                "spec.template.spec.containers[name=web].resources.limits.memory",
+                "kubectl-set"
+            ),
             expect("service_port_drift", "CRITICAL", "spec.ports[port=80].targetPort", "kubectl-patch"),
             expect("spec_drift", "MEDIUM", "spec.template.spec.containers[name=web].env[name=DEBUG]", "kubectl-edit"),
         ]
     );
     // The stable shape of DESIGN section 6.
     let d = &drifts[0];
-    for field in ["resource", "drift_type", "severity", "path", "git_value", "cluster_value", "changed_by", "changed_at"] {
+    for field in
+        ["resource", "drift_type", "severity", "path", "git_value", "cluster_value", "changed_by", "changed_at"]
+    {
         assert!(d.get(field).is_some(), "field {field} in {d}");
     }
     for field in ["apiVersion", "kind", "namespace", "name"] {
@@ -68,7 +76,8 @@ fn table_and_yaml_outputs() {
     assert!(out.contains("changed by kubectl-scale at 2026-11-27T22:41:09+00:00"), "{out}");
     assert!(!out.contains('\u{1b}'), "no colour when not a terminal");
     assert!(out.ends_with("7 drift(s) in 4 of 6 object(s): 1 CRITICAL, 3 HIGH, 2 MEDIUM, 1 LOW\n"), "{out}");
-    let (code, out, _) = drift(&["diff", "--desired", "examples/demo/desired", "--live", "examples/demo/live", "-o", "yaml"]);
+    let (code, out, _) =
+        drift(&["diff", "--desired", "examples/demo/desired", "--live", "examples/demo/live", "-o", "yaml"]);
     assert_eq!(code, 1);
     assert!(out.contains("drift_type: service_port_drift"), "{out}");
 }
@@ -76,7 +85,8 @@ fn table_and_yaml_outputs() {
 #[test]
 fn in_sync_is_exit_0() {
     let pair = "../shared/corpus/pairs/ge-smd-deploy-defaults";
-    let (code, out, err) = drift(&["diff", "--desired", &format!("{pair}/desired.yaml"), "--live", &format!("{pair}/live.yaml")]);
+    let (code, out, err) =
+        drift(&["diff", "--desired", &format!("{pair}/desired.yaml"), "--live", &format!("{pair}/live.yaml")]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("0 drift(s)"), "{out}");
 }
@@ -87,7 +97,15 @@ fn ignore_file_removes_drifts() {
     let rules = dir.path().join("ignore.yaml");
     std::fs::write(&rules, "- kind: Deployment\n  name: web\n  jsonPointers: [/spec/replicas]\n- kind: ConfigMap\n  managers: [kubectl-edit]\n").unwrap();
     let (code, out, _) = drift(&[
-        "diff", "--desired", "examples/demo/desired", "--live", "examples/demo/live", "-o", "json", "--ignore", rules.to_str().unwrap(),
+        "diff",
+        "--desired",
+        "examples/demo/desired",
+        "--live",
+        "examples/demo/live",
+        "-o",
+        "json",
+        "--ignore",
+        rules.to_str().unwrap(),
     ]);
     assert_eq!(code, 1);
     let doc: Value = serde_json::from_str(&out).unwrap();
@@ -98,7 +116,8 @@ fn ignore_file_removes_drifts() {
 fn bad_input_is_exit_2_with_file_and_line_and_the_rest_still_compared() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("desired")).unwrap();
-    std::fs::write(dir.path().join("desired/bad.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [oops\n").unwrap();
+    std::fs::write(dir.path().join("desired/bad.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [oops\n")
+        .unwrap();
     std::fs::write(
         dir.path().join("desired/good.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: good, namespace: x}\ndata: {a: b}\n",
@@ -125,11 +144,20 @@ fn secret_values_never_printed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("d.yaml");
     let l = dir.path().join("l.yaml");
-    std::fs::write(&d, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\nstringData: {password: correct-horse}\n").unwrap();
+    std::fs::write(
+        &d,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\nstringData: {password: correct-horse}\n",
+    )
+    .unwrap();
     // "battery-staple" in base64
-    std::fs::write(&l, "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\ndata: {password: YmF0dGVyeS1zdGFwbGU=}\n").unwrap();
+    std::fs::write(
+        &l,
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\ndata: {password: YmF0dGVyeS1zdGFwbGU=}\n",
+    )
+    .unwrap();
     for format in ["table", "json", "yaml"] {
-        let (code, out, err) = drift(&["diff", "--desired", d.to_str().unwrap(), "--live", l.to_str().unwrap(), "-o", format]);
+        let (code, out, err) =
+            drift(&["diff", "--desired", d.to_str().unwrap(), "--live", l.to_str().unwrap(), "-o", format]);
         assert_eq!(code, 1);
         for leak in ["correct-horse", "battery-staple", "YmF0dGVyeS1zdGFwbGU="] {
             assert!(!out.contains(leak) && !err.contains(leak), "{format} leaked {leak}");

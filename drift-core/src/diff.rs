@@ -29,8 +29,26 @@ pub struct RawDiff {
 
 /// Compares normalised `desired` with normalised `live` for an object of `kind`.
 pub fn diff(kind: &str, desired: &Value, live: &Value, merge_keys: &MergeKeys) -> Vec<RawDiff> {
-    let mut w =
-        Walker { kind, merge_keys, path: Vec::with_capacity(16), schema: String::with_capacity(128), out: Vec::new() };
+    diff_filtered(kind, desired, live, merge_keys, &mut |_| true)
+}
+
+/// [`diff`], asking `keep_extra` about each field only the cluster has before recording it
+/// (most such fields are server defaults that nobody claims; skipping them early is cheap).
+pub fn diff_filtered(
+    kind: &str,
+    desired: &Value,
+    live: &Value,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[Seg]) -> bool,
+) -> Vec<RawDiff> {
+    let mut w = Walker {
+        kind,
+        merge_keys,
+        keep_extra,
+        path: Vec::with_capacity(16),
+        schema: String::with_capacity(128),
+        out: Vec::new(),
+    };
     w.walk(desired, Some(live), &[]);
     w.out
 }
@@ -38,6 +56,7 @@ pub fn diff(kind: &str, desired: &Value, live: &Value, merge_keys: &MergeKeys) -
 struct Walker<'a> {
     kind: &'a str,
     merge_keys: &'a MergeKeys,
+    keep_extra: &'a mut dyn FnMut(&[Seg]) -> bool,
     path: Vec<Seg>,
     schema: String,
     out: Vec<RawDiff>,
@@ -62,14 +81,16 @@ fn item_key(rule: &MergeKeyRule, item: &Value) -> Option<ItemKey> {
 
 fn keys_of(rule: &MergeKeyRule, items: &[Value]) -> Option<Vec<ItemKey>> {
     let keys: Vec<ItemKey> = items.iter().map(|i| item_key(rule, i)).collect::<Option<_>>()?;
-    let mut seen: Vec<&Vec<(String, String)>> = keys.iter().map(|k| &k.0).collect();
-    seen.sort();
-    seen.dedup();
-    (seen.len() == keys.len()).then_some(keys)
+    // Lists are short: a quadratic duplicate check allocates nothing.
+    let unique = keys.iter().enumerate().all(|(i, k)| keys[..i].iter().all(|o| o.0 != k.0));
+    unique.then_some(keys)
 }
 
 impl Walker<'_> {
     fn report(&mut self, git: Option<&Value>, live: Option<&Value>, extra: bool) {
+        if extra && !(self.keep_extra)(&self.path) {
+            return;
+        }
         self.out.push(RawDiff { path: Path(self.path.clone()), git: git.cloned(), live: live.cloned(), extra });
     }
 
@@ -227,8 +248,13 @@ impl Walker<'_> {
 
 /// The value at a path in a (normalised) object, matching keyed items by their key fields.
 pub fn lookup<'v>(root: &'v Value, path: &Path) -> Option<&'v Value> {
+    lookup_segments(root, path.segments())
+}
+
+/// [`lookup`] of a path given as segments.
+pub fn lookup_segments<'v>(root: &'v Value, segments: &[Seg]) -> Option<&'v Value> {
     let mut v = root;
-    for seg in path.segments() {
+    for seg in segments {
         v = match seg {
             Seg::Field(f) => v.get(f)?,
             Seg::Item { key, hidden, .. } if !key.is_empty() => v.as_array()?.iter().find(|item| {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compare::Comparator;
-use crate::diff::{RawDiff, diff, lookup};
+use crate::diff::{RawDiff, diff_filtered, lookup, lookup_segments};
 use crate::drift::*;
 use crate::ignore::{CompiledRule, IgnoreRule, ObjectIgnores};
 use crate::managed::{ManagerClass, ManagerClassifier, ManagerPolicy, Ownership};
@@ -147,16 +147,30 @@ impl Engine {
         let nd = normalize(&desired.object, &self.hasher);
         let nl = normalize(&live.object, &self.hasher);
         let ownership = Ownership::of(&live.object);
-        let last_applied = live
-            .object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(LAST_APPLIED))
-            .and_then(Value::as_str)
-            .and_then(|s| serde_json::from_str::<Value>(s).ok())
-            .map(|v| normalize(&v, &self.hasher));
+        // The last applied configuration (client-side apply), parsed only when a field only the
+        // cluster has needs it.
+        let last_applied_text =
+            live.object.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str);
+        let last_applied_cell = std::cell::OnceCell::new();
+        let last_applied = || {
+            last_applied_cell
+                .get_or_init(|| {
+                    last_applied_text
+                        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                        .map(|v| normalize(&v, &self.hasher))
+                })
+                .as_ref()
+        };
+        // Fields only the cluster has that nobody owns and that were never applied are server
+        // defaults: skipped during the walk.
+        let mut keep_extra = |segs: &[crate::path::Seg]| {
+            ownership.owners_of_segments(segs) != 0
+                || last_applied().is_some_and(|la| lookup_segments(la, segs).is_some())
+        };
+        let raw = diff_filtered(kind, &nd, &nl, &self.merge_keys, &mut keep_extra);
 
         let mut out = Vec::new();
-        for RawDiff { path, git, live: cluster, extra } in diff(kind, &nd, &nl, &self.merge_keys) {
+        for RawDiff { path, git, live: cluster, extra } in raw {
             if ignores.path_ignored(&path) {
                 continue;
             }
@@ -169,7 +183,7 @@ impl Engine {
             let attribution = if extra {
                 // Three-way: a field Git does not have is drift when the applier or a person put
                 // it there, or when the last applied configuration had it (Git removed it).
-                let in_last_applied = last_applied.as_ref().is_some_and(|la| lookup(la, &path).is_some());
+                let in_last_applied = last_applied().is_some_and(|la| lookup(la, &path).is_some());
                 let claimant = managers.iter().find(|m| match self.classifier.classify(&m.manager) {
                     ManagerClass::Manual | ManagerClass::Applier => true,
                     ManagerClass::ClientSideApply => in_last_applied,

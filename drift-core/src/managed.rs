@@ -1,8 +1,6 @@
 //! Field ownership from `metadata.managedFields` (FieldsV1): who owns which path, and what kind
 //! of actor each manager is.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
@@ -93,7 +91,8 @@ impl ManagerClassifier {
 
 #[derive(Debug, Default)]
 struct Node {
-    children: HashMap<String, Node>,
+    /// Children by FieldsV1 key; fan-out is small, a vector beats a hash map here.
+    children: Vec<(String, Node)>,
     /// Managers whose set holds this node as a leaf (the whole value).
     whole: u64,
     /// Managers with any entry at or below this node.
@@ -122,6 +121,7 @@ fn key_of_fields_v1(k: &str) -> String {
 fn key_of_seg(seg: &Seg) -> Option<String> {
     match seg {
         Seg::Field(f) => Some(format!("f:{f}")),
+
         Seg::Item { key, .. } if !key.is_empty() => {
             let mut pairs: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
             pairs.sort();
@@ -167,13 +167,24 @@ impl Ownership {
     /// The managers (as a bit set over [`Ownership::manager`]) that own `path`: those owning it
     /// or something under it, or owning an ancestor as a whole.
     pub fn owners(&self, path: &Path) -> u64 {
+        self.owners_of_segments(path.segments())
+    }
+
+    /// [`Ownership::owners`] of a path given as segments.
+    pub fn owners_of_segments(&self, segments: &[Seg]) -> u64 {
         let mut node = &self.root;
         let mut whole = 0u64;
-        for seg in path.segments() {
+        for seg in segments {
             whole |= node.whole;
-            let Some(k) = key_of_seg(seg) else { return whole | node.any };
-            match node.children.get(&k) {
-                Some(n) => node = n,
+            let found = match seg {
+                Seg::Field(f) => node.children.iter().find(|(k, _)| k.strip_prefix("f:") == Some(f.as_str())),
+                Seg::Item { .. } => {
+                    let Some(k) = key_of_seg(seg) else { return whole | node.any };
+                    node.children.iter().find(|(ck, _)| *ck == k)
+                }
+            };
+            match found {
+                Some((_, n)) => node = n,
                 None => return whole,
             }
         }
@@ -203,8 +214,15 @@ fn insert(node: &mut Node, fields: &Value, bit: u64) {
         return;
     }
     for (k, v) in children {
-        let child = node.children.entry(key_of_fields_v1(k)).or_default();
-        insert(child, v, bit);
+        let key = key_of_fields_v1(k);
+        let i = match node.children.iter().position(|(ck, _)| *ck == key) {
+            Some(i) => i,
+            None => {
+                node.children.push((key, Node::default()));
+                node.children.len() - 1
+            }
+        };
+        insert(&mut node.children[i].1, v, bit);
     }
 }
 

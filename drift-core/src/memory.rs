@@ -121,12 +121,14 @@ impl LiveSource for MemoryLiveSource {
                 continue;
             }
             coverage.set(gk, ns, CoverageStatus::Complete);
+            // Keys sort by group, kind, namespace, name: one range per (kind, namespace).
+            let start = crate::ResourceKey::new(&gk.group, &gk.kind, ns, "");
             resources.extend(
                 state
                     .resources
-                    .values()
-                    .filter(|r| r.key.group == gk.group && r.key.kind == gk.kind && r.key.namespace.as_deref() == ns)
-                    .map(|r| {
+                    .range(start..)
+                    .take_while(|(k, _)| k.group == gk.group && k.kind == gk.kind && k.namespace.as_deref() == ns)
+                    .map(|(_, r)| {
                         let mut r = r.clone();
                         r.provenance.cluster = Some(self.cluster.clone());
                         r

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 
 use crate::compare::Comparator;
-use crate::model::{GroupKind, ResourceKey, SourceWarning, is_cluster_scoped};
+use crate::model::{DesiredSnapshot, GroupKind, LiveSnapshot, ResourceKey, Scope, SourceWarning, is_cluster_scoped};
 use crate::report::{ScanOutcome, ScanReport, Summary};
 use crate::source::{DesiredSource, LiveSource};
 
@@ -44,12 +44,47 @@ pub async fn run_scan(
     comparator: &dyn Comparator,
     options: &ScanOptions,
 ) -> ScanReport {
-    let started_at = (options.clock)();
     let cluster = live.cluster().to_owned();
-    let mut report = ScanReport {
+    let mut report = empty_report(desired.name(), &cluster, options);
+
+    let mut snapshot = match desired.fetch().await {
+        Ok(s) => s,
+        Err(e) => {
+            report.warnings.push(SourceWarning::error(e.kind(), format!("desired state: {e}")));
+            return finish(report, 0, options);
+        }
+    };
+    let scope = prepare_desired(&mut snapshot, &mut report, options);
+    let live_snapshot = match live.fetch(&scope).await {
+        Ok(s) => s,
+        Err(e) => {
+            report.warnings.push(SourceWarning::error(e.kind(), format!("live state of {cluster}: {e}")));
+            return finish(report, 0, options);
+        }
+    };
+    compare_into(report, snapshot, live_snapshot, comparator, options)
+}
+
+/// The pure part of a scan, for callers that already hold both snapshots (`drift diff` on
+/// files): the same namespace defaulting, duplicate check, coverage rules and report as
+/// [`run_scan`], without copying the snapshots.
+pub fn compare_snapshots(
+    mut desired: DesiredSnapshot,
+    live: LiveSnapshot,
+    comparator: &dyn Comparator,
+    options: &ScanOptions,
+) -> ScanReport {
+    let mut report = empty_report(&desired.repository, &live.cluster, options);
+    prepare_desired(&mut desired, &mut report, options);
+    compare_into(report, desired, live, comparator, options)
+}
+
+fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanReport {
+    let started_at = (options.clock)();
+    ScanReport {
         scan_id: options.scan_id.clone(),
-        cluster: cluster.clone(),
-        repository: desired.name().to_owned(),
+        cluster: cluster.to_owned(),
+        repository: repository.to_owned(),
         revision: None,
         started_at,
         finished_at: started_at,
@@ -60,15 +95,11 @@ pub async fn run_scan(
         desired: Vec::new(),
         desired_complete: false,
         summary: Summary::default(),
-    };
+    }
+}
 
-    let mut snapshot = match desired.fetch().await {
-        Ok(s) => s,
-        Err(e) => {
-            report.warnings.push(SourceWarning::error(e.kind(), format!("desired state: {e}")));
-            return finish(report, 0, options);
-        }
-    };
+/// Namespaces, duplicates, completeness: returns the live scope the desired state implies.
+fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, options: &ScanOptions) -> Scope {
     report.revision = snapshot.revision.clone();
     // Namespaces: the built-in table, then the configured custom kinds.
     for r in &mut snapshot.resources {
@@ -99,14 +130,16 @@ pub async fn run_scan(
 
     report.desired = snapshot.resources.iter().map(|r| r.key.clone()).collect::<Vec<ResourceKey>>();
     report.desired.sort();
-    let scope = snapshot.scope();
-    let live_snapshot = match live.fetch(&scope).await {
-        Ok(s) => s,
-        Err(e) => {
-            report.warnings.push(SourceWarning::error(e.kind(), format!("live state of {cluster}: {e}")));
-            return finish(report, 0, options);
-        }
-    };
+    snapshot.scope()
+}
+
+fn compare_into(
+    mut report: ScanReport,
+    snapshot: DesiredSnapshot,
+    live_snapshot: LiveSnapshot,
+    comparator: &dyn Comparator,
+    options: &ScanOptions,
+) -> ScanReport {
     for entry in live_snapshot.coverage.incomplete() {
         let ns = entry.namespace.as_deref().map(|n| format!(" in {n}")).unwrap_or_default();
         let kind = match &entry.status {

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use drift_core::ignore::IgnoreRule;
-use drift_core::memory::{MemoryDesiredSource, MemoryLiveSource};
-use drift_core::scan::{ScanOptions, run_scan};
-use drift_core::{DesiredSnapshot, Engine, EngineConfig};
+use drift_core::scan::{ScanOptions, compare_snapshots};
+use drift_core::{Coverage, DesiredSnapshot, Engine, EngineConfig, LiveSnapshot};
 
 use crate::output::{Format, print_report};
 
@@ -38,8 +37,9 @@ fn engine_config(path: Option<&PathBuf>) -> Result<EngineConfig> {
     if let Ok(rules) = serde_saphyr::from_str::<Vec<IgnoreRule>>(&text) {
         return Ok(EngineConfig { ignore: rules, ..EngineConfig::default() });
     }
-    serde_saphyr::from_str::<EngineConfig>(&text)
-        .map_err(|e| anyhow::anyhow!("{}: not a list of ignore rules nor engine settings: {}", path.display(), e.without_snippet()))
+    serde_saphyr::from_str::<EngineConfig>(&text).map_err(|e| {
+        anyhow::anyhow!("{}: not a list of ignore rules nor engine settings: {}", path.display(), e.without_snippet())
+    })
 }
 
 /// Runs `drift diff`; the exit code says whether drift was found.
@@ -52,17 +52,21 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
             r.key.namespace = Some(args.namespace.clone());
         }
     }
-    let desired_source = MemoryDesiredSource::from_snapshot(DesiredSnapshot {
+    let mut desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
         revision: None,
         resources: desired.resources,
         warnings: desired.warnings,
-    });
-    let live_source = MemoryLiveSource::new("files", live.resources);
+    };
+    desired.default_namespace(&args.namespace);
+    // Files hold everything they hold: every (kind, namespace) Git names is complete.
+    let coverage = Coverage::complete(&desired.scope());
+    let live_warnings = live.warnings;
+    let live = LiveSnapshot { cluster: "files".to_owned(), resources: live.resources, coverage };
     let mut options = ScanOptions::new("diff");
     options.default_namespace = args.namespace.clone();
-    let mut report = futures::executor::block_on(run_scan(&desired_source, &live_source, &engine, &options));
-    report.warnings.extend(live.warnings);
+    let mut report = compare_snapshots(desired, live, &engine, &options);
+    report.warnings.extend(live_warnings);
     print_report(&report, args.output, &mut std::io::stdout().lock())?;
     let broken = report.warnings.iter().any(|w| w.fatal);
     Ok(if broken {

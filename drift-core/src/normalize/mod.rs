@@ -59,7 +59,42 @@ const LIMIT_RANGE_PARENTS: &[&str] = &["default", "defaultRequest", "max", "min"
 /// assert_eq!(n["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"], "1");
 /// ```
 pub fn normalize(object: &Value, hasher: &SecretHasher) -> Value {
-    let mut v = object.clone();
+    // Copy everything but what is dropped anyway (status, managedFields and the last-applied
+    // annotation are most of a live object's size), then normalise the copy.
+    let Value::Object(top) = object else { return object.clone() };
+    let mut out = Map::with_capacity(top.len());
+    for (k, v) in top {
+        match k.as_str() {
+            "status" => {}
+            "metadata" => {
+                let Value::Object(meta) = v else {
+                    out.insert(k.clone(), v.clone());
+                    continue;
+                };
+                let mut m = Map::with_capacity(meta.len());
+                for (mk, mv) in meta {
+                    if DROPPED_METADATA.contains(&mk.as_str()) {
+                        continue;
+                    }
+                    if let (Value::Object(ann), "annotations") = (mv, mk.as_str()) {
+                        let kept: Map<String, Value> = ann
+                            .iter()
+                            .filter(|(a, _)| !DROPPED_ANNOTATIONS.contains(&a.as_str()))
+                            .map(|(a, v)| (a.clone(), v.clone()))
+                            .collect();
+                        m.insert(mk.clone(), Value::Object(kept));
+                    } else {
+                        m.insert(mk.clone(), mv.clone());
+                    }
+                }
+                out.insert(k.clone(), Value::Object(m));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    let mut v = Value::Object(out);
     normalize_in_place(&mut v, hasher);
     v
 }
