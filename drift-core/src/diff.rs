@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::merge_keys::{MergeKeyRule, MergeKeys};
 use crate::normalize::{is_empty, scalar_eq};
-use crate::path::{Path, Seg, scalar_text};
+use crate::path::{Path, SegRef, SegView, scalar_text};
 
 /// One difference found by the walk.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub fn diff_filtered(
     desired: &Value,
     live: &Value,
     merge_keys: &MergeKeys,
-    keep_extra: &mut dyn FnMut(&[Seg]) -> bool,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
 ) -> Vec<RawDiff> {
     let mut w = Walker {
         kind,
@@ -53,11 +53,11 @@ pub fn diff_filtered(
     w.out
 }
 
-struct Walker<'a> {
+struct Walker<'a, 'k> {
     kind: &'a str,
     merge_keys: &'a MergeKeys,
-    keep_extra: &'a mut dyn FnMut(&[Seg]) -> bool,
-    path: Vec<Seg>,
+    keep_extra: &'k mut dyn FnMut(&[SegRef<'_>]) -> bool,
+    path: Vec<SegRef<'a>>,
     schema: String,
     out: Vec<RawDiff>,
 }
@@ -86,28 +86,29 @@ fn keys_of(rule: &MergeKeyRule, items: &[Value]) -> Option<Vec<ItemKey>> {
     unique.then_some(keys)
 }
 
-impl Walker<'_> {
+impl<'a> Walker<'a, '_> {
     fn report(&mut self, git: Option<&Value>, live: Option<&Value>, extra: bool) {
         if extra && !(self.keep_extra)(&self.path) {
             return;
         }
-        self.out.push(RawDiff { path: Path(self.path.clone()), git: git.cloned(), live: live.cloned(), extra });
+        let path = Path(self.path.iter().map(SegRef::to_seg).collect());
+        self.out.push(RawDiff { path, git: git.cloned(), live: live.cloned(), extra });
     }
 
-    fn push_field(&mut self, name: &str) -> usize {
+    fn push_field(&mut self, name: &'a str) -> usize {
         let len = self.schema.len();
         if !self.schema.is_empty() {
             self.schema.push('.');
         }
         self.schema.push_str(name);
-        self.path.push(Seg::Field(name.to_owned()));
+        self.path.push(SegRef::Field(name));
         len
     }
 
     fn push_item(&mut self, key: Vec<(String, String)>, hidden: Vec<bool>, index: usize) -> usize {
         let len = self.schema.len();
         self.schema.push_str("[]");
-        self.path.push(Seg::Item { key, hidden, index });
+        self.path.push(SegRef::Item { key, hidden, index });
         len
     }
 
@@ -118,7 +119,7 @@ impl Walker<'_> {
 
     /// `key_fields`: the merge-key fields of the item being walked; they are its identity, so a
     /// key field only the cluster spells out (`protocol: TCP`) is not an extra field.
-    fn walk(&mut self, d: &Value, l: Option<&Value>, key_fields: &[String]) {
+    fn walk(&mut self, d: &'a Value, l: Option<&'a Value>, key_fields: &[String]) {
         if d.is_null() {
             return;
         }
@@ -178,7 +179,7 @@ impl Walker<'_> {
 
     /// A field only the cluster has: mappings are opened down to their leaves so that each
     /// added field is judged (and typed) on its own.
-    fn extra(&mut self, lv: &Value) {
+    fn extra(&mut self, lv: &'a Value) {
         match lv {
             Value::Object(m) if !m.is_empty() => {
                 for (k, v) in m {
@@ -193,7 +194,7 @@ impl Walker<'_> {
         }
     }
 
-    fn list(&mut self, da: &[Value], la: &[Value], l: &Value) {
+    fn list(&mut self, da: &'a [Value], la: &'a [Value], l: &'a Value) {
         let rule = self.merge_keys.lookup(self.kind, &self.schema);
         if let Some(rule) = rule
             && let (Some(dk), Some(lk)) = (keys_of(rule, da), keys_of(rule, la))
@@ -251,13 +252,13 @@ pub fn lookup<'v>(root: &'v Value, path: &Path) -> Option<&'v Value> {
     lookup_segments(root, path.segments())
 }
 
-/// [`lookup`] of a path given as segments.
-pub fn lookup_segments<'v>(root: &'v Value, segments: &[Seg]) -> Option<&'v Value> {
+/// [`lookup`] of a path given as segments (owned or borrowed).
+pub fn lookup_segments<'v, S: SegView>(root: &'v Value, segments: &[S]) -> Option<&'v Value> {
     let mut v = root;
     for seg in segments {
-        v = match seg {
-            Seg::Field(f) => v.get(f)?,
-            Seg::Item { key, hidden, .. } if !key.is_empty() => v.as_array()?.iter().find(|item| {
+        v = match (seg.field(), seg.item()) {
+            (Some(f), _) => v.get(f)?,
+            (None, Some((key, hidden, _))) if !key.is_empty() => v.as_array()?.iter().find(|item| {
                 key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
                     match item.get(k).filter(|x| !x.is_null()) {
                         Some(x) => scalar_text(x).as_deref() == Some(want.as_str()),
@@ -265,7 +266,8 @@ pub fn lookup_segments<'v>(root: &'v Value, segments: &[Seg]) -> Option<&'v Valu
                     }
                 })
             })?,
-            Seg::Item { index, .. } => v.as_array()?.get(*index)?,
+            (None, Some((_, _, index))) => v.as_array()?.get(index)?,
+            (None, None) => return None,
         };
     }
     (!v.is_null()).then_some(v)

@@ -163,7 +163,7 @@ impl Engine {
         };
         // Fields only the cluster has that nobody owns and that were never applied are server
         // defaults: skipped during the walk.
-        let mut keep_extra = |segs: &[crate::path::Seg]| {
+        let mut keep_extra = |segs: &[crate::path::SegRef<'_>]| {
             ownership.owners_of_segments(segs) != 0
                 || last_applied().is_some_and(|la| lookup_segments(la, segs).is_some())
         };

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::drift::Attribution;
-use crate::path::{Path, Seg, scalar_text};
+use crate::path::{Path, SegView, scalar_text};
 
 /// What kind of actor a field manager is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -118,17 +118,10 @@ fn key_of_fields_v1(k: &str) -> String {
     k.to_owned()
 }
 
-fn key_of_seg(seg: &Seg) -> Option<String> {
-    match seg {
-        Seg::Field(f) => Some(format!("f:{f}")),
-
-        Seg::Item { key, .. } if !key.is_empty() => {
-            let mut pairs: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            pairs.sort();
-            Some(format!("k:{}", pairs.join(",")))
-        }
-        Seg::Item { .. } => None,
-    }
+fn key_of_item(key: &[(String, String)]) -> String {
+    let mut pairs: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.sort();
+    format!("k:{}", pairs.join(","))
 }
 
 impl Ownership {
@@ -170,18 +163,19 @@ impl Ownership {
         self.owners_of_segments(path.segments())
     }
 
-    /// [`Ownership::owners`] of a path given as segments.
-    pub fn owners_of_segments(&self, segments: &[Seg]) -> u64 {
+    /// [`Ownership::owners`] of a path given as segments (owned or borrowed).
+    pub fn owners_of_segments<S: SegView>(&self, segments: &[S]) -> u64 {
         let mut node = &self.root;
         let mut whole = 0u64;
         for seg in segments {
             whole |= node.whole;
-            let found = match seg {
-                Seg::Field(f) => node.children.iter().find(|(k, _)| k.strip_prefix("f:") == Some(f.as_str())),
-                Seg::Item { .. } => {
-                    let Some(k) = key_of_seg(seg) else { return whole | node.any };
+            let found = match (seg.field(), seg.item()) {
+                (Some(f), _) => node.children.iter().find(|(k, _)| k.strip_prefix("f:") == Some(f)),
+                (None, Some((key, _, _))) if !key.is_empty() => {
+                    let k = key_of_item(key);
                     node.children.iter().find(|(ck, _)| *ck == k)
                 }
+                _ => return whole | node.any,
             };
             match found {
                 Some((_, n)) => node = n,

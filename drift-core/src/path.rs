@@ -23,6 +23,73 @@ pub enum Seg {
     },
 }
 
+/// A segment borrowed from the object being walked (no allocation per field); turned into a
+/// [`Seg`] only when a difference is recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SegRef<'a> {
+    /// A field of a mapping.
+    Field(&'a str),
+    /// A list item (see [`Seg::Item`]).
+    Item {
+        /// Merge-key fields and values.
+        key: Vec<(String, String)>,
+        /// Key fields equal to their default.
+        hidden: Vec<bool>,
+        /// Index.
+        index: usize,
+    },
+}
+
+impl SegRef<'_> {
+    /// The owned segment.
+    pub fn to_seg(&self) -> Seg {
+        match self {
+            SegRef::Field(f) => Seg::Field((*f).to_owned()),
+            SegRef::Item { key, hidden, index } => {
+                Seg::Item { key: key.clone(), hidden: hidden.clone(), index: *index }
+            }
+        }
+    }
+}
+
+/// Read access to a segment, owned or borrowed.
+pub trait SegView {
+    /// The field name, for a field.
+    fn field(&self) -> Option<&str>;
+    /// Key, hidden flags and index, for a list item.
+    fn item(&self) -> Option<(&[(String, String)], &[bool], usize)>;
+}
+
+impl SegView for Seg {
+    fn field(&self) -> Option<&str> {
+        match self {
+            Seg::Field(f) => Some(f),
+            Seg::Item { .. } => None,
+        }
+    }
+    fn item(&self) -> Option<(&[(String, String)], &[bool], usize)> {
+        match self {
+            Seg::Item { key, hidden, index } => Some((key, hidden, *index)),
+            Seg::Field(_) => None,
+        }
+    }
+}
+
+impl SegView for SegRef<'_> {
+    fn field(&self) -> Option<&str> {
+        match self {
+            SegRef::Field(f) => Some(f),
+            SegRef::Item { .. } => None,
+        }
+    }
+    fn item(&self) -> Option<(&[(String, String)], &[bool], usize)> {
+        match self {
+            SegRef::Item { key, hidden, index } => Some((key, hidden, *index)),
+            SegRef::Field(_) => None,
+        }
+    }
+}
+
 /// A path: a list of segments.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Path(pub Vec<Seg>);
