@@ -52,12 +52,15 @@ impl SegRef<'_> {
     }
 }
 
+/// A list item seen through [`SegView::item`]: merge key, hidden flags, index.
+pub type ItemView<'s> = (&'s [(String, String)], &'s [bool], usize);
+
 /// Read access to a segment, owned or borrowed.
 pub trait SegView {
     /// The field name, for a field.
     fn field(&self) -> Option<&str>;
     /// Key, hidden flags and index, for a list item.
-    fn item(&self) -> Option<(&[(String, String)], &[bool], usize)>;
+    fn item(&self) -> Option<ItemView<'_>>;
 }
 
 impl SegView for Seg {
@@ -67,7 +70,7 @@ impl SegView for Seg {
             Seg::Item { .. } => None,
         }
     }
-    fn item(&self) -> Option<(&[(String, String)], &[bool], usize)> {
+    fn item(&self) -> Option<ItemView<'_>> {
         match self {
             Seg::Item { key, hidden, index } => Some((key, hidden, *index)),
             Seg::Field(_) => None,
@@ -82,7 +85,7 @@ impl SegView for SegRef<'_> {
             SegRef::Item { .. } => None,
         }
     }
-    fn item(&self) -> Option<(&[(String, String)], &[bool], usize)> {
+    fn item(&self) -> Option<ItemView<'_>> {
         match self {
             SegRef::Item { key, hidden, index } => Some((key, hidden, *index)),
             SegRef::Field(_) => None,
