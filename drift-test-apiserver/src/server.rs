@@ -289,9 +289,15 @@ impl TestApiServer {
             .thread_name("drift-test-apiserver")
             .build()?;
         let app = axum::Router::new().fallback(handle).with_state(shared.clone());
-        let listener = rt.block_on(async { tokio::net::TcpListener::from_std(listener) })?;
         let thread = std::thread::Builder::new().name("drift-test-apiserver".into()).spawn(move || {
             rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "test API server cannot listen");
+                        return;
+                    }
+                };
                 let mut stop = stop_rx;
                 let mut stop2 = stop.clone();
                 let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -1,0 +1,449 @@
+//! kube-rs as the client: pagination, watches that resume and relist, bookmarks, 410 Gone,
+//! every fault type, authentication, server-side apply and the status subresource.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use drift_test_apiserver::{FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+
+async fn client(server: &TestApiServer) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(server.kubeconfig_path()).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+    kube::Client::try_from(cfg).unwrap()
+}
+
+/// A client without kube's default retry of 429, 503 and 504 (it honours Retry-After up to 15
+/// times), to see those answers themselves.
+async fn client_without_retry(server: &TestApiServer) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(server.kubeconfig_path()).unwrap();
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+    cfg.default_retry = false;
+    kube::Client::try_from(cfg).unwrap()
+}
+
+fn namespace(server: &TestApiServer, name: &str) {
+    server.create_object(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})).unwrap();
+}
+
+fn configmap(server: &TestApiServer, ns: &str, name: &str, labels: Value) {
+    server
+        .create_object(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns, "labels": labels}, "data": {"k": name}}))
+        .unwrap();
+}
+
+fn rule(matcher: FaultMatch, action: FaultAction, times: Option<u32>) -> FaultRule {
+    FaultRule { matcher, action, times }
+}
+
+fn on(verb: &str, resource: &str) -> FaultMatch {
+    FaultMatch { verb: Some(verb.into()), resource: Some(resource.into()), ..Default::default() }
+}
+
+fn api_code(e: &kube::Error) -> u16 {
+    match e {
+        kube::Error::Api(s) => s.code,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+fn count(server: &TestApiServer, pred: impl Fn(&drift_test_apiserver::RecordedRequest) -> bool) -> usize {
+    server.requests().iter().filter(|r| pred(r)).count()
+}
+
+fn is_watch(r: &drift_test_apiserver::RecordedRequest) -> bool {
+    r.path.ends_with("/configmaps") && r.query.get("watch").is_some_and(|w| w == "true")
+}
+
+fn is_list(r: &drift_test_apiserver::RecordedRequest) -> bool {
+    r.method == "GET" && r.path.ends_with("/configmaps") && !r.query.contains_key("watch")
+}
+
+#[tokio::test]
+async fn list_paginates_over_ten_thousand_objects() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "bulk");
+    for i in 0..10_000 {
+        configmap(&server, "bulk", &format!("cm-{i:05}"), json!({"mod": (i % 7).to_string()}));
+    }
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "bulk");
+    let mut names = Vec::new();
+    let mut pages = 0;
+    let mut token: Option<String> = None;
+    let mut list_rv: Option<String> = None;
+    loop {
+        let mut lp = ListParams::default().limit(500);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list(&lp).await.unwrap();
+        pages += 1;
+        assert!(page.items.len() <= 500);
+        // Every page reports the version of the first one: one consistent list.
+        let rv = page.metadata.resource_version.clone();
+        assert!(list_rv.get_or_insert(rv.clone().unwrap()) == rv.as_ref().unwrap());
+        names.extend(page.items.iter().map(|c| c.metadata.name.clone().unwrap()));
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => {
+                assert_eq!(page.metadata.remaining_item_count, Some(10_000 - names.len() as i64));
+                token = Some(t);
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(pages, 20);
+    assert_eq!(names.len(), 10_000);
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, names, "names are unique and in order");
+
+    let sevens = api.list(&ListParams::default().labels("mod=3")).await.unwrap();
+    assert_eq!(sevens.items.len(), (0..10_000).filter(|i| i % 7 == 3).count());
+    let one = api.list(&ListParams::default().fields("metadata.name=cm-00042")).await.unwrap();
+    assert_eq!(one.items.len(), 1);
+    let none = api.list(&ListParams::default().labels("mod in (7,8)")).await.unwrap();
+    assert!(none.items.is_empty());
+}
+
+#[tokio::test]
+async fn watcher_resumes_after_a_dropped_connection_without_relisting() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "w");
+    server.set_faults(Faults {
+        faults: vec![rule(on("watch", "configmaps"), FaultAction::DropWatch { after_events: 2 }, Some(1))],
+    });
+    let client = client(&server).await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "w");
+    let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut seen = BTreeSet::new();
+    let mut second_rv = String::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), stream.next()).await.unwrap() {
+        match ev.unwrap() {
+            watcher::Event::InitDone => {
+                for i in 0..5 {
+                    let cm = ConfigMap {
+                        metadata: kube::api::ObjectMeta { name: Some(format!("c{i}")), ..Default::default() },
+                        ..Default::default()
+                    };
+                    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+                    if i == 1 {
+                        second_rv = created.metadata.resource_version.unwrap();
+                    }
+                }
+            }
+            watcher::Event::Apply(cm) => {
+                seen.insert(cm.metadata.name.unwrap());
+                if seen.len() == 5 {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen.len(), 5, "no event lost across the dropped connection");
+    assert_eq!(count(&server, is_list), 1, "a dropped watch is resumed, not relisted");
+    let watches: Vec<_> = server.requests().into_iter().filter(is_watch).collect();
+    assert_eq!(watches.len(), 2);
+    assert_eq!(watches[1].query.get("resourceVersion"), Some(&second_rv));
+}
+
+#[tokio::test]
+async fn watcher_relists_after_410_gone() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "w");
+    configmap(&server, "w", "before", json!({}));
+    server.set_faults(Faults {
+        faults: vec![
+            rule(on("watch", "configmaps"), FaultAction::DropWatch { after_events: 0 }, Some(1)),
+            rule(on("watch", "configmaps"), FaultAction::Expired, Some(1)),
+        ],
+    });
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "w");
+    let mut stream = watcher(api, watcher::Config::default()).boxed();
+    let mut inits = 0;
+    let mut gone = 0;
+    let mut listed = Vec::new();
+    while inits < 2 {
+        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await.unwrap().unwrap() {
+            Ok(watcher::Event::InitApply(cm)) => listed.push(cm.metadata.name.unwrap()),
+            Ok(watcher::Event::InitDone) => inits += 1,
+            Ok(_) => {}
+            Err(watcher::Error::WatchError(s)) => {
+                assert_eq!(s.code, 410);
+                gone += 1;
+            }
+            Err(e) => panic!("unexpected {e:?}"),
+        }
+    }
+    assert_eq!(gone, 1);
+    assert_eq!(listed, vec!["before", "before"]);
+    assert_eq!(count(&server, is_list), 2, "410 makes the watcher list again");
+}
+
+#[tokio::test]
+async fn watch_from_a_compacted_version_is_gone() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "w");
+    configmap(&server, "w", "a", json!({}));
+    configmap(&server, "w", "b", json!({}));
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "w");
+    let first = api.list(&ListParams::default().limit(1)).await.unwrap();
+    let old_rv = first.metadata.resource_version.clone().unwrap();
+    configmap(&server, "w", "c", json!({}));
+    configmap(&server, "w", "d", json!({}));
+    // Still within history: the watch replays what happened after the version.
+    let mut s = api.watch(&WatchParams::default().disable_bookmarks().timeout(5), &old_rv).await.unwrap().boxed();
+    match s.try_next().await.unwrap().unwrap() {
+        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("c")),
+        other => panic!("expected ADDED c, got {other:?}"),
+    }
+    server.compact();
+    let mut s = api.watch(&WatchParams::default(), &old_rv).await.unwrap().boxed();
+    match s.try_next().await.unwrap().unwrap() {
+        WatchEvent::Error(e) => {
+            assert_eq!(e.code, 410);
+            assert_eq!(e.reason, "Expired");
+        }
+        other => panic!("expected 410, got {other:?}"),
+    }
+    let token = first.metadata.continue_.unwrap();
+    let err = api.list(&ListParams::default().limit(1).continue_token(&token)).await.unwrap_err();
+    assert_eq!(api_code(&err), 410);
+}
+
+#[tokio::test]
+async fn watch_sends_bookmarks_when_allowed() {
+    let server =
+        TestApiServer::start(Options { bookmark_interval: Duration::from_millis(20), ..Options::default() }).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    let rv = server.resource_version().to_string();
+    let mut s = api.watch(&WatchParams::default(), &rv).await.unwrap().boxed();
+    let ev = tokio::time::timeout(Duration::from_secs(30), s.try_next()).await.unwrap().unwrap().unwrap();
+    match ev {
+        WatchEvent::Bookmark(b) => assert_eq!(b.metadata.resource_version, rv),
+        other => panic!("expected a bookmark, got {other:?}"),
+    }
+    // Without bookmarks allowed, the first event is the next change.
+    let mut s = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await.unwrap().boxed();
+    configmap(&server, "default", "x", json!({}));
+    match s.try_next().await.unwrap().unwrap() {
+        WatchEvent::Added(cm) => assert_eq!(cm.metadata.name.as_deref(), Some("x")),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn fault_forbidden_per_namespace() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "team-a");
+    server.set_faults(Faults {
+        faults: vec![rule(
+            FaultMatch { namespace: Some("team-a".into()), resource: Some("ConfigMap".into()), ..Default::default() },
+            FaultAction::Error { code: 403, retry_after_seconds: None, message: None },
+            None,
+        )],
+    });
+    let c = client(&server).await;
+    let denied: Api<ConfigMap> = Api::namespaced(c.clone(), "team-a");
+    let err = denied.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&err), 403);
+    let allowed: Api<ConfigMap> = Api::namespaced(c, "default");
+    assert!(allowed.list(&ListParams::default()).await.is_ok());
+}
+
+#[tokio::test]
+async fn fault_not_found_and_internal_error_then_spent() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    configmap(&server, "default", "there", json!({}));
+    server.set_faults(Faults {
+        faults: vec![
+            rule(
+                on("get", "configmaps"),
+                FaultAction::Error { code: 404, retry_after_seconds: None, message: None },
+                Some(1),
+            ),
+            rule(
+                on("get", "configmaps"),
+                FaultAction::Error { code: 500, retry_after_seconds: None, message: None },
+                Some(1),
+            ),
+        ],
+    });
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    assert_eq!(api_code(&api.get("there").await.unwrap_err()), 404);
+    assert_eq!(api_code(&api.get("there").await.unwrap_err()), 500);
+    assert_eq!(api.get("there").await.unwrap().metadata.name.as_deref(), Some("there"));
+}
+
+#[tokio::test]
+async fn fault_too_many_requests_has_retry_after() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let too_many = |times| Faults {
+        faults: vec![rule(
+            on("list", "configmaps"),
+            FaultAction::Error { code: 429, retry_after_seconds: Some(1), message: None },
+            times,
+        )],
+    };
+    server.set_faults(too_many(None));
+    let c = client_without_retry(&server).await;
+    let req =
+        axum::http::Request::get("/api/v1/namespaces/default/configmaps").body(kube::client::Body::empty()).unwrap();
+    let resp = c.send(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    assert_eq!(resp.headers().get("retry-after").unwrap(), "1");
+    let api: Api<ConfigMap> = Api::namespaced(c, "default");
+    let err = api.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(api_code(&err), 429);
+    if let kube::Error::Api(s) = err {
+        assert_eq!(s.reason, "TooManyRequests");
+        assert_eq!(s.details.unwrap().retry_after_seconds, 1);
+    }
+    // kube's default client waits Retry-After and tries again: two 429s, then the list.
+    server.set_faults(too_many(Some(2)));
+    let before = count(&server, is_list);
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    let start = Instant::now();
+    api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(count(&server, is_list) - before, 3);
+    assert!(start.elapsed() >= Duration::from_secs(2), "each retry waited the Retry-After second");
+}
+
+#[tokio::test]
+async fn fault_latency_delays_the_answer() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    server.set_faults(Faults {
+        faults: vec![rule(on("list", "configmaps"), FaultAction::Latency { millis: 300 }, Some(1))],
+    });
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    let start = Instant::now();
+    api.list(&ListParams::default()).await.unwrap();
+    // A lower bound only: the server slept at least this long before answering.
+    assert!(start.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn faults_through_the_admin_endpoint() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let c = client_without_retry(&server).await;
+    let body = "faults:\n- match: {verb: list, resource: configmaps}\n  action: {type: error, code: 503}\n";
+    let req =
+        axum::http::Request::post("/_admin/faults").body(kube::client::Body::from(body.as_bytes().to_vec())).unwrap();
+    assert_eq!(c.send(req).await.unwrap().status().as_u16(), 200);
+    let api: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    assert_eq!(api_code(&api.list(&ListParams::default()).await.unwrap_err()), 503);
+    let req = axum::http::Request::delete("/_admin/faults").body(kube::client::Body::empty()).unwrap();
+    assert_eq!(c.send(req).await.unwrap().status().as_u16(), 200);
+    assert!(api.list(&ListParams::default()).await.is_ok());
+    // A malformed rule set is refused and changes nothing.
+    let req = axum::http::Request::post("/_admin/faults")
+        .body(kube::client::Body::from(b"faults: [{action: {type: nope}}]".to_vec()))
+        .unwrap();
+    assert_eq!(c.send(req).await.unwrap().status().as_u16(), 400);
+    assert!(api.list(&ListParams::default()).await.is_ok());
+}
+
+#[tokio::test]
+async fn bearer_token_is_required_when_set() {
+    let server = TestApiServer::start(Options { token: Some("s3cret".into()), ..Options::default() }).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    assert!(api.list(&ListParams::default()).await.is_ok(), "the kubeconfig carries the token");
+    let anonymous = kube::Client::try_from(kube::Config::new(server.url().parse().unwrap())).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(anonymous, "default");
+    assert_eq!(api_code(&api.list(&ListParams::default()).await.unwrap_err()), 401);
+    let mut cfg = kube::Config::new(server.url().parse().unwrap());
+    cfg.auth_info.token = Some("wrong".to_owned().into());
+    let api: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(cfg).unwrap(), "default");
+    assert_eq!(api_code(&api.list(&ListParams::default()).await.unwrap_err()), 401);
+}
+
+fn deployment(replicas: i32) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "app:1"}]}}}})
+}
+
+#[tokio::test]
+async fn server_side_apply_owns_fields_and_reports_conflicts() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let api: Api<Deployment> = Api::namespaced(client(&server).await, "default");
+    let created = api.patch("web", &PatchParams::apply("alpha"), &Patch::Apply(deployment(2))).await.unwrap();
+    assert_eq!(created.spec.as_ref().unwrap().replicas, Some(2));
+    // Defaulted on create, owned by nobody.
+    assert_eq!(created.spec.as_ref().unwrap().revision_history_limit, Some(10));
+    let mf = created.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].manager.as_deref(), Some("alpha"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+    let owned = serde_json::to_value(&mf[0].fields_v1).unwrap();
+    assert!(owned["f:spec"].get("f:revisionHistoryLimit").is_none());
+    assert!(owned["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"]["f:image"].is_object());
+
+    let err = api.patch("web", &PatchParams::apply("beta"), &Patch::Apply(deployment(5))).await.unwrap_err();
+    assert_eq!(api_code(&err), 409);
+    if let kube::Error::Api(s) = &err {
+        assert!(s.message.contains(r#"conflict with "alpha""#), "{}", s.message);
+        assert!(s.message.contains(".spec.replicas"), "{}", s.message);
+    }
+    let forced = api.patch("web", &PatchParams::apply("beta").force(), &Patch::Apply(deployment(5))).await.unwrap();
+    assert_eq!(forced.spec.unwrap().replicas, Some(5));
+
+    // alpha applies again without replicas: it gives the field up, which beta still owns.
+    let mut without = deployment(0);
+    without["spec"].as_object_mut().unwrap().remove("replicas");
+    let after = api.patch("web", &PatchParams::apply("alpha"), &Patch::Apply(without)).await.unwrap();
+    assert_eq!(after.spec.unwrap().replicas, Some(5));
+}
+
+#[tokio::test]
+async fn status_subresource_is_separate_from_the_main_resource() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let api: Api<Deployment> = Api::namespaced(client(&server).await, "default");
+    let mut d = deployment(1);
+    d["status"] = json!({"replicas": 9});
+    let d: Deployment = serde_json::from_value(d).unwrap();
+    let created = api.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(serde_json::to_value(created.status).unwrap(), json!({}), "status is reset on create");
+    let pp = PatchParams { field_manager: Some("controller".into()), ..Default::default() };
+    let s = api
+        .patch_status("web", &pp, &Patch::Merge(json!({"status": {"replicas": 1, "readyReplicas": 1}})))
+        .await
+        .unwrap();
+    assert_eq!(s.status.as_ref().unwrap().ready_replicas, Some(1));
+    assert_eq!(s.metadata.generation, Some(1), "status changes do not bump generation");
+    let entry =
+        s.metadata.managed_fields.unwrap().into_iter().find(|e| e.manager.as_deref() == Some("controller")).unwrap();
+    assert_eq!(entry.subresource.as_deref(), Some("status"));
+    // A main-resource patch cannot change status.
+    let p = api.patch("web", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 7}}))).await.unwrap();
+    assert_eq!(p.status.unwrap().replicas, Some(1));
+}
+
+#[tokio::test]
+async fn dry_run_and_optimistic_concurrency() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "c"}, "data": {"a": "1"}})).unwrap();
+    let dry = api.create(&PostParams { dry_run: true, ..Default::default() }, &cm).await.unwrap();
+    assert_eq!(dry.metadata.name.as_deref(), Some("c"));
+    assert!(server.object("", "configmaps", "default", "c").is_none());
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    let mut stale = created.clone();
+    stale.data = Some([("a".to_owned(), "2".to_owned())].into());
+    api.replace("c", &PostParams::default(), &stale).await.unwrap();
+    // The same resourceVersion again is now stale.
+    let err = api.replace("c", &PostParams::default(), &stale).await.unwrap_err();
+    assert_eq!(api_code(&err), 409);
+    let err = api.create(&PostParams::default(), &cm).await.unwrap_err();
+    assert_eq!(api_code(&err), 409);
+}
