@@ -479,3 +479,158 @@ fn dry_run_server_stores_nothing() {
     assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate", "the dry run is defaulted");
     assert!(k.server.object("apps", "deployments", "demo", "web").is_none());
 }
+
+/// The pod template every workload below reads back: the documented pod spec and container
+/// defaults around `image`.
+fn template(image: &str, pull: &str, restart: &str, labels: Value) -> Value {
+    json!({
+        "metadata": {"creationTimestamp": null, "labels": labels},
+        "spec": {
+            "containers": [{"image": image, "imagePullPolicy": pull, "name": "main", "resources": {},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
+            "dnsPolicy": "ClusterFirst",
+            "restartPolicy": restart,
+            "schedulerName": "default-scheduler",
+            "securityContext": {},
+            "terminationGracePeriodSeconds": 30,
+        },
+    })
+}
+
+#[test]
+fn workload_kinds_get_their_documented_defaults() {
+    let k = Kubectl::start();
+    let docs = r#"
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db}
+spec:
+  serviceName: db
+  selector: {matchLabels: {app: db}}
+  template:
+    metadata: {labels: {app: db}}
+    spec:
+      containers: [{name: main, image: "redis:7"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: main, image: agent}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: main, image: "tool:2"}]
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds}
+stringData: {password: hunter2}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1024Mi}}
+"#;
+    k.stdin(&["apply", "-f", "-"], docs);
+
+    let sts = k.get("statefulset/db", "default");
+    assert_eq!(
+        sts["spec"],
+        json!({
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "podManagementPolicy": "OrderedReady",
+            "replicas": 1,
+            "revisionHistoryLimit": 10,
+            "selector": {"matchLabels": {"app": "db"}},
+            "serviceName": "db",
+            "template": template("redis:7", "IfNotPresent", "Always", json!({"app": "db"})),
+            "updateStrategy": {"rollingUpdate": {"partition": 0}, "type": "RollingUpdate"},
+        })
+    );
+    assert_eq!(sts["status"], json!({"availableReplicas": 0, "replicas": 0}));
+
+    let ds = k.get("daemonset/agent", "default");
+    assert_eq!(
+        ds["spec"],
+        json!({
+            "revisionHistoryLimit": 10,
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": template("agent", "Always", "Always", json!({"app": "agent"})),
+            "updateStrategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}, "type": "RollingUpdate"},
+        })
+    );
+
+    let cj = k.get("cronjob/nightly", "default");
+    let mut job_template = template("tool:2", "IfNotPresent", "OnFailure", Value::Null);
+    job_template["metadata"].as_object_mut().unwrap().remove("labels");
+    assert_eq!(
+        cj["spec"],
+        json!({
+            "concurrencyPolicy": "Allow",
+            "failedJobsHistoryLimit": 1,
+            "jobTemplate": {"metadata": {"creationTimestamp": null}, "spec": {"template": job_template}},
+            "schedule": "0 3 * * *",
+            "successfulJobsHistoryLimit": 3,
+            "suspend": false,
+        })
+    );
+
+    let secret = k.get("secret/creds", "default");
+    assert_eq!(secret["data"], json!({"password": "aHVudGVyMg=="}));
+    assert_eq!(secret["type"], "Opaque");
+    assert!(secret.get("stringData").is_none());
+
+    let pvc = k.get("pvc/data", "default");
+    assert_eq!(
+        pvc["spec"],
+        json!({"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "volumeMode": "Filesystem"})
+    );
+    assert_eq!(pvc["status"], json!({"phase": "Pending"}));
+}
+
+#[test]
+fn job_selector_is_generated_from_its_uid() {
+    let k = Kubectl::start();
+    k.stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: main, image: \"busybox:1.36\", command: [\"true\"]}]\n",
+    );
+    let job = k.get("job/once", "default");
+    let uid = job["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(job["spec"]["selector"], json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}));
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"],
+        json!({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": "once",
+            "controller-uid": uid, "job-name": "once"})
+    );
+    for (field, want) in [
+        ("backoffLimit", json!(6)),
+        ("completionMode", json!("NonIndexed")),
+        ("completions", json!(1)),
+        ("parallelism", json!(1)),
+        ("podReplacementPolicy", json!("TerminatingOrFailed")),
+        ("suspend", json!(false)),
+    ] {
+        assert_eq!(job["spec"][field], want, "{field}");
+    }
+    assert_eq!(managers(&job), vec![m("kubectl-client-side-apply", "Update", "")]);
+    // The generated selector and labels are set by the storage, after managedFields.
+    let f = fields_of(&job, "kubectl-client-side-apply", "Update");
+    assert!(f["f:spec"].get("f:selector").is_none());
+    assert!(f["f:spec"].get("f:backoffLimit").is_some());
+}
