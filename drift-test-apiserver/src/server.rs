@@ -207,7 +207,7 @@ async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Resp
     handlers::dispatch(ctx, &parts.method, &body).await
 }
 
-fn admin(shared: &Shared, method: &Method, rest: &str, body: &[u8]) -> Response {
+fn admin(shared: &Arc<Shared>, method: &Method, rest: &str, body: &[u8]) -> Response {
     match (method.as_str(), rest) {
         ("GET", "faults") => {
             let f = lock(&shared.faults).clone();
@@ -227,6 +227,31 @@ fn admin(shared: &Shared, method: &Method, rest: &str, body: &[u8]) -> Response 
             *lock(&shared.faults) = Faults::default();
             json_response(StatusCode::OK, &json!({"faults": []}))
         }
+        ("POST", "objects") => {
+            // A single object, a List (`items`), or a JSON array: created in order.
+            let parsed: Result<Value, String> = serde_json::from_slice(body).or_else(|_| {
+                serde_saphyr::from_str::<Value>(&String::from_utf8_lossy(body)).map_err(|e| e.to_string())
+            });
+            let doc = match parsed {
+                Ok(v) => v,
+                Err(e) => return ApiError::bad_request(format!("invalid objects: {e}")).into_response(),
+            };
+            let items = match doc {
+                Value::Array(items) => items,
+                Value::Object(ref m) if m.get("items").is_some_and(Value::is_array) => {
+                    m.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
+                }
+                other => vec![other],
+            };
+            let mut created = 0usize;
+            for item in &items {
+                if let Err(e) = create_object(shared, item) {
+                    return e.into_response();
+                }
+                created += 1;
+            }
+            json_response(StatusCode::CREATED, &json!({"created": created}))
+        }
         ("POST", "compact") => {
             let mut st = lock(&shared.state);
             st.compact();
@@ -234,6 +259,40 @@ fn admin(shared: &Shared, method: &Method, rest: &str, body: &[u8]) -> Response 
         }
         _ => not_found(),
     }
+}
+
+/// Create an object through the POST handler, as the field manager `drift-test-apiserver`.
+fn create_object(shared: &Arc<Shared>, object: &Value) -> Result<Value, ApiError> {
+    let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let rt = lock(&shared.state)
+        .types
+        .iter()
+        .find(|t| t.group == group && t.kind == kind && t.versions.iter().any(|v| v == version))
+        .cloned()
+        .ok_or_else(|| ApiError::bad_request(format!("no resource for {api_version} {kind}")))?;
+    let namespace = object.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str).map(str::to_owned);
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(header::USER_AGENT, axum::http::HeaderValue::from_static("drift-test-apiserver"));
+    let ctx = Ctx {
+        shared,
+        req: handlers::ResourceRequest {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            plural: rt.plural.clone(),
+            namespace,
+            name: None,
+            subresource: None,
+        },
+        rt,
+        query: BTreeMap::new(),
+        headers,
+        drop_after: None,
+        expired: false,
+    };
+    let body = serde_json::to_vec(object).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    handlers::create(&ctx, &body).map(|(_, v)| v)
 }
 
 /// Error starting a server.
@@ -373,37 +432,7 @@ impl TestApiServer {
     /// managedFields, events for watches), without HTTP: for seeding large fixtures quickly.
     /// The object needs apiVersion, kind, metadata.name and, if namespaced, metadata.namespace.
     pub fn create_object(&self, object: &Value) -> Result<Value, ApiError> {
-        let api_version = object.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let rt = lock(&self.shared.state)
-            .types
-            .iter()
-            .find(|t| t.group == group && t.kind == kind && t.versions.iter().any(|v| v == version))
-            .cloned()
-            .ok_or_else(|| ApiError::bad_request(format!("no resource for {api_version} {kind}")))?;
-        let namespace =
-            object.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str).map(str::to_owned);
-        let mut headers = axum::http::HeaderMap::new();
-        headers.insert(header::USER_AGENT, axum::http::HeaderValue::from_static("drift-test-apiserver"));
-        let ctx = Ctx {
-            shared: &self.shared,
-            req: handlers::ResourceRequest {
-                group: group.to_owned(),
-                version: version.to_owned(),
-                plural: rt.plural.clone(),
-                namespace,
-                name: None,
-                subresource: None,
-            },
-            rt,
-            query: BTreeMap::new(),
-            headers,
-            drop_after: None,
-            expired: false,
-        };
-        let body = serde_json::to_vec(object).map_err(|e| ApiError::bad_request(e.to_string()))?;
-        handlers::create(&ctx, &body).map(|(_, v)| v)
+        create_object(&self.shared, object)
     }
 
     /// Stop the server and wait for its thread (at most the grace period).

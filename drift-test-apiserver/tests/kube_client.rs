@@ -447,3 +447,34 @@ async fn dry_run_and_optimistic_concurrency() {
     let err = api.create(&PostParams::default(), &cm).await.unwrap_err();
     assert_eq!(api_code(&err), 409);
 }
+
+#[tokio::test]
+async fn seeding_through_the_admin_endpoint() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let c = client_without_retry(&server).await;
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "default"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"},
+         "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+           "spec": {"containers": [{"name": "c", "image": "c"}]}}}},
+    ]});
+    let req = axum::http::Request::post("/_admin/objects")
+        .body(kube::client::Body::from(serde_json::to_vec(&list).unwrap()))
+        .unwrap();
+    assert_eq!(c.send(req).await.unwrap().status().as_u16(), 201);
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "default");
+    let names: Vec<String> =
+        cms.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(names, ["a", "b"]);
+    let d: Api<Deployment> = Api::namespaced(c.clone(), "default");
+    let d = d.get("d").await.unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(1), "seeded objects are defaulted");
+    assert_eq!(d.metadata.managed_fields.unwrap()[0].manager.as_deref(), Some("drift-test-apiserver"));
+    // An object in a missing namespace is refused.
+    let bad = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "nope"}});
+    let req = axum::http::Request::post("/_admin/objects")
+        .body(kube::client::Body::from(serde_json::to_vec(&bad).unwrap()))
+        .unwrap();
+    assert_eq!(c.send(req).await.unwrap().status().as_u16(), 404);
+}
