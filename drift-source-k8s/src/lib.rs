@@ -1,0 +1,51 @@
+//! # drift-source-k8s
+//!
+//! Live state from Kubernetes for the drift detector:
+//!
+//! - [`K8sSource`], a [`drift_core::LiveSource`] on kube-rs: a client from a kubeconfig (file and
+//!   context) or the in-cluster service account; discovery of each kind in scope (resource,
+//!   preferred version, namespaced or not); paginated lists (`limit`/`continue`) of exactly the
+//!   (kind, namespace) pairs asked, with bounded concurrency; 429 and 5xx retried with a
+//!   backoff that honours `Retry-After`; and coverage for every pair: `complete`, `forbidden`
+//!   (403), `not_served` (404, unknown kind) or `failed`. Objects are kept as the API server
+//!   returns them, managedFields included: the source never normalises.
+//! - Watch mode ([`K8sSource::start_watch`], [`K8sWatch`]): kube-runtime watchers, a compact
+//!   cache, change events, relists after 410 Gone and errors, and `Desynced`/`Synced` events.
+//! - Server-side mode ([`K8sSource::predict`], [`K8sSource::review_server_side`]): a
+//!   server-side apply dry run predicts the live object, so that defaults and mutating webhooks
+//!   are not mistaken for drift.
+//! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
+//!
+//! ```no_run
+//! use drift_core::{GroupKind, LiveSource, Scope};
+//! use drift_source_k8s::{K8sConfig, K8sSource};
+//!
+//! # async fn run() -> drift_core::Result<()> {
+//! let config = K8sConfig { context: Some("prod".into()), ..K8sConfig::default() };
+//! let source = K8sSource::connect(config).await?;
+//! let mut scope = Scope::default();
+//! scope.insert(GroupKind::new("apps", "Deployment"), Some("shop".into()));
+//! let snapshot = source.fetch(&scope).await?;
+//! for entry in snapshot.coverage.incomplete() {
+//!     eprintln!("not read: {} {:?}: {}", entry.kind, entry.namespace, entry.status.label());
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod error;
+pub mod server_side;
+pub mod snapshot;
+pub mod source;
+pub mod watch;
+
+pub use config::K8sConfig;
+pub use error::K8sError;
+pub use snapshot::SnapshotSource;
+pub use source::{Discovered, K8sSource, KindInfo, install_crypto_provider};
+pub use watch::{CacheStats, K8sWatch, cache_form};
+
+/// Locks a mutex, going on with the data if another thread panicked while holding it.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

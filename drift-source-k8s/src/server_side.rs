@@ -1,0 +1,146 @@
+//! Server-side mode: ask the API server what an object would look like once applied (a
+//! server-side apply dry run, `PATCH ...?dryRun=All&fieldManager=...&force=true` with
+//! `application/apply-patch+yaml`), so that defaults of custom resources and mutating webhooks
+//! are not mistaken for drift.
+//!
+//! Semantics (see docs/sources.md, "Kubernetes live source"):
+//!
+//! - the client-side engine runs first and stays the reference: its drifts are the candidates;
+//! - for each object with candidate drifts on fields Git sets, the predicted object is compared
+//!   with the live one by the same engine; a candidate on a field Git sets is kept only when the
+//!   prediction also differs from the live object there (at that path, above or below it);
+//! - candidates on fields Git does not set (a field added by hand, a field Git removed) and
+//!   missing objects are kept as they are: a dry run cannot speak for them;
+//! - when the dry run fails for an object (403, a webhook that refuses, a conflict, a timeout),
+//!   its candidates are kept and a non-fatal warning says so.
+
+use drift_core::compare::Comparator;
+use drift_core::{DriftType, ErrorKind, GroupKind, LiveSnapshot, Resource, ScanReport, SourceWarning, Summary};
+use kube::api::{Patch, PatchParams};
+use serde_json::Value;
+
+use crate::error::K8sError;
+use crate::source::{K8sSource, KindInfo};
+
+impl K8sSource {
+    /// The object the API server predicts after applying `desired` (server-side apply, dry run,
+    /// forced, with [`crate::K8sConfig::field_manager`]). Nothing is written.
+    pub async fn predict(&self, desired: &Resource) -> drift_core::Result<Resource> {
+        let gk = desired.key.group_kind();
+        let cached = crate::lock(&self.kinds).get(&gk).cloned();
+        let info = match cached {
+            Some(i) => i,
+            None => self
+                .discover([&gk])
+                .await
+                .remove(&gk)
+                .unwrap_or_else(|| {
+                    Err(drift_core::CoverageStatus::NotServed { message: format!("{gk} is not served") })
+                })
+                .map_err(|s| drift_core::Error::not_found(format!("{gk}: {}", s.label())))?,
+        };
+        // The body's apiVersion decides the URL's version: the server converts.
+        let (_, version) = drift_core::split_api_version(&desired.api_version);
+        let info = KindInfo { version: version.to_owned(), ..info };
+        let mut body = desired.object.clone();
+        if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["resourceVersion", "managedFields", "uid", "creationTimestamp", "generation"] {
+                meta.remove(k);
+            }
+            match (&desired.key.namespace, info.namespaced) {
+                (Some(ns), true) => {
+                    meta.insert("namespace".into(), Value::String(ns.clone()));
+                }
+                _ => {
+                    meta.remove("namespace");
+                }
+            }
+        }
+        if let Some(o) = body.as_object_mut() {
+            o.remove("status");
+        }
+        let url = info.url(desired.key.namespace.as_deref());
+        let what = desired.key.to_string();
+        let params = PatchParams::apply(&self.config.field_manager).force().dry_run();
+        let predicted: Value = self
+            .with_retries(|| async {
+                let req =
+                    kube::core::Request::new(&url).patch(&desired.key.name, &params, &Patch::Apply(&body)).map_err(
+                        |e| K8sError::Transport { verb: "dry-run apply", what: what.clone(), message: e.to_string() },
+                    )?;
+                self.client.request::<Value>(req).await.map_err(|e| K8sError::from_kube("dry-run apply", &what, e))
+            })
+            .await?;
+        Ok(self.to_resource(&info, predicted)?)
+    }
+
+    /// Reviews the drifts of a report with server-side predictions (see the module docs): drops
+    /// the candidates the API server's defaulting or webhooks explain, keeps the others, and adds
+    /// a non-fatal warning for each object whose dry run failed. `desired` are the objects the
+    /// report compared (after namespace defaulting), `live` the snapshot they were compared with.
+    pub async fn review_server_side(
+        &self,
+        comparator: &dyn Comparator,
+        desired: &[Resource],
+        live: &LiveSnapshot,
+        report: &mut ScanReport,
+    ) {
+        let mut keys: Vec<drift_core::ResourceKey> = report
+            .drifts
+            .iter()
+            .filter(|d| d.drift_type != DriftType::MissingResource && d.git_value.is_some())
+            .map(|d| {
+                drift_core::ResourceKey::new(
+                    d.api_group.clone(),
+                    d.resource.kind.clone(),
+                    d.resource.namespace.as_deref(),
+                    d.resource.name.clone(),
+                )
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let Some(d) = desired.iter().find(|r| r.key == key) else { continue };
+            let Some(l) = live.resources.iter().find(|r| r.key == key) else { continue };
+            match self.predict(d).await {
+                Ok(predicted) => {
+                    let server: Vec<String> =
+                        comparator.compare(&predicted, Some(l)).into_iter().map(|x| x.path).collect();
+                    let overlaps = |p: &str| {
+                        server.iter().any(|s| {
+                            s == p
+                                || s.strip_prefix(p).is_some_and(|r| r.starts_with('.') || r.starts_with('['))
+                                || p.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with('.') || r.starts_with('['))
+                        })
+                    };
+                    report.drifts.retain(|x| {
+                        let same = x.api_group == key.group
+                            && x.resource.kind == key.kind
+                            && x.resource.namespace == key.namespace
+                            && x.resource.name == key.name;
+                        !same
+                            || x.git_value.is_none()
+                            || x.drift_type == DriftType::MissingResource
+                            || overlaps(&x.path)
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(cluster = %self.cluster, object = %key, error = %e, "server-side dry run failed");
+                    report.warnings.push(SourceWarning {
+                        kind: ErrorKind::Unavailable,
+                        message: format!(
+                            "server-side dry run of {} failed, client-side result kept: {e}",
+                            GroupKind::new(&key.group, &key.kind)
+                        ) + &format!(" ({})", key),
+                        path: d.provenance.path.clone(),
+                        document: d.provenance.document,
+                        line: None,
+                        fatal: false,
+                    });
+                }
+            }
+        }
+        report.summary = Summary::of(&report.drifts, report.summary.resources_compared, report.warnings.len());
+    }
+}

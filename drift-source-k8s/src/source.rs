@@ -1,0 +1,402 @@
+//! [`K8sSource`]: the live state of a cluster read with kube-rs: discovery of the kinds in scope,
+//! paginated lists of exactly the (kind, namespace) pairs asked, bounded concurrency, retries,
+//! and coverage for every pair.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use drift_core::source::{LiveCapabilities, LiveEventStream, LiveSource};
+use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, Scope};
+use futures::StreamExt as _;
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::config::K8sConfig;
+use crate::error::{K8sError, error_chain};
+
+/// What discovery says about a kind: where it is served and whether it is namespaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindInfo {
+    /// API group (empty for core).
+    pub group: String,
+    /// The version the server prefers for the group.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Plural resource name (`deployments`).
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl KindInfo {
+    pub(crate) fn api_resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            api_version: self.api_version(),
+            kind: self.kind.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The collection URL for a namespace (`None`: every namespace, or a cluster-scoped kind).
+    pub(crate) fn url(&self, namespace: Option<&str>) -> String {
+        <DynamicObject as kube::Resource>::url_path(&self.api_resource(), namespace.filter(|_| self.namespaced))
+    }
+}
+
+/// The discovery outcome of each kind: its [`KindInfo`] or the coverage status every pair of
+/// the kind gets (not served, forbidden, failed).
+pub type Discovered = BTreeMap<GroupKind, Result<KindInfo, CoverageStatus>>;
+
+/// A live source on a Kubernetes API server.
+///
+/// It reads only the (kind, namespace) pairs of the scope it is given, keeps objects exactly as
+/// the API server returns them (managedFields included), and reports the coverage of every pair.
+pub struct K8sSource {
+    pub(crate) client: kube::Client,
+    pub(crate) cluster: String,
+    pub(crate) config: K8sConfig,
+    /// Kinds discovered so far, for [`K8sSource::predict`].
+    pub(crate) kinds: Mutex<BTreeMap<GroupKind, KindInfo>>,
+}
+
+impl std::fmt::Debug for K8sSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("K8sSource")
+            .field("cluster", &self.cluster)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Installs rustls' ring provider as the process default, unless one is installed already. kube
+/// needs a process-level provider; call this before building a client yourself.
+pub fn install_crypto_provider() {
+    // An Err means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawListMeta {
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawList {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+impl K8sSource {
+    /// Connects with a configuration: the in-cluster service account, or a kubeconfig (the
+    /// configured file or the default one) and context. No request is made yet.
+    pub async fn connect(config: K8sConfig) -> drift_core::Result<Self> {
+        config.validate()?;
+        install_crypto_provider();
+        let (kube_config, default_name) = if config.in_cluster {
+            let c = kube::Config::incluster()
+                .map_err(|e| K8sError::Config(format!("in-cluster service account: {}", error_chain(&e))))?;
+            (c, "in-cluster".to_owned())
+        } else {
+            let kubeconfig = match &config.kubeconfig {
+                Some(path) => kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| K8sError::Config(format!("{}: {}", path.display(), error_chain(&e))))?,
+                None => kube::config::Kubeconfig::read()
+                    .map_err(|e| K8sError::Config(format!("default kubeconfig: {}", error_chain(&e))))?,
+            };
+            let name = config
+                .context
+                .clone()
+                .or_else(|| kubeconfig.current_context.clone())
+                .unwrap_or_else(|| "default".to_owned());
+            let options = kube::config::KubeConfigOptions { context: config.context.clone(), ..Default::default() };
+            let c = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| K8sError::Config(format!("context {name}: {}", error_chain(&e))))?;
+            (c, name)
+        };
+        let client = kube::Client::try_from(kube_config)
+            .map_err(|e| K8sError::Config(format!("cannot build a client: {}", error_chain(&e))))?;
+        let cluster = config.cluster.clone().unwrap_or(default_name);
+        Ok(K8sSource::from_client(client, cluster, config))
+    }
+
+    /// A source on an existing client.
+    pub fn from_client(client: kube::Client, cluster: impl Into<String>, config: K8sConfig) -> Self {
+        K8sSource { client, cluster: cluster.into(), config, kinds: Mutex::new(BTreeMap::new()) }
+    }
+
+    /// The kube client.
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &K8sConfig {
+        &self.config
+    }
+
+    /// Runs `op` with a timeout per attempt, retrying what may succeed later (429, 5xx, transport
+    /// failures) with a doubling pause, or the server's `Retry-After`.
+    pub(crate) async fn with_retries<T, F, Fut>(&self, mut op: F) -> Result<T, K8sError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, K8sError>>,
+    {
+        let mut attempt = 0u32;
+        loop {
+            let result = match tokio::time::timeout(self.config.request_timeout, op()).await {
+                Ok(r) => r,
+                Err(_) => Err(K8sError::Transport {
+                    verb: "request",
+                    what: String::new(),
+                    message: format!("timed out after {:?}", self.config.request_timeout),
+                }),
+            };
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_retryable() && attempt < self.config.retries => {
+                    let pause = match e.retry_after() {
+                        Some(s) => Duration::from_secs(u64::from(s)).min(self.config.max_retry_after),
+                        None => {
+                            self.config.retry_backoff.saturating_mul(1 << attempt.min(16)).min(Duration::from_secs(30))
+                        }
+                    };
+                    tracing::debug!(cluster = %self.cluster, error = %e, attempt, ?pause, "retrying");
+                    attempt += 1;
+                    tokio::time::sleep(pause).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Discovers the kinds of a scope: one discovery per API group, in parallel.
+    pub async fn discover<'a>(&self, kinds: impl IntoIterator<Item = &'a GroupKind>) -> Discovered {
+        let mut by_group: BTreeMap<String, Vec<GroupKind>> = BTreeMap::new();
+        for gk in kinds {
+            by_group.entry(gk.group.clone()).or_default().push(gk.clone());
+        }
+        let results: Vec<Discovered> = futures::stream::iter(by_group)
+            .map(|(group, gks): (String, Vec<GroupKind>)| async move {
+                let group = group.as_str();
+                let found = self
+                    .with_retries(|| async {
+                        kube::discovery::group(&self.client, group).await.map_err(|e| match e {
+                            kube::Error::Discovery(d) => K8sError::Api {
+                                verb: "discovery",
+                                what: format!("API group {group:?}"),
+                                code: 404,
+                                reason: "NotFound".into(),
+                                message: d.to_string(),
+                                retry_after: None,
+                            },
+                            other => K8sError::from_kube("discovery", format!("API group {group:?}"), other),
+                        })
+                    })
+                    .await;
+                let mut out = Discovered::new();
+                for gk in gks {
+                    let entry = match &found {
+                        Ok(api_group) => match api_group.recommended_kind(&gk.kind) {
+                            Some((ar, caps)) => Ok(KindInfo {
+                                group: ar.group,
+                                version: ar.version,
+                                kind: ar.kind,
+                                plural: ar.plural,
+                                namespaced: caps.scope == kube::discovery::Scope::Namespaced,
+                            }),
+                            None => Err(CoverageStatus::NotServed {
+                                message: format!("the cluster serves no kind {gk} (is its CRD installed?)"),
+                            }),
+                        },
+                        Err(e) => Err(e.coverage()),
+                    };
+                    out.insert(gk, entry);
+                }
+                out
+            })
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        let discovered: Discovered = results.into_iter().flatten().collect();
+        let mut cache = crate::lock(&self.kinds);
+        for (gk, info) in &discovered {
+            if let Ok(info) = info {
+                cache.insert(gk.clone(), info.clone());
+            }
+        }
+        discovered
+    }
+
+    /// The kinds of a scope that the cluster serves as cluster-scoped, for
+    /// `ScanOptions::cluster_scoped` (custom cluster-scoped kinds are not in the built-in table).
+    pub async fn cluster_scoped_kinds(&self, scope: &Scope) -> Vec<GroupKind> {
+        self.discover(scope.entries.keys())
+            .await
+            .into_iter()
+            .filter_map(|(gk, info)| info.ok().filter(|i| !i.namespaced).map(|_| gk))
+            .collect()
+    }
+
+    /// Lists one (kind, namespace) page by page, restarting once if a continue token expires.
+    async fn list_pair(&self, info: &KindInfo, namespace: Option<&str>) -> Result<Vec<Value>, K8sError> {
+        let url = info.url(namespace);
+        let what = match namespace {
+            Some(ns) => format!("{} in {ns}", GroupKind::new(&info.group, &info.kind)),
+            None => GroupKind::new(&info.group, &info.kind).to_string(),
+        };
+        let mut restarts = 0;
+        'list: loop {
+            let mut items = Vec::new();
+            let mut token: Option<String> = None;
+            loop {
+                let mut lp = ListParams::default().limit(self.config.page_size);
+                if let Some(t) = &token {
+                    lp = lp.continue_token(t);
+                }
+                let page: Result<RawList, K8sError> = self
+                    .with_retries(|| async {
+                        let req = kube::core::Request::new(&url).list(&lp).map_err(|e| K8sError::Transport {
+                            verb: "list",
+                            what: what.clone(),
+                            message: e.to_string(),
+                        })?;
+                        self.client.request::<RawList>(req).await.map_err(|e| K8sError::from_kube("list", &what, e))
+                    })
+                    .await;
+                let page = match page {
+                    Err(e) if e.code() == Some(410) && token.is_some() && restarts < 2 => {
+                        // The continue token expired (compaction): start the list again.
+                        restarts += 1;
+                        continue 'list;
+                    }
+                    other => other?,
+                };
+                items.extend(page.items);
+                match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                    Some(t) => token = Some(t),
+                    None => return Ok(items),
+                }
+            }
+        }
+    }
+
+    /// Turns a listed item into a resource: list items may omit apiVersion and kind (the real
+    /// API server does), which identify the object and are filled in; nothing else is touched.
+    pub(crate) fn to_resource(&self, info: &KindInfo, mut item: Value) -> Result<Resource, K8sError> {
+        if let Some(o) = item.as_object_mut() {
+            if o.get("apiVersion").and_then(Value::as_str).is_none_or(str::is_empty) {
+                o.insert("apiVersion".into(), Value::String(info.api_version()));
+            }
+            if o.get("kind").and_then(Value::as_str).is_none_or(str::is_empty) {
+                o.insert("kind".into(), Value::String(info.kind.clone()));
+            }
+        }
+        let r = Resource::from_object(item).map_err(|e| K8sError::Decode {
+            verb: "list",
+            what: GroupKind::new(&info.group, &info.kind).to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(r.with_provenance(Provenance { cluster: Some(self.cluster.clone()), ..Provenance::default() }))
+    }
+
+    async fn read_pair(
+        &self,
+        gk: &GroupKind,
+        namespace: Option<&str>,
+        info: &Result<KindInfo, CoverageStatus>,
+    ) -> (Vec<Resource>, CoverageStatus) {
+        let info = match info {
+            Ok(i) => i,
+            Err(status) => return (Vec::new(), status.clone()),
+        };
+        if !info.namespaced && namespace.is_some() {
+            return (
+                Vec::new(),
+                CoverageStatus::NotServed {
+                    message: format!(
+                        "{gk} is cluster-scoped: it has no namespace {} (declare it cluster-scoped)",
+                        namespace.unwrap_or_default()
+                    ),
+                },
+            );
+        }
+        match self.list_pair(info, namespace).await {
+            Ok(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match self.to_resource(info, item) {
+                        Ok(r) => out.push(r),
+                        // An object we cannot identify makes the pair incomplete: it may be the
+                        // one Git names.
+                        Err(e) => return (Vec::new(), CoverageStatus::Failed { message: e.to_string() }),
+                    }
+                }
+                (out, CoverageStatus::Complete)
+            }
+            Err(e) => {
+                tracing::warn!(cluster = %self.cluster, kind = %gk, namespace = ?namespace, error = %e, "live read failed");
+                (Vec::new(), e.coverage())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LiveSource for K8sSource {
+    fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
+    fn capabilities(&self) -> LiveCapabilities {
+        LiveCapabilities { watch: true, discovery: true }
+    }
+
+    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
+        let discovered = self.discover(scope.entries.keys()).await;
+        let pairs: Vec<(GroupKind, Option<String>)> =
+            scope.pairs().map(|(gk, ns)| (gk.clone(), ns.map(str::to_owned))).collect();
+        let results: Vec<(GroupKind, Option<String>, Vec<Resource>, CoverageStatus)> = futures::stream::iter(pairs)
+            .map(|(gk, ns): (GroupKind, Option<String>)| {
+                let info = discovered
+                    .get(&gk)
+                    .cloned()
+                    .unwrap_or_else(|| Err(CoverageStatus::Failed { message: format!("{gk} was not discovered") }));
+                async move {
+                    let (resources, status) = self.read_pair(&gk, ns.as_deref(), &info).await;
+                    (gk, ns, resources, status)
+                }
+            })
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        let mut coverage = Coverage::default();
+        let mut resources = Vec::new();
+        for (gk, ns, rs, status) in results {
+            coverage.set(&gk, ns.as_deref(), status);
+            resources.extend(rs);
+        }
+        resources.sort_by(|a, b| a.key.cmp(&b.key));
+        resources.dedup_by(|a, b| a.key == b.key);
+        Ok(LiveSnapshot { cluster: self.cluster.clone(), resources, coverage })
+    }
+
+    async fn watch(&self, scope: &Scope) -> drift_core::Result<LiveEventStream> {
+        Ok(Box::pin(self.start_watch(scope).await))
+    }
+}
