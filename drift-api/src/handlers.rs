@@ -1,0 +1,200 @@
+//! The handlers. Each reads its parameters strictly (400 on anything unknown or malformed) and
+//! answers JSON.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use drift_core::ScanOutcome;
+use drift_core::sink::ScanRecord;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::auth::{Presented, presented};
+use crate::error::ApiError;
+use crate::query;
+use crate::state::{ApiState, TriggerOutcome};
+
+type ApiResult = Result<Response, ApiError>;
+
+/// How many recent scans `/ready` looks at to find the last scan of every repository.
+const READY_SCAN_WINDOW: u32 = 100;
+
+pub(crate) async fn health(RawQuery(raw): RawQuery) -> ApiResult {
+    query::pairs(raw.as_deref(), &[])?;
+    Ok(Json(json!({"status": "ok"})).into_response())
+}
+
+/// The last scan of one (cluster, repository), as `/ready` shows it.
+#[derive(Debug, Serialize)]
+struct LastScan<'a> {
+    cluster: &'a str,
+    repository: &'a str,
+    scan_id: &'a str,
+    outcome: ScanOutcome,
+    finished_at: DateTime<Utc>,
+    age_seconds: i64,
+}
+
+pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
+    query::pairs(raw.as_deref(), &[])?;
+    let not_ready = |error: String, scans: serde_json::Value| {
+        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not_ready", "error": error, "scans": scans})))
+            .into_response()
+    };
+    if let Err(e) = state.store.ping().await {
+        return Ok(not_ready(ApiError::from_store(&e).message().to_owned(), json!([])));
+    }
+    let recent = match state.store.recent_scans(READY_SCAN_WINDOW).await {
+        Ok(r) => r,
+        Err(e) => return Ok(not_ready(ApiError::from_store(&e).message().to_owned(), json!([]))),
+    };
+    // Newest first: the first record of each (cluster, repository) is its last scan.
+    let mut last: BTreeMap<(&str, &str), &ScanRecord> = BTreeMap::new();
+    for scan in &recent {
+        last.entry((scan.cluster.as_str(), scan.repository.as_str())).or_insert(scan);
+    }
+    let now = state.clock.now();
+    let scans: Vec<LastScan<'_>> = last
+        .values()
+        .map(|s| LastScan {
+            cluster: &s.cluster,
+            repository: &s.repository,
+            scan_id: &s.scan_id,
+            outcome: s.outcome,
+            finished_at: s.finished_at,
+            age_seconds: (now - s.finished_at).num_seconds().max(0),
+        })
+        .collect();
+    let shown = serde_json::to_value(&scans).unwrap_or_default();
+    let Some(newest) = scans.iter().min_by_key(|s| s.age_seconds) else {
+        return Ok(not_ready("no scan has been recorded yet".to_owned(), shown));
+    };
+    if let Some(failed) = scans.iter().find(|s| s.outcome == ScanOutcome::Failed) {
+        return Ok(not_ready(
+            format!("the last scan of repository {:?} in cluster {:?} failed", failed.repository, failed.cluster),
+            shown,
+        ));
+    }
+    let limit = state.max_scan_age.as_secs();
+    if newest.age_seconds as u64 > limit {
+        return Ok(not_ready(
+            format!("the newest scan finished {}s ago, more than the limit of {limit}s", newest.age_seconds),
+            shown,
+        ));
+    }
+    Ok(Json(json!({"status": "ready", "store": "ok", "scans": shown})).into_response())
+}
+
+pub(crate) async fn scan(State(state): State<ApiState>, headers: HeaderMap, RawQuery(raw): RawQuery) -> ApiResult {
+    let pairs = query::pairs(raw.as_deref(), &["wait"])?;
+    let Some(token) = &state.token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "POST /scan is disabled: no API token is configured. Put a token in the environment variable \
+             named by api.token_env in the configuration (DRIFT_API_TOKEN by default) and restart drift serve",
+        ));
+    };
+    match presented(&headers) {
+        Presented::Missing => {
+            tracing::info!("POST /scan refused: no Authorization header");
+            return Err(ApiError::unauthorized("missing bearer token: send `Authorization: Bearer <token>`"));
+        }
+        Presented::Malformed => {
+            tracing::info!("POST /scan refused: the Authorization header is not a bearer token");
+            return Err(ApiError::unauthorized("the Authorization header must be `Bearer <token>`"));
+        }
+        Presented::Bearer(candidate) => {
+            if !token.matches(candidate) {
+                tracing::warn!("POST /scan refused: wrong bearer token");
+                return Err(ApiError::unauthorized("invalid bearer token"));
+            }
+        }
+    }
+    let wait = query::flag(&pairs, "wait")?;
+    let outcome = state.trigger.trigger(wait).await.map_err(|e| {
+        tracing::warn!(error = %e, "the scan could not be started");
+        let status = match e.kind() {
+            drift_core::ErrorKind::Conflict => StatusCode::CONFLICT,
+            drift_core::ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, format!("the scan could not be started ({})", e.kind()))
+    })?;
+    Ok(match outcome {
+        TriggerOutcome::Started { scan_id } => {
+            tracing::info!(scan_id = %scan_id, "scan started through the API");
+            (StatusCode::ACCEPTED, Json(json!({"status": "started", "scan_id": scan_id}))).into_response()
+        }
+        TriggerOutcome::AlreadyRunning { scan_id } => (
+            StatusCode::CONFLICT,
+            Json(json!({"error": "a scan is already running; try again when it has finished", "scan_id": scan_id})),
+        )
+            .into_response(),
+        TriggerOutcome::Finished { scan_id, reports } => {
+            tracing::info!(scan_id = %scan_id, reports = reports.len(), "scan finished through the API");
+            (StatusCode::OK, Json(json!({"status": "finished", "scan_id": scan_id, "reports": reports})))
+                .into_response()
+        }
+    })
+}
+
+pub(crate) async fn drifts(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
+    let allowed: Vec<&str> = query::FILTER_PARAMS.iter().chain(query::PAGE_PARAMS.iter()).copied().collect();
+    let pairs = query::pairs(raw.as_deref(), &allowed)?;
+    let filter = query::filter(&pairs)?;
+    let page = query::page(&pairs)?;
+    let page = state.store.list(&filter, page).await.map_err(|e| ApiError::from_store(&e))?;
+    Ok(Json(page).into_response())
+}
+
+pub(crate) async fn drift(
+    State(state): State<ApiState>,
+    id: Result<Path<String>, PathRejection>,
+    RawQuery(raw): RawQuery,
+) -> ApiResult {
+    query::pairs(raw.as_deref(), &[])?;
+    let Path(id) = id.map_err(|_| ApiError::bad_request("the drift id is not valid UTF-8"))?;
+    let id: i64 = id
+        .parse()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::bad_request(format!("drift id {id:?} is not a positive integer")))?;
+    match state.store.get(id).await {
+        Ok(d) => Ok(Json(d).into_response()),
+        Err(e) if e.kind() == drift_core::ErrorKind::NotFound => {
+            Err(ApiError::not_found(format!("no drift with id {id}")))
+        }
+        Err(e) => Err(ApiError::from_store(&e)),
+    }
+}
+
+pub(crate) async fn stats(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
+    let pairs = query::pairs(raw.as_deref(), &query::FILTER_PARAMS)?;
+    let filter = query::filter(&pairs)?;
+    let stats = state.store.stats(&filter, state.clock.now()).await.map_err(|e| ApiError::from_store(&e))?;
+    Ok(Json(stats).into_response())
+}
+
+pub(crate) async fn metrics(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
+    query::pairs(raw.as_deref(), &[])?;
+    let text = state.metrics.render(state.store.as_ref(), state.clock.now()).await;
+    Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], text).into_response())
+}
+
+pub(crate) async fn openapi(RawQuery(raw): RawQuery) -> ApiResult {
+    query::pairs(raw.as_deref(), &[])?;
+    Ok(Json(crate::openapi::document()).into_response())
+}
+
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint; see GET /openapi.json")
+}
+
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this endpoint; see GET /openapi.json")
+}

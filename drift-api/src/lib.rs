@@ -1,0 +1,64 @@
+//! # drift-api
+//!
+//! The REST API of the drift detector (DESIGN section 6), as an [`axum::Router`] that the `drift`
+//! binary mounts. The API reads the store only through the [`drift_core::sink::DriftStore`]
+//! trait, starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
+//! metrics through [`Metrics`].
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /health` | liveness: 200 whenever the process serves |
+//! | `GET /ready` | readiness: the store answers and the last scan of every repository did not fail and is recent |
+//! | `POST /scan` | starts a scan (bearer token); `?wait=true` answers with the reports |
+//! | `GET /drifts` | drifts, newest first, with filters and keyset pagination |
+//! | `GET /drifts/{id}` | one drift |
+//! | `GET /stats` | counts, 7-day trend, time to resolve |
+//! | `GET /metrics` | Prometheus text |
+//! | `GET /openapi.json` | the OpenAPI 3.1 document, generated from the route table |
+//!
+//! Errors are JSON `{"error": "message"}`. Bad parameters answer 400, a store that fails 503.
+//! See `docs/api.md` for every parameter and answer.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use async_trait::async_trait;
+//! use drift_api::{ApiState, ApiToken, Metrics, ScanTrigger, TriggerOutcome, router};
+//! use drift_core::memory::MemoryStore;
+//!
+//! #[derive(Debug)]
+//! struct NeverRunning;
+//!
+//! #[async_trait]
+//! impl ScanTrigger for NeverRunning {
+//!     async fn trigger(&self, _wait: bool) -> drift_core::Result<TriggerOutcome> {
+//!         Ok(TriggerOutcome::Started { scan_id: "scan-1".to_owned() })
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), drift_core::Error> {
+//! let metrics = Metrics::new();
+//! let state = ApiState::new(Arc::new(MemoryStore::new()), Arc::new(NeverRunning))
+//!     .with_token(Some(ApiToken::new("a-long-random-token")?))
+//!     .with_metrics(metrics.clone());
+//! let app: axum::Router = router(state);
+//! // axum::serve(listener, app).await — and after each scan: metrics.record_scan(&report, elapsed)
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod auth;
+pub mod error;
+mod handlers;
+pub mod metrics;
+pub mod openapi;
+pub mod query;
+pub mod routes;
+pub mod state;
+
+pub use auth::ApiToken;
+pub use error::ApiError;
+pub use metrics::Metrics;
+pub use routes::router;
+pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};

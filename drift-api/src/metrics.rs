@@ -1,0 +1,311 @@
+//! Prometheus metrics of the detector.
+//!
+//! Open-drift gauges are read from the store's statistics at scrape time (the store is the
+//! truth: they survive restarts and follow resolutions). Everything about scans, sources and
+//! watch mode is recorded by the binary through [`Metrics::record_scan`],
+//! [`Metrics::record_source_error`] and [`Metrics::set_watch_lag`].
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftFilter, DriftStore};
+use drift_core::{ErrorKind, ScanOutcome, ScanReport};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+type Labels = Vec<(&'static str, String)>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The content type of `GET /metrics` (OpenMetrics text, which Prometheus reads).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds of the scan duration histogram, in seconds.
+pub const SCAN_DURATION_BUCKETS: [f64; 12] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+/// Every metric family the API exports, by its exposed name (histograms add `_bucket`, `_sum`
+/// and `_count`). `docs/api.md`, the dashboard and the alert rules use only these.
+pub const METRIC_NAMES: [&str; 11] = [
+    "drift_open_drifts_by_severity",
+    "drift_open_drifts_by_type",
+    "drift_open_drifts_by_namespace",
+    "drift_open_drifts_by_repository",
+    "drift_store_up",
+    "drift_scans_total",
+    "drift_scan_duration_seconds",
+    "drift_last_scan_timestamp_seconds",
+    "drift_last_successful_scan_timestamp_seconds",
+    "drift_source_errors_total",
+    "drift_watch_lag_seconds",
+];
+
+/// The metrics registry and its handles. Cheap to clone; clones share the same values.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Registry,
+    open_by_severity: Family<Labels, Gauge>,
+    open_by_type: Family<Labels, Gauge>,
+    open_by_namespace: Family<Labels, Gauge>,
+    open_by_repository: Family<Labels, Gauge>,
+    store_up: Gauge,
+    scans: Family<Labels, Counter>,
+    scan_duration: Histogram,
+    last_scan: Family<Labels, FloatGauge>,
+    last_success: Family<Labels, FloatGauge>,
+    source_errors: Family<Labels, Counter>,
+    watch_lag: FloatGauge,
+    /// One scrape at a time: a scrape clears and refills the open-drift gauges.
+    scrape: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric of [`METRIC_NAMES`].
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let open_by_severity = Family::<Labels, Gauge>::default();
+        let open_by_type = Family::<Labels, Gauge>::default();
+        let open_by_namespace = Family::<Labels, Gauge>::default();
+        let open_by_repository = Family::<Labels, Gauge>::default();
+        let store_up = Gauge::default();
+        let scans = Family::<Labels, Counter>::default();
+        let scan_duration = Histogram::new(SCAN_DURATION_BUCKETS);
+        let last_scan = Family::<Labels, FloatGauge>::default();
+        let last_success = Family::<Labels, FloatGauge>::default();
+        let source_errors = Family::<Labels, Counter>::default();
+        let watch_lag = FloatGauge::default();
+        registry.register(
+            "drift_open_drifts_by_severity",
+            "Open drifts by severity, read from the store at scrape time",
+            open_by_severity.clone(),
+        );
+        registry.register(
+            "drift_open_drifts_by_type",
+            "Open drifts by drift type, read from the store at scrape time",
+            open_by_type.clone(),
+        );
+        registry.register(
+            "drift_open_drifts_by_namespace",
+            "Open drifts by namespace (empty for cluster-scoped objects), read from the store at scrape time",
+            open_by_namespace.clone(),
+        );
+        registry.register(
+            "drift_open_drifts_by_repository",
+            "Open drifts by repository, read from the store at scrape time",
+            open_by_repository.clone(),
+        );
+        registry.register("drift_store_up", "1 when the store answered the last scrape, else 0", store_up.clone());
+        registry.register("drift_scans", "Scans by repository and outcome (success, partial, failed)", scans.clone());
+        registry.register_with_unit("drift_scan_duration", "Duration of scans", Unit::Seconds, scan_duration.clone());
+        registry.register_with_unit(
+            "drift_last_scan_timestamp",
+            "Unix time at which the last scan of a repository finished, whatever its outcome",
+            Unit::Seconds,
+            last_scan.clone(),
+        );
+        registry.register_with_unit(
+            "drift_last_successful_scan_timestamp",
+            "Unix time at which the last scan of a repository that did not fail (success or partial) finished",
+            Unit::Seconds,
+            last_success.clone(),
+        );
+        registry.register(
+            "drift_source_errors",
+            "Errors of the desired and live sources by error kind",
+            source_errors.clone(),
+        );
+        registry.register_with_unit(
+            "drift_watch_lag",
+            "Time from a live change to its drift being recorded, last measured in watch mode",
+            Unit::Seconds,
+            watch_lag.clone(),
+        );
+        Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                open_by_severity,
+                open_by_type,
+                open_by_namespace,
+                open_by_repository,
+                store_up,
+                scans,
+                scan_duration,
+                last_scan,
+                last_success,
+                source_errors,
+                watch_lag,
+                scrape: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Records a finished scan: `drift_scans_total{repository,outcome}`, the duration
+    /// histogram, the last-scan timestamps, and one `drift_source_errors_total{kind}` per fatal
+    /// warning of the report (do not also report those through
+    /// [`Metrics::record_source_error`]).
+    pub fn record_scan(&self, report: &ScanReport, duration: Duration) {
+        let i = &self.inner;
+        i.scans
+            .get_or_create(&vec![
+                ("repository", report.repository.clone()),
+                ("outcome", report.outcome.as_str().to_owned()),
+            ])
+            .inc();
+        i.scan_duration.observe(duration.as_secs_f64());
+        let at = unix_seconds(report.finished_at);
+        let repo = vec![("repository", report.repository.clone())];
+        i.last_scan.get_or_create(&repo).set(at);
+        if report.outcome != ScanOutcome::Failed {
+            i.last_success.get_or_create(&repo).set(at);
+        }
+        for w in report.warnings.iter().filter(|w| w.fatal) {
+            self.record_source_error(w.kind);
+        }
+    }
+
+    /// Counts a source error that no scan report carries (a watch stream that broke, a Git
+    /// fetch between scans).
+    pub fn record_source_error(&self, kind: ErrorKind) {
+        self.inner.source_errors.get_or_create(&vec![("kind", kind.as_str().to_owned())]).inc();
+    }
+
+    /// Sets the watch lag: the time from a live change to its drift being recorded.
+    pub fn set_watch_lag(&self, lag: Duration) {
+        self.inner.watch_lag.set(lag.as_secs_f64());
+    }
+
+    /// Refreshes the open-drift gauges from the store and encodes every metric as OpenMetrics
+    /// text. A store that fails sets `drift_store_up` to 0 and drops the open-drift series
+    /// (rather than exporting stale numbers); the other metrics are still exported.
+    pub async fn render(&self, store: &dyn DriftStore, now: DateTime<Utc>) -> String {
+        let i = &self.inner;
+        let _one_at_a_time = i.scrape.lock().await;
+        let stats = store.stats(&DriftFilter::default(), now).await;
+        for family in [&i.open_by_severity, &i.open_by_type, &i.open_by_namespace, &i.open_by_repository] {
+            family.clear();
+        }
+        match stats {
+            Ok(stats) => {
+                i.store_up.set(1);
+                let fill = |family: &Family<Labels, Gauge>,
+                            label: &'static str,
+                            counts: &std::collections::BTreeMap<String, i64>| {
+                    for (value, count) in counts {
+                        family.get_or_create(&vec![(label, value.clone())]).set(*count);
+                    }
+                };
+                fill(&i.open_by_severity, "severity", &stats.by_severity);
+                fill(&i.open_by_type, "drift_type", &stats.by_type);
+                fill(&i.open_by_namespace, "namespace", &stats.by_namespace);
+                fill(&i.open_by_repository, "repository", &stats.by_repository);
+                // Every severity is exported, zero included, so that alerts on CRITICAL have a
+                // series to compare with.
+                for s in drift_core::Severity::ALL {
+                    drop(i.open_by_severity.get_or_create(&vec![("severity", s.as_str().to_owned())]));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the store did not answer the metrics scrape");
+                i.store_up.set(0);
+            }
+        }
+        let mut out = String::new();
+        // Writing into a String cannot fail; an error here would be a bug in the encoder.
+        if let Err(e) = encode(&mut out, &i.registry) {
+            tracing::error!(error = %e, "encoding the metrics failed");
+        }
+        out
+    }
+}
+
+fn unix_seconds(t: DateTime<Utc>) -> f64 {
+    t.timestamp_millis() as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drift_core::memory::MemoryStore;
+    use drift_core::model::SourceWarning;
+
+    fn report(outcome: ScanOutcome) -> ScanReport {
+        let mut r = ScanReport {
+            scan_id: "s1".into(),
+            cluster: "c".into(),
+            repository: "platform".into(),
+            revision: None,
+            started_at: DateTime::from_timestamp(1_800_000_000, 0).unwrap(),
+            finished_at: DateTime::from_timestamp(1_800_000_060, 0).unwrap(),
+            outcome,
+            drifts: vec![],
+            coverage: Default::default(),
+            warnings: vec![],
+            desired: vec![],
+            desired_complete: true,
+            summary: Default::default(),
+        };
+        r.warnings.push(SourceWarning::error(ErrorKind::Unavailable, "API server down"));
+        r.warnings.push(SourceWarning::note("skipped a List"));
+        r
+    }
+
+    #[tokio::test]
+    async fn records_scans_and_errors() {
+        let m = Metrics::new();
+        m.record_scan(&report(ScanOutcome::Success), Duration::from_millis(1500));
+        m.record_scan(&report(ScanOutcome::Failed), Duration::from_secs(3));
+        m.record_source_error(ErrorKind::PermissionDenied);
+        m.set_watch_lag(Duration::from_millis(250));
+        let text = m.render(&MemoryStore::new(), Utc::now()).await;
+        for line in [
+            r#"drift_scans_total{repository="platform",outcome="success"} 1"#,
+            r#"drift_scans_total{repository="platform",outcome="failed"} 1"#,
+            "drift_scan_duration_seconds_count 2",
+            "drift_scan_duration_seconds_sum 4.5",
+            r#"drift_scan_duration_seconds_bucket{le="2.5"} 1"#,
+            r#"drift_scan_duration_seconds_bucket{le="5.0"} 2"#,
+            r#"drift_last_scan_timestamp_seconds{repository="platform"} 1800000060.0"#,
+            r#"drift_last_successful_scan_timestamp_seconds{repository="platform"} 1800000060.0"#,
+            // two fatal warnings (one per report), the note is not counted
+            r#"drift_source_errors_total{kind="unavailable"} 2"#,
+            r#"drift_source_errors_total{kind="permission_denied"} 1"#,
+            "drift_watch_lag_seconds 0.25",
+            "drift_store_up 1",
+            r#"drift_open_drifts_by_severity{severity="CRITICAL"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_scan_does_not_move_the_last_success() {
+        let m = Metrics::new();
+        let mut ok = report(ScanOutcome::Partial);
+        ok.finished_at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        m.record_scan(&ok, Duration::from_secs(1));
+        m.record_scan(&report(ScanOutcome::Failed), Duration::from_secs(1));
+        let text = m.render(&MemoryStore::new(), Utc::now()).await;
+        assert!(text.contains(r#"drift_last_successful_scan_timestamp_seconds{repository="platform"} 1800000000.0"#));
+        assert!(text.contains(r#"drift_last_scan_timestamp_seconds{repository="platform"} 1800000060.0"#));
+    }
+}

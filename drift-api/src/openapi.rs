@@ -1,0 +1,219 @@
+//! The OpenAPI 3.1 document, built from [`crate::routes::endpoints`] and the component schemas
+//! below. Enumerations come from the core types (`DriftType::ALL`, `Severity::ALL`); the tests
+//! check that every schema lists exactly the fields the types serialise.
+
+use serde_json::{Map, Value, json};
+
+use crate::routes::endpoints;
+
+/// The document served at `GET /openapi.json`.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for e in endpoints() {
+        let params: Vec<Value> = e
+            .params
+            .iter()
+            .map(|p| {
+                json!({"name": p.name, "in": p.location, "required": p.required,
+                       "description": p.description, "schema": p.schema})
+            })
+            .collect();
+        let mut responses = Map::new();
+        for a in &e.answers {
+            responses.insert(
+                a.status.to_string(),
+                json!({"description": a.description, "content": {a.content_type: {"schema": a.schema}}}),
+            );
+        }
+        let mut op = json!({
+            "operationId": e.operation_id,
+            "summary": e.summary,
+            "description": e.description,
+            "parameters": params,
+            "responses": responses,
+        });
+        if e.authenticated {
+            op["security"] = json!([{"bearer": []}]);
+        }
+        let item = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
+        item[e.method.as_str().to_ascii_lowercase()] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "drift",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "GitOps drift detector for Kubernetes: drifts between Git and the cluster, scans, \
+                            statistics and metrics. Errors are JSON {\"error\": \"message\"}.",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        },
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas(),
+        },
+    })
+}
+
+fn nullable(t: &str) -> Value {
+    json!({"type": [t, "null"]})
+}
+
+fn nullable_time() -> Value {
+    json!({"type": ["string", "null"], "format": "date-time"})
+}
+
+fn enum_of<'a>(values: impl IntoIterator<Item = &'a str>) -> Value {
+    json!({"type": "string", "enum": values.into_iter().collect::<Vec<_>>()})
+}
+
+fn counts() -> Value {
+    json!({"type": "object", "additionalProperties": {"type": "integer"}})
+}
+
+fn object(required: &[&str], properties: Value) -> Value {
+    json!({"type": "object", "required": required, "properties": properties})
+}
+
+fn schemas() -> Value {
+    use drift_core::{Classification, DecisionSource, DriftType, RecommendedAction, ScanOutcome, Severity};
+    let severity = enum_of(Severity::ALL.map(Severity::as_str));
+    let drift_type = enum_of(DriftType::ALL.map(DriftType::as_str));
+    let classification = enum_of(
+        [
+            Classification::ManualChange,
+            Classification::ControllerManaged,
+            Classification::PendingSync,
+            Classification::Unknown,
+        ]
+        .map(Classification::as_str),
+    );
+    let decision =
+        enum_of([DecisionSource::Scanner, DecisionSource::Human, DecisionSource::Ai].map(DecisionSource::as_str));
+    let action = enum_of(
+        [RecommendedAction::Observe, RecommendedAction::SuggestRevert, RecommendedAction::CreatePr]
+            .map(RecommendedAction::as_str),
+    );
+    let outcome = enum_of([ScanOutcome::Success, ScanOutcome::Partial, ScanOutcome::Failed].map(ScanOutcome::as_str));
+    let time = json!({"type": "string", "format": "date-time"});
+    let any = json!({});
+    let stored_fields = [
+        "id",
+        "fingerprint",
+        "detected_at",
+        "last_seen",
+        "occurrences",
+        "cluster",
+        "repository",
+        "api_group",
+        "resource_kind",
+        "namespace",
+        "resource_name",
+        "path",
+        "drift_type",
+        "severity",
+        "git_value",
+        "cluster_value",
+        "status",
+        "resolved_at",
+        "changed_by",
+        "changed_at",
+        "classification",
+        "decision_source",
+        "recommended_action",
+    ];
+    json!({
+        "Error": object(&["error"], json!({"error": {"type": "string"}})),
+        "Health": object(&["status"], json!({"status": {"type": "string", "enum": ["ok"]}})),
+        "Ready": object(&["status", "scans"], json!({
+            "status": {"type": "string", "enum": ["ready", "not_ready"]},
+            "store": {"type": "string", "enum": ["ok"]},
+            "error": {"type": "string", "description": "why the service is not ready"},
+            "scans": {"type": "array", "items": object(
+                &["cluster", "repository", "scan_id", "outcome", "finished_at", "age_seconds"],
+                json!({
+                    "cluster": {"type": "string"}, "repository": {"type": "string"},
+                    "scan_id": {"type": "string"}, "outcome": outcome, "finished_at": time,
+                    "age_seconds": {"type": "integer", "minimum": 0},
+                }),
+            )},
+        })),
+        "StoredDrift": object(&stored_fields, json!({
+            "id": {"type": "integer"},
+            "fingerprint": {"type": "string", "description": "SHA-256 of the drift's identity"},
+            "detected_at": time, "last_seen": time,
+            "occurrences": {"type": "integer", "minimum": 1},
+            "cluster": {"type": "string"}, "repository": {"type": "string"},
+            "api_group": {"type": "string", "description": "empty for the core group"},
+            "resource_kind": {"type": "string"},
+            "namespace": {"type": "string", "description": "empty for cluster-scoped objects"},
+            "resource_name": {"type": "string"},
+            "path": {"type": "string", "description": "dotted path, keyed list items in brackets"},
+            "drift_type": drift_type, "severity": severity,
+            "git_value": any, "cluster_value": any,
+            "status": {"type": "string", "enum": ["open", "resolved"]},
+            "resolved_at": nullable_time(),
+            "changed_by": nullable("string"), "changed_at": nullable_time(),
+            "classification": classification, "decision_source": decision, "recommended_action": action,
+        })),
+        "DriftPage": object(&["items", "next"], json!({
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/StoredDrift"}},
+            "next": {"type": ["integer", "null"], "description": "cursor of the next page (`after`), null on the last page"},
+        })),
+        "TrendDay": object(&["day", "new", "resolved"], json!({
+            "day": {"type": "string", "format": "date"},
+            "new": {"type": "integer"}, "resolved": {"type": "integer"},
+        })),
+        "DriftStats": object(
+            &["by_status", "by_severity", "by_type", "by_namespace", "by_repository", "trend",
+              "mean_time_to_resolve_seconds", "p95_time_to_resolve_seconds"],
+            json!({
+                "by_status": counts(), "by_severity": counts(), "by_type": counts(),
+                "by_namespace": counts(), "by_repository": counts(),
+                "trend": {"type": "array", "items": {"$ref": "#/components/schemas/TrendDay"}},
+                "mean_time_to_resolve_seconds": nullable("number"),
+                "p95_time_to_resolve_seconds": nullable("number"),
+            }),
+        ),
+        "ScanStarted": object(&["status", "scan_id"], json!({
+            "status": {"type": "string", "enum": ["started"]}, "scan_id": {"type": "string"},
+        })),
+        "ScanConflict": object(&["error", "scan_id"], json!({
+            "error": {"type": "string"}, "scan_id": nullable("string"),
+        })),
+        "ScanFinished": object(&["status", "scan_id", "reports"], json!({
+            "status": {"type": "string", "enum": ["finished"]}, "scan_id": {"type": "string"},
+            "reports": {"type": "array", "items": {"$ref": "#/components/schemas/ScanReport"}},
+        })),
+        "ScanReport": object(
+            &["scan_id", "cluster", "repository", "revision", "started_at", "finished_at", "outcome", "drifts",
+              "coverage", "warnings", "desired", "desired_complete", "summary"],
+            json!({
+                "scan_id": {"type": "string"}, "cluster": {"type": "string"}, "repository": {"type": "string"},
+                "revision": nullable("string"), "started_at": time, "finished_at": time, "outcome": outcome,
+                "drifts": {"type": "array", "items": {"$ref": "#/components/schemas/Drift"}},
+                "coverage": {"type": "object", "description": "what the live source read completely"},
+                "warnings": {"type": "array", "items": {"type": "object"}},
+                "desired": {"type": "array", "items": {"type": "object"}},
+                "desired_complete": {"type": "boolean"},
+                "summary": {"type": "object"},
+            }),
+        ),
+        "Drift": object(
+            &["resource", "api_group", "drift_type", "severity", "path", "git_value", "cluster_value",
+              "changed_by", "changed_at", "classification", "decision_source", "recommended_action"],
+            json!({
+                "resource": object(&["apiVersion", "kind", "name"], json!({
+                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "namespace": {"type": "string"}, "name": {"type": "string"},
+                })),
+                "api_group": {"type": "string"}, "drift_type": drift_type, "severity": severity,
+                "path": {"type": "string"}, "git_value": any, "cluster_value": any,
+                "changed_by": nullable("string"), "changed_at": nullable_time(),
+                "attribution": {"type": "object"},
+                "classification": classification, "decision_source": decision, "recommended_action": action,
+                "source_path": {"type": "string"},
+            }),
+        ),
+    })
+}

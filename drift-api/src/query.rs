@@ -1,0 +1,241 @@
+//! Query-string parsing with clear 400 answers: unknown or repeated parameters, bad values.
+
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
+use drift_core::{DriftType, Severity};
+
+use crate::error::ApiError;
+
+/// The filter parameters shared by `GET /drifts` and `GET /stats`.
+pub const FILTER_PARAMS: [&str; 8] =
+    ["status", "severity", "drift_type", "namespace", "repository", "cluster", "kind", "since"];
+/// The pagination parameters of `GET /drifts`.
+pub const PAGE_PARAMS: [&str; 2] = ["limit", "after"];
+/// Largest page.
+pub const MAX_LIMIT: u32 = 1000;
+/// Page size when `limit` is absent.
+pub const DEFAULT_LIMIT: u32 = 100;
+
+/// Decoded `name=value` pairs of a query string, each name at most once and from `allowed`.
+pub fn pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, String)>, ApiError> {
+    let pairs = decode(raw.unwrap_or(""))
+        .ok_or_else(|| ApiError::bad_request("the query string is not valid URL-encoded UTF-8"))?;
+    let mut seen: Vec<&str> = Vec::new();
+    for (name, _) in &pairs {
+        if !allowed.contains(&name.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "unknown query parameter {name:?} (allowed: {})",
+                if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+            )));
+        }
+        if seen.contains(&name.as_str()) {
+            return Err(ApiError::bad_request(format!("query parameter {name:?} is given more than once")));
+        }
+        seen.push(name);
+    }
+    Ok(pairs)
+}
+
+/// Splits and decodes `application/x-www-form-urlencoded` pairs strictly: a bad `%` escape or
+/// bytes that are not UTF-8 give `None` (a lossy decoding would search for U+FFFD instead).
+fn decode(raw: &str) -> Option<Vec<(String, String)>> {
+    raw.split('&')
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let (name, value) = part.split_once('=').unwrap_or((part, ""));
+            Some((decode_component(name)?, decode_component(value)?))
+        })
+        .collect()
+}
+
+fn decode_component(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = s.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok().filter(|_| hex.bytes().all(|b| b.is_ascii_hexdigit()))?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+fn non_empty(name: &str, value: &str) -> Result<String, ApiError> {
+    if value.is_empty() {
+        return Err(ApiError::bad_request(format!("query parameter {name:?} is empty")));
+    }
+    Ok(value.to_owned())
+}
+
+/// Reads the filter parameters among `pairs` (others are ignored here).
+pub fn filter(pairs: &[(String, String)]) -> Result<DriftFilter, ApiError> {
+    let mut f = DriftFilter::default();
+    for (name, value) in pairs {
+        let bad = |e: drift_core::Error| ApiError::bad_request(e.message().to_owned());
+        match name.as_str() {
+            "status" => f.status = Some(value.parse::<DriftStatus>().map_err(bad)?),
+            "severity" => f.severity = Some(value.parse::<Severity>().map_err(bad)?),
+            "drift_type" => {
+                f.drift_type = Some(value.parse::<DriftType>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "unknown drift type {value:?} ({})",
+                        DriftType::ALL.map(DriftType::as_str).join(", ")
+                    ))
+                })?)
+            }
+            // An empty namespace selects cluster-scoped objects.
+            "namespace" => f.namespace = Some(value.clone()),
+            "repository" => f.repository = Some(non_empty(name, value)?),
+            "cluster" => f.cluster = Some(non_empty(name, value)?),
+            "kind" => f.kind = Some(non_empty(name, value)?),
+            "since" => f.since = Some(since(value)?),
+            _ => {}
+        }
+    }
+    Ok(f)
+}
+
+fn since(value: &str) -> Result<DateTime<Utc>, ApiError> {
+    DateTime::parse_from_rfc3339(value).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+        ApiError::bad_request(format!(
+            "since {value:?} is not an RFC 3339 time such as 2026-11-30T12:00:00Z (write + as %2B)"
+        ))
+    })
+}
+
+/// Reads `limit` (1..=1000, default 100) and `after` (a positive id) among `pairs`.
+pub fn page(pairs: &[(String, String)]) -> Result<PageRequest, ApiError> {
+    let mut p = PageRequest { limit: DEFAULT_LIMIT, after: None };
+    for (name, value) in pairs {
+        match name.as_str() {
+            "limit" => {
+                p.limit = value.parse::<u32>().ok().filter(|l| (1..=MAX_LIMIT).contains(l)).ok_or_else(|| {
+                    ApiError::bad_request(format!("limit {value:?} is not a number from 1 to {MAX_LIMIT}"))
+                })?
+            }
+            "after" => {
+                p.after = Some(value.parse::<i64>().ok().filter(|a| *a > 0).ok_or_else(|| {
+                    ApiError::bad_request(format!("after {value:?} is not a cursor (the `next` of the previous page)"))
+                })?)
+            }
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+/// Reads a boolean parameter (`true`/`false`/`1`/`0`), `false` when absent.
+pub fn flag(pairs: &[(String, String)], name: &str) -> Result<bool, ApiError> {
+    match pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()) {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") | Some("") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!("{name} {other:?} is not true or false"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all() -> Vec<&'static str> {
+        FILTER_PARAMS.iter().chain(PAGE_PARAMS.iter()).copied().collect()
+    }
+
+    #[test]
+    fn parses_every_filter() {
+        let p = pairs(
+            Some("status=open&severity=critical&drift_type=replicas_drift&namespace=shop&repository=r&cluster=c&kind=Deployment&since=2026-11-02T12:00:00%2B01:00"),
+            &all(),
+        )
+        .unwrap();
+        let f = filter(&p).unwrap();
+        assert_eq!(f.status, Some(DriftStatus::Open));
+        assert_eq!(f.severity, Some(Severity::Critical));
+        assert_eq!(f.drift_type, Some(DriftType::ReplicasDrift));
+        assert_eq!(f.namespace.as_deref(), Some("shop"));
+        assert_eq!(f.repository.as_deref(), Some("r"));
+        assert_eq!(f.cluster.as_deref(), Some("c"));
+        assert_eq!(f.kind.as_deref(), Some("Deployment"));
+        assert_eq!(f.since.unwrap().to_rfc3339(), "2026-11-02T11:00:00+00:00");
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        for q in [
+            "status=closed",
+            "severity=urgent",
+            "drift_type=replicas",
+            "since=yesterday",
+            "since=2026-11-02",
+            "kind=",
+            "repository=",
+            "cluster=",
+        ] {
+            let p = pairs(Some(q), &all()).unwrap();
+            assert_eq!(filter(&p).unwrap_err().status(), 400, "{q}");
+        }
+        for q in ["limit=0", "limit=1001", "limit=-1", "limit=ten", "after=0", "after=-5", "after=x", "limit="] {
+            let p = pairs(Some(q), &all()).unwrap();
+            assert_eq!(page(&p).unwrap_err().status(), 400, "{q}");
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_and_repeated_parameters() {
+        assert!(pairs(Some("sevrity=LOW"), &all()).unwrap_err().message().contains("sevrity"));
+        assert!(pairs(Some("limit=1&limit=2"), &all()).unwrap_err().message().contains("more than once"));
+        assert!(pairs(Some("kind=%FF"), &all()).is_err());
+        assert!(pairs(Some("kind=%G1"), &all()).is_err());
+        assert!(pairs(Some("kind=%4"), &all()).is_err());
+        assert!(pairs(Some("kind=%+1"), &all()).is_err());
+    }
+
+    #[test]
+    fn decodes_form_encoding() {
+        assert_eq!(decode("").unwrap(), vec![]);
+        assert_eq!(
+            decode("kind=Config%4Dap&namespace=&since=2026-11-02T12:00:00%2B01:00&x=a+b&&flag").unwrap(),
+            vec![
+                ("kind".to_owned(), "ConfigMap".to_owned()),
+                ("namespace".to_owned(), String::new()),
+                ("since".to_owned(), "2026-11-02T12:00:00+01:00".to_owned()),
+                ("x".to_owned(), "a b".to_owned()),
+                ("flag".to_owned(), String::new()),
+            ]
+        );
+        assert_eq!(decode("n=%C3%A9").unwrap(), vec![("n".to_owned(), "\u{e9}".to_owned())]);
+    }
+
+    #[test]
+    fn page_defaults_and_bounds() {
+        assert_eq!(page(&[]).unwrap(), PageRequest { limit: 100, after: None });
+        let p = pairs(Some("limit=1000&after=7"), &all()).unwrap();
+        assert_eq!(page(&p).unwrap(), PageRequest { limit: 1000, after: Some(7) });
+        let p = pairs(Some("limit=1"), &all()).unwrap();
+        assert_eq!(page(&p).unwrap().limit, 1);
+    }
+
+    #[test]
+    fn empty_namespace_selects_cluster_scoped() {
+        let p = pairs(Some("namespace="), &all()).unwrap();
+        assert_eq!(filter(&p).unwrap().namespace.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn flags() {
+        let p = pairs(Some("wait=true"), &["wait"]).unwrap();
+        assert!(flag(&p, "wait").unwrap());
+        assert!(!flag(&[], "wait").unwrap());
+        let p = pairs(Some("wait=0"), &["wait"]).unwrap();
+        assert!(!flag(&p, "wait").unwrap());
+        let p = pairs(Some("wait=maybe"), &["wait"]).unwrap();
+        assert_eq!(flag(&p, "wait").unwrap_err().status(), 400);
+    }
+}

@@ -1,0 +1,143 @@
+//! What the handlers share: the store, the scan trigger, the token, the metrics and a clock.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use drift_core::ScanReport;
+use drift_core::sink::DriftStore;
+
+use crate::auth::ApiToken;
+use crate::metrics::Metrics;
+
+/// What asking for a scan did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TriggerOutcome {
+    /// A scan pass started in the background (`POST /scan` answers 202).
+    Started {
+        /// Id of the pass (the scan id of its reports).
+        scan_id: String,
+    },
+    /// A scan is already running; nothing was started (`POST /scan` answers 409).
+    AlreadyRunning {
+        /// Id of the running scan, when known.
+        scan_id: Option<String>,
+    },
+    /// The pass ran to its end (`POST /scan?wait=true` answers 200 with the reports).
+    Finished {
+        /// Id of the pass.
+        scan_id: String,
+        /// One report per repository, as recorded in the store.
+        reports: Vec<ScanReport>,
+    },
+}
+
+/// Starts scans on behalf of `POST /scan`. The binary implements it over its scheduler.
+///
+/// Contract:
+/// - never runs two scans at once: when one is running, answer
+///   [`TriggerOutcome::AlreadyRunning`] at once (do not queue, do not wait);
+/// - with `wait == false`, return [`TriggerOutcome::Started`] as soon as the scan is started;
+/// - with `wait == true`, return [`TriggerOutcome::Finished`] once the reports are recorded;
+/// - an error is for when no scan could be started at all (shutting down:
+///   [`drift_core::ErrorKind::Unavailable`]); a scan that fails is a report with outcome
+///   `failed`, not an error.
+#[async_trait]
+pub trait ScanTrigger: Send + Sync + std::fmt::Debug {
+    /// Starts a scan pass.
+    async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome>;
+}
+
+/// The time as the API sees it (`/ready` ages, the `/stats` trend). Tests use [`ManualClock`].
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Now.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that only moves when told to.
+#[derive(Debug)]
+pub struct ManualClock {
+    now: Mutex<DateTime<Utc>>,
+}
+
+impl ManualClock {
+    /// A clock standing at `now`.
+    pub fn new(now: DateTime<Utc>) -> Self {
+        ManualClock { now: Mutex::new(now) }
+    }
+    /// Moves the clock to `now`.
+    pub fn set(&self, now: DateTime<Utc>) {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = now;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The default readiness limit: three times the default scan interval of 5 minutes.
+pub const DEFAULT_MAX_SCAN_AGE: Duration = Duration::from_secs(15 * 60);
+
+/// Everything the handlers need. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ApiState {
+    pub(crate) store: Arc<dyn DriftStore>,
+    pub(crate) trigger: Arc<dyn ScanTrigger>,
+    pub(crate) token: Option<Arc<ApiToken>>,
+    pub(crate) metrics: Metrics,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) max_scan_age: Duration,
+}
+
+impl ApiState {
+    /// A state over a store and a scan trigger, with no token (`POST /scan` answers 403 until
+    /// one is set), fresh metrics, the system clock and [`DEFAULT_MAX_SCAN_AGE`].
+    pub fn new(store: Arc<dyn DriftStore>, trigger: Arc<dyn ScanTrigger>) -> Self {
+        ApiState {
+            store,
+            trigger,
+            token: None,
+            metrics: Metrics::new(),
+            clock: Arc::new(SystemClock),
+            max_scan_age: DEFAULT_MAX_SCAN_AGE,
+        }
+    }
+    /// The bearer token of `POST /scan`; `None` disables the endpoint (403).
+    pub fn with_token(mut self, token: Option<ApiToken>) -> Self {
+        self.token = token.map(Arc::new);
+        self
+    }
+    /// The metrics to export (keep a clone to record scans).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+    /// The clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// How old the newest scan may be before `/ready` answers 503 (set it to about three scan
+    /// intervals).
+    pub fn with_max_scan_age(mut self, age: Duration) -> Self {
+        self.max_scan_age = age;
+        self
+    }
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}

@@ -1,0 +1,222 @@
+//! Shared helpers of the integration tests: a store filled through `DriftSink::record`, a scan
+//! trigger that behaves like the scheduler, a store that is down, and a request helper.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use chrono::{DateTime, Utc};
+use drift_api::{ApiState, ApiToken, ManualClock, ScanTrigger, TriggerOutcome, router};
+use drift_core::memory::MemoryStore;
+use drift_core::sink::{DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift};
+use drift_core::{DriftSink, DriftType, ScanReport, Severity};
+use drift_testkit::fixtures::{drift, key, report, t};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+pub const TOKEN: &str = "Zx9-test-token-4f1c2a";
+
+/// A scan trigger with the scheduler's rules: one scan at a time; `wait` runs the scan to its end.
+#[derive(Debug, Default)]
+pub struct FakeTrigger {
+    pub running: Mutex<Option<String>>,
+    pub calls: AtomicUsize,
+    pub fail_with: Mutex<Option<drift_core::Error>>,
+}
+
+impl FakeTrigger {
+    /// The running scan ends.
+    pub fn finish(&self) {
+        *self.running.lock().unwrap() = None;
+    }
+}
+
+#[async_trait]
+impl ScanTrigger for FakeTrigger {
+    async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(e) = self.fail_with.lock().unwrap().clone() {
+            return Err(e);
+        }
+        let mut running = self.running.lock().unwrap();
+        if let Some(id) = running.as_ref() {
+            return Ok(TriggerOutcome::AlreadyRunning { scan_id: Some(id.clone()) });
+        }
+        let scan_id = format!("api-{n}");
+        if wait {
+            let r = report(&scan_id, t(120), &[key("Deployment", "shop", "web")], vec![]);
+            return Ok(TriggerOutcome::Finished { scan_id, reports: vec![r] });
+        }
+        *running = Some(scan_id.clone());
+        Ok(TriggerOutcome::Started { scan_id })
+    }
+}
+
+/// A store whose every call fails as an unreachable database would, with a secret in the
+/// message (the API must not repeat it).
+#[derive(Debug)]
+pub struct DownStore;
+
+pub const DOWN_SECRET: &str = "hunter2";
+
+fn down() -> drift_core::Error {
+    drift_core::Error::unavailable(format!("connecting to postgres://drift:{DOWN_SECRET}@db:5432/drift: refused"))
+}
+
+#[async_trait]
+impl DriftStore for DownStore {
+    async fn list(&self, _: &DriftFilter, _: PageRequest) -> drift_core::Result<DriftPage> {
+        Err(down())
+    }
+    async fn get(&self, _: i64) -> drift_core::Result<StoredDrift> {
+        Err(down())
+    }
+    async fn stats(&self, _: &DriftFilter, _: DateTime<Utc>) -> drift_core::Result<DriftStats> {
+        Err(down())
+    }
+    async fn recent_scans(&self, _: u32) -> drift_core::Result<Vec<ScanRecord>> {
+        Err(down())
+    }
+    async fn ping(&self) -> drift_core::Result<()> {
+        Err(down())
+    }
+}
+
+fn with(d: drift_core::Drift, severity: Severity) -> drift_core::Drift {
+    drift_core::Drift { severity, ..d }
+}
+
+/// Scan 1 (t(0)) opens six drifts in two namespaces; scan 2 (t(60)) sees all but the billing
+/// ConfigMap, which it resolves; scan 3 (t(90)) is another repository in another cluster.
+pub fn reports() -> Vec<ScanReport> {
+    let desired = [
+        key("Deployment", "shop", "web"),
+        key("Service", "shop", "web"),
+        key("ConfigMap", "shop", "settings"),
+        key("ConfigMap", "billing", "settings"),
+    ];
+    let web_replicas =
+        with(drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(5)), Severity::Medium);
+    let web_image = with(
+        drift(
+            "Deployment",
+            "shop",
+            "web",
+            DriftType::ImageTagDrift,
+            "spec.template.spec.containers[name=web].image",
+            json!("nginx:1.28"),
+        ),
+        Severity::High,
+    );
+    let web_limits = with(
+        drift(
+            "Deployment",
+            "shop",
+            "web",
+            DriftType::ResourceLimitDrift,
+            "spec.template.spec.containers[name=web].resources.limits.cpu",
+            json!("2"),
+        ),
+        Severity::Medium,
+    );
+    let svc_port = with(
+        drift("Service", "shop", "web", DriftType::ServicePortDrift, "spec.ports[port=80].targetPort", json!(9090)),
+        Severity::Critical,
+    );
+    let shop_cm = with(
+        drift("ConfigMap", "shop", "settings", DriftType::ConfigmapDrift, "data.mode", json!("slow")),
+        Severity::Low,
+    );
+    let billing_cm = with(
+        drift("ConfigMap", "billing", "settings", DriftType::ConfigmapDrift, "data.mode", json!("unsafe")),
+        Severity::Low,
+    );
+    let first = report(
+        "scan-1",
+        t(0),
+        &desired,
+        vec![
+            web_replicas.clone(),
+            web_image.clone(),
+            web_limits.clone(),
+            svc_port.clone(),
+            shop_cm.clone(),
+            billing_cm,
+        ],
+    );
+    let second = report("scan-2", t(60), &desired, vec![web_replicas, web_image, web_limits, svc_port, shop_cm]);
+    let mut third = report(
+        "scan-3",
+        t(90),
+        &[key("Deployment", "payments", "api")],
+        vec![with(
+            drift("Deployment", "payments", "api", DriftType::ReplicasDrift, "spec.replicas", json!(0)),
+            Severity::Critical,
+        )],
+    );
+    third.repository = "payments-repo".to_owned();
+    third.cluster = "edge".to_owned();
+    vec![first, second, third]
+}
+
+pub async fn filled_store() -> Arc<MemoryStore> {
+    let store = Arc::new(MemoryStore::new());
+    for r in reports() {
+        store.record(&r).await.unwrap();
+    }
+    store
+}
+
+pub struct Harness {
+    pub app: Router,
+    pub store: Arc<MemoryStore>,
+    pub trigger: Arc<FakeTrigger>,
+    pub clock: Arc<ManualClock>,
+    pub state: ApiState,
+}
+
+pub async fn harness() -> Harness {
+    let store = filled_store().await;
+    let trigger = Arc::new(FakeTrigger::default());
+    let clock = Arc::new(ManualClock::new(t(95)));
+    let state = ApiState::new(store.clone(), trigger.clone())
+        .with_token(Some(ApiToken::new(TOKEN).unwrap()))
+        .with_clock(clock.clone());
+    Harness { app: router(state.clone()), store, trigger, clock, state }
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+    /// The `error` message of a JSON error answer.
+    pub fn error(&self) -> String {
+        self.json()["error"].as_str().unwrap_or_else(|| panic!("no error message in {}", self.text)).to_owned()
+    }
+}
+
+pub async fn call(app: &Router, method: Method, uri: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let response = app.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), 16 << 20).await.unwrap();
+    Answer { status, headers, text: String::from_utf8(bytes.to_vec()).unwrap() }
+}
+
+pub async fn get(app: &Router, uri: &str) -> Answer {
+    call(app, Method::GET, uri, &[]).await
+}

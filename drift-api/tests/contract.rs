@@ -1,0 +1,429 @@
+//! The contract around the routes: the OpenAPI document matches the router and the types, the
+//! dashboard and alert rules use only exported metrics, and no query string makes a 5xx.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use common::*;
+use drift_api::Metrics;
+use drift_api::routes::endpoints;
+use drift_core::ScanOutcome;
+use drift_core::sink::{DriftFilter, DriftStore, PageRequest};
+use drift_testkit::fixtures::t;
+use proptest::prelude::*;
+use serde_json::Value;
+
+/// The API of issue 7 and DESIGN section 6, written out by hand.
+const EXPECTED: [&str; 8] = [
+    "GET /health",
+    "GET /ready",
+    "POST /scan",
+    "GET /drifts",
+    "GET /drifts/{id}",
+    "GET /stats",
+    "GET /metrics",
+    "GET /openapi.json",
+];
+
+fn operations(doc: &Value) -> BTreeSet<String> {
+    let mut ops = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            ops.insert(format!("{} {path}", method.to_uppercase()));
+        }
+    }
+    ops
+}
+
+fn concrete(path: &str) -> String {
+    path.replace("{id}", "1")
+}
+
+#[tokio::test]
+async fn openapi_lists_exactly_the_routes_the_router_serves() {
+    let h = harness().await;
+    let a = get(&h.app, "/openapi.json").await;
+    assert_eq!(a.status, StatusCode::OK);
+    let doc = a.json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let expected: BTreeSet<String> = EXPECTED.iter().map(|s| s.to_string()).collect();
+    assert_eq!(operations(&doc), expected);
+    let table: BTreeSet<String> = endpoints().iter().map(|e| format!("{} {}", e.method, e.path)).collect();
+    assert_eq!(table, expected);
+
+    // Every documented operation is served (not the router's fallbacks)...
+    for op in &expected {
+        let (method, path) = op.split_once(' ').unwrap();
+        let method: Method = method.parse().unwrap();
+        let a = call(&h.app, method, &concrete(path), &[]).await;
+        assert_ne!(a.status, StatusCode::METHOD_NOT_ALLOWED, "{op}");
+        if a.status == StatusCode::NOT_FOUND {
+            assert!(!a.text.contains("no such endpoint"), "{op} is not routed");
+        }
+        // ...and answers one of its documented statuses.
+        let documented = doc["paths"][path][method_key(op)]["responses"].as_object().unwrap();
+        assert!(documented.contains_key(a.status.as_str()), "{op} answered undocumented {}", a.status);
+    }
+    // Other methods on documented paths are not served.
+    for path in ["/health", "/drifts", "/scan", "/drifts/{id}"] {
+        let a = call(&h.app, Method::PUT, &concrete(path), &[]).await;
+        assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED, "PUT {path}");
+    }
+}
+
+fn method_key(op: &str) -> String {
+    op.split_once(' ').unwrap().0.to_lowercase()
+}
+
+#[test]
+fn openapi_document_is_well_formed() {
+    let doc = drift_api::openapi::document();
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    // Every $ref resolves.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(all.len() > 10);
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("bad ref {r}"));
+        assert!(schemas.contains_key(name), "unresolved {r}");
+    }
+    let mut ids = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        assert!(path.starts_with('/'));
+        for (method, op) in item.as_object().unwrap() {
+            assert!(ids.insert(op["operationId"].as_str().unwrap().to_owned()), "duplicate operationId");
+            let responses = op["responses"].as_object().unwrap();
+            assert!(!responses.is_empty());
+            for (status, r) in responses {
+                assert!(status.len() == 3 && status.parse::<u16>().is_ok(), "{method} {path}: {status}");
+                assert!(r["description"].is_string());
+                assert_eq!(r["content"].as_object().unwrap().len(), 1);
+            }
+            // Path templates have their path parameter.
+            for segment in path.split('/').filter(|s| s.starts_with('{')) {
+                let name = segment.trim_matches(|c| c == '{' || c == '}');
+                assert!(
+                    op["parameters"].as_array().unwrap().iter().any(|p| p["name"] == name && p["in"] == "path"),
+                    "{method} {path}: {name}"
+                );
+            }
+        }
+    }
+    assert_eq!(doc["paths"]["/scan"]["post"]["security"][0]["bearer"], Value::Array(vec![]));
+}
+
+fn properties(doc: &Value, schema: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let s = &doc["components"]["schemas"][schema];
+    let props = s["properties"].as_object().unwrap_or_else(|| panic!("{schema}")).keys().cloned().collect();
+    let required = s["required"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect();
+    (props, required)
+}
+
+fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+/// The hand-written schemas list the fields the types serialise: a field added to a core type
+/// fails here until the document says it.
+#[tokio::test]
+async fn openapi_schemas_match_the_serialised_types() {
+    let doc = drift_api::openapi::document();
+    let store = filled_store().await;
+    let page = store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap();
+    let page_json = serde_json::to_value(&page).unwrap();
+    let mut report = reports().remove(0);
+    report.outcome = ScanOutcome::Partial;
+    let report_json = serde_json::to_value(&report).unwrap();
+    let stats = serde_json::to_value(store.stats(&DriftFilter::default(), t(95)).await.unwrap()).unwrap();
+    let cases = [
+        ("DriftPage", page_json.clone()),
+        ("StoredDrift", page_json["items"][0].clone()),
+        ("DriftStats", stats.clone()),
+        ("TrendDay", stats["trend"][0].clone()),
+        ("ScanReport", report_json.clone()),
+        ("Drift", report_json["drifts"][0].clone()),
+    ];
+    for (schema, value) in cases {
+        let (props, required) = properties(&doc, schema);
+        let got = keys(&value);
+        assert!(
+            got.is_subset(&props),
+            "{schema}: undocumented fields {:?}",
+            got.difference(&props).collect::<Vec<_>>()
+        );
+        assert!(
+            required.is_subset(&got),
+            "{schema}: required but absent {:?}",
+            required.difference(&got).collect::<Vec<_>>()
+        );
+    }
+    // Types with no optional fields are documented field for field.
+    for (schema, value) in
+        [("StoredDrift", &page_json["items"][0]), ("DriftStats", &stats), ("ScanReport", &report_json)]
+    {
+        let (props, required) = properties(&doc, schema);
+        assert_eq!(props, keys(value), "{schema}");
+        assert_eq!(required, keys(value), "{schema}");
+    }
+    // The answers of the handlers too.
+    let h = harness().await;
+    let ready = get(&h.app, "/ready").await.json();
+    let (props, required) = properties(&doc, "Ready");
+    assert!(keys(&ready).is_subset(&props) && required.is_subset(&keys(&ready)));
+    let (props, _) = properties(&doc, "Health");
+    assert_eq!(keys(&get(&h.app, "/health").await.json()), props);
+}
+
+/// Every documented query parameter is accepted with a value its schema allows, and rejected
+/// with one it does not.
+#[tokio::test]
+async fn documented_parameters_are_the_accepted_ones() {
+    let h = harness().await;
+    let bearer = format!("Bearer {TOKEN}");
+    for e in endpoints() {
+        for p in e.params.iter().filter(|p| p.location == "query") {
+            let good = match (p.schema["type"].as_str().unwrap(), p.schema.get("enum")) {
+                (_, Some(values)) => values[values.as_array().unwrap().len() - 1].as_str().unwrap().to_owned(),
+                ("integer", _) => p.schema["minimum"].as_i64().unwrap().to_string(),
+                ("boolean", _) => "false".to_owned(),
+                ("string", _) if p.schema["format"] == "date-time" => "2026-11-02T12:00:00Z".to_owned(),
+                ("string", _) => "x".to_owned(),
+                (other, _) => panic!("{other}"),
+            };
+            let uri = format!("{}?{}={good}", concrete(e.path), p.name);
+            let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
+            assert!(a.status.is_success(), "{} {uri}: {} {}", e.method, a.status, a.text);
+            h.trigger.finish();
+            if p.schema["type"] != "boolean" && p.name != "namespace" {
+                let uri = format!("{}?{}=%3F%3F", concrete(e.path), p.name);
+                let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
+                if p.schema.get("enum").is_some() || p.schema["type"] != "string" || p.schema.get("format").is_some() {
+                    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{} {uri}", e.method);
+                }
+            }
+        }
+        let uri = format!("{}?undocumented=1", concrete(e.path));
+        let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
+        assert_eq!(a.status, StatusCode::BAD_REQUEST, "{} {uri}", e.method);
+    }
+}
+
+/// PromQL without label matchers (`{...}`) and label lists (`by (...)`, `without (...)`, ...),
+/// so that only metric names are left that start with `drift_`.
+fn strip_labels(expr: &str) -> String {
+    let mut out = String::new();
+    let mut rest = expr;
+    while let Some(c) = rest.chars().next() {
+        if c == '{' {
+            rest = &rest[rest.find('}').map_or(rest.len(), |i| i + 1)..];
+            continue;
+        }
+        let keyword = ["by", "without", "on", "ignoring", "group_left", "group_right"].iter().find(|k| {
+            rest.starts_with(*k)
+                && !out.chars().last().is_some_and(|p: char| p.is_ascii_alphanumeric() || p == '_')
+                && rest[k.len()..].trim_start().starts_with('(')
+        });
+        if let Some(k) = keyword {
+            let after = &rest[k.len()..];
+            rest = &after[after.find(')').map_or(after.len(), |i| i + 1)..];
+            out.push(' ');
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// Metric names referenced by PromQL expressions.
+fn metric_names(expr: &str) -> Vec<String> {
+    let expr = strip_labels(expr);
+    let mut names = Vec::new();
+    let mut rest = expr.as_str();
+    while let Some(i) = rest.find("drift_") {
+        let before = rest[..i].chars().last();
+        let tail = &rest[i..];
+        let end = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
+        if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            names.push(tail[..end].to_owned());
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+fn exprs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                match (k.as_str(), v) {
+                    ("expr", Value::String(s)) => out.push(s.clone()),
+                    _ => exprs(v, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| exprs(v, out)),
+        _ => {}
+    }
+}
+
+/// Names of every series the API exports with every metric populated.
+async fn exported() -> BTreeSet<String> {
+    let metrics = Metrics::new();
+    for r in reports() {
+        metrics.record_scan(&r, Duration::from_secs(1));
+    }
+    metrics.record_source_error(drift_core::ErrorKind::Unavailable);
+    metrics.set_watch_lag(Duration::from_millis(10));
+    let text = metrics.render(filled_store().await.as_ref(), t(95)).await;
+    text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn dashboard_and_alerts_use_only_exported_metrics() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let exported = exported().await;
+    for name in drift_api::metrics::METRIC_NAMES {
+        assert!(
+            exported.contains(name) || exported.contains(&format!("{name}_count")),
+            "{name} is documented but not exported"
+        );
+    }
+
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("deploy/grafana/drift-dashboard.json")).unwrap())
+            .unwrap();
+    assert!(dashboard["title"].is_string());
+    assert!(dashboard["panels"].as_array().unwrap().len() >= 6);
+    let mut dash_exprs = Vec::new();
+    exprs(&dashboard, &mut dash_exprs);
+
+    let alerts: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("deploy/prometheus/drift-alerts.yaml")).unwrap())
+            .unwrap();
+    let rules: Vec<&Value> =
+        alerts["groups"].as_array().unwrap().iter().flat_map(|g| g["rules"].as_array().unwrap()).collect();
+    let names: BTreeSet<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "DriftCriticalDriftOpened",
+            "DriftLastSuccessfulScanTooOld",
+            "DriftScansFailing",
+            "DriftWatchLagHigh"
+        ])
+    );
+    let mut alert_exprs = Vec::new();
+    for r in &rules {
+        assert!(r["labels"]["severity"].is_string(), "{r}");
+        assert!(r["annotations"]["summary"].is_string(), "{r}");
+        alert_exprs.push(r["expr"].as_str().unwrap().to_owned());
+    }
+
+    let mut used = BTreeSet::new();
+    for expr in dash_exprs.iter().chain(&alert_exprs) {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "no drift metric in {expr:?}");
+        for n in names {
+            assert!(exported.contains(&n), "{n} (in {expr:?}) is not exported; exported: {exported:?}");
+            used.insert(n);
+        }
+    }
+    // The dashboard shows every family.
+    for name in drift_api::metrics::METRIC_NAMES {
+        assert!(used.iter().any(|u| u.starts_with(name)), "{name} is on no panel or alert");
+    }
+}
+
+#[test]
+fn metric_name_extraction() {
+    assert_eq!(
+        metric_names("sum(rate(drift_scans_total{outcome=\"failed\"}[5m])) / my_drift_x + drift_watch_lag_seconds"),
+        vec!["drift_scans_total", "drift_watch_lag_seconds"]
+    );
+    assert_eq!(
+        metric_names(
+            "sum by (drift_type) (drift_open_drifts_by_type{drift_type=~\"drift_x\"}) * on (drift_y) drift_store_up"
+        ),
+        vec!["drift_open_drifts_by_type", "drift_store_up"]
+    );
+    assert_eq!(metric_names("sum(drift_nope_total)"), vec!["drift_nope_total"]);
+}
+
+fn query_component() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("status".to_owned()),
+        Just("severity".to_owned()),
+        Just("drift_type".to_owned()),
+        Just("namespace".to_owned()),
+        Just("repository".to_owned()),
+        Just("cluster".to_owned()),
+        Just("kind".to_owned()),
+        Just("since".to_owned()),
+        Just("limit".to_owned()),
+        Just("after".to_owned()),
+        Just("wait".to_owned()),
+        "[a-z_]{0,8}",
+        "[ -~]{0,12}",
+        "(%[0-9A-Fa-f]{2}){0,4}",
+        "-?[0-9]{1,22}",
+        Just("2026-11-02T12:00:00Z".to_owned()),
+        Just("%FF%FE".to_owned()),
+        Just("CRITICAL".to_owned()),
+    ]
+}
+
+fn query_string() -> impl Strategy<Value = String> {
+    prop::collection::vec((query_component(), query_component(), prop::bool::ANY), 0..5).prop_map(|pairs| {
+        pairs
+            .into_iter()
+            .map(|(k, v, eq)| if eq { format!("{k}={v}") } else { k })
+            .collect::<Vec<_>>()
+            .join("&")
+            .replace(['#', ' '], "")
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Schemathesis-style: whatever the query string or id, the answer is never a 5xx, and a
+    /// 4xx always carries a JSON error.
+    #[test]
+    fn random_requests_never_answer_5xx(q in query_string(), id in "[ -~]{0,8}", path in 0usize..6) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let h = harness().await;
+            let id: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            let id = if id.is_empty() { "1".to_owned() } else { id };
+            let base = ["/drifts".to_owned(), "/stats".to_owned(), format!("/drifts/{id}"), "/ready".to_owned(), "/health".to_owned(), "/scan".to_owned()][path].clone();
+            let method = if base == "/scan" { Method::POST } else { Method::GET };
+            let uri = format!("{base}?{q}");
+            let Ok(parsed) = uri.parse::<axum::http::Uri>() else { return Ok(()) };
+            let bearer = format!("Bearer {TOKEN}");
+            let a = call(&h.app, method, &parsed.to_string(), &[("authorization", bearer.as_str())]).await;
+            prop_assert!(!a.status.is_server_error(), "{uri}: {} {}", a.status, a.text);
+            if a.status.is_client_error() && a.status != StatusCode::CONFLICT {
+                prop_assert!(!a.error().is_empty(), "{uri}");
+            }
+            Ok(())
+        })?;
+    }
+}
