@@ -484,3 +484,48 @@ async fn metrics_text_parses_and_follows_the_store() {
     let critical = s.iter().find(|(n, l, _)| n == "drift_open_drifts_by_severity" && l == r#"severity="CRITICAL""#);
     assert_eq!(critical.unwrap().2, 1.0);
 }
+
+async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// The router served by `axum::serve` on a real loopback socket, as `drift serve` does.
+#[tokio::test]
+async fn served_on_a_real_listener() {
+    let h = harness().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, h.app).await });
+
+    let answer =
+        raw_http(addr, "GET /drifts?severity=CRITICAL&limit=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.contains("content-type: application/json"), "{answer}");
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    let v: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(ids(&v), vec![7]);
+    assert_eq!(v["next"], 7);
+    let answer = raw_http(
+        addr,
+        "GET /drifts?severity=CRITICAL&limit=1&after=7 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let v: Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(ids(&v), vec![4]);
+
+    let request = format!(
+        "POST /scan HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let answer = raw_http(addr, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 202 Accepted\r\n"), "{answer}");
+    let answer =
+        raw_http(addr, "POST /scan HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{answer}");
+    assert!(answer.contains("www-authenticate: Bearer"), "{answer}");
+    server.abort();
+}
