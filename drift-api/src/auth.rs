@@ -37,6 +37,21 @@ impl ApiToken {
         Ok(ApiToken { digest: digest(token.as_bytes()) })
     }
 
+    /// The token held by the environment variable `var` (the configuration's `api.token_env`).
+    /// Unset or empty gives `None` (`POST /scan` disabled); a value that is not valid UTF-8 or
+    /// holds whitespace is an error that names the variable, never the value.
+    pub fn from_env(var: &str) -> drift_core::Result<Option<Self>> {
+        Self::from_value(var, std::env::var_os(var))
+    }
+
+    fn from_value(var: &str, value: Option<std::ffi::OsString>) -> drift_core::Result<Option<Self>> {
+        let Some(value) = value.filter(|v| !v.is_empty()) else {
+            return Ok(None);
+        };
+        let value = value.into_string().map_err(|_| drift_core::Error::config(format!("${var} is not valid UTF-8")))?;
+        Self::new(value).map(Some).map_err(|e| drift_core::Error::config(format!("${var}: {}", e.message())))
+    }
+
     /// Whether `candidate` is the token. The time taken does not depend on where the two
     /// differ, nor on the candidate's length: both sides are hashed first and the digests are
     /// compared with [`constant_time_eq`].
@@ -127,6 +142,18 @@ mod tests {
         assert!(ApiToken::new("").is_err());
         assert!(ApiToken::new("two words").is_err());
         assert!(ApiToken::new("line\n").is_err());
+    }
+
+    #[test]
+    fn token_from_the_environment() {
+        assert!(ApiToken::from_env("DRIFT_API_TEST_VARIABLE_THAT_IS_NEVER_SET").unwrap().is_none());
+        assert!(ApiToken::from_value("V", None).unwrap().is_none());
+        assert!(ApiToken::from_value("V", Some("".into())).unwrap().is_none());
+        let t = ApiToken::from_value("V", Some("abc-123".into())).unwrap().unwrap();
+        assert!(t.matches("abc-123"));
+        let e = ApiToken::from_value("DRIFT_API_TOKEN", Some("has space-secret".into())).unwrap_err();
+        assert!(e.message().contains("$DRIFT_API_TOKEN"), "{e}");
+        assert!(!e.to_string().contains("space-secret"), "{e}");
     }
 
     #[test]

@@ -92,7 +92,10 @@ impl Clock for ManualClock {
 pub const DEFAULT_MAX_SCAN_AGE: Duration = Duration::from_secs(15 * 60);
 
 /// Everything the handlers need. Cheap to clone.
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows neither the token nor the store (a store's `Debug` may hold a connection
+/// string), so the state can be logged.
+#[derive(Clone)]
 pub struct ApiState {
     pub(crate) store: Arc<dyn DriftStore>,
     pub(crate) trigger: Arc<dyn ScanTrigger>,
@@ -100,6 +103,17 @@ pub struct ApiState {
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_scan_age: Duration,
+}
+
+impl std::fmt::Debug for ApiState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiState")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("trigger", &self.trigger)
+            .field("clock", &self.clock)
+            .field("max_scan_age", &self.max_scan_age)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ApiState {
