@@ -2,7 +2,10 @@
 //! so that [`router`] and [`crate::openapi::document`] cannot disagree.
 
 use axum::Router;
+use axum::extract::Request;
 use axum::http::Method;
+use axum::middleware::{self, Next};
+use axum::response::Response;
 use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
@@ -253,11 +256,27 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The API as a router, ready for `axum::serve`. Unknown paths answer 404 and unknown methods
-/// 405, both as JSON.
+/// 405, both as JSON. Every request is logged through `tracing` (method, path, status, time;
+/// never headers nor the query string): at `debug`, or `warn` for a 5xx.
 pub fn router(state: ApiState) -> Router {
     let mut router = Router::new();
     for endpoint in endpoints() {
         router = router.route(endpoint.path, endpoint.handler.fallback(handlers::method_not_allowed));
     }
-    router.fallback(handlers::not_found).with_state(state)
+    router.fallback(handlers::not_found).layer(middleware::from_fn(log_request)).with_state(state)
+}
+
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if response.status().is_server_error() {
+        tracing::warn!(%method, path, status, elapsed_ms, "request failed");
+    } else {
+        tracing::debug!(%method, path, status, elapsed_ms, "request");
+    }
+    response
 }

@@ -397,6 +397,8 @@ async fn tokens_never_appear_in_logs_or_answers() {
     let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
     // The requests were logged (so the check below looks at real log lines).
     assert!(logs.contains("wrong bearer token"), "{logs}");
+    assert!(logs.contains("method=POST path=\"/scan\" status=401"), "{logs}");
+    assert!(logs.contains("method=POST path=\"/scan\" status=202"), "{logs}");
     assert!(logs.contains("scan started through the API"), "{logs}");
     assert!(logs.contains("token: Some(\"<redacted>\")"), "{logs}");
     // Nor the store: a store's Debug may hold its connection string.
