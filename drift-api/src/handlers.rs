@@ -91,7 +91,6 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
 }
 
 pub(crate) async fn scan(State(state): State<ApiState>, headers: HeaderMap, RawQuery(raw): RawQuery) -> ApiResult {
-    let pairs = query::pairs(raw.as_deref(), &["wait"])?;
     let Some(token) = &state.token else {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -115,6 +114,8 @@ pub(crate) async fn scan(State(state): State<ApiState>, headers: HeaderMap, RawQ
             }
         }
     }
+    // Parameters are looked at only once the caller is authenticated.
+    let pairs = query::pairs(raw.as_deref(), &["wait"])?;
     let wait = query::flag(&pairs, "wait")?;
     let outcome = state.trigger.trigger(wait).await.map_err(|e| {
         tracing::warn!(error = %e, "the scan could not be started");

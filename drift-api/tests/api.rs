@@ -349,6 +349,9 @@ async fn scan_needs_the_right_bearer_token() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     let a = call(&h.app, Method::POST, "/scan?force=true", &[("authorization", bearer.as_str())]).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    // Without the token, parameters are not even looked at.
+    let a = call(&h.app, Method::POST, "/scan?force=true", &[]).await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
