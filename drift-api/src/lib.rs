@@ -50,6 +50,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod gate;
 mod handlers;
 pub mod metrics;
 pub mod openapi;
@@ -59,6 +60,7 @@ pub mod state;
 
 pub use auth::ApiToken;
 pub use error::ApiError;
+pub use gate::{ScanGate, ScanPermit};
 pub use metrics::Metrics;
 pub use routes::router;
 pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};

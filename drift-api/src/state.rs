@@ -36,7 +36,8 @@ pub enum TriggerOutcome {
 /// Starts scans on behalf of `POST /scan`. The binary implements it over its scheduler.
 ///
 /// Contract:
-/// - never runs two scans at once: when one is running, answer
+/// - never runs two scans at once (share a [`crate::ScanGate`] with the scheduler): when one is
+///   running, answer
 ///   [`TriggerOutcome::AlreadyRunning`] at once (do not queue, do not wait);
 /// - with `wait == false`, return [`TriggerOutcome::Started`] as soon as the scan is started;
 /// - with `wait == true`, return [`TriggerOutcome::Finished`] once the reports are recorded;

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use chrono::{DateTime, Utc};
-use drift_api::{ApiState, ApiToken, ManualClock, ScanTrigger, TriggerOutcome, router};
+use drift_api::{ApiState, ApiToken, ManualClock, ScanGate, ScanPermit, ScanTrigger, TriggerOutcome, router};
 use drift_core::memory::MemoryStore;
 use drift_core::sink::{DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift};
 use drift_core::{DriftSink, DriftType, ScanReport, Severity};
@@ -20,10 +20,12 @@ use tower::ServiceExt;
 
 pub const TOKEN: &str = "Zx9-test-token-4f1c2a";
 
-/// A scan trigger with the scheduler's rules: one scan at a time; `wait` runs the scan to its end.
+/// A scan trigger wired as `drift serve` would: a [`ScanGate`] shared with the scheduler; a
+/// started scan holds its permit until [`FakeTrigger::finish`]; `wait` runs the scan to its end.
 #[derive(Debug, Default)]
 pub struct FakeTrigger {
-    pub running: Mutex<Option<String>>,
+    pub gate: ScanGate,
+    pub running: Mutex<Option<ScanPermit>>,
     pub calls: AtomicUsize,
     pub fail_with: Mutex<Option<drift_core::Error>>,
 }
@@ -31,7 +33,7 @@ pub struct FakeTrigger {
 impl FakeTrigger {
     /// The running scan ends.
     pub fn finish(&self) {
-        *self.running.lock().unwrap() = None;
+        self.running.lock().unwrap().take();
     }
 }
 
@@ -42,16 +44,17 @@ impl ScanTrigger for FakeTrigger {
         if let Some(e) = self.fail_with.lock().unwrap().clone() {
             return Err(e);
         }
-        let mut running = self.running.lock().unwrap();
-        if let Some(id) = running.as_ref() {
-            return Ok(TriggerOutcome::AlreadyRunning { scan_id: Some(id.clone()) });
-        }
-        let scan_id = format!("api-{n}");
+        let permit = match self.gate.try_start(format!("api-{n}")) {
+            Ok(permit) => permit,
+            Err(running) => return Ok(TriggerOutcome::AlreadyRunning { scan_id: Some(running) }),
+        };
+        let scan_id = permit.scan_id().to_owned();
         if wait {
             let r = report(&scan_id, t(120), &[key("Deployment", "shop", "web")], vec![]);
+            drop(permit);
             return Ok(TriggerOutcome::Finished { scan_id, reports: vec![r] });
         }
-        *running = Some(scan_id.clone());
+        *self.running.lock().unwrap() = Some(permit);
         Ok(TriggerOutcome::Started { scan_id })
     }
 }
