@@ -345,3 +345,52 @@ fn merge_applied(kind: &str, names: &mut Vec<String>, live: &mut Value, applied:
         other => *live = other.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot<'a>(manager: &'a str, operation: &'a str) -> Slot<'a> {
+        Slot { manager, operation, api_version: "v1", subresource: "", time: "2026-01-01T00:00:00Z" }
+    }
+
+    fn cm(labels: Value, data: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": labels}, "data": data})
+    }
+
+    #[test]
+    fn apply_removes_what_it_no_longer_applies() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let first = cm(json!({"a": "1", "b": "2"}), json!({"k": "v"}));
+        let merged = server_side_apply("ConfigMap", &live, &first, slot("m", "Apply"), false, None).unwrap();
+        assert_eq!(merged["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+        let second = cm(json!({"a": "1"}), json!({"k": "v"}));
+        let merged = server_side_apply("ConfigMap", &merged, &second, slot("m", "Apply"), false, None).unwrap();
+        assert_eq!(merged["metadata"]["labels"], json!({"a": "1"}));
+        let entries = decode(&merged);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            entries[0].fields.to_fields_v1(),
+            json!({"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {"f:a": {}}}})
+        );
+    }
+
+    #[test]
+    fn update_takes_changed_fields_from_an_applier() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let applied = cm(json!({"a": "1"}), json!({"k": "v"}));
+        let mut merged = server_side_apply("ConfigMap", &live, &applied, slot("m", "Apply"), false, None).unwrap();
+        let old = merged.clone();
+        merged["data"]["k"] = json!("w");
+        record_update("ConfigMap", Some(&old), &mut merged, slot("editor", "Update"), None);
+        let entries = decode(&merged);
+        let by = |m: &str| entries.iter().find(|e| e.manager == m).map(|e| e.fields.to_fields_v1());
+        assert_eq!(by("editor"), Some(json!({"f:data": {"f:k": {}}})));
+        assert_eq!(by("m"), Some(json!({"f:metadata": {"f:labels": {"f:a": {}}}})));
+        // Now the applier conflicts with the editor on data.k.
+        let again = cm(json!({"a": "1"}), json!({"k": "v"}));
+        let err = server_side_apply("ConfigMap", &merged, &again, slot("m", "Apply"), false, None).unwrap_err();
+        assert_eq!(err, vec![Conflict { manager: "editor".into(), api_version: "v1".into(), field: ".data.k".into() }]);
+    }
+}

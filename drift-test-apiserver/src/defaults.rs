@@ -449,3 +449,80 @@ mod tests {
         assert_eq!(image_pull_policy("nginx@sha256:abc"), "IfNotPresent");
     }
 }
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    struct Seq(u32);
+
+    impl Allocator for Seq {
+        fn cluster_ip(&mut self) -> String {
+            self.0 += 1;
+            format!("10.96.0.{}", self.0)
+        }
+        fn node_port(&mut self) -> u16 {
+            30000
+        }
+    }
+
+    fn defaulted(kind: &str, mut v: Value) -> Value {
+        apply(kind, &mut v);
+        prepare(kind, &mut v, None, &mut Seq(9));
+        v
+    }
+
+    #[test]
+    fn network_policy_rbac_and_hpa() {
+        let np =
+            defaulted("NetworkPolicy", json!({"spec": {"podSelector": {}, "egress": [{"ports": [{"port": 53}]}]}}));
+        assert_eq!(
+            np["spec"],
+            json!({"podSelector": {}, "egress": [{"ports": [{"port": 53, "protocol": "TCP"}]}],
+                "policyTypes": ["Ingress", "Egress"]})
+        );
+        let rb = defaulted(
+            "RoleBinding",
+            json!({"subjects": [{"kind": "ServiceAccount", "name": "a"}, {"kind": "User", "name": "b"}]}),
+        );
+        assert_eq!(rb["subjects"][0]["apiGroup"], "");
+        assert_eq!(rb["subjects"][1]["apiGroup"], "rbac.authorization.k8s.io");
+        let hpa = defaulted("HorizontalPodAutoscaler", json!({"spec": {"maxReplicas": 3}}));
+        assert_eq!(hpa["spec"]["minReplicas"], 1);
+        assert_eq!(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
+    }
+
+    #[test]
+    fn node_port_service() {
+        let svc = defaulted("Service", json!({"spec": {"type": "LoadBalancer", "ports": [{"port": 443}]}}));
+        assert_eq!(
+            svc["spec"],
+            json!({"type": "LoadBalancer", "sessionAffinity": "None",
+                "ports": [{"port": 443, "protocol": "TCP", "targetPort": 443, "nodePort": 30000}],
+                "internalTrafficPolicy": "Cluster", "externalTrafficPolicy": "Cluster",
+                "allocateLoadBalancerNodePorts": true, "clusterIP": "10.96.0.10",
+                "clusterIPs": ["10.96.0.10"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack"})
+        );
+        let external = defaulted("Service", json!({"spec": {"type": "ExternalName", "externalName": "x.example"}}));
+        assert!(external["spec"].get("clusterIP").is_none());
+    }
+
+    #[test]
+    fn probes_volumes_and_env() {
+        let mut spec = json!({"containers": [{"name": "c", "image": "i:1",
+            "livenessProbe": {"httpGet": {"port": 80}},
+            "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "resources": {"requests": {"memory": "0.5Gi", "cpu": 2}}}],
+            "volumes": [{"name": "v", "configMap": {"name": "x"}}]});
+        pod_spec(spec.as_object_mut().unwrap());
+        let c = &spec["containers"][0];
+        assert_eq!(
+            c["livenessProbe"],
+            json!({"httpGet": {"port": 80, "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10,
+                "successThreshold": 1, "failureThreshold": 3})
+        );
+        assert_eq!(c["env"][0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
+        assert_eq!(c["resources"]["requests"], json!({"memory": "512Mi", "cpu": "2"}));
+        assert_eq!(spec["volumes"][0]["configMap"]["defaultMode"], 420);
+    }
+}

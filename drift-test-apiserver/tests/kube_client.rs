@@ -478,3 +478,25 @@ async fn seeding_through_the_admin_endpoint() {
         .unwrap();
     assert_eq!(c.send(req).await.unwrap().status().as_u16(), 404);
 }
+
+#[tokio::test]
+async fn streaming_list_watcher_gets_initial_events_and_their_end() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "s");
+    configmap(&server, "s", "one", json!({}));
+    configmap(&server, "s", "two", json!({}));
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "s");
+    let mut stream = watcher(api, watcher::Config::default().streaming_lists()).boxed();
+    let mut listed = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), stream.next()).await.unwrap().unwrap().unwrap() {
+            watcher::Event::InitApply(cm) => listed.push(cm.metadata.name.unwrap()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(listed, ["one", "two"]);
+    assert_eq!(count(&server, is_list), 0, "a streaming list needs no list request");
+    let w = server.requests().into_iter().find(is_watch).unwrap();
+    assert_eq!(w.query.get("sendInitialEvents").map(String::as_str), Some("true"));
+}
