@@ -24,6 +24,15 @@ type ApiResult = Result<Response, ApiError>;
 /// How many recent scans `/ready` looks at to find the last scan of every repository.
 const READY_SCAN_WINDOW: u32 = 100;
 
+/// A store call bounded by the state's store timeout: a store that hangs is a store that is not
+/// available (503), not a request that never ends.
+async fn within<T>(
+    state: &ApiState,
+    call: impl std::future::Future<Output = drift_core::Result<T>>,
+) -> drift_core::Result<T> {
+    crate::metrics::bounded(state.store_timeout, call).await
+}
+
 pub(crate) async fn health(RawQuery(raw): RawQuery) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
     Ok(Json(json!({"status": "ok"})).into_response())
@@ -46,10 +55,10 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
         (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not_ready", "error": error, "scans": scans})))
             .into_response()
     };
-    if let Err(e) = state.store.ping().await {
+    if let Err(e) = within(&state, state.store.ping()).await {
         return Ok(not_ready(ApiError::from_store(&e).message().to_owned(), json!([])));
     }
-    let recent = match state.store.recent_scans(READY_SCAN_WINDOW).await {
+    let recent = match within(&state, state.store.recent_scans(READY_SCAN_WINDOW)).await {
         Ok(r) => r,
         Err(e) => return Ok(not_ready(ApiError::from_store(&e).message().to_owned(), json!([]))),
     };
@@ -149,7 +158,7 @@ pub(crate) async fn drifts(State(state): State<ApiState>, RawQuery(raw): RawQuer
     let pairs = query::pairs(raw.as_deref(), &allowed)?;
     let filter = query::filter(&pairs)?;
     let page = query::page(&pairs)?;
-    let page = state.store.list(&filter, page).await.map_err(|e| ApiError::from_store(&e))?;
+    let page = within(&state, state.store.list(&filter, page)).await.map_err(|e| ApiError::from_store(&e))?;
     Ok(Json(page).into_response())
 }
 
@@ -165,7 +174,7 @@ pub(crate) async fn drift(
         .ok()
         .filter(|id| *id > 0)
         .ok_or_else(|| ApiError::bad_request(format!("drift id {id:?} is not a positive integer")))?;
-    match state.store.get(id).await {
+    match within(&state, state.store.get(id)).await {
         Ok(d) => Ok(Json(d).into_response()),
         Err(e) if e.kind() == drift_core::ErrorKind::NotFound => {
             Err(ApiError::not_found(format!("no drift with id {id}")))
@@ -177,13 +186,14 @@ pub(crate) async fn drift(
 pub(crate) async fn stats(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
     let pairs = query::pairs(raw.as_deref(), &query::FILTER_PARAMS)?;
     let filter = query::filter(&pairs)?;
-    let stats = state.store.stats(&filter, state.clock.now()).await.map_err(|e| ApiError::from_store(&e))?;
+    let stats =
+        within(&state, state.store.stats(&filter, state.clock.now())).await.map_err(|e| ApiError::from_store(&e))?;
     Ok(Json(stats).into_response())
 }
 
 pub(crate) async fn metrics(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
-    let text = state.metrics.render(state.store.as_ref(), state.clock.now()).await;
+    let text = state.metrics.render(state.store.as_ref(), state.clock.now(), state.store_timeout).await;
     Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], text).into_response())
 }
 

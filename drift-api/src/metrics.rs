@@ -195,12 +195,13 @@ impl Metrics {
     }
 
     /// Refreshes the open-drift gauges from the store and encodes every metric as OpenMetrics
-    /// text. A store that fails sets `drift_store_up` to 0 and drops the open-drift series
-    /// (rather than exporting stale numbers); the other metrics are still exported.
-    pub async fn render(&self, store: &dyn DriftStore, now: DateTime<Utc>) -> String {
+    /// text. A store that fails or does not answer within `timeout` sets `drift_store_up` to 0
+    /// and drops the open-drift series (rather than exporting stale numbers); the other metrics
+    /// are still exported.
+    pub async fn render(&self, store: &dyn DriftStore, now: DateTime<Utc>, timeout: Duration) -> String {
         let i = &self.inner;
         let _one_at_a_time = i.scrape.lock().await;
-        let stats = store.stats(&DriftFilter::default(), now).await;
+        let stats = bounded(timeout, store.stats(&DriftFilter::default(), now)).await;
         for family in [&i.open_by_severity, &i.open_by_type, &i.open_by_namespace, &i.open_by_repository] {
             family.clear();
         }
@@ -236,6 +237,16 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Runs a store call, failing with [`ErrorKind::Unavailable`] when it takes longer than `timeout`.
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    call: impl std::future::Future<Output = drift_core::Result<T>>,
+) -> drift_core::Result<T> {
+    tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
+        Err(drift_core::Error::unavailable(format!("the store did not answer within {}s", timeout.as_secs_f64())))
+    })
 }
 
 fn unix_seconds(t: DateTime<Utc>) -> f64 {
@@ -276,7 +287,7 @@ mod tests {
         m.record_scan(&report(ScanOutcome::Failed), Duration::from_secs(3));
         m.record_source_error(ErrorKind::PermissionDenied);
         m.set_watch_lag(Duration::from_millis(250));
-        let text = m.render(&MemoryStore::new(), Utc::now()).await;
+        let text = m.render(&MemoryStore::new(), Utc::now(), Duration::from_secs(5)).await;
         for line in [
             r#"drift_scans_total{repository="platform",outcome="success"} 1"#,
             r#"drift_scans_total{repository="platform",outcome="failed"} 1"#,
@@ -304,7 +315,7 @@ mod tests {
         ok.finished_at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
         m.record_scan(&ok, Duration::from_secs(1));
         m.record_scan(&report(ScanOutcome::Failed), Duration::from_secs(1));
-        let text = m.render(&MemoryStore::new(), Utc::now()).await;
+        let text = m.render(&MemoryStore::new(), Utc::now(), Duration::from_secs(5)).await;
         assert!(text.contains(r#"drift_last_successful_scan_timestamp_seconds{repository="platform"} 1800000000.0"#));
         assert!(text.contains(r#"drift_last_scan_timestamp_seconds{repository="platform"} 1800000060.0"#));
     }

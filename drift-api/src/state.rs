@@ -92,6 +92,9 @@ impl Clock for ManualClock {
 /// The default readiness limit: three times the default scan interval of 5 minutes.
 pub const DEFAULT_MAX_SCAN_AGE: Duration = Duration::from_secs(15 * 60);
 
+/// How long a request waits for the store before answering 503.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Everything the handlers need. Cheap to clone.
 ///
 /// `Debug` shows neither the token nor the store (a store's `Debug` may hold a connection
@@ -104,6 +107,7 @@ pub struct ApiState {
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_scan_age: Duration,
+    pub(crate) store_timeout: Duration,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -113,13 +117,15 @@ impl std::fmt::Debug for ApiState {
             .field("trigger", &self.trigger)
             .field("clock", &self.clock)
             .field("max_scan_age", &self.max_scan_age)
+            .field("store_timeout", &self.store_timeout)
             .finish_non_exhaustive()
     }
 }
 
 impl ApiState {
     /// A state over a store and a scan trigger, with no token (`POST /scan` answers 403 until
-    /// one is set), fresh metrics, the system clock and [`DEFAULT_MAX_SCAN_AGE`].
+    /// one is set), fresh metrics, the system clock, [`DEFAULT_MAX_SCAN_AGE`] and
+    /// [`DEFAULT_STORE_TIMEOUT`].
     pub fn new(store: Arc<dyn DriftStore>, trigger: Arc<dyn ScanTrigger>) -> Self {
         ApiState {
             store,
@@ -128,6 +134,7 @@ impl ApiState {
             metrics: Metrics::new(),
             clock: Arc::new(SystemClock),
             max_scan_age: DEFAULT_MAX_SCAN_AGE,
+            store_timeout: DEFAULT_STORE_TIMEOUT,
         }
     }
     /// The bearer token of `POST /scan`; `None` disables the endpoint (403).
@@ -149,6 +156,12 @@ impl ApiState {
     /// intervals).
     pub fn with_max_scan_age(mut self, age: Duration) -> Self {
         self.max_scan_age = age;
+        self
+    }
+    /// How long a request waits for the store before answering 503 (default
+    /// [`DEFAULT_STORE_TIMEOUT`]).
+    pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
         self
     }
     /// The metrics.

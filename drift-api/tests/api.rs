@@ -104,6 +104,24 @@ async fn store_down_is_503_without_secrets() {
     assert!(!a.text.contains("drift_open_drifts_by_severity{"), "no stale open-drift series: {}", a.text);
 }
 
+/// Paused tokio time: the timeout fires as soon as every task waits, with no real waiting.
+#[tokio::test(start_paused = true)]
+async fn a_store_that_hangs_is_503_after_the_timeout() {
+    let app = router(
+        ApiState::new(Arc::new(HangingStore), Arc::new(FakeTrigger::default()))
+            .with_store_timeout(Duration::from_secs(3)),
+    );
+    for uri in ["/ready", "/drifts", "/drifts/1", "/stats"] {
+        let started = tokio::time::Instant::now();
+        let a = get(&app, uri).await;
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
+        assert_eq!(started.elapsed(), Duration::from_secs(3), "{uri}");
+    }
+    let a = get(&app, "/metrics").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(a.text.lines().any(|l| l == "drift_store_up 0"), "{}", a.text);
+}
+
 #[tokio::test]
 async fn drifts_lists_everything_newest_first() {
     let h = harness().await;

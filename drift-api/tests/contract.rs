@@ -292,7 +292,7 @@ async fn exported() -> BTreeSet<String> {
     }
     metrics.record_source_error(drift_core::ErrorKind::Unavailable);
     metrics.set_watch_lag(Duration::from_millis(10));
-    let text = metrics.render(filled_store().await.as_ref(), t(95)).await;
+    let text = metrics.render(filled_store().await.as_ref(), t(95), Duration::from_secs(5)).await;
     text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_owned()).collect()
 }
 
@@ -402,13 +402,13 @@ fn query_string() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Schemathesis-style: whatever the query string or id, the answer is never a 5xx, and a
     /// 4xx always carries a JSON error.
     #[test]
     fn random_requests_never_answer_5xx(q in query_string(), id in "[ -~]{0,8}", path in 0usize..6) {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let h = harness().await;
             let id: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();

@@ -89,6 +89,29 @@ impl DriftStore for DownStore {
     }
 }
 
+/// A store that never answers.
+#[derive(Debug)]
+pub struct HangingStore;
+
+#[async_trait]
+impl DriftStore for HangingStore {
+    async fn list(&self, _: &DriftFilter, _: PageRequest) -> drift_core::Result<DriftPage> {
+        std::future::pending().await
+    }
+    async fn get(&self, _: i64) -> drift_core::Result<StoredDrift> {
+        std::future::pending().await
+    }
+    async fn stats(&self, _: &DriftFilter, _: DateTime<Utc>) -> drift_core::Result<DriftStats> {
+        std::future::pending().await
+    }
+    async fn recent_scans(&self, _: u32) -> drift_core::Result<Vec<ScanRecord>> {
+        std::future::pending().await
+    }
+    async fn ping(&self) -> drift_core::Result<()> {
+        std::future::pending().await
+    }
+}
+
 fn with(d: drift_core::Drift, severity: Severity) -> drift_core::Drift {
     drift_core::Drift { severity, ..d }
 }
