@@ -739,7 +739,10 @@ fn server_side_apply(ctx: &Ctx<'_>, body: &[u8]) -> Res {
         return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests must specify a fieldManager"));
     };
     let force = ctx.q("force") == Some("true");
-    let applied = parse_body(body)?;
+    let mut applied = parse_body(body)?;
+    if !ctx.rt.custom {
+        crate::quantity::canonicalize_known_fields(&mut applied);
+    }
     if !applied.is_object() {
         return Err(ApiError::bad_request("the applied configuration is not an object"));
     }

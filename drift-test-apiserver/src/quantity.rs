@@ -243,3 +243,52 @@ mod tests {
         }
     }
 }
+
+/// Canonicalise, anywhere in a built-in object, the fields that are quantities: the maps under
+/// `limits` and `requests` (container and PVC resources), `sizeLimit`, and the `value` and
+/// `averageValue` of HPA metric targets. The server decodes an applied configuration into the
+/// typed object before comparing it, so `1000m` in a configuration is `1` there too.
+pub fn canonicalize_known_fields(v: &mut Value) {
+    walk(v, None);
+}
+
+fn walk(v: &mut Value, key: Option<&str>) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                match (key, k.as_str()) {
+                    (Some("resources"), "limits" | "requests") => canonicalize_map(Some(child)),
+                    (_, "sizeLimit") => canonicalize_value(child),
+                    (Some("target"), "value" | "averageValue") => canonicalize_value(child),
+                    _ => walk(child, Some(k)),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                walk(item, key);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod known_field_tests {
+    use super::canonicalize_known_fields;
+    use serde_json::json;
+
+    #[test]
+    fn canonicalises_resources_anywhere() {
+        let mut v = json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "a", "resources": {"limits": {"cpu": "1000m", "memory": "1024Mi"}}}]}},
+            "resources": {"requests": {"storage": "2048Mi"}}, "note": {"limits": "1000m"}}});
+        canonicalize_known_fields(&mut v);
+        assert_eq!(
+            v,
+            json!({"spec": {"template": {"spec": {"containers": [
+                {"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}},
+                "resources": {"requests": {"storage": "2Gi"}}, "note": {"limits": "1000m"}}})
+        );
+    }
+}

@@ -142,6 +142,18 @@ const BUILTIN: &[Def] = &[
     Def {
         group: "",
         version: "v1",
+        plural: "events",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        all: false,
+        status: false,
+        scale: false,
+        generation: false,
+    },
+    Def {
+        group: "",
+        version: "v1",
         plural: "persistentvolumeclaims",
         kind: "PersistentVolumeClaim",
         namespaced: true,

@@ -58,9 +58,3 @@ pub fn list_type(kind: &str, path: &[&str]) -> ListType {
 pub fn map_is_atomic(_kind: &str, path: &[&str]) -> bool {
     matches!(path.last().copied(), Some("selector" | "podSelector" | "namespaceSelector" | "labelSelector"))
 }
-
-/// Whether strategic merge patch uses `retainKeys` for the map at `path` (informational: the
-/// `$retainKeys` directive in a patch is what the merge follows).
-pub fn retains_keys(kind: &str, path: &[&str]) -> bool {
-    (kind == "Deployment" && path == ["spec", "strategy"]) || (path.len() >= 2 && path[path.len() - 1] == "volumes")
-}

@@ -386,7 +386,7 @@ fn get_watch_sees_changes() {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     // The change must come after the watch is open.
-    poll(500, || {
+    poll(3000, || {
         k.server
             .requests()
             .iter()
@@ -633,4 +633,27 @@ fn job_selector_is_generated_from_its_uid() {
     let f = fields_of(&job, "kubectl-client-side-apply", "Update");
     assert!(f["f:spec"].get("f:selector").is_none());
     assert!(f["f:spec"].get("f:backoffLimit").is_some());
+}
+
+#[test]
+fn diff_client_side_and_server_side() {
+    let k = with_deployment();
+    let same = k.file("same.yaml", DEPLOYMENT);
+    let out = k.command(&["diff", "-f", same.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "no drift: {}", String::from_utf8_lossy(&out.stdout));
+
+    let changed = k.file("changed.yaml", &DEPLOYMENT.replace("nginx:1.25", "nginx:1.26"));
+    for extra in [&[][..], &["--server-side", "--force-conflicts"][..]] {
+        let mut args = vec!["diff", "-f", changed.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let out = k.command(&args).output().unwrap();
+        let diff = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {diff}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(diff.contains("-      - image: nginx:1.25\n"), "{diff}");
+        assert!(diff.contains("+      - image: nginx:1.26\n"), "{diff}");
+        // Quantities are compared in canonical form: 1000m in the file is the stored 1.
+        assert!(!diff.contains("cpu:"), "{diff}");
+    }
+    // A diff is a dry run: nothing changed.
+    assert_eq!(k.get("deployment/web", "demo")["metadata"]["generation"], 1);
 }
