@@ -83,13 +83,16 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
     let Some(newest) = scans.iter().min_by_key(|s| s.age_seconds) else {
         return Ok(not_ready("no scan has been recorded yet".to_owned(), shown));
     };
-    if let Some(failed) = scans.iter().find(|s| s.outcome == ScanOutcome::Failed) {
+    let limit = state.max_scan_age.as_secs();
+    // A repository whose last scan is older than the limit is no longer scanned (removed from
+    // the configuration): its old failure does not count.
+    let failed = scans.iter().find(|s| s.outcome == ScanOutcome::Failed && s.age_seconds as u64 <= limit);
+    if let Some(failed) = failed {
         return Ok(not_ready(
             format!("the last scan of repository {:?} in cluster {:?} failed", failed.repository, failed.cluster),
             shown,
         ));
     }
-    let limit = state.max_scan_age.as_secs();
     if newest.age_seconds as u64 > limit {
         return Ok(not_ready(
             format!("the newest scan finished {}s ago, more than the limit of {limit}s", newest.age_seconds),

@@ -8,7 +8,7 @@
 //! | route | what |
 //! | --- | --- |
 //! | `GET /health` | liveness: 200 whenever the process serves |
-//! | `GET /ready` | readiness: the store answers and the last scan of every repository did not fail and is recent |
+//! | `GET /ready` | readiness: the store answers, the newest scan is recent, and no repository's recent last scan failed |
 //! | `POST /scan` | starts a scan (bearer token); `?wait=true` answers with the reports |
 //! | `GET /drifts` | drifts, newest first, with filters and keyset pagination |
 //! | `GET /drifts/{id}` | one drift |

@@ -144,8 +144,8 @@ pub fn endpoints() -> Vec<Endpoint> {
             path: "/ready",
             operation_id: "ready",
             summary: "Readiness",
-            description: "200 when the store answers, the last scan of every repository did not fail, and the \
-                          newest scan is recent enough; else 503 with the reason in `error`.",
+            description: "200 when the store answers, the newest scan is recent enough, and no repository whose \
+                          last scan is recent had that scan fail; else 503 with the reason in `error`.",
             authenticated: false,
             params: vec![],
             answers: vec![answer(200, "ready", "Ready"), answer(503, "not ready; `error` says why", "Ready")],

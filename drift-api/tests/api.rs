@@ -71,6 +71,23 @@ async fn ready_is_503_when_the_last_scan_failed() {
 }
 
 #[tokio::test]
+async fn ready_ignores_the_old_failure_of_a_repository_no_longer_scanned() {
+    let h = harness().await;
+    let mut failed = report("scan-old", t(70), &[], vec![]);
+    failed.outcome = drift_core::ScanOutcome::Failed;
+    failed.repository = "removed-repo".to_owned();
+    h.store.record(&failed).await.unwrap();
+    // 25 minutes old at t(95): more than the 15-minute limit.
+    let a = get(&h.app, "/ready").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    // Within the limit it counts.
+    let app = router(h.state.clone().with_max_scan_age(Duration::from_secs(30 * 60)));
+    let a = get(&app, "/ready").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(a.error().contains("removed-repo"), "{}", a.text);
+}
+
+#[tokio::test]
 async fn ready_is_503_when_the_newest_scan_is_too_old() {
     let h = harness().await;
     // The newest scan finished at t(90); the default limit is 15 minutes.
