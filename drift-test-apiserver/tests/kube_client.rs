@@ -500,3 +500,51 @@ async fn streaming_list_watcher_gets_initial_events_and_their_end() {
     let w = server.requests().into_iter().find(is_watch).unwrap();
     assert_eq!(w.query.get("sendInitialEvents").map(String::as_str), Some("true"));
 }
+
+#[tokio::test]
+async fn a_short_history_makes_old_versions_gone() {
+    let server = TestApiServer::start(Options { history_limit: 3, ..Options::default() }).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    let rv = server.resource_version().to_string();
+    for i in 0..5 {
+        configmap(&server, "default", &format!("c{i}"), json!({}));
+    }
+    let mut s = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await.unwrap().boxed();
+    match s.try_next().await.unwrap().unwrap() {
+        WatchEvent::Error(e) => assert_eq!(e.code, 410),
+        other => panic!("expected 410, got {other:?}"),
+    }
+    // The last three changes are still there.
+    let recent = (server.resource_version() - 3).to_string();
+    let mut s = api.watch(&WatchParams::default().disable_bookmarks(), &recent).await.unwrap().boxed();
+    let mut names = Vec::new();
+    while names.len() < 3 {
+        if let WatchEvent::Added(cm) = s.try_next().await.unwrap().unwrap() {
+            names.push(cm.metadata.name.unwrap());
+        }
+    }
+    assert_eq!(names, ["c2", "c3", "c4"]);
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_removed() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "default");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"generateName": "held-", "finalizers": ["example.com/hold"]}}))
+            .unwrap();
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+    let name = created.metadata.name.unwrap();
+    assert!(name.starts_with("held-") && name.len() == "held-".len() + 5, "{name}");
+    api.delete(&name, &Default::default()).await.unwrap();
+    let terminating = api.get(&name).await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    let rv = terminating.metadata.resource_version.unwrap();
+    let mut s = api.watch(&WatchParams::default().disable_bookmarks(), &rv).await.unwrap().boxed();
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    match s.try_next().await.unwrap().unwrap() {
+        WatchEvent::Deleted(cm) => assert_eq!(cm.metadata.name.as_deref(), Some(name.as_str())),
+        other => panic!("expected DELETED, got {other:?}"),
+    }
+    assert_eq!(api_code(&api.get(&name).await.unwrap_err()), 404);
+}
