@@ -337,6 +337,28 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         alert_exprs.push(r["expr"].as_str().unwrap().to_owned());
     }
 
+    // The promtool unit tests of the rules feed exported series and test every alert.
+    let tests: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root.join("deploy/prometheus/drift-alerts.test.yaml")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(tests["rule_files"][0], "drift-alerts.yaml");
+    let mut tested = BTreeSet::new();
+    for t in tests["tests"].as_array().unwrap() {
+        for series in t["input_series"].as_array().unwrap() {
+            for n in metric_names(series["series"].as_str().unwrap()) {
+                assert!(exported.contains(&n), "{n} in the rule tests is not exported");
+            }
+        }
+        for a in t["alert_rule_test"].as_array().unwrap() {
+            tested.insert(a["alertname"].as_str().unwrap());
+        }
+    }
+    assert_eq!(tested, names, "every alert has a promtool test");
+    let panel_ids: Vec<i64> =
+        dashboard["panels"].as_array().unwrap().iter().map(|p| p["id"].as_i64().unwrap()).collect();
+    assert_eq!(panel_ids.iter().collect::<BTreeSet<_>>().len(), panel_ids.len(), "panel ids are unique");
+
     let mut used = BTreeSet::new();
     for expr in dash_exprs.iter().chain(&alert_exprs) {
         let names = metric_names(expr);
