@@ -79,6 +79,7 @@ pub struct PgServer {
     port: Mutex<u16>,
     child: Mutex<Option<Child>>,
     databases: AtomicU32,
+    settings: Vec<(String, String)>,
 }
 
 /// The unprivileged user the server runs as when the tests run as root.
@@ -94,6 +95,13 @@ impl PgServer {
     /// Blocks until the server accepts connections (typically well under a second once the
     /// template cluster exists, a few seconds the first time on a machine).
     pub fn start() -> Result<Self> {
+        Self::start_with_settings(&[])
+    }
+
+    /// Starts a server with extra `-c name=value` settings, applied after the harness's own
+    /// (which turn durability off: `fsync`, `synchronous_commit` and `full_page_writes` are
+    /// `off`). Benchmarks pass them `on` again to measure what a real server does.
+    pub fn start_with_settings(settings: &[(&str, &str)]) -> Result<Self> {
         let bin = find_bin_dir().ok_or(HarnessError::NotInstalled)?;
         let run_as = if current_uid()? == 0 { Some(unprivileged_user()?) } else { None };
         let dir = tempfile::Builder::new().prefix("drift-pg-").tempdir()?;
@@ -103,8 +111,15 @@ impl PgServer {
         let template = template_cluster(&bin, run_as.as_ref())?;
         let data = dir.path().join("data");
         run(Command::new("cp").arg("-a").arg(&template).arg(&data))?;
-        let server =
-            PgServer { bin, run_as, dir, port: Mutex::new(0), child: Mutex::new(None), databases: AtomicU32::new(0) };
+        let server = PgServer {
+            bin,
+            run_as,
+            dir,
+            port: Mutex::new(0),
+            child: Mutex::new(None),
+            databases: AtomicU32::new(0),
+            settings: settings.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        };
         server.boot(None)?;
         Ok(server)
     }
@@ -194,6 +209,7 @@ impl PgServer {
             // A throwaway server: durability buys nothing here.
             .args(["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
             .args(["-c", "max_connections=200"])
+            .args(self.settings.iter().flat_map(|(k, v)| ["-c".to_owned(), format!("{k}={v}")]))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
