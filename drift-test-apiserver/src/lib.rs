@@ -37,6 +37,7 @@ pub mod server;
 pub mod status;
 pub mod store;
 pub mod table;
+pub mod tls;
 pub mod watch;
 
 pub use faults::{FaultAction, FaultMatch, FaultRule, Faults};

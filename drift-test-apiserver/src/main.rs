@@ -25,6 +25,9 @@ struct Args {
     /// Changes kept for watches; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 100_000)]
     history: usize,
+    /// Serve HTTPS with the built-in test certificate (kubectl sends tokens only over TLS).
+    #[arg(long)]
+    tls: bool,
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 60)]
     bookmark_seconds: u64,
@@ -56,6 +59,7 @@ fn main() -> std::process::ExitCode {
         kubeconfig: Some(args.kubeconfig),
         history_limit: args.history,
         bookmark_interval: std::time::Duration::from_secs(args.bookmark_seconds.max(1)),
+        tls: args.tls,
     };
     let server = match TestApiServer::start(opts) {
         Ok(s) => s,

@@ -33,6 +33,9 @@ pub struct Options {
     pub history_limit: usize,
     /// Interval of BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
+    /// Serve HTTPS with the crate's fixed test certificate (for 127.0.0.1 and localhost); the
+    /// kubeconfig then carries the test CA. Needed for kubectl to send a token.
+    pub tls: bool,
 }
 
 impl Default for Options {
@@ -44,6 +47,7 @@ impl Default for Options {
             kubeconfig: None,
             history_limit: 100_000,
             bookmark_interval: Duration::from_secs(60),
+            tls: false,
         }
     }
 }
@@ -295,6 +299,31 @@ fn create_object(shared: &Arc<Shared>, object: &Value) -> Result<Value, ApiError
     handlers::create(&ctx, &body).map(|(_, v)| v)
 }
 
+/// Serve until the stop signal, then give open connections a short grace period.
+async fn serve<L>(listener: L, app: axum::Router, stop: tokio::sync::watch::Receiver<bool>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let mut stop1 = stop.clone();
+    let mut stop2 = stop;
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stop1.wait_for(|s| *s).await;
+    });
+    tokio::select! {
+        r = server => {
+            if let Err(e) = r {
+                tracing::error!(error = %e, "test API server failed");
+            }
+        }
+        _ = async {
+            let _ = stop2.wait_for(|s| *s).await;
+            // Connections still open after a grace period are cut.
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        } => {}
+    }
+}
+
 /// Error starting a server.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -307,6 +336,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct TestApiServer {
     addr: SocketAddr,
+    scheme: &'static str,
     shared: Arc<Shared>,
     kubeconfig: PathBuf,
     _dir: Option<tempfile::TempDir>,
@@ -341,7 +371,14 @@ impl TestApiServer {
                 (Some(d), p)
             }
         };
-        crate::kubeconfig::write(&kubeconfig, &format!("http://{addr}"), opts.token.as_deref())?;
+        let tls = if opts.tls { Some(crate::tls::server_config()?) } else { None };
+        let scheme = if opts.tls { "https" } else { "http" };
+        crate::kubeconfig::write(
+            &kubeconfig,
+            &format!("{scheme}://{addr}"),
+            opts.token.as_deref(),
+            opts.tls.then_some(crate::tls::CA_PEM),
+        )?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -357,27 +394,14 @@ impl TestApiServer {
                         return;
                     }
                 };
-                let mut stop = stop_rx;
-                let mut stop2 = stop.clone();
-                let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                });
-                tokio::select! {
-                    r = server => {
-                        if let Err(e) = r {
-                            tracing::error!(error = %e, "test API server failed");
-                        }
-                    }
-                    _ = async {
-                        let _ = stop2.wait_for(|s| *s).await;
-                        // Connections still open after a grace period are cut.
-                        tokio::time::sleep(Duration::from_secs(2)).await;
-                    } => {}
+                match tls {
+                    Some(config) => serve(crate::tls::TlsListener::new(listener, config), app, stop_rx).await,
+                    None => serve(listener, app, stop_rx).await,
                 }
             });
             rt.shutdown_background();
         })?;
-        Ok(TestApiServer { addr, shared, kubeconfig, _dir: dir, stop: Some(stop_tx), thread: Some(thread) })
+        Ok(TestApiServer { addr, scheme, shared, kubeconfig, _dir: dir, stop: Some(stop_tx), thread: Some(thread) })
     }
 
     /// The address it listens on.
@@ -385,9 +409,9 @@ impl TestApiServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT` (`https://` with `Options::tls`).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// The kubeconfig written for it.

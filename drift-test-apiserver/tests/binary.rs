@@ -78,6 +78,29 @@ async fn token_auth_with_kube_rs_and_kubectl() {
     assert!(err.contains("the server has asked for the client to provide credentials"), "{err}");
 }
 
+#[tokio::test]
+async fn token_auth_over_tls_with_kubectl_and_kube_rs() {
+    let r = start(&["--token", "t0ken", "--tls"]);
+    let kc = std::fs::read_to_string(r.dir.path().join("kubeconfig")).unwrap();
+    assert!(kc.contains(&format!("server: https://{}", r.addr)), "{kc}");
+    assert!(kc.contains("certificate-authority-data: "), "{kc}");
+    let out = kubectl(&r, &["get", "namespaces", "-o", "name"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "namespace/default\nnamespace/kube-node-lease\nnamespace/kube-public\nnamespace/kube-system\n"
+    );
+    let kc = kube::config::Kubeconfig::read_from(r.dir.path().join("kubeconfig")).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.unwrap();
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(kube::Client::try_from(cfg).unwrap());
+    assert_eq!(api.list(&Default::default()).await.unwrap().items.len(), 4);
+    // A wrong token over TLS is still 401.
+    let out = kubectl(&r, &["--token", "wrong", "get", "namespaces"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Unauthorized") || err.contains("provide credentials"), "{err}");
+}
+
 #[test]
 fn applies_a_faults_file() {
     let dir = tempfile::tempdir().unwrap();
