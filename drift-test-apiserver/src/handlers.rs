@@ -550,12 +550,10 @@ fn commit(
     }
     let change = st.put(&key, okey, new);
     let stored = change.object.clone();
-    let mut changes = vec![change];
     if ctx.rt.kind == "CustomResourceDefinition" {
         st.refresh_custom_types();
     }
-    changes.shrink_to_fit();
-    Ok((stored, changes))
+    Ok((stored, vec![change]))
 }
 
 fn check_namespace(ctx: &Ctx<'_>, st: &State, body_ns: Option<&str>) -> Result<(), ApiError> {
