@@ -95,7 +95,7 @@ fn list_files(root: &Path, warnings: &mut Vec<SourceWarning>) -> Result<Vec<(Str
     Ok(out)
 }
 
-fn read_folder(inner: &Inner) -> Result<DesiredSnapshot, SourceError> {
+fn read_folder(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
     if !inner.root.is_dir() {
         return Err(SourceError::PathNotFound {
             path: inner.root.display().to_string(),
@@ -142,8 +142,7 @@ fn read_folder(inner: &Inner) -> Result<DesiredSnapshot, SourceError> {
         sub: &inner.sub,
     })?;
     snapshot.warnings.extend(notes);
-    inner.last.set(key, snapshot.clone());
-    Ok(snapshot)
+    Ok(inner.last.set(key, snapshot))
 }
 
 #[async_trait]
@@ -157,6 +156,14 @@ impl DesiredSource for FolderSource {
     }
 
     async fn fetch(&self) -> Result<DesiredSnapshot> {
+        Ok(self.fetch_shared().await?.as_ref().clone())
+    }
+}
+
+impl FolderSource {
+    /// Like [`DesiredSource::fetch`], without copying the snapshot: an unchanged folder
+    /// returns the same shared snapshot.
+    pub async fn fetch_shared(&self) -> Result<Arc<DesiredSnapshot>> {
         let inner = Arc::clone(&self.inner);
         let span = tracing::debug_span!("folder_fetch", repository = %inner.name);
         let result = tokio::task::spawn_blocking(move || span.in_scope(|| read_folder(&inner)))

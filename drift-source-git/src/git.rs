@@ -298,7 +298,7 @@ fn read_commit(
     Ok(snapshot)
 }
 
-fn fetch_blocking(inner: &Inner) -> Result<DesiredSnapshot, SourceError> {
+fn fetch_blocking(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
     Stats::inc(&inner.stats.fetches);
     let repo = open_or_init(&inner.repo_dir, &inner.url)?;
     let commit = fetch_commit(inner, &repo)?;
@@ -311,8 +311,7 @@ fn fetch_blocking(inner: &Inner) -> Result<DesiredSnapshot, SourceError> {
     Stats::inc(&inner.stats.revisions_read);
     tracing::info!(repository = %inner.name, %revision, previous = ?inner.last.revision(), "reading a new commit");
     let snapshot = read_commit(inner, &repo, commit)?;
-    inner.last.set(revision, snapshot.clone());
-    Ok(snapshot)
+    Ok(inner.last.set(revision, snapshot))
 }
 
 #[async_trait]
@@ -326,6 +325,14 @@ impl DesiredSource for GitSource {
     }
 
     async fn fetch(&self) -> Result<DesiredSnapshot> {
+        Ok(self.fetch_shared().await?.as_ref().clone())
+    }
+}
+
+impl GitSource {
+    /// Like [`DesiredSource::fetch`], without copying the snapshot: an unchanged commit
+    /// returns the same shared snapshot, so a rescan costs one ref listing.
+    pub async fn fetch_shared(&self) -> Result<Arc<DesiredSnapshot>> {
         let _guard = self.lock.lock().await;
         let inner = Arc::clone(&self.inner);
         let span = tracing::debug_span!("git_fetch", repository = %inner.name);

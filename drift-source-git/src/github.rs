@@ -335,6 +335,14 @@ impl DesiredSource for GitHubSource {
     }
 
     async fn fetch(&self) -> Result<DesiredSnapshot> {
+        Ok(self.fetch_shared().await?.as_ref().clone())
+    }
+}
+
+impl GitHubSource {
+    /// Like [`DesiredSource::fetch`], without copying the snapshot: an unchanged commit
+    /// returns the same shared snapshot after one conditional request.
+    pub async fn fetch_shared(&self) -> Result<Arc<DesiredSnapshot>> {
         let mut state = self.state.lock().await;
         let inner = Arc::clone(&self.inner);
         Stats::inc(&inner.stats.fetches);
@@ -366,8 +374,7 @@ impl DesiredSource for GitHubSource {
         })
         .await
         .map_err(|e| SourceError::Join(e.to_string()))??;
-        inner.last.set(sha, snapshot.clone());
-        Ok(snapshot)
+        Ok(inner.last.set(sha, snapshot))
     }
 }
 

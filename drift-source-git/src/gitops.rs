@@ -112,7 +112,7 @@ fn note(r: &Resource, message: String) -> SourceWarning {
 }
 
 /// Finds the applications that the objects of `resources` declare.
-pub(crate) fn discover(resources: &[Resource], ctx: &Context<'_>) -> (Vec<App>, Vec<SourceWarning>) {
+pub(crate) fn discover(resources: &[&Resource], ctx: &Context<'_>) -> (Vec<App>, Vec<SourceWarning>) {
     let mut apps = Vec::new();
     let mut notes = Vec::new();
     for r in resources {
@@ -321,7 +321,7 @@ mod tests {
         );
         let exists = |p: &str| p == "apps/web";
         let ctx = Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists };
-        let (apps, notes) = discover(&[app, other], &ctx);
+        let (apps, notes) = discover(&[&app, &other], &ctx);
         assert_eq!(apps.len(), 1);
         assert_eq!(apps[0].path, "apps/web");
         assert_eq!(apps[0].namespace, NamespaceRule::Default("shop".into()));
@@ -360,7 +360,7 @@ mod tests {
         );
         let exists = |p: &str| p == "apps/prod" || p == "charts/web";
         let ctx = Context { repo_url: None, dir_exists: &exists };
-        let (apps, notes) = discover(&[ks, hr, git_hr], &ctx);
+        let (apps, notes) = discover(&[&ks, &hr, &git_hr], &ctx);
         assert_eq!(apps.len(), 2);
         assert_eq!(apps[0].namespace, NamespaceRule::Override("prod".into()));
         match &apps[1].render {

@@ -540,7 +540,7 @@ impl Pipeline {
         seen: &mut HashSet<(String, AppRender, NamespaceRule)>,
         warnings: &mut Vec<SourceWarning>,
     ) {
-        let resources: Vec<Resource> = results[from..].iter().flat_map(|(_, p)| p.resources.iter().cloned()).collect();
+        let resources: Vec<&Resource> = results[from..].iter().flat_map(|(_, p)| p.resources.iter()).collect();
         let (apps, notes) = gitops::discover(&resources, ctx);
         for n in notes {
             if !warnings.contains(&n) {

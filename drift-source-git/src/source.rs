@@ -1,6 +1,6 @@
 //! What the three sources share: the last snapshot per revision, names, URL redaction.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use drift_core::DesiredSnapshot;
 
@@ -22,19 +22,21 @@ pub(crate) fn redact_url(url: &str) -> String {
 /// The snapshot of the last revision read, keyed by revision: the same commit twice is not
 /// read or rendered twice.
 #[derive(Debug, Default)]
-pub(crate) struct LastSnapshot(Mutex<Option<(String, DesiredSnapshot)>>);
+pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<DesiredSnapshot>)>>);
 
 impl LastSnapshot {
-    pub fn get(&self, revision: &str) -> Option<DesiredSnapshot> {
+    pub fn get(&self, revision: &str) -> Option<Arc<DesiredSnapshot>> {
         let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        guard.as_ref().filter(|(r, _)| r == revision).map(|(_, s)| s.clone())
+        guard.as_ref().filter(|(r, _)| r == revision).map(|(_, s)| Arc::clone(s))
     }
     pub fn revision(&self) -> Option<String> {
         let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         guard.as_ref().map(|(r, _)| r.clone())
     }
-    pub fn set(&self, revision: String, snapshot: DesiredSnapshot) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, snapshot));
+    pub fn set(&self, revision: String, snapshot: DesiredSnapshot) -> Arc<DesiredSnapshot> {
+        let snapshot = Arc::new(snapshot);
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, Arc::clone(&snapshot)));
+        snapshot
     }
 }
 

@@ -179,3 +179,16 @@ async fn a_missing_token_variable_is_a_configuration_error() {
     assert_eq!(err.kind(), ErrorKind::ConfigInvalid);
     assert!(err.to_string().contains("DRIFT_TEST_TOKEN_THAT_IS_NEVER_SET"));
 }
+
+#[tokio::test]
+async fn the_default_ref_is_the_remote_head() {
+    let origin = Origin::new();
+    origin.write("a.yaml", &configmap("a", "shop", "1"));
+    let c1 = origin.commit("one");
+    let mut cfg = GitConfig::new(origin.url(), "main");
+    cfg.cache_dir = Some(origin.cache());
+    cfg.reference = serde_json::from_value::<GitConfig>(serde_json::json!({"url": origin.url()})).unwrap().reference;
+    assert_eq!(cfg.reference, "HEAD");
+    let snap = GitSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert_eq!(snap.revision.as_deref(), Some(c1.as_str()));
+}
