@@ -112,8 +112,8 @@ async fn main() {
             None,
         ),
         (
-            "list, namespace=ns-42 and status=open".into(),
-            DriftFilter { namespace: Some("ns-42".into()), status: Some(DriftStatus::Open), ..Default::default() },
+            "list, namespace=ns-50 and status=open".into(),
+            DriftFilter { namespace: Some("ns-50".into()), status: Some(DriftStatus::Open), ..Default::default() },
             None,
         ),
         (

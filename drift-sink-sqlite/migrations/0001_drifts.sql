@@ -35,6 +35,8 @@ CREATE INDEX drifts_open_scope ON drifts (cluster, repository) WHERE status = 'o
 -- every index costs each of the thousands of upserts a scan makes, and none on last_seen
 -- lets the update of a drift seen again stay a HOT update.
 CREATE INDEX drifts_namespace_id ON drifts (namespace, id);
+-- SQLite would otherwise list open drifts through the partial indexes above and sort them.
+CREATE INDEX drifts_status_id ON drifts (status, id);
 CREATE INDEX drifts_detected_at ON drifts (detected_at);
 CREATE INDEX drifts_resolved_at ON drifts (resolved_at) WHERE status = 'resolved';
 
