@@ -317,7 +317,21 @@ fn list(ctx: &Ctx<'_>) -> Res {
         let refs: Vec<&Value> = outs.iter().collect();
         return Ok((StatusCode::OK, crate::table::table(&refs, list_meta, &include)));
     }
-    let items: Vec<Value> = items.into_iter().map(|o| ctx.out(o.clone())).collect();
+    // Like the API server, items of built-in kinds carry no apiVersion and kind (the list's
+    // own say it); custom resources are unstructured and keep theirs.
+    let items: Vec<Value> = items
+        .into_iter()
+        .map(|o| {
+            let mut o = ctx.out(o.clone());
+            if !ctx.rt.custom
+                && let Some(m) = o.as_object_mut()
+            {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            o
+        })
+        .collect();
     Ok((
         StatusCode::OK,
         json!({

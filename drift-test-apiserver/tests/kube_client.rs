@@ -548,3 +548,20 @@ async fn finalizers_hold_a_deleted_object_until_removed() {
     }
     assert_eq!(api_code(&api.get(&name).await.unwrap_err()), 404);
 }
+
+#[tokio::test]
+async fn list_items_carry_no_type_for_built_in_kinds() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    configmap(&server, "default", "a", json!({}));
+    let c = client_without_retry(&server).await;
+    let req = axum::http::Request::get("/api/v1/namespaces/default/configmaps").body(Vec::new()).unwrap();
+    let list: Value = c.request(req).await.unwrap();
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(list["apiVersion"], "v1");
+    assert!(list["items"][0].get("kind").is_none(), "{list}");
+    assert!(list["items"][0].get("apiVersion").is_none(), "{list}");
+    // A get names its type.
+    let req = axum::http::Request::get("/api/v1/namespaces/default/configmaps/a").body(Vec::new()).unwrap();
+    let one: Value = c.request(req).await.unwrap();
+    assert_eq!(one["kind"], "ConfigMap");
+}
