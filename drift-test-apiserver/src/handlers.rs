@@ -519,6 +519,15 @@ fn commit(
             }
         }
     }
+    if ctx.rt.custom {
+        let crd_key = ("apiextensions.k8s.io".to_owned(), "customresourcedefinitions".to_owned());
+        let crd_name = (String::new(), format!("{}.{}", ctx.rt.plural, ctx.rt.group));
+        if let Some(schema) =
+            st.get(&crd_key, &crd_name).and_then(|crd| crate::crd_schema::version_schema(crd, &ctx.req.version))
+        {
+            crate::crd_schema::apply(schema, &mut new);
+        }
+    }
     crate::defaults::apply(&ctx.rt.kind, &mut new);
     if let (Some(old), true) = (old, ctx.rt.generation) {
         let strip = |v: &Value| {

@@ -20,6 +20,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod apply;
+pub mod crd_schema;
 pub mod defaults;
 pub mod discovery;
 pub mod faults;

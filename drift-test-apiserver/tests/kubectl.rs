@@ -657,3 +657,51 @@ fn diff_client_side_and_server_side() {
     // A diff is a dry run: nothing changed.
     assert_eq!(k.get("deployment/web", "demo")["metadata"]["generation"], 1);
 }
+
+#[test]
+fn custom_resources_are_pruned_and_defaulted_by_their_schema() {
+    let k = Kubectl::start();
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              size: {type: integer, default: 1}
+              mode: {type: string}
+"#;
+    k.stdin(&["apply", "-f", "-"], crd);
+    let out = k
+        .command(&["apply", "--validate=false", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(
+                b"apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\nspec:\n  mode: slow\n  colour: red\n",
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let g = k.get("gadget/g", "default");
+    // --validate=false sends fieldValidation=Ignore: a real server prunes the unknown field
+    // silently (with Strict it would refuse it; this server does not validate).
+    assert_eq!(g["spec"], json!({"mode": "slow", "size": 1}), "colour is pruned, size defaulted");
+}
