@@ -104,7 +104,7 @@ impl PgServer {
     pub fn start_with_settings(settings: &[(&str, &str)]) -> Result<Self> {
         let bin = find_bin_dir().ok_or(HarnessError::NotInstalled)?;
         let run_as = if current_uid()? == 0 { Some(unprivileged_user()?) } else { None };
-        let dir = tempfile::Builder::new().prefix("drift-pg-").tempdir()?;
+        let dir = tempfile::Builder::new().prefix("drift-pg-").tempdir_in(temp_root(run_as.as_ref()))?;
         if let Some(user) = &run_as {
             std::os::unix::fs::chown(dir.path(), Some(user.uid), Some(user.gid))?;
         }
@@ -359,7 +359,7 @@ fn template_cluster(bin: &Path, run_as: Option<&RunAs>) -> Result<PathBuf> {
     let version = run(Command::new(bin.join("postgres")).arg("--version"))?;
     let tag: String = version.chars().filter(char::is_ascii_digit).take(8).collect();
     let uid = run_as.map_or(current_uid()?, |u| u.uid);
-    let root = std::env::temp_dir();
+    let root = temp_root(run_as);
     let template = root.join(format!("drift-testkit-pg-template-{tag}-u{uid}"));
     if template.join("PG_VERSION").is_file() && template.join("global").is_dir() {
         return Ok(template);
@@ -388,6 +388,15 @@ fn template_cluster(bin: &Path, run_as: Option<&RunAs>) -> Result<PathBuf> {
         Err(e) => return Err(e.into()),
     }
     Ok(template)
+}
+
+/// Where servers and the template live: the temporary folder, or `/tmp` when the server runs as
+/// another user (a `TMPDIR` under root's home would not be reachable by it).
+fn temp_root(run_as: Option<&RunAs>) -> PathBuf {
+    match run_as {
+        Some(_) => PathBuf::from("/tmp"),
+        None => std::env::temp_dir(),
+    }
 }
 
 fn free_port() -> Result<u16> {
