@@ -25,7 +25,7 @@ use crate::tree::{BlobReader, Checkout, FileEntry, normalize_sub, prune_trees};
 /// Reads a git repository through gix.
 ///
 /// The first fetch clones (bare, depth 1 for branches and tags when `shallow`) into
-/// `cache_dir/<hash of the URL>`; later fetches ask the remote for the ref, and when it still
+/// `cache_dir/<name>-<hash of the URL and ref>`; later fetches ask the remote for the ref, and when it still
 /// names the commit already read, return the earlier snapshot without receiving a pack or
 /// rendering anything. A new commit is read from the object database; files and Kustomize/Helm
 /// applications whose inputs did not change reuse their earlier results.
@@ -75,7 +75,10 @@ impl GitSource {
         ensure_crypto_provider();
         let url = redact_url(&cfg.url);
         let cache_root = cfg.cache_dir.clone().unwrap_or_else(|| default_cache_dir("git"));
-        let key = hex::encode(&Sha256::digest(cfg.url.as_bytes())[..10]);
+        // One clone per (URL, ref): sources of the same repository at different refs never
+        // fetch into the same folder at once, and a shallow branch clone never hides the
+        // history a commit-id source needs.
+        let key = hex::encode(&Sha256::digest(format!("{}\0{}", cfg.url, cfg.reference).as_bytes())[..10]);
         let slug: String = url
             .rsplit('/')
             .next()
