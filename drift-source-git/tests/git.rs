@@ -192,3 +192,15 @@ async fn the_default_ref_is_the_remote_head() {
     let snap = GitSource::new(cfg).unwrap().fetch().await.unwrap();
     assert_eq!(snap.revision.as_deref(), Some(c1.as_str()));
 }
+
+#[tokio::test]
+async fn ssh_urls_go_through_the_system_ssh_and_an_unreachable_server_is_temporary() {
+    // Port 1 on loopback: nothing listens, the system ssh reports "connection refused".
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = GitConfig::new("ssh://git@127.0.0.1:1/org/gitops.git", "main");
+    cfg.cache_dir = Some(dir.path().to_path_buf());
+    let err = GitSource::new(cfg).unwrap().fetch().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");
+    assert!(err.is_temporary());
+    assert!(err.to_string().to_lowercase().contains("refused"), "{err}");
+}
