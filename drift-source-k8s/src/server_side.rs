@@ -15,12 +15,21 @@
 //!   its candidates are kept and a non-fatal warning says so.
 
 use drift_core::compare::Comparator;
-use drift_core::{DriftType, ErrorKind, GroupKind, LiveSnapshot, Resource, ScanReport, SourceWarning, Summary};
+use drift_core::{DriftType, ErrorKind, LiveSnapshot, Resource, ScanReport, SourceWarning, Summary};
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use crate::error::K8sError;
 use crate::source::{K8sSource, KindInfo};
+
+/// Whether a client-side drift at `path` is confirmed by the differences between the predicted
+/// and the live object (`server`): one of them is at the same path, inside it or above it.
+pub fn confirmed_by_prediction(path: &str, server: &[String]) -> bool {
+    let below = |outer: &str, inner: &str| {
+        inner.strip_prefix(outer).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    };
+    server.iter().any(|s| s == path || below(path, s) || below(s, path))
+}
 
 impl K8sSource {
     /// The object the API server predicts after applying `desired` (server-side apply, dry run,
@@ -107,13 +116,6 @@ impl K8sSource {
                 Ok(predicted) => {
                     let server: Vec<String> =
                         comparator.compare(&predicted, Some(l)).into_iter().map(|x| x.path).collect();
-                    let overlaps = |p: &str| {
-                        server.iter().any(|s| {
-                            s == p
-                                || s.strip_prefix(p).is_some_and(|r| r.starts_with('.') || r.starts_with('['))
-                                || p.strip_prefix(s.as_str()).is_some_and(|r| r.starts_with('.') || r.starts_with('['))
-                        })
-                    };
                     report.drifts.retain(|x| {
                         let same = x.api_group == key.group
                             && x.resource.kind == key.kind
@@ -122,17 +124,14 @@ impl K8sSource {
                         !same
                             || x.git_value.is_none()
                             || x.drift_type == DriftType::MissingResource
-                            || overlaps(&x.path)
+                            || confirmed_by_prediction(&x.path, &server)
                     });
                 }
                 Err(e) => {
                     tracing::warn!(cluster = %self.cluster, object = %key, error = %e, "server-side dry run failed");
                     report.warnings.push(SourceWarning {
                         kind: ErrorKind::Unavailable,
-                        message: format!(
-                            "server-side dry run of {} failed, client-side result kept: {e}",
-                            GroupKind::new(&key.group, &key.kind)
-                        ) + &format!(" ({})", key),
+                        message: format!("server-side dry run of {key} failed; the client-side result is kept: {e}"),
                         path: d.provenance.path.clone(),
                         document: d.provenance.document,
                         line: None,
@@ -142,5 +141,22 @@ impl K8sSource {
             }
         }
         report.summary = Summary::of(&report.drifts, report.summary.resources_compared, report.warnings.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::confirmed_by_prediction;
+
+    #[test]
+    fn a_drift_is_kept_only_where_the_prediction_differs_too() {
+        let server = vec!["spec.replicas".to_owned(), "spec.template.spec.containers[name=web].image".to_owned()];
+        assert!(confirmed_by_prediction("spec.replicas", &server));
+        assert!(confirmed_by_prediction("spec.template.spec.containers[name=web]", &server), "above");
+        assert!(confirmed_by_prediction("spec.template.spec.containers[name=web].image.x", &server), "below");
+        // A default the API server fills in: Git and live differ, the prediction and live do not.
+        assert!(!confirmed_by_prediction("spec.template.spec.containers[name=web].imagePullPolicy", &server));
+        assert!(!confirmed_by_prediction("spec.replicasX", &server), "a prefix of a name is not a parent");
+        assert!(!confirmed_by_prediction("spec.replicas", &[]));
     }
 }

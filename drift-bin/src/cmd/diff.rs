@@ -1,4 +1,4 @@
-//! `drift diff`: the engine on files or folders.
+//! `drift diff`: the engine on files or folders, or against a live cluster (`--cluster`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,8 +18,21 @@ pub struct DiffArgs {
     #[arg(long)]
     pub desired: PathBuf,
     /// Live state: the same, for example the output of `kubectl get -o yaml`.
+    #[arg(long, required_unless_present = "cluster", conflicts_with = "cluster")]
+    pub live: Option<PathBuf>,
+    /// Read the live state from the cluster instead: only the objects the desired state names.
     #[arg(long)]
-    pub live: PathBuf,
+    pub cluster: bool,
+    /// Kubeconfig of the cluster (default: `$KUBECONFIG`, then `~/.kube/config`).
+    #[arg(long, requires = "cluster")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context (default: the current context).
+    #[arg(long, requires = "cluster")]
+    pub context: Option<String>,
+    /// Ask the API server for the predicted object (server-side apply dry run) before reporting
+    /// a drift, so that defaults and mutating webhooks are not mistaken for drift.
+    #[arg(long, requires = "cluster")]
+    pub server_side: bool,
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub output: Format,
@@ -46,7 +59,8 @@ fn engine_config(path: Option<&PathBuf>) -> Result<EngineConfig> {
 pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let engine = Engine::new(&engine_config(args.ignore.as_ref())?)?;
     let desired = crate::files::load(&args.desired)?;
-    let mut live = crate::files::load(&args.live)?;
+    let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired) };
+    let mut live = crate::files::load(live_path)?;
     for r in &mut live.resources {
         if r.key.namespace.is_none() && !drift_core::is_cluster_scoped(&r.key.group, &r.key.kind) {
             r.key.namespace = Some(args.namespace.clone());
@@ -67,7 +81,11 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.default_namespace = args.namespace.clone();
     let mut report = compare_snapshots(desired, live, &engine, &options);
     report.warnings.extend(live_warnings);
-    print_report(&report, args.output, &mut std::io::stdout().lock())?;
+    finish(&report, args.output)
+}
+
+fn finish(report: &drift_core::ScanReport, output: Format) -> Result<ExitCode> {
+    print_report(report, output, &mut std::io::stdout().lock())?;
     let broken = report.warnings.iter().any(|w| w.fatal);
     Ok(if broken {
         ExitCode::from(2)
@@ -76,4 +94,45 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `drift diff --cluster`: the same comparison with the live state read from the cluster, only
+/// for the (kind, namespace) pairs the desired state names. What could not be read is a warning
+/// (exit code 2), never a missing object.
+fn run_cluster(args: &DiffArgs, engine: &Engine, desired: crate::files::Loaded) -> Result<ExitCode> {
+    let mut desired = DesiredSnapshot {
+        repository: args.desired.display().to_string(),
+        revision: None,
+        resources: desired.resources,
+        warnings: desired.warnings,
+    };
+    let config = drift_source_k8s::K8sConfig {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+        server_side: args.server_side,
+        ..drift_source_k8s::K8sConfig::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let report = runtime.block_on(async {
+        let source = drift_source_k8s::K8sSource::connect(config).await?;
+        let mut options = ScanOptions::new("diff");
+        options.default_namespace = args.namespace.clone();
+        // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
+        // would do.
+        options.cluster_scoped = source.cluster_scoped_kinds(&desired.scope()).await;
+        for r in &mut desired.resources {
+            if options.cluster_scoped.iter().any(|gk| gk.group == r.key.group && gk.kind == r.key.kind) {
+                r.key.namespace = None;
+            }
+        }
+        desired.default_namespace(&args.namespace);
+        let live = drift_core::LiveSource::fetch(&source, &desired.scope()).await?;
+        let compared = args.server_side.then(|| (desired.resources.clone(), live.clone()));
+        let mut report = compare_snapshots(desired, live, engine, &options);
+        if let Some((desired, live)) = compared {
+            source.review_server_side(engine, &desired, &live, &mut report).await;
+        }
+        anyhow::Ok(report)
+    })?;
+    finish(&report, args.output)
 }

@@ -1,0 +1,267 @@
+//! `drift diff --cluster` as an operator runs it, against the test API server, with changes
+//! made by the real kubectl: nothing after `kubectl apply`; each hand change afterwards with
+//! its drift type and the kubectl manager that made it; unreadable parts as warnings, never as
+//! missing objects; the server-side mode and its fallback.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use drift_test_apiserver::{FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
+use serde_json::Value;
+
+struct Env {
+    server: TestApiServer,
+    home: tempfile::TempDir,
+}
+
+const DESIRED: &[(&str, &str)] = &[
+    ("namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"),
+    (
+        "web/deployment.yaml",
+        r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        resources:
+          limits: {cpu: 500m, memory: 256Mi}
+"#,
+    ),
+    (
+        "web/service.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n    targetPort: 8080\n",
+    ),
+    (
+        "web/configmap.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: fast\n",
+    ),
+];
+
+impl Env {
+    fn start() -> Env {
+        let server = TestApiServer::start(Options::default()).unwrap();
+        let env = Env { server, home: tempfile::tempdir().unwrap() };
+        for (name, text) in DESIRED {
+            env.write(&format!("desired/{name}"), text);
+        }
+        env
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.home.path().join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn desired(&self) -> PathBuf {
+        self.home.path().join("desired")
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_env(args, &[])
+    }
+
+    fn kubectl_env(&self, args: &[&str], env: &[(&str, &Path)]) -> String {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(self.server.kubeconfig_path())
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `drift diff --cluster -o json`: exit code and the document.
+    fn diff(&self, extra: &[&str]) -> (i32, Value, String) {
+        let desired = self.desired();
+        let mut args = vec!["diff", "--desired", desired.to_str().unwrap(), "--cluster", "--kubeconfig"];
+        args.push(self.server.kubeconfig_path().to_str().unwrap());
+        args.extend(["--output", "json"]);
+        args.extend(extra);
+        let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+            .args(&args)
+            .env("HOME", self.home.path())
+            .env_remove("KUBECONFIG")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        let doc = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+        (out.status.code().unwrap(), doc, stderr)
+    }
+}
+
+fn drifts(doc: &Value) -> Vec<(String, String, String, String)> {
+    let mut out: Vec<_> = doc["drifts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["resource"]["kind"].as_str().unwrap().to_owned(),
+                d["drift_type"].as_str().unwrap().to_owned(),
+                d["path"].as_str().unwrap().to_owned(),
+                d["changed_by"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn d(kind: &str, t: &str, path: &str, by: &str) -> (String, String, String, String) {
+    (kind.to_owned(), t.to_owned(), path.to_owned(), by.to_owned())
+}
+
+#[test]
+fn kubectl_changes_after_apply_each_appear_with_type_and_manager() {
+    let env = Env::start();
+    env.kubectl(&["apply", "-R", "-f", env.desired().to_str().unwrap()]);
+    let (code, doc, err) = env.diff(&[]);
+    assert_eq!(code, 0, "nothing after kubectl apply: {doc} {err}");
+    assert_eq!(doc["summary"]["resources_compared"], 4);
+    assert!(drifts(&doc).is_empty());
+
+    env.kubectl(&["scale", "deployment/web", "-n", "shop", "--replicas=5"]);
+    env.kubectl(&["set", "image", "deployment/web", "-n", "shop", "web=nginx:1.28"]);
+    env.kubectl(&["set", "resources", "deployment/web", "-n", "shop", "--limits=memory=512Mi"]);
+    env.kubectl(&[
+        "patch",
+        "service",
+        "web",
+        "-n",
+        "shop",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/ports/0/targetPort","value":9090}]"#,
+    ]);
+    let editor = env.write("editor.sh", "#!/bin/sh\nsed -i 's/mode: fast/mode: slow/' \"$1\"\n");
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    env.kubectl_env(&["edit", "configmap", "settings", "-n", "shop"], &[("KUBE_EDITOR", &editor)]);
+    env.kubectl(&["label", "deployment", "web", "-n", "shop", "owner=oncall"]);
+
+    let (code, doc, err) = env.diff(&[]);
+    assert_eq!(code, 1, "drift found: {err}");
+    assert_eq!(
+        drifts(&doc),
+        vec![
+            d("ConfigMap", "configmap_drift", "data.mode", "kubectl-edit"),
+            d("Deployment", "image_tag_drift", "spec.template.spec.containers[name=web].image", "kubectl-set"),
+            d("Deployment", "metadata_drift", "metadata.labels.owner", "kubectl-label"),
+            d("Deployment", "replicas_drift", "spec.replicas", "kubectl"),
+            d(
+                "Deployment",
+                "resource_limit_drift",
+                "spec.template.spec.containers[name=web].resources.limits.memory",
+                "kubectl-set"
+            ),
+            d("Service", "service_port_drift", "spec.ports[port=80].targetPort", "kubectl-patch"),
+        ]
+    );
+
+    // Server-side mode keeps every one of them (none is a default or a webhook's doing), and
+    // writes nothing.
+    let rv = env.server.resource_version();
+    let (code, doc2, err) = env.diff(&["--server-side"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(drifts(&doc2), drifts(&doc));
+    assert_eq!(env.server.resource_version(), rv, "dry runs write nothing");
+    let dry_runs: Vec<_> = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.query.get("dryRun").map(String::as_str) == Some("All"))
+        .collect();
+    assert_eq!(dry_runs.len(), 3, "one dry run per drifted object: {dry_runs:?}");
+    assert!(dry_runs.iter().all(|r| r.content_type.starts_with("application/apply-patch+yaml")
+        && r.query.get("fieldManager").map(String::as_str) == Some("drift-detector")
+        && r.query.get("force").map(String::as_str) == Some("true")));
+}
+
+#[test]
+fn server_side_failure_falls_back_to_the_client_side_result_with_a_warning() {
+    let env = Env::start();
+    env.kubectl(&["apply", "-R", "-f", env.desired().to_str().unwrap()]);
+    env.kubectl(&["scale", "deployment/web", "-n", "shop", "--replicas=5"]);
+    env.server.set_faults(Faults {
+        faults: vec![FaultRule {
+            matcher: FaultMatch { verb: Some("patch".into()), ..Default::default() },
+            action: FaultAction::Error { code: 403, retry_after_seconds: None, message: None },
+            times: None,
+        }],
+    });
+    let (code, doc, err) = env.diff(&["--server-side"]);
+    assert_eq!(code, 1, "drift, and the warning is not fatal: {err}");
+    assert_eq!(drifts(&doc), vec![d("Deployment", "replicas_drift", "spec.replicas", "kubectl")]);
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0]["message"].as_str().unwrap().contains("server-side dry run"), "{warnings:?}");
+    assert_eq!(warnings[0]["fatal"], false);
+}
+
+#[test]
+fn a_forbidden_namespace_and_an_unserved_kind_are_warnings_not_missing_objects() {
+    let env = Env::start();
+    env.kubectl(&["apply", "-R", "-f", env.desired().to_str().unwrap()]);
+    env.write(
+        "desired/team-a/configmap.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: team-a\ndata:\n  mode: x\n",
+    );
+    env.write(
+        "desired/widgets/widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n  namespace: shop\nspec: {size: 1}\n",
+    );
+    env.server.set_faults(Faults {
+        faults: vec![FaultRule {
+            matcher: FaultMatch { verb: Some("list".into()), namespace: Some("team-a".into()), ..Default::default() },
+            action: FaultAction::Error { code: 403, retry_after_seconds: None, message: None },
+            times: None,
+        }],
+    });
+    let (code, doc, err) = env.diff(&[]);
+    assert_eq!(code, 2, "an incomplete read is an error exit: {err}");
+    assert!(drifts(&doc).is_empty(), "nothing unreadable is reported missing: {doc}");
+    let messages: Vec<&str> =
+        doc["warnings"].as_array().unwrap().iter().map(|w| w["message"].as_str().unwrap()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages.iter().any(|m| m.contains("ConfigMap in team-a") && m.contains("forbidden")), "{messages:?}");
+    assert!(messages.iter().any(|m| m.contains("example.com/Widget") && m.contains("not_served")), "{messages:?}");
+    assert_eq!(doc["summary"]["resources_compared"], 4, "the readable objects are still compared");
+}
+
+#[test]
+fn an_unreachable_cluster_is_an_error_exit() {
+    let env = Env::start();
+    let kubeconfig =
+        env.write("broken-kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["diff", "--desired", env.desired().to_str().unwrap(), "--cluster", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .env("HOME", env.home.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kubernetes configuration"));
+}
