@@ -91,7 +91,7 @@ PY
 fi
 echo "pairs: $N ($(du -sh "$DATA" | cut -f1) of files)"
 set +e
-/usr/bin/time -f "wall %e s, peak RSS %M KiB" "$CARGO_TARGET_DIR/release/drift" diff --desired "$DATA/desired" --live "$DATA/live" -o json > "$DATA/out.json"
+/usr/bin/time -f "wall %e s, user %U s, sys %S s, peak RSS %M KiB" "$CARGO_TARGET_DIR/release/drift" diff --desired "$DATA/desired" --live "$DATA/live" -o json > "$DATA/out.json"
 code=$?
 set -e
 echo "exit code $code; drifts: $(python3 -c "import json;print(json.load(open('$DATA/out.json'))['summary']['drifts'])" "$DATA")"

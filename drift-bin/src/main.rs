@@ -2,33 +2,86 @@
 //!
 //! Exit codes follow `kubectl diff`: 0 no drift, 1 drift found, 2 or more an error.
 
+mod cluster;
 mod cmd;
+mod compose;
+mod config;
 mod files;
 mod output;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(name = "drift", version, about = "GitOps configuration drift detector for Kubernetes")]
 struct Cli {
+    /// Log format on standard error.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human, env = "DRIFT_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Compare desired manifests with live objects read from files or folders.
     Diff(cmd::diff::DiffArgs),
+    /// Scan every configured repository once, record the drifts, print them.
+    Scan(cmd::scan::ScanArgs),
+    /// Scan every interval, react to live changes, serve the REST API.
+    Serve(cmd::serve::ServeArgs),
+    /// Print the desired state of a repository as the detector sees it.
+    Render(cmd::render::RenderArgs),
+    /// Create or upgrade the store's schema.
+    Migrate(cmd::store::ConfigArg),
+    /// Recorded drifts.
+    #[command(subcommand)]
+    Drifts(cmd::store::DriftsCommand),
+    /// Configuration files.
+    #[command(subcommand)]
+    Config(cmd::store::ConfigCommand),
     /// Print the version.
     Version,
 }
 
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DRIFT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,drift=info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Diff(args) => cmd::diff::run(&args),
+    init_logs(cli.log_format);
+    // One crypto provider for every TLS client (kube, sqlx, gix, octocrab); installing fails only
+    // when one is already installed, which is what we want anyway.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match &cli.command {
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Scan(args) => runtime.block_on(cmd::scan::run(args)),
+        Command::Serve(args) => runtime.block_on(cmd::serve::run(args)),
+        Command::Render(args) => runtime.block_on(cmd::render::run(args)),
+        Command::Migrate(args) => runtime.block_on(cmd::store::migrate(args)),
+        Command::Drifts(c) => runtime.block_on(cmd::store::drifts(c)),
+        Command::Config(c) => cmd::store::config(c),
         Command::Version => {
             println!("drift {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)

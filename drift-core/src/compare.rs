@@ -16,6 +16,14 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     /// Compares a whole desired set with the live objects. The default indexes live objects by
     /// key and calls [`Comparator::compare`] for each desired object; implementations may
     /// override it to use relations between objects (an autoscaler owning a target's replicas).
+    /// Compares one desired object that belongs to a whole desired set (for watch mode, which
+    /// re-compares only what changed). The default ignores the set; implementations use it for
+    /// the same relations as [`Comparator::compare_all`].
+    fn compare_in(&self, all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {
+        let _ = all_desired;
+        self.compare(desired, live)
+    }
+
     fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
         let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
         desired.iter().flat_map(|d| self.compare(d, index.get(&d.key).copied())).collect()

@@ -282,6 +282,12 @@ impl Comparator for Engine {
         self.compare_with(desired, live, &[]).into_iter().map(|(_, d)| d).collect()
     }
 
+    fn compare_in(&self, all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {
+        let scaled = self.autoscaler_owns_replicas && autoscaled(all_desired).contains(&desired.key);
+        let implied: &[&str] = if scaled { &["/spec/replicas"] } else { &[] };
+        self.compare_with(desired, live, implied).into_iter().map(|(_, d)| d).collect()
+    }
+
     fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
         let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
         let scaled = if self.autoscaler_owns_replicas { autoscaled(desired) } else { Vec::new() };

@@ -183,3 +183,36 @@ fn finish(mut report: ScanReport, compared: usize, options: &ScanOptions) -> Sca
     report.summary = Summary::of(&report.drifts, compared, report.warnings.len());
     report
 }
+
+/// A report about one object only, for watch mode: the object is re-compared after a live
+/// change, and only its own drifts may be opened or resolved (`desired` names it alone and
+/// `desired_complete` is false, so [`ScanReport::may_resolve`] leaves every other object as it
+/// was).
+#[allow(clippy::too_many_arguments)]
+pub fn targeted_report(
+    all_desired: &[crate::Resource],
+    desired: &crate::Resource,
+    live: Option<&crate::Resource>,
+    comparator: &dyn Comparator,
+    cluster: &str,
+    repository: &str,
+    revision: Option<String>,
+    options: &ScanOptions,
+) -> ScanReport {
+    let mut report = empty_report(repository, cluster, options);
+    report.revision = revision;
+    report.desired = vec![desired.key.clone()];
+    report.desired_complete = false;
+    report.coverage.set(&desired.key.group_kind(), desired.key.namespace.as_deref(), crate::CoverageStatus::Complete);
+    report.drifts = comparator.compare_in(all_desired, desired, live);
+    report.drifts.sort_by(|a, b| (&a.path, a.drift_type).cmp(&(&b.path, b.drift_type)));
+    report.outcome = ScanOutcome::Success;
+    finish(report, 1, options)
+}
+
+/// Applies the scan's namespace rules to a desired snapshot (what [`run_scan`] does first) and
+/// returns the scope it implies; for callers that watch and re-compare objects one by one.
+pub fn prepare(snapshot: &mut DesiredSnapshot, options: &ScanOptions) -> Scope {
+    let mut scratch = empty_report(&snapshot.repository, "", options);
+    prepare_desired(snapshot, &mut scratch, options)
+}
