@@ -1,0 +1,82 @@
+//! `drift serve` as an operator runs it: the first pass is recorded, the API answers, POST /scan
+//! needs the token, metrics are served, SIGTERM stops it cleanly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+#[test]
+fn serve_records_the_first_pass_and_answers_the_api() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("drift.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\nrepositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n  snapshot: {}/examples/demo/live\n",
+            dir.path().display(),
+            root.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .env("DRIFT_API_TOKEN", "s3cret-token-value")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+
+    assert_eq!(http(&addr, "GET", "/health", None).0, 200);
+    // The first pass runs at start; wait for its 7 drifts (bounded).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let body = loop {
+        let (status, body) = http(&addr, "GET", "/drifts?status=open", None);
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        if v["items"].as_array().unwrap().len() == 7 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "first pass not recorded: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(body.contains("service_port_drift"), "{body}");
+    assert_eq!(http(&addr, "GET", "/drifts?severity=SEVERE", None).0, 400);
+    assert_eq!(http(&addr, "POST", "/scan", None).0, 401);
+    assert_eq!(http(&addr, "POST", "/scan", Some("wrong")).0, 401);
+    let (status, body) = http(&addr, "POST", "/scan?wait=true", Some("s3cret-token-value"));
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains("s3cret-token-value"));
+    let (status, metrics) = http(&addr, "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    assert!(metrics.contains("drift_open_drifts_by_severity"), "{metrics}");
+    assert!(metrics.contains("drift_scans_total"), "{metrics}");
+
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "clean exit on SIGTERM: {status:?} {err}");
+    assert!(!err.contains("s3cret-token-value"), "the token is never logged");
+}
