@@ -19,8 +19,7 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     /// Compares one desired object that belongs to a whole desired set (for watch mode, which
     /// re-compares only what changed). The default ignores the set; implementations use it for
     /// the same relations as [`Comparator::compare_all`].
-    fn compare_in(&self, all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {
-        let _ = all_desired;
+    fn compare_in(&self, _all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {
         self.compare(desired, live)
     }
 

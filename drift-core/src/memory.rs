@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Datelike, Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 use crate::model::{Coverage, CoverageStatus, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, Scope};
 use crate::report::ScanReport;
@@ -252,7 +252,6 @@ pub fn stats_of<'a>(rows: impl Iterator<Item = &'a StoredDrift>, now: DateTime<U
         }
     }
     stats.trend = trend.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect();
-    debug_assert!(stats.trend.first().is_none_or(|d| d.day.num_days_from_ce() == first.num_days_from_ce()));
     if !ttr.is_empty() {
         ttr.sort_by(f64::total_cmp);
         stats.mean_time_to_resolve_seconds = Some(ttr.iter().sum::<f64>() / ttr.len() as f64);

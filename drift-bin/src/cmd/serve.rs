@@ -110,7 +110,9 @@ async fn shutdown_signal() {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
-                let _ = ctrl_c.await;
+                if let Err(e) = ctrl_c.await {
+                    tracing::error!(error = %e, "cannot listen for Ctrl-C either; stopping now");
+                }
                 return;
             }
         };
@@ -120,8 +122,8 @@ async fn shutdown_signal() {
         }
     }
     #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+    if let Err(e) = ctrl_c.await {
+        tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping now");
     }
 }
 
@@ -176,7 +178,8 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
 
     let mut stop_api = stop_rx.clone();
     let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
-        let _ = stop_api.changed().await;
+        // Either a stop was sent or every sender is gone: both mean shut down.
+        stop_api.changed().await.ok();
     });
     let server = tokio::spawn(async move { server.await });
     shutdown_signal().await;
@@ -184,7 +187,13 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     stop_tx.send_replace(true);
     // A scan in progress gets a bounded time to finish; its report is one transaction, so an
     // abandoned scan leaves nothing half-written.
-    let _ = tokio::time::timeout(Duration::from_secs(20), sched).await;
+    match tokio::time::timeout(Duration::from_secs(20), sched).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "the scheduler task failed"),
+        Err(_) => {
+            tracing::warn!("the running scan did not finish within 20 s and is abandoned; its report is not written")
+        }
+    }
     if let Some(w) = watcher {
         w.abort();
     }
