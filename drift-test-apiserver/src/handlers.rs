@@ -242,16 +242,63 @@ fn selectors(ctx: &Ctx<'_>) -> Result<(LabelSelector, FieldSelector), ApiError> 
     Ok((l, f))
 }
 
+/// What a `continue` parameter carries (base64 of its JSON).
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
+    /// resourceVersion of the first page, which every page reports.
     rv: u64,
+    /// Key of the last object returned.
     ns: String,
     name: String,
+    /// resourceVersion when this token was handed out.
+    at: u64,
+    /// Objects of the listed namespace (or of all, for a list across namespaces) up to and
+    /// including the last one returned, at `at`.
+    offset: usize,
+}
+
+/// The objects a list walks, in key order: those of one namespace or of all, after `after`.
+fn list_range<'a>(
+    objects: &'a BTreeMap<ObjKey, Value>,
+    ns_filter: Option<&'a str>,
+    after: Option<&ObjKey>,
+) -> impl Iterator<Item = (&'a ObjKey, &'a Value)> {
+    use std::ops::Bound;
+    let lower = match (after, ns_filter) {
+        (Some(k), _) => Bound::Excluded(k.clone()),
+        (None, Some(ns)) => Bound::Included((ns.to_owned(), String::new())),
+        (None, None) => Bound::Unbounded,
+    };
+    objects.range((lower, Bound::Unbounded)).take_while(move |(k, _)| ns_filter.is_none_or(|ns| k.0 == ns))
+}
+
+/// How many objects of the list's scope have a key up to `last` now, from the count handed out
+/// with the token and the creations and deletions recorded since: no walk over the objects, so
+/// paging through N objects stays linear. `watchable_from(t.rv)` must hold.
+fn rank_now(st: &State, key: &TypeKey, ns_filter: Option<&str>, t: &ContinueToken) -> usize {
+    let last = (t.ns.as_str(), t.name.as_str());
+    let mut rank = t.offset as i64;
+    for c in st.changes_after(t.at) {
+        if c.key != *key || ns_filter.is_some_and(|ns| ns != c.namespace) {
+            continue;
+        }
+        let name = c.object.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+        if (c.namespace.as_str(), name) > last {
+            continue;
+        }
+        match c.kind {
+            "ADDED" => rank += 1,
+            "DELETED" => rank -= 1,
+            _ => {}
+        }
+    }
+    usize::try_from(rank).unwrap_or(0)
 }
 
 fn list(ctx: &Ctx<'_>) -> Res {
     use base64::Engine as _;
     let (labels, fields) = selectors(ctx)?;
+    let selected = ctx.q("labelSelector").is_some() || ctx.q("fieldSelector").is_some();
     let limit: usize = ctx.q("limit").map(|l| l.parse().unwrap_or(0)).unwrap_or(0);
     let token: Option<ContinueToken> = match ctx.q("continue") {
         Some(c) => Some(
@@ -264,50 +311,44 @@ fn list(ctx: &Ctx<'_>) -> Res {
         None => None,
     };
     let st = lock(ctx.shared);
-    if ctx.expired || token.as_ref().is_some_and(|t| !st.watchable_from(t.rv)) {
+    if ctx.expired || token.as_ref().is_some_and(|t| !st.watchable_from(t.rv) || !st.watchable_from(t.at)) {
         return Err(ApiError::expired(
             "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
         ));
     }
     let list_rv = token.as_ref().map(|t| t.rv).unwrap_or(st.rv);
-    let ns_filter = ctx.req.namespace.clone().filter(|_| ctx.rt.namespaced);
+    let ns_filter = ctx.req.namespace.as_deref().filter(|_| ctx.rt.namespaced);
     let empty = BTreeMap::new();
-    let objects = st.objects.get(&ctx.key()).unwrap_or(&empty);
-    let start: ObjKey = token.as_ref().map(|t| (t.ns.clone(), t.name.clone())).unwrap_or_default();
-    let matching = objects
-        .range(start.clone()..)
-        .filter(|(k, _)| token.is_none() || **k != start)
-        .filter(|(k, _)| ns_filter.as_ref().is_none_or(|n| *n == k.0))
-        .filter(|(_, o)| labels.matches(o) && fields.matches(o));
+    let key = ctx.key();
+    let objects = st.objects.get(&key).unwrap_or(&empty);
+    let after: Option<ObjKey> = token.as_ref().map(|t| (t.ns.clone(), t.name.clone()));
+    let mut matching =
+        list_range(objects, ns_filter, after.as_ref()).filter(|(_, o)| labels.matches(o) && fields.matches(o));
     let mut items: Vec<&Value> = Vec::new();
     let mut last: Option<&ObjKey> = None;
-    for (k, o) in matching {
+    for (k, o) in matching.by_ref() {
+        items.push(o);
+        last = Some(k);
         if limit > 0 && items.len() == limit {
             break;
         }
-        items.push(o);
-        last = Some(k);
     }
-    let remaining = if limit > 0 && items.len() == limit {
-        // Count the matching objects after the last one returned.
-        objects
-            .range(last.cloned().unwrap_or_default()..)
-            .skip(1)
-            .filter(|(k, _)| ns_filter.as_ref().is_none_or(|n| *n == k.0))
-            .filter(|(_, o)| labels.matches(o) && fields.matches(o))
-            .count()
-    } else {
-        0
-    };
+    // Another page when one more object matches. The walk to it is the next page's walk, so
+    // paging stays linear even with a selector that matches few objects.
+    let more = limit > 0 && items.len() == limit && matching.next().is_some();
+    // Without a selector the remaining count is known from the counts: the objects of the
+    // scope now, less those up to the last one returned.
+    let before = token.as_ref().filter(|_| !selected).map(|t| rank_now(&st, &key, ns_filter, t)).unwrap_or(0);
+    let offset = before + items.len();
+    let remaining = st.count(&key, ns_filter).saturating_sub(offset);
     let mut list_meta = json!({"resourceVersion": list_rv.to_string()});
-    if remaining > 0
-        && let Some((ns, name)) = last
-    {
-        let t =
-            serde_json::to_vec(&ContinueToken { rv: list_rv, ns: ns.clone(), name: name.clone() }).unwrap_or_default();
+    if more && let Some((ns, name)) = last {
+        let t = ContinueToken { rv: list_rv, ns: ns.clone(), name: name.clone(), at: st.rv, offset };
+        let t = serde_json::to_vec(&t).unwrap_or_default();
         if let Some(m) = list_meta.as_object_mut() {
             m.insert("continue".into(), json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(t)));
-            if ctx.q("labelSelector").is_none() && ctx.q("fieldSelector").is_none() {
+            // As the API server: only without selectors, where it is known.
+            if !selected {
                 m.insert("remainingItemCount".into(), json!(remaining));
             }
         }
@@ -565,7 +606,7 @@ fn commit(
     let okey = (ns, name);
     if finalizing {
         let mut changes = Vec::new();
-        st.objects.entry(key.clone()).or_default().insert(okey.clone(), new.clone());
+        st.overwrite(&key, &okey, new.clone());
         if let Some((gone, c)) = st.delete(&key, &okey) {
             changes.push(c);
             return Ok((gone, changes));

@@ -37,8 +37,11 @@ pub struct State {
     pub rv: u64,
     /// Known resource types (built-in, then from CRDs).
     pub types: Vec<ResourceType>,
-    /// Objects.
+    /// Objects. Insert and remove only through [`State::put`] and [`State::delete`], which keep
+    /// `counts` and the history right (paginated lists rely on both).
     pub objects: BTreeMap<TypeKey, BTreeMap<ObjKey, Value>>,
+    /// Number of objects per resource type and namespace ("" for cluster-scoped ones).
+    counts: BTreeMap<TypeKey, BTreeMap<String, usize>>,
     /// Recent changes, oldest first.
     pub history: VecDeque<Arc<Change>>,
     /// Changes kept in `history`.
@@ -73,6 +76,7 @@ impl State {
             rv: 0,
             types: resources::builtin(),
             objects: BTreeMap::new(),
+            counts: BTreeMap::new(),
             history: VecDeque::new(),
             history_limit,
             compacted_below: 0,
@@ -118,6 +122,9 @@ impl State {
             m.insert("resourceVersion".into(), json!(rv.to_string()));
         }
         let existed = self.objects.entry(key.clone()).or_default().insert(obj.clone(), object.clone()).is_some();
+        if !existed {
+            *self.counts.entry(key.clone()).or_default().entry(obj.0.clone()).or_default() += 1;
+        }
         self.record(Change {
             rv,
             key: key.clone(),
@@ -130,6 +137,9 @@ impl State {
     /// Remove an object and record the change.
     pub fn delete(&mut self, key: &TypeKey, obj: &ObjKey) -> Option<(Value, Arc<Change>)> {
         let mut object = self.objects.get_mut(key)?.remove(obj)?;
+        if let Some(n) = self.counts.get_mut(key).and_then(|c| c.get_mut(&obj.0)) {
+            *n = n.saturating_sub(1);
+        }
         let rv = self.next_rv();
         if let Some(m) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             m.insert("resourceVersion".into(), json!(rv.to_string()));
@@ -142,6 +152,29 @@ impl State {
             object: object.clone(),
         });
         Some((object, change))
+    }
+
+    /// Replace a stored object without recording a change (the caller records one next, as
+    /// the deletion that completes a finalised object does). Absent objects are left absent.
+    pub fn overwrite(&mut self, key: &TypeKey, obj: &ObjKey, object: Value) {
+        if let Some(slot) = self.objects.get_mut(key).and_then(|m| m.get_mut(obj)) {
+            *slot = object;
+        }
+    }
+
+    /// Number of objects of a resource type, in one namespace or in all of them: O(namespaces).
+    pub fn count(&self, key: &TypeKey, namespace: Option<&str>) -> usize {
+        match (namespace, self.counts.get(key)) {
+            (_, None) => 0,
+            (Some(ns), Some(c)) => c.get(ns).copied().unwrap_or(0),
+            (None, Some(c)) => c.values().sum(),
+        }
+    }
+
+    /// The recorded changes after `rv`, oldest first (complete when `watchable_from(rv)`).
+    pub fn changes_after(&self, rv: u64) -> impl Iterator<Item = &Arc<Change>> {
+        let first = self.history.partition_point(|c| c.rv <= rv);
+        self.history.range(first..)
     }
 
     fn record(&mut self, change: Change) -> Arc<Change> {

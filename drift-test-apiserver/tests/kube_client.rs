@@ -113,6 +113,112 @@ async fn list_paginates_over_ten_thousand_objects() {
     assert!(none.items.is_empty());
 }
 
+/// Every page of a list, as `namespace/name` in order, and the `remainingItemCount` of each
+/// page but the last.
+async fn paginate(api: &Api<ConfigMap>, lp: ListParams) -> (Vec<String>, Vec<Option<i64>>) {
+    let mut names = Vec::new();
+    let mut remaining = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let mut lp = lp.clone();
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api.list(&lp).await.unwrap();
+        names.extend(page.items.iter().map(|c| {
+            let m = &c.metadata;
+            format!("{}/{}", m.namespace.clone().unwrap(), m.name.clone().unwrap())
+        }));
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => {
+                remaining.push(page.metadata.remaining_item_count);
+                token = Some(t);
+            }
+            _ => {
+                assert_eq!(page.metadata.remaining_item_count, None, "the last page has no remaining count");
+                return (names, remaining);
+            }
+        }
+    }
+}
+
+/// Guards the linear pagination (counts from the continue position, not from a walk over the
+/// rest): every object exactly once, in order, with exact remaining counts, in a namespace
+/// between others, across namespaces, with selectors, and with changes between pages.
+#[tokio::test]
+async fn pagination_is_exact_with_namespaces_selectors_and_changes_between_pages() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    for ns in ["a", "b", "c"] {
+        namespace(&server, ns);
+    }
+    for i in 0..250 {
+        configmap(&server, "a", &format!("cm-{i:03}"), json!({"mod": (i % 5).to_string()}));
+        configmap(&server, "c", &format!("cm-{i:03}"), json!({"mod": (i % 5).to_string()}));
+    }
+    for i in 0..1000 {
+        configmap(&server, "b", &format!("cm-{i:04}"), json!({"mod": (i % 5).to_string()}));
+    }
+    let c = client(&server).await;
+
+    // One namespace, with others before and after it.
+    let b: Api<ConfigMap> = Api::namespaced(c.clone(), "b");
+    let (names, remaining) = paginate(&b, ListParams::default().limit(300)).await;
+    let want: Vec<String> = (0..1000).map(|i| format!("b/cm-{i:04}")).collect();
+    assert_eq!(names, want);
+    assert_eq!(remaining, vec![Some(700), Some(400), Some(100)]);
+
+    // A page size that divides the count: no empty last page.
+    let (names, remaining) = paginate(&b, ListParams::default().limit(500)).await;
+    assert_eq!(names.len(), 1000);
+    assert_eq!(remaining, vec![Some(500)]);
+
+    // Across namespaces.
+    let all: Api<ConfigMap> = Api::all(c.clone());
+    let (names, remaining) = paginate(&all, ListParams::default().limit(400)).await;
+    assert_eq!(names.len(), 1500);
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "in key order, each once");
+    assert_eq!(remaining, vec![Some(1100), Some(700), Some(300)]);
+
+    // With a selector: every match once, continue only while one more matches, no count.
+    let (names, remaining) = paginate(&b, ListParams::default().limit(100).labels("mod=3")).await;
+    let want: Vec<String> = (0..1000).filter(|i| i % 5 == 3).map(|i| format!("b/cm-{i:04}")).collect();
+    assert_eq!(names, want);
+    assert_eq!(remaining, vec![None]);
+
+    // Changes between pages. Before the position, they change the count but are not listed;
+    // after it, they are listed (or not) and counted. Other namespaces do not count.
+    let first = b.list(&ListParams::default().limit(300)).await.unwrap();
+    assert_eq!(first.items.last().unwrap().metadata.name.as_deref(), Some("cm-0299"));
+    assert_eq!(first.metadata.remaining_item_count, Some(700));
+    configmap(&server, "b", "cm-0010a", json!({}));
+    configmap(&server, "b", "cm-0020a", json!({}));
+    b.delete("cm-0005", &Default::default()).await.unwrap();
+    configmap(&server, "b", "cm-0500a", json!({}));
+    b.delete("cm-0600", &Default::default()).await.unwrap();
+    b.delete("cm-0601", &Default::default()).await.unwrap();
+    configmap(&server, "a", "cm-zzz", json!({}));
+    let lp = ListParams::default().limit(300).continue_token(first.metadata.continue_.as_deref().unwrap());
+    let second = b.list(&lp).await.unwrap();
+    // Left after the first page: 700 + 1 created - 2 deleted; 1000 in b now, 301 up to and
+    // including cm-0299.
+    assert_eq!(second.items.len(), 300);
+    assert_eq!(second.metadata.remaining_item_count, Some(699 - 300));
+    let mut names: Vec<String> = second.items.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+    let mut token = second.metadata.continue_.clone();
+    let mut counts = Vec::new();
+    while let Some(t) = token.filter(|t| !t.is_empty()) {
+        let page = b.list(&ListParams::default().limit(300).continue_token(&t)).await.unwrap();
+        names.extend(page.items.iter().map(|c| c.metadata.name.clone().unwrap()));
+        counts.push(page.metadata.remaining_item_count);
+        token = page.metadata.continue_.clone();
+    }
+    assert_eq!(counts, vec![Some(99), None]);
+    assert_eq!(names.len(), 699);
+    assert!(names.contains(&"cm-0500a".to_owned()));
+    assert!(!names.iter().any(|n| n == "cm-0600" || n == "cm-0601" || n == "cm-0010a"));
+    assert!(names.windows(2).all(|w| w[0] < w[1]));
+}
+
 #[tokio::test]
 async fn watcher_resumes_after_a_dropped_connection_without_relisting() {
     let server = TestApiServer::start(Options::default()).unwrap();
