@@ -570,6 +570,33 @@ fn commit(
         }
     }
     crate::defaults::apply(&ctx.rt.kind, &mut new);
+    // The field manager runs before mutating admission, so what admission changes is owned by
+    // nobody, as on the API server.
+    if let Record::Update { manager, subresource } = record {
+        let t = now();
+        let api_version = ctx.api_version();
+        let slot = Slot { manager, operation: "Update", api_version: &api_version, subresource, time: &t };
+        apply::record_update(&ctx.rt.kind, old, &mut new, slot, scope);
+    }
+    // Mutating admission, on the main resource only, for real writes and dry runs alike.
+    if ctx.req.subresource.is_none() {
+        let attrs = crate::admission::Attributes {
+            operation: if old.is_some() {
+                crate::admission::Operation::Update
+            } else {
+                crate::admission::Operation::Create
+            },
+            group: &ctx.rt.group,
+            resource: &ctx.rt.plural,
+            kind: &ctx.rt.kind,
+            namespace: &ns,
+            name: &name,
+        };
+        let applied = ctx.shared.admission.lock().unwrap_or_else(|e| e.into_inner()).mutate(&attrs, &mut new);
+        if !applied.is_empty() {
+            tracing::debug!(kind = %ctx.rt.kind, namespace = %ns, name = %name, rules = ?applied, dry_run = ctx.dry_run(), "mutating admission");
+        }
+    }
     if let (Some(old), true) = (old, ctx.rt.generation) {
         let strip = |v: &Value| {
             let mut v = v.clone();
@@ -583,12 +610,6 @@ fn commit(
             let g = old.get("metadata").and_then(|m| m.get("generation")).and_then(Value::as_i64).unwrap_or(0);
             meta(&mut new).insert("generation".into(), json!(g + 1));
         }
-    }
-    if let Record::Update { manager, subresource } = record {
-        let t = now();
-        let api_version = ctx.api_version();
-        let slot = Slot { manager, operation: "Update", api_version: &api_version, subresource, time: &t };
-        apply::record_update(&ctx.rt.kind, old, &mut new, slot, scope);
     }
     crate::defaults::prepare(&ctx.rt.kind, &mut new, old, st);
     // Deletion completes when the last finalizer is removed.

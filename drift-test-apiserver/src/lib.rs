@@ -6,8 +6,8 @@
 //! generation, creationTimestamp and managedFields per field manager (Update and Apply, with
 //! server-side apply conflicts). It serves discovery, list with selectors and pagination,
 //! watch with bookmarks and 410 Gone, the four patch types, the status and scale
-//! subresources, custom resources once their CRD exists, bearer-token authentication, and
-//! injected faults. See `docs/test-apiserver.md` for what it emulates and what it does not.
+//! subresources, custom resources once their CRD exists, bearer-token authentication,
+//! simulated mutating admission (rules standing in for webhooks) and injected faults. See `docs/test-apiserver.md` for what it emulates and what it does not.
 //!
 //! ```no_run
 //! use drift_test_apiserver::{Options, TestApiServer};
@@ -19,6 +19,7 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod admission;
 pub mod apply;
 pub mod crd_schema;
 pub mod defaults;
@@ -41,6 +42,7 @@ pub mod table;
 pub mod tls;
 pub mod watch;
 
+pub use admission::{Admission, Mutation, MutationMatch, Operation, SetField};
 pub use faults::{FaultAction, FaultMatch, FaultRule, Faults};
 pub use server::{Options, RecordedRequest, StartError, TestApiServer};
 

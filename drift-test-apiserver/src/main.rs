@@ -1,10 +1,11 @@
-//! `drift-test-apiserver --listen 127.0.0.1:PORT --kubeconfig PATH [--token T] [--faults FILE]`
+//! `drift-test-apiserver --listen 127.0.0.1:PORT --kubeconfig PATH [--token T] [--faults FILE]
+//! [--admission FILE]`
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
-use drift_test_apiserver::{Faults, Options, TestApiServer};
+use drift_test_apiserver::{Admission, Faults, Options, TestApiServer};
 
 /// A Kubernetes API server for tests.
 #[derive(Debug, Parser)]
@@ -22,6 +23,9 @@ struct Args {
     /// YAML or JSON file of faults to inject.
     #[arg(long)]
     faults: Option<PathBuf>,
+    /// YAML or JSON file of mutation rules (simulated mutating admission webhooks).
+    #[arg(long)]
+    admission: Option<PathBuf>,
     /// Changes kept for watches; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 100_000)]
     history: usize,
@@ -52,10 +56,24 @@ fn main() -> std::process::ExitCode {
         },
         None => Faults::default(),
     };
+    let admission = match &args.admission {
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Admission::from_yaml(&t).map_err(|e| e.to_string()))
+        {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("drift-test-apiserver: cannot read admission rules {}: {e}", p.display());
+                return std::process::ExitCode::from(2);
+            }
+        },
+        None => Admission::default(),
+    };
     let opts = Options {
         listen: args.listen,
         token: args.token,
         faults,
+        admission,
         kubeconfig: Some(args.kubeconfig),
         history_limit: args.history,
         bookmark_interval: std::time::Duration::from_secs(args.bookmark_seconds.max(1)),

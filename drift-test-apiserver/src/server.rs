@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
+use crate::admission::Admission;
 use crate::faults::{FaultAction, Faults, RequestInfo};
 use crate::handlers::{self, Ctx};
 use crate::status::{ApiError, json_response};
@@ -27,6 +28,8 @@ pub struct Options {
     pub token: Option<String>,
     /// Faults active from the start.
     pub faults: Faults,
+    /// Simulated mutating admission (rules that stand in for webhooks) from the start.
+    pub admission: Admission,
     /// Where to write the kubeconfig; a file in a temporary folder owned by the handle if None.
     pub kubeconfig: Option<PathBuf>,
     /// How many changes are kept for watches; older resourceVersions get 410 Gone.
@@ -44,6 +47,7 @@ impl Default for Options {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
             faults: Faults::default(),
+            admission: Admission::default(),
             kubeconfig: None,
             history_limit: 100_000,
             bookmark_interval: Duration::from_secs(60),
@@ -80,6 +84,8 @@ pub struct Shared {
     pub token: Option<String>,
     /// Active faults.
     pub faults: Mutex<Faults>,
+    /// Active mutation rules. Taken while the state is locked, never the other way round.
+    pub admission: Mutex<Admission>,
     /// Bookmark interval.
     pub bookmark_interval: Duration,
     /// Requests received.
@@ -231,6 +237,21 @@ fn admin(shared: &Arc<Shared>, method: &Method, rest: &str, body: &[u8]) -> Resp
             *lock(&shared.faults) = Faults::default();
             json_response(StatusCode::OK, &json!({"faults": []}))
         }
+        ("GET", "admission") => {
+            let a = lock(&shared.admission).clone();
+            json_response(StatusCode::OK, &serde_json::to_value(a).unwrap_or(Value::Null))
+        }
+        ("POST" | "PUT", "admission") => match Admission::from_yaml(&String::from_utf8_lossy(body)) {
+            Ok(a) => {
+                *lock(&shared.admission) = a.clone();
+                json_response(StatusCode::OK, &serde_json::to_value(a).unwrap_or(Value::Null))
+            }
+            Err(e) => ApiError::bad_request(format!("invalid admission rules: {e}")).into_response(),
+        },
+        ("DELETE", "admission") => {
+            *lock(&shared.admission) = Admission::default();
+            json_response(StatusCode::OK, &json!({"mutations": []}))
+        }
         ("POST", "objects") => {
             // A single object, a List (`items`), or a JSON array: created in order.
             let parsed: Result<Value, String> = serde_json::from_slice(body).or_else(|_| {
@@ -358,6 +379,7 @@ impl TestApiServer {
             tx,
             token: opts.token.clone(),
             faults: Mutex::new(opts.faults.clone()),
+            admission: Mutex::new(opts.admission.clone()),
             bookmark_interval: opts.bookmark_interval,
             requests: Mutex::new(Vec::new()),
             shutdown: stop_rx.clone(),
@@ -427,6 +449,16 @@ impl TestApiServer {
     /// Remove all faults.
     pub fn clear_faults(&self) {
         self.set_faults(Faults::default());
+    }
+
+    /// Replace the active mutation rules (simulated mutating admission).
+    pub fn set_admission(&self, admission: Admission) {
+        *lock(&self.shared.admission) = admission;
+    }
+
+    /// Remove all mutation rules.
+    pub fn clear_admission(&self) {
+        self.set_admission(Admission::default());
     }
 
     /// Forget the change history: watches and continue tokens from any earlier

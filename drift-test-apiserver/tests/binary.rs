@@ -137,3 +137,30 @@ fn refuses_a_bad_faults_file() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read faults"));
 }
+
+#[test]
+fn applies_an_admission_file_and_refuses_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("admission.yaml");
+    std::fs::write(
+        &rules,
+        "mutations:\n- match: {resource: ConfigMap}\n  set: [{path: data.mutated, value: 'by admission'}]\n",
+    )
+    .unwrap();
+    let r = start(&["--admission", rules.to_str().unwrap()]);
+    let out = kubectl(&r, &["create", "configmap", "c", "-n", "default", "--from-literal=k=v", "-o", "json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cm: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cm["data"]["mutated"], "by admission");
+
+    std::fs::write(&rules, "mutations:\n- set: [{path: 'data.', value: 1}]\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drift-test-apiserver"))
+        .args(["--kubeconfig"])
+        .arg(dir.path().join("kc"))
+        .arg("--admission")
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read admission rules"));
+}
