@@ -35,6 +35,7 @@
 mod config;
 mod error;
 mod sink;
+mod stats;
 mod store;
 
 use std::fmt;

@@ -289,6 +289,17 @@ async fn prune_in(tx: &mut Transaction<'static, Postgres>, cutoff: DateTime<Utc>
         .await
         .ctx("deleting old resolved drifts")?
         .rows_affected();
+    if drifts > 0 {
+        // The triggers subtracted the deleted rows from the rollups; drop the days before the
+        // cutoff that no row contributes to any more.
+        sqlx::query(
+            "DELETE FROM drift_daily WHERE day < ($1 AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0",
+        )
+        .bind(cutoff)
+        .execute(&mut **tx)
+        .await
+        .ctx("deleting empty rollup days")?;
+    }
     let scans = sqlx::query("DELETE FROM scans WHERE finished_at < $1")
         .bind(cutoff)
         .execute(&mut **tx)

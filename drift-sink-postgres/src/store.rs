@@ -1,12 +1,8 @@
 //! The read side: listing with filters and keyset pagination, one drift, statistics, scans.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, NaiveDate, Utc};
-use drift_core::sink::{
-    DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift, TrendDay,
-};
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift};
 use drift_core::{Error, Result};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -21,11 +17,17 @@ const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, clu
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
      resolved_at, changed_by, changed_at, classification, decision_source, recommended_action";
 
-/// Time to resolve in whole milliseconds, truncated (as the reference store computes it).
-const TTR_MS: &str = "trunc(extract(epoch FROM resolved_at - detected_at) * 1000)::bigint";
-
 /// Appends ` WHERE ...` for a filter; every value is a bind parameter.
-fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &DriftFilter) {
+pub(crate) fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &DriftFilter) {
+    push_dimensions(q, filter);
+    if let Some(t) = filter.since {
+        q.push(" AND last_seen >= ").push_bind(t);
+    }
+}
+
+/// Appends ` WHERE ...` for every field of a filter but `since`: the dimensions the rollups
+/// (`drift_counts`, `drift_daily`) are keyed by, under the same column names as in `drifts`.
+pub(crate) fn push_dimensions(q: &mut QueryBuilder<Postgres>, filter: &DriftFilter) {
     q.push(" WHERE true");
     if let Some(s) = filter.status {
         q.push(" AND status = ").push_bind(s.as_str());
@@ -47,9 +49,6 @@ fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &DriftFilter) {
     }
     if let Some(k) = &filter.kind {
         q.push(" AND resource_kind = ").push_bind(k.clone());
-    }
-    if let Some(t) = filter.since {
-        q.push(" AND last_seen >= ").push_bind(t);
     }
 }
 
@@ -122,83 +121,11 @@ impl DriftStore for PostgresSink {
     }
 
     async fn stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
-        let mut stats = DriftStats::default();
-
-        // Rows by status, over every row the filter keeps.
-        let mut q = QueryBuilder::<Postgres>::new("SELECT status, count(*) FROM drifts");
-        push_filter(&mut q, filter);
-        q.push(" GROUP BY status");
-        let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&self.pool).await.ctx("counting by status")?;
-        stats.by_status = rows.into_iter().collect();
-
-        // Open rows by severity, type, namespace and repository, in one pass.
-        let mut q = QueryBuilder::<Postgres>::new(
-            "SELECT GROUPING(severity, drift_type, namespace, repository) AS g, \
-             COALESCE(severity, drift_type, namespace, repository) AS v, count(*) FROM drifts",
-        );
-        push_filter(&mut q, filter);
-        q.push(" AND status = 'open' GROUP BY GROUPING SETS ((severity), (drift_type), (namespace), (repository))");
-        let rows: Vec<(i32, String, i64)> =
-            q.build_query_as().fetch_all(&self.pool).await.ctx("counting open drifts")?;
-        for (g, value, n) in rows {
-            // GROUPING(...) has a 0 bit for the column the row is grouped by (leftmost = bit 3).
-            let target = match g {
-                0b0111 => &mut stats.by_severity,
-                0b1011 => &mut stats.by_type,
-                0b1101 => &mut stats.by_namespace,
-                0b1110 => &mut stats.by_repository,
-                _ => continue,
-            };
-            target.insert(value, n);
+        if filter.since.is_some() {
+            // `since` is about last_seen, which the rollups do not keep: count the rows.
+            return self.stats_from_rows(filter, now).await;
         }
-
-        // The 7-day trend ending on now's UTC day.
-        let today = now.date_naive();
-        let first = today - Duration::days(6);
-        let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
-        let end = start + Duration::days(7);
-        let mut trend: BTreeMap<NaiveDate, (i64, i64)> = (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
-        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
-            let mut q = QueryBuilder::<Postgres>::new("SELECT (");
-            q.push(column).push(" AT TIME ZONE 'UTC')::date AS day, count(*) FROM drifts");
-            push_filter(&mut q, filter);
-            q.push(" AND ").push(column).push(" >= ").push_bind(start);
-            q.push(" AND ").push(column).push(" < ").push_bind(end);
-            q.push(" GROUP BY day");
-            let rows: Vec<(NaiveDate, i64)> = q.build_query_as().fetch_all(&self.pool).await.ctx("trend")?;
-            for (day, n) in rows {
-                if let Some(e) = trend.get_mut(&day) {
-                    if new { e.0 += n } else { e.1 += n }
-                }
-            }
-        }
-        stats.trend = trend.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect();
-
-        // Mean and 95th percentile (continuous) of the time to resolve.
-        let mut q = QueryBuilder::<Postgres>::new("SELECT count(*), COALESCE(sum(");
-        q.push(TTR_MS).push("), 0)::bigint FROM drifts");
-        push_filter(&mut q, filter);
-        q.push(" AND resolved_at IS NOT NULL");
-        let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&self.pool).await.ctx("time to resolve")?;
-        if n > 0 {
-            stats.mean_time_to_resolve_seconds = Some(sum_ms as f64 / 1000.0 / n as f64);
-            // The two order statistics around the rank, read from the top (the 95th
-            // percentile is near the largest values, so few rows are skipped).
-            let rank = 0.95 * (n - 1) as f64;
-            let (lo, hi) = (rank.floor() as i64, rank.ceil() as i64);
-            let mut q = QueryBuilder::<Postgres>::new("SELECT ");
-            q.push(TTR_MS).push(" AS ms FROM drifts");
-            push_filter(&mut q, filter);
-            q.push(" AND resolved_at IS NOT NULL ORDER BY ms DESC OFFSET ").push_bind(n - 1 - hi);
-            q.push(" LIMIT ").push_bind(hi - lo + 1);
-            let top: Vec<i64> = q.build_query_scalar().fetch_all(&self.pool).await.ctx("time to resolve")?;
-            // Descending: the last value is the lower order statistic.
-            if let (Some(v_hi), Some(v_lo)) = (top.first(), top.last()) {
-                let (v_lo, v_hi) = (*v_lo as f64 / 1000.0, *v_hi as f64 / 1000.0);
-                stats.p95_time_to_resolve_seconds = Some(v_lo + (v_hi - v_lo) * (rank - lo as f64));
-            }
-        }
-        Ok(stats)
+        Ok(self.stats_from_rollups(filter, now).await?)
     }
 
     async fn recent_scans(&self, limit: u32) -> Result<Vec<ScanRecord>> {

@@ -322,6 +322,9 @@ async fn agrees_with_the_reference_store_over_many_scans() {
     let server = server();
     let store = fresh(&server).await;
     let memory = MemoryStore::new();
+    // The same reports into a store whose retention deletes history as the sequence goes on.
+    let url = server.create_database().await.unwrap();
+    let kept = PostgresSink::from_config(&PostgresConfig::new(&url).with_retention_days(1)).await.unwrap();
     let desired: Vec<_> = (0..12).map(|i| deployment(["shop", "billing", "ops"][i % 3], &format!("app{i}"))).collect();
     let mut seed: u64 = 0x5eed;
     let mut next = move |n: u64| {
@@ -356,9 +359,21 @@ async fn agrees_with_the_reference_store_over_many_scans() {
             }
             _ => {}
         }
+        if next(4) == 0 {
+            r.repository = "infra".into();
+        }
         let (a, b) = (store.record(&r).await.unwrap(), memory.record(&r).await.unwrap());
         assert_eq!(a, b, "outcome of scan {s}");
+        kept.record(&r).await.unwrap();
+        // The rollups stay exact after every scan, and stats from them equal stats from the rows.
+        for store in [&store, &kept] {
+            assert_rollups_match_rows(store).await;
+            for filter in stats_filters() {
+                assert_stats_match_rows(store, &filter, r.finished_at).await;
+            }
+        }
     }
+    assert!(rows(&kept).await.len() < rows(&store).await.len(), "retention deleted some history");
     let strip = |rows: Vec<drift_core::sink::StoredDrift>| {
         rows.into_iter().map(|mut r| {
             r.id = 0;
@@ -368,12 +383,7 @@ async fn agrees_with_the_reference_store_over_many_scans() {
     let (pg_rows, mem_rows) = (rows(&store).await, rows(&memory).await);
     assert_eq!(pg_rows.len(), mem_rows.len());
     assert!(strip(pg_rows).eq(strip(mem_rows)), "same rows in the same order");
-    for filter in [
-        DriftFilter::default(),
-        DriftFilter { status: Some(DriftStatus::Open), ..Default::default() },
-        DriftFilter { namespace: Some("ops".into()), ..Default::default() },
-        DriftFilter { severity: Some(drift_core::Severity::High), since: Some(t(1000)), ..Default::default() },
-    ] {
+    for filter in stats_filters() {
         for now in [t(40 * 97), t(40 * 97) + chrono::Duration::days(3)] {
             let (a, b) = (store.stats(&filter, now).await.unwrap(), memory.stats(&filter, now).await.unwrap());
             assert_eq!(a.by_status, b.by_status, "{filter:?}");

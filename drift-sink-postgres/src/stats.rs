@@ -1,0 +1,197 @@
+//! Statistics: from the rollups (`drift_counts`, `drift_daily`, kept by triggers, see
+//! `migrations/0002_rollups.sql`), or from the rows when the filter names `since`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use drift_core::Result;
+use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
+
+use crate::PostgresSink;
+use crate::error::{PgError, SqlContext};
+use crate::store::{push_dimensions, push_filter};
+
+/// Time to resolve in whole milliseconds, truncated (as the reference store computes it). The
+/// same expression as the key of the `drifts_resolved_ttr` index, which the percentile reads.
+const TTR_MS: &str = "trunc(extract(epoch FROM resolved_at - detected_at) * 1000)::bigint";
+
+/// The first and the last UTC day of the 7-day trend ending on `now`'s day.
+fn trend_window(now: DateTime<Utc>) -> (NaiveDate, NaiveDate) {
+    let today = now.date_naive();
+    (today - Duration::days(6), today)
+}
+
+/// The 7 days of the trend, oldest first, from (day, new, resolved) counts.
+fn trend(now: DateTime<Utc>, counts: impl IntoIterator<Item = (NaiveDate, i64, i64)>) -> Vec<TrendDay> {
+    let (first, _) = trend_window(now);
+    let mut days: BTreeMap<NaiveDate, (i64, i64)> = (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
+    for (day, new, resolved) in counts {
+        if let Some(e) = days.get_mut(&day) {
+            e.0 += new;
+            e.1 += resolved;
+        }
+    }
+    days.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect()
+}
+
+/// The continuous 95th percentile of the time to resolve of the `n` resolved rows the filter
+/// keeps: the two order statistics around its rank, read from the top of the
+/// `drifts_resolved_ttr` index (about 5% of it), interpolated.
+async fn p95(conn: &mut PgConnection, filter: &DriftFilter, n: i64) -> Result<Option<f64>, PgError> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let rank = 0.95 * (n - 1) as f64;
+    let (lo, hi) = (rank.floor() as i64, rank.ceil() as i64);
+    let mut q = QueryBuilder::<Postgres>::new("SELECT ");
+    q.push(TTR_MS).push(" AS ms FROM drifts");
+    push_filter(&mut q, filter);
+    q.push(" AND status = 'resolved' ORDER BY ms DESC OFFSET ").push_bind(n - 1 - hi);
+    q.push(" LIMIT ").push_bind(hi - lo + 1);
+    let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
+    // Descending: the last value is the lower order statistic.
+    Ok(match (top.first(), top.last()) {
+        (Some(v_hi), Some(v_lo)) => {
+            let (v_lo, v_hi) = (*v_lo as f64 / 1000.0, *v_hi as f64 / 1000.0);
+            Some(v_lo + (v_hi - v_lo) * (rank - lo as f64))
+        }
+        _ => None,
+    })
+}
+
+/// Open rows by severity, type, namespace and repository, from `source` (`drifts` with
+/// `count(*)`, or `drift_counts` with `sum(n)`), in one pass.
+async fn open_breakdown(
+    conn: &mut PgConnection,
+    filter: &DriftFilter,
+    stats: &mut DriftStats,
+    from_rollup: bool,
+) -> Result<(), PgError> {
+    let (count, source) = if from_rollup { ("sum(n)::bigint", "drift_counts") } else { ("count(*)", "drifts") };
+    let mut q = QueryBuilder::<Postgres>::new(format!(
+        "SELECT GROUPING(severity, drift_type, namespace, repository) AS g, \
+         COALESCE(severity, drift_type, namespace, repository) AS v, {count} AS c FROM {source}"
+    ));
+    if from_rollup {
+        push_dimensions(&mut q, filter)
+    } else {
+        push_filter(&mut q, filter)
+    }
+    q.push(" AND status = 'open' GROUP BY GROUPING SETS ((severity), (drift_type), (namespace), (repository))");
+    if from_rollup {
+        // Rollup keys whose rows are all gone stay with n = 0.
+        q.push(" HAVING sum(n) > 0");
+    }
+    let rows: Vec<(i32, String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting open drifts")?;
+    for (g, value, n) in rows {
+        // GROUPING(...) has a 0 bit for the column the row is grouped by (leftmost = bit 3).
+        let target = match g {
+            0b0111 => &mut stats.by_severity,
+            0b1011 => &mut stats.by_type,
+            0b1101 => &mut stats.by_namespace,
+            0b1110 => &mut stats.by_repository,
+            _ => continue,
+        };
+        target.insert(value, n);
+    }
+    Ok(())
+}
+
+impl PostgresSink {
+    /// Statistics computed from the rollups: a few small aggregates and one short index read,
+    /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
+    pub(crate) async fn stats_from_rollups(
+        &self,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats, PgError> {
+        debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
+        let mut tx = self.pool.begin().await.ctx("starting a read")?;
+        // One snapshot: the percentile's rank comes from the counts.
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .ctx("starting a read")?;
+        let mut stats = DriftStats::default();
+
+        let mut q =
+            QueryBuilder::<Postgres>::new("SELECT status, sum(n)::bigint, sum(ttr_sum_ms)::bigint FROM drift_counts");
+        push_dimensions(&mut q, filter);
+        q.push(" GROUP BY status HAVING sum(n) > 0");
+        let rows: Vec<(String, i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("counting by status")?;
+        let (mut resolved, mut ttr_sum_ms) = (0, 0);
+        for (status, n, ttr) in rows {
+            if status == "resolved" {
+                (resolved, ttr_sum_ms) = (n, ttr);
+            }
+            stats.by_status.insert(status, n);
+        }
+
+        open_breakdown(&mut tx, filter, &mut stats, true).await?;
+
+        let (first, today) = trend_window(now);
+        let mut q =
+            QueryBuilder::<Postgres>::new("SELECT day, sum(opened)::bigint, sum(resolved)::bigint FROM drift_daily");
+        push_dimensions(&mut q, filter);
+        q.push(" AND day >= ").push_bind(first).push(" AND day <= ").push_bind(today).push(" GROUP BY day");
+        let days: Vec<(NaiveDate, i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("trend")?;
+        stats.trend = trend(now, days);
+
+        if resolved > 0 {
+            stats.mean_time_to_resolve_seconds = Some(ttr_sum_ms as f64 / 1000.0 / resolved as f64);
+        }
+        stats.p95_time_to_resolve_seconds = p95(&mut tx, filter, resolved).await?;
+        tx.commit().await.ctx("ending a read")?;
+        Ok(stats)
+    }
+
+    /// Statistics computed from the rows themselves, without the rollups: what
+    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
+    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
+    /// millions of rows). Public so that the rollups can be checked against it.
+    pub async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
+        let mut tx = self.pool.begin().await.ctx("starting a read")?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .ctx("starting a read")?;
+        let mut stats = DriftStats::default();
+
+        let mut q = QueryBuilder::<Postgres>::new("SELECT status, count(*) FROM drifts");
+        push_filter(&mut q, filter);
+        q.push(" GROUP BY status");
+        let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("counting by status")?;
+        stats.by_status = rows.into_iter().collect();
+
+        open_breakdown(&mut tx, filter, &mut stats, false).await?;
+
+        let (first, _) = trend_window(now);
+        let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+        let end = start + Duration::days(7);
+        let mut days = Vec::new();
+        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
+            let mut q = QueryBuilder::<Postgres>::new("SELECT (");
+            q.push(column).push(" AT TIME ZONE 'UTC')::date AS day, count(*) FROM drifts");
+            push_filter(&mut q, filter);
+            q.push(" AND ").push(column).push(" >= ").push_bind(start);
+            q.push(" AND ").push(column).push(" < ").push_bind(end);
+            q.push(" GROUP BY day");
+            let rows: Vec<(NaiveDate, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("trend")?;
+            days.extend(rows.into_iter().map(|(day, n)| if new { (day, n, 0) } else { (day, 0, n) }));
+        }
+        stats.trend = trend(now, days);
+
+        let mut q = QueryBuilder::<Postgres>::new("SELECT count(*), COALESCE(sum(");
+        q.push(TTR_MS).push("), 0)::bigint FROM drifts");
+        push_filter(&mut q, filter);
+        q.push(" AND status = 'resolved'");
+        let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *tx).await.ctx("time to resolve")?;
+        if n > 0 {
+            stats.mean_time_to_resolve_seconds = Some(sum_ms as f64 / 1000.0 / n as f64);
+        }
+        stats.p95_time_to_resolve_seconds = p95(&mut tx, filter, n).await?;
+        tx.commit().await.ctx("ending a read")?;
+        Ok(stats)
+    }
+}
