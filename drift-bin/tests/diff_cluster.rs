@@ -1,13 +1,14 @@
 //! `drift diff --cluster` as an operator runs it, against the test API server, with changes
 //! made by the real kubectl: nothing after `kubectl apply`; each hand change afterwards with
 //! its drift type and the kubectl manager that made it; unreadable parts as warnings, never as
-//! missing objects; the server-side mode and its fallback.
+//! missing objects; the server-side mode, its fallback, and what it leaves out: a field a
+//! mutating webhook sets on admission.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use drift_test_apiserver::{FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
+use drift_test_apiserver::{Admission, FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
 use serde_json::Value;
 
 struct Env {
@@ -52,7 +53,11 @@ spec:
 
 impl Env {
     fn start() -> Env {
-        let server = TestApiServer::start(Options::default()).unwrap();
+        Env::with(Options::default())
+    }
+
+    fn with(options: Options) -> Env {
+        let server = TestApiServer::start(options).unwrap();
         let env = Env { server, home: tempfile::tempdir().unwrap() };
         for (name, text) in DESIRED {
             env.write(&format!("desired/{name}"), text);
@@ -219,6 +224,38 @@ fn server_side_failure_falls_back_to_the_client_side_result_with_a_warning() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0]["message"].as_str().unwrap().contains("server-side dry run"), "{warnings:?}");
     assert_eq!(warnings[0]["fatal"], false);
+}
+
+#[test]
+fn server_side_mode_leaves_out_what_a_mutating_webhook_sets_but_not_a_kubectl_change() {
+    // A policy webhook that caps the CPU limit of Deployments in shop, which Git sets to 500m.
+    let cap = "mutations:\n- name: cpu-cap\n  match: {resource: Deployment, namespace: shop}\n  set:\n  - {path: 'spec.template.spec.containers[*].resources.limits.cpu', value: 250m}\n";
+    let env = Env::with(Options { admission: Admission::from_yaml(cap).unwrap(), ..Options::default() });
+    env.kubectl(&["apply", "-R", "-f", env.desired().to_str().unwrap()]);
+    let cpu = "spec.template.spec.containers[name=web].resources.limits.cpu";
+
+    let (code, doc, err) = env.diff(&[]);
+    assert_eq!(code, 1, "the client-side engine sees the webhook's value: {err}");
+    assert_eq!(drifts(&doc), vec![d("Deployment", "resource_limit_drift", cpu, "kubectl-client-side-apply")]);
+    let (code, doc, err) = env.diff(&["--server-side"]);
+    assert_eq!(code, 0, "the API server would cap it again: no drift: {doc} {err}");
+    assert!(drifts(&doc).is_empty());
+    assert_eq!(doc["warnings"].as_array().map(Vec::len), Some(0));
+
+    env.kubectl(&["set", "image", "deployment/web", "-n", "shop", "web=nginx:1.28"]);
+    let image = "spec.template.spec.containers[name=web].image";
+    let (code, doc, _) = env.diff(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        drifts(&doc),
+        vec![
+            d("Deployment", "image_tag_drift", image, "kubectl-set"),
+            d("Deployment", "resource_limit_drift", cpu, "kubectl-client-side-apply"),
+        ]
+    );
+    let (code, doc, err) = env.diff(&["--server-side"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(drifts(&doc), vec![d("Deployment", "image_tag_drift", image, "kubectl-set")]);
 }
 
 #[test]
