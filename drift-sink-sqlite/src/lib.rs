@@ -28,7 +28,9 @@
 
 mod config;
 mod error;
+mod rollup;
 mod sink;
+mod stats;
 mod store;
 
 use std::fmt;

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
 use crate::error::{SqlContext, SqliteError};
+use crate::rollup::{self, Rows};
 use crate::{SqliteSink, micros};
 
 /// How many times a report is written again when the database stayed busy.
@@ -106,7 +107,12 @@ impl SqliteSink {
             .collect();
         let mut outcome = RecordOutcome::default();
         for chunk in drifts.chunks(CHUNK) {
+            let fingerprints: Vec<&str> = chunk.iter().map(|(fp, _)| fp.as_str()).collect();
+            let fingerprints = serde_json::to_string(&fingerprints).unwrap_or_else(|_| "[]".into());
+            let rows = Rows::OpenWithFingerprints(&fingerprints);
+            rollup::adjust(&mut tx, -1, rows).await?;
             let occurrences = upsert(&mut tx, report, chunk).await?;
+            rollup::adjust(&mut tx, 1, rows).await?;
             let opened = occurrences.iter().filter(|o| **o == 1).count();
             outcome.opened += opened;
             outcome.updated += occurrences.len() - opened;
@@ -219,26 +225,44 @@ async fn resolve(
         return Ok(0);
     }
     let ids = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+    rollup::adjust(&mut *conn, -1, Rows::Ids(&ids)).await?;
     let resolved = sqlx::query(
         "UPDATE drifts SET status = 'resolved', resolved_at = ? \
          WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
     )
     .bind(micros(report.finished_at))
-    .bind(ids)
+    .bind(&ids)
     .execute(&mut *conn)
     .await
     .ctx("resolving drifts")?
     .rows_affected();
+    rollup::adjust(&mut *conn, 1, Rows::Ids(&ids)).await?;
     Ok(resolved as usize)
 }
 
 async fn prune_in(conn: &mut SqliteConnection, cutoff: DateTime<Utc>) -> Result<PruneOutcome, SqliteError> {
-    let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
-        .bind(micros(cutoff))
-        .execute(&mut *conn)
-        .await
-        .ctx("deleting old resolved drifts")?
-        .rows_affected();
+    let old: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM drifts WHERE status = 'resolved' AND resolved_at < ? LIMIT 1")
+            .bind(micros(cutoff))
+            .fetch_optional(&mut *conn)
+            .await
+            .ctx("finding old resolved drifts")?;
+    let mut drifts = 0;
+    if old.is_some() {
+        rollup::adjust(&mut *conn, -1, Rows::ResolvedBefore(micros(cutoff))).await?;
+        drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
+            .bind(micros(cutoff))
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting old resolved drifts")?
+            .rows_affected();
+        // Rollup keys of days before the cutoff that no row contributes to any more.
+        sqlx::query("DELETE FROM drift_daily WHERE day < ? AND opened = 0 AND resolved = 0")
+            .bind(micros(cutoff).div_euclid(86_400_000_000))
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting empty rollup days")?;
+    }
     let scans = sqlx::query("DELETE FROM scans WHERE finished_at < ?")
         .bind(micros(cutoff))
         .execute(&mut *conn)

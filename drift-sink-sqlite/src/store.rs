@@ -1,12 +1,8 @@
 //! The read side: listing with filters and keyset pagination, one drift, statistics, scans.
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, NaiveDate, Utc};
-use drift_core::sink::{
-    DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift, TrendDay,
-};
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift};
 use drift_core::{Error, Result};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -21,11 +17,17 @@ const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, clu
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
      resolved_at, changed_by, changed_at, classification, decision_source, recommended_action";
 
-/// Time to resolve in whole milliseconds, truncated (as the reference store computes it).
-const TTR_MS: &str = "((resolved_at - detected_at) / 1000)";
-
 /// Appends ` WHERE ...` for a filter; every value is a bind parameter.
-fn push_filter(q: &mut QueryBuilder<Sqlite>, filter: &DriftFilter) {
+pub(crate) fn push_filter(q: &mut QueryBuilder<Sqlite>, filter: &DriftFilter) {
+    push_dimensions(q, filter);
+    if let Some(t) = filter.since {
+        q.push(" AND last_seen >= ").push_bind(micros(t));
+    }
+}
+
+/// Appends ` WHERE ...` for every field of a filter but `since`: the dimensions the rollups
+/// (`drift_counts`, `drift_daily`) are keyed by, under the same column names as in `drifts`.
+pub(crate) fn push_dimensions(q: &mut QueryBuilder<Sqlite>, filter: &DriftFilter) {
     q.push(" WHERE 1");
     if let Some(s) = filter.status {
         q.push(" AND status = ").push_bind(s.as_str());
@@ -48,12 +50,9 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, filter: &DriftFilter) {
     if let Some(k) = &filter.kind {
         q.push(" AND resource_kind = ").push_bind(k.clone());
     }
-    if let Some(t) = filter.since {
-        q.push(" AND last_seen >= ").push_bind(micros(t));
-    }
 }
 
-fn corrupt(id: i64, column: &str, message: impl std::fmt::Display) -> SqliteError {
+pub(crate) fn corrupt(id: i64, column: &str, message: impl std::fmt::Display) -> SqliteError {
     SqliteError::Corrupt { id, message: format!("column {column}: {message}") }
 }
 
@@ -137,84 +136,11 @@ impl DriftStore for SqliteSink {
     }
 
     async fn stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
-        let mut stats = DriftStats::default();
-        // One read transaction, so every figure comes from the same snapshot.
-        let mut conn = self.reader.begin().await.ctx("starting a read")?;
-
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT status, count(*) FROM drifts");
-        push_filter(&mut q, filter);
-        q.push(" GROUP BY status");
-        let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting by status")?;
-        stats.by_status = rows.into_iter().collect();
-
-        // Open rows by severity, type, namespace and repository.
-        let mut q = QueryBuilder::<Sqlite>::new("");
-        for (i, (tag, column)) in
-            [(0, "severity"), (1, "drift_type"), (2, "namespace"), (3, "repository")].into_iter().enumerate()
-        {
-            if i > 0 {
-                q.push(" UNION ALL ");
-            }
-            q.push(format!("SELECT {tag}, {column}, count(*) FROM drifts"));
-            push_filter(&mut q, filter);
-            q.push(format!(" AND status = 'open' GROUP BY {column}"));
+        if filter.since.is_some() {
+            // `since` is about last_seen, which the rollups do not keep: count the rows.
+            return self.stats_from_rows(filter, now).await;
         }
-        let rows: Vec<(i64, String, i64)> =
-            q.build_query_as().fetch_all(&mut *conn).await.ctx("counting open drifts")?;
-        for (tag, value, n) in rows {
-            let target = match tag {
-                0 => &mut stats.by_severity,
-                1 => &mut stats.by_type,
-                2 => &mut stats.by_namespace,
-                _ => &mut stats.by_repository,
-            };
-            target.insert(value, n);
-        }
-
-        // The 7-day trend ending on now's UTC day.
-        let first = now.date_naive() - Duration::days(6);
-        let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
-        let (start, end) = (micros(start), micros(start + Duration::days(7)));
-        let mut trend: BTreeMap<NaiveDate, (i64, i64)> = (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
-        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
-            let mut q = QueryBuilder::<Sqlite>::new(format!(
-                "SELECT date({column} / 1000000, 'unixepoch') AS day, count(*) FROM drifts"
-            ));
-            push_filter(&mut q, filter);
-            q.push(format!(" AND {column} >= ")).push_bind(start);
-            q.push(format!(" AND {column} < ")).push_bind(end);
-            q.push(" GROUP BY day");
-            let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")?;
-            for (day, n) in rows {
-                let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d").map_err(|e| corrupt(0, column, e))?;
-                if let Some(e) = trend.get_mut(&day) {
-                    if new { e.0 += n } else { e.1 += n }
-                }
-            }
-        }
-        stats.trend = trend.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect();
-
-        // Mean and 95th percentile (continuous) of the time to resolve.
-        let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT count(*), COALESCE(sum({TTR_MS}), 0) FROM drifts"));
-        push_filter(&mut q, filter);
-        q.push(" AND resolved_at IS NOT NULL");
-        let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *conn).await.ctx("time to resolve")?;
-        if n > 0 {
-            stats.mean_time_to_resolve_seconds = Some(sum_ms as f64 / 1000.0 / n as f64);
-            let rank = 0.95 * (n - 1) as f64;
-            let (lo, hi) = (rank.floor() as i64, rank.ceil() as i64);
-            let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {TTR_MS} AS ms FROM drifts"));
-            push_filter(&mut q, filter);
-            q.push(" AND resolved_at IS NOT NULL ORDER BY ms DESC LIMIT ").push_bind(hi - lo + 1);
-            q.push(" OFFSET ").push_bind(n - 1 - hi);
-            let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
-            if let (Some(v_hi), Some(v_lo)) = (top.first(), top.last()) {
-                let (v_lo, v_hi) = (*v_lo as f64 / 1000.0, *v_hi as f64 / 1000.0);
-                stats.p95_time_to_resolve_seconds = Some(v_lo + (v_hi - v_lo) * (rank - lo as f64));
-            }
-        }
-        conn.rollback().await.ctx("ending a read")?;
-        Ok(stats)
+        Ok(self.stats_from_rollups(filter, now).await?)
     }
 
     async fn recent_scans(&self, limit: u32) -> Result<Vec<ScanRecord>> {

@@ -2,6 +2,8 @@
 //! retention, persistence, and agreement with the reference store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use chrono::{DateTime, Utc};
 use drift_core::memory::MemoryStore;
 use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest, StoredDrift};
@@ -244,6 +246,9 @@ async fn agrees_with_the_reference_store_over_many_scans() {
     let db = db();
     let store = SqliteSink::open(&db.url).await.unwrap();
     let memory = MemoryStore::new();
+    // The same reports into a store whose retention deletes history as the sequence goes on.
+    let kept_db = crate::db();
+    let kept = SqliteSink::from_config(&SqliteConfig::new(&kept_db.url).with_retention_days(1)).await.unwrap();
     let desired: Vec<_> = (0..12).map(|i| deployment(["shop", "billing", "ops"][i % 3], &format!("app{i}"))).collect();
     let mut seed: u64 = 0x5eed;
     let mut next = move |n: u64| {
@@ -276,8 +281,20 @@ async fn agrees_with_the_reference_store_over_many_scans() {
             }
             _ => {}
         }
+        if next(4) == 0 {
+            r.repository = "infra".into();
+        }
         assert_eq!(store.record(&r).await.unwrap(), memory.record(&r).await.unwrap(), "outcome of scan {s}");
+        kept.record(&r).await.unwrap();
+        // The rollups stay exact after every scan, and stats from them equal stats from the rows.
+        for store in [&store, &kept] {
+            common::assert_rollups_match_rows(store).await;
+            for filter in common::stats_filters() {
+                common::assert_stats_match_rows(store, &filter, r.finished_at).await;
+            }
+        }
     }
+    assert!(rows(&kept).await.len() < rows(&store).await.len(), "retention deleted some history");
     let strip = |rows: Vec<StoredDrift>| {
         rows.into_iter()
             .map(|mut r| {
@@ -287,12 +304,7 @@ async fn agrees_with_the_reference_store_over_many_scans() {
             .collect::<Vec<_>>()
     };
     assert_eq!(strip(rows(&store).await), strip(rows(&memory).await), "same rows in the same order");
-    for filter in [
-        DriftFilter::default(),
-        DriftFilter { status: Some(DriftStatus::Open), ..Default::default() },
-        DriftFilter { namespace: Some("ops".into()), ..Default::default() },
-        DriftFilter { severity: Some(drift_core::Severity::High), since: Some(t(1000)), ..Default::default() },
-    ] {
+    for filter in common::stats_filters() {
         for now in [t(40 * 97), t(40 * 97) + chrono::Duration::days(3)] {
             let (a, b) = (store.stats(&filter, now).await.unwrap(), memory.stats(&filter, now).await.unwrap());
             assert_eq!(

@@ -1,0 +1,204 @@
+//! Statistics: from the rollups (`drift_counts`, `drift_daily`, kept by [`crate::rollup`]), or
+//! from the rows when the filter names `since`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use drift_core::Result;
+use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+
+use crate::error::{SqlContext, SqliteError};
+use crate::store::{corrupt, push_dimensions, push_filter};
+use crate::{SqliteSink, micros};
+
+/// Time to resolve in whole milliseconds, truncated (as the reference store computes it). The
+/// same expression as the first column of the `drifts_resolved_ttr` index, which the
+/// percentile reads.
+const TTR_MS: &str = "((resolved_at - detected_at) / 1000)";
+
+/// Microseconds in a day: the rollup's day number is `time / DAY_US`.
+const DAY_US: i64 = 86_400_000_000;
+
+/// The first and the last UTC day of the 7-day trend ending on `now`'s day.
+fn trend_window(now: DateTime<Utc>) -> (NaiveDate, NaiveDate) {
+    let today = now.date_naive();
+    (today - Duration::days(6), today)
+}
+
+/// The 7 days of the trend, oldest first, from (day, new, resolved) counts.
+fn trend(now: DateTime<Utc>, counts: impl IntoIterator<Item = (NaiveDate, i64, i64)>) -> Vec<TrendDay> {
+    let (first, _) = trend_window(now);
+    let mut days: BTreeMap<NaiveDate, (i64, i64)> = (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
+    for (day, new, resolved) in counts {
+        if let Some(e) = days.get_mut(&day) {
+            e.0 += new;
+            e.1 += resolved;
+        }
+    }
+    days.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect()
+}
+
+/// Midnight UTC starting `day`, in µs.
+fn day_start(day: NaiveDate) -> i64 {
+    micros(day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc())
+}
+
+/// The continuous 95th percentile of the time to resolve of the `n` resolved rows the filter
+/// keeps: the two order statistics around its rank, read from the top of the
+/// `drifts_resolved_ttr` index (about 5% of it), interpolated.
+async fn p95(conn: &mut SqliteConnection, filter: &DriftFilter, n: i64) -> Result<Option<f64>, SqliteError> {
+    if n == 0 {
+        return Ok(None);
+    }
+    let rank = 0.95 * (n - 1) as f64;
+    let (lo, hi) = (rank.floor() as i64, rank.ceil() as i64);
+    let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {TTR_MS} AS ms FROM drifts"));
+    push_filter(&mut q, filter);
+    q.push(" AND status = 'resolved' ORDER BY ms DESC LIMIT ").push_bind(hi - lo + 1);
+    q.push(" OFFSET ").push_bind(n - 1 - hi);
+    let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
+    // Descending: the last value is the lower order statistic.
+    Ok(match (top.first(), top.last()) {
+        (Some(v_hi), Some(v_lo)) => {
+            let (v_lo, v_hi) = (*v_lo as f64 / 1000.0, *v_hi as f64 / 1000.0);
+            Some(v_lo + (v_hi - v_lo) * (rank - lo as f64))
+        }
+        _ => None,
+    })
+}
+
+/// Open rows by severity, type, namespace and repository, from `drift_counts` (`sum(n)`) or
+/// from `drifts` (`count(*)`).
+async fn open_breakdown(
+    conn: &mut SqliteConnection,
+    filter: &DriftFilter,
+    stats: &mut DriftStats,
+    from_rollup: bool,
+) -> Result<(), SqliteError> {
+    let (count, source) = if from_rollup { ("sum(n)", "drift_counts") } else { ("count(*)", "drifts") };
+    let mut q = QueryBuilder::<Sqlite>::new("");
+    for (tag, column) in [(0, "severity"), (1, "drift_type"), (2, "namespace"), (3, "repository")] {
+        if tag > 0 {
+            q.push(" UNION ALL ");
+        }
+        q.push(format!("SELECT {tag}, {column}, {count} FROM {source}"));
+        if from_rollup {
+            push_dimensions(&mut q, filter)
+        } else {
+            push_filter(&mut q, filter)
+        }
+        // Rollup keys whose rows are all gone stay with n = 0.
+        q.push(format!(" AND status = 'open' GROUP BY {column} HAVING {count} > 0"));
+    }
+    let rows: Vec<(i64, String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting open drifts")?;
+    for (tag, value, n) in rows {
+        let target = match tag {
+            0 => &mut stats.by_severity,
+            1 => &mut stats.by_type,
+            2 => &mut stats.by_namespace,
+            _ => &mut stats.by_repository,
+        };
+        target.insert(value, n);
+    }
+    Ok(())
+}
+
+impl SqliteSink {
+    /// Statistics computed from the rollups: a few small aggregates and one short index read,
+    /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
+    pub(crate) async fn stats_from_rollups(
+        &self,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats, SqliteError> {
+        debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
+        // One read transaction, so every figure comes from the same snapshot.
+        let mut conn = self.reader.begin().await.ctx("starting a read")?;
+        let mut stats = DriftStats::default();
+
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT status, sum(n), sum(ttr_sum_ms) FROM drift_counts");
+        push_dimensions(&mut q, filter);
+        q.push(" GROUP BY status HAVING sum(n) > 0");
+        let rows: Vec<(String, i64, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting by status")?;
+        let (mut resolved, mut ttr_sum_ms) = (0, 0);
+        for (status, n, ttr) in rows {
+            if status == "resolved" {
+                (resolved, ttr_sum_ms) = (n, ttr);
+            }
+            stats.by_status.insert(status, n);
+        }
+
+        open_breakdown(&mut conn, filter, &mut stats, true).await?;
+
+        let (first, today) = trend_window(now);
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT day, sum(opened), sum(resolved) FROM drift_daily");
+        push_dimensions(&mut q, filter);
+        q.push(" AND day >= ").push_bind(day_start(first) / DAY_US);
+        q.push(" AND day <= ").push_bind(day_start(today) / DAY_US).push(" GROUP BY day");
+        let rows: Vec<(i64, i64, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")?;
+        let days = rows
+            .into_iter()
+            .map(|(day, new, resolved)| {
+                DateTime::from_timestamp_micros(day * DAY_US)
+                    .map(|t| (t.date_naive(), new, resolved))
+                    .ok_or_else(|| corrupt(0, "drift_daily.day", format!("{day} is out of range")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        stats.trend = trend(now, days);
+
+        if resolved > 0 {
+            stats.mean_time_to_resolve_seconds = Some(ttr_sum_ms as f64 / 1000.0 / resolved as f64);
+        }
+        stats.p95_time_to_resolve_seconds = p95(&mut conn, filter, resolved).await?;
+        conn.rollback().await.ctx("ending a read")?;
+        Ok(stats)
+    }
+
+    /// Statistics computed from the rows themselves, without the rollups: what
+    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
+    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
+    /// millions of rows). Public so that the rollups can be checked against it.
+    pub async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
+        let mut conn = self.reader.begin().await.ctx("starting a read")?;
+        let mut stats = DriftStats::default();
+
+        let mut q = QueryBuilder::<Sqlite>::new("SELECT status, count(*) FROM drifts");
+        push_filter(&mut q, filter);
+        q.push(" GROUP BY status");
+        let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting by status")?;
+        stats.by_status = rows.into_iter().collect();
+
+        open_breakdown(&mut conn, filter, &mut stats, false).await?;
+
+        let (first, _) = trend_window(now);
+        let (start, end) = (day_start(first), day_start(first) + 7 * DAY_US);
+        let mut days = Vec::new();
+        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
+            let mut q = QueryBuilder::<Sqlite>::new(format!(
+                "SELECT date({column} / 1000000, 'unixepoch') AS day, count(*) FROM drifts"
+            ));
+            push_filter(&mut q, filter);
+            q.push(format!(" AND {column} >= ")).push_bind(start);
+            q.push(format!(" AND {column} < ")).push_bind(end);
+            q.push(" GROUP BY day");
+            let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")?;
+            for (day, n) in rows {
+                let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d").map_err(|e| corrupt(0, column, e))?;
+                days.push(if new { (day, n, 0) } else { (day, 0, n) });
+            }
+        }
+        stats.trend = trend(now, days);
+
+        let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT count(*), COALESCE(sum({TTR_MS}), 0) FROM drifts"));
+        push_filter(&mut q, filter);
+        q.push(" AND status = 'resolved'");
+        let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *conn).await.ctx("time to resolve")?;
+        if n > 0 {
+            stats.mean_time_to_resolve_seconds = Some(sum_ms as f64 / 1000.0 / n as f64);
+        }
+        stats.p95_time_to_resolve_seconds = p95(&mut conn, filter, n).await?;
+        conn.rollback().await.ctx("ending a read")?;
+        Ok(stats)
+    }
+}
