@@ -3,7 +3,7 @@
 //! Open-drift gauges are read from the store's statistics at scrape time (the store is the
 //! truth: they survive restarts and follow resolutions). Everything about scans, sources and
 //! watch mode is recorded by the binary through [`Metrics::record_scan`],
-//! [`Metrics::record_source_error`] and [`Metrics::set_watch_lag`].
+//! [`Metrics::record_source_error`] and [`Metrics::observe_watch_lag`].
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -27,6 +27,9 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 /// Upper bounds of the scan duration histogram, in seconds.
 pub const SCAN_DURATION_BUCKETS: [f64; 12] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
+
+/// Upper bounds of the watch lag histogram, in seconds (the target is under 1 s).
+pub const WATCH_LAG_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
 /// Every metric family the API exports, by its exposed name (histograms add `_bucket`, `_sum`
 /// and `_count`). `docs/api.md`, the dashboard and the alert rules use only these.
@@ -62,7 +65,7 @@ struct Inner {
     last_scan: Family<Labels, FloatGauge>,
     last_success: Family<Labels, FloatGauge>,
     source_errors: Family<Labels, Counter>,
-    watch_lag: FloatGauge,
+    watch_lag: Histogram,
     /// One scrape at a time: a scrape clears and refills the open-drift gauges.
     scrape: tokio::sync::Mutex<()>,
 }
@@ -93,7 +96,7 @@ impl Metrics {
         let last_scan = Family::<Labels, FloatGauge>::default();
         let last_success = Family::<Labels, FloatGauge>::default();
         let source_errors = Family::<Labels, Counter>::default();
-        let watch_lag = FloatGauge::default();
+        let watch_lag = Histogram::new(WATCH_LAG_BUCKETS);
         registry.register(
             "drift_open_drifts_by_severity",
             "Open drifts by severity, read from the store at scrape time",
@@ -136,7 +139,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "drift_watch_lag",
-            "Time from a live change to its drift being recorded, last measured in watch mode",
+            "Watch mode: time from a live change event reaching the detector to its drift being committed to the store (queueing included)",
             Unit::Seconds,
             watch_lag.clone(),
         );
@@ -189,9 +192,10 @@ impl Metrics {
         self.inner.source_errors.get_or_create(&vec![("kind", kind.as_str().to_owned())]).inc();
     }
 
-    /// Sets the watch lag: the time from a live change to its drift being recorded.
-    pub fn set_watch_lag(&self, lag: Duration) {
-        self.inner.watch_lag.set(lag.as_secs_f64());
+    /// Observes one watch lag: the time from a live change event reaching the detector to its
+    /// drift (or its resolution) being committed to the store.
+    pub fn observe_watch_lag(&self, lag: Duration) {
+        self.inner.watch_lag.observe(lag.as_secs_f64());
     }
 
     /// Refreshes the open-drift gauges from the store and encodes every metric as OpenMetrics
@@ -286,7 +290,7 @@ mod tests {
         m.record_scan(&report(ScanOutcome::Success), Duration::from_millis(1500));
         m.record_scan(&report(ScanOutcome::Failed), Duration::from_secs(3));
         m.record_source_error(ErrorKind::PermissionDenied);
-        m.set_watch_lag(Duration::from_millis(250));
+        m.observe_watch_lag(Duration::from_millis(250));
         let text = m.render(&MemoryStore::new(), Utc::now(), Duration::from_secs(5)).await;
         for line in [
             r#"drift_scans_total{repository="platform",outcome="success"} 1"#,
@@ -300,7 +304,10 @@ mod tests {
             // two fatal warnings (one per report), the note is not counted
             r#"drift_source_errors_total{kind="unavailable"} 2"#,
             r#"drift_source_errors_total{kind="permission_denied"} 1"#,
-            "drift_watch_lag_seconds 0.25",
+            "drift_watch_lag_seconds_sum 0.25",
+            "drift_watch_lag_seconds_count 1",
+            r#"drift_watch_lag_seconds_bucket{le="0.1"} 0"#,
+            r#"drift_watch_lag_seconds_bucket{le="0.25"} 1"#,
             "drift_store_up 1",
             r#"drift_open_drifts_by_severity{severity="CRITICAL"} 0"#,
         ] {

@@ -484,7 +484,7 @@ async fn metrics_text_parses_and_follows_the_store() {
         metrics.record_scan(&r, Duration::from_millis(800));
     }
     metrics.record_source_error(drift_core::ErrorKind::PermissionDenied);
-    metrics.set_watch_lag(Duration::from_millis(420));
+    metrics.observe_watch_lag(Duration::from_millis(420));
 
     let a = get(&app, "/metrics").await;
     assert_eq!(a.status, StatusCode::OK);
@@ -510,7 +510,9 @@ async fn metrics_text_parses_and_follows_the_store() {
         t90.timestamp() as f64
     );
     assert_eq!(value("drift_source_errors_total", r#"kind="permission_denied""#), 1.0);
-    assert_eq!(value("drift_watch_lag_seconds", ""), 0.42);
+    assert_eq!(value("drift_watch_lag_seconds_sum", ""), 0.42);
+    assert_eq!(value("drift_watch_lag_seconds_bucket", r#"le="0.25""#), 0.0);
+    assert_eq!(value("drift_watch_lag_seconds_bucket", r#"le="0.5""#), 1.0);
     // Every series belongs to a documented family.
     for (name, _, _) in &s {
         let family = ["_bucket", "_sum", "_count", "_created"]

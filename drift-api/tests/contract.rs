@@ -291,7 +291,7 @@ async fn exported() -> BTreeSet<String> {
         metrics.record_scan(&r, Duration::from_secs(1));
     }
     metrics.record_source_error(drift_core::ErrorKind::Unavailable);
-    metrics.set_watch_lag(Duration::from_millis(10));
+    metrics.observe_watch_lag(Duration::from_millis(10));
     let text = metrics.render(filled_store().await.as_ref(), t(95), Duration::from_secs(5)).await;
     text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_owned()).collect()
 }

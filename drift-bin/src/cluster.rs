@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use anyhow::Result;
 use drift_core::scan::{prepare, targeted_report};
-use drift_core::source::LiveEvent;
+use drift_core::source::{LiveEvent, LiveEventStream};
 use drift_core::{LiveSource, Resource, ResourceKey, Scope};
 use futures::StreamExt;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::cmd::serve::Scanner;
 use crate::config::Config;
@@ -68,9 +68,16 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
     index
 }
 
-async fn on_event(scanner: &Scanner, index: &DesiredIndex, key: &ResourceKey, live: Option<&Resource>) {
+/// Re-compares one object and records the result; `received` is when its newest event reached
+/// the detector (the watch lag runs from there to the commit).
+async fn on_event(
+    scanner: &Scanner,
+    index: &DesiredIndex,
+    key: &ResourceKey,
+    live: Option<&Resource>,
+    received: Instant,
+) {
     let Some(places) = index.by_key.get(key) else { return };
-    let started = Instant::now();
     for &(repo, i) in places {
         let (repository, revision, resources) = &index.all[repo];
         let mut options = crate::compose::scan_options(scanner.config());
@@ -95,7 +102,61 @@ async fn on_event(scanner: &Scanner, index: &DesiredIndex, key: &ResourceKey, li
             }
         }
     }
-    scanner.metrics().set_watch_lag(started.elapsed());
+    scanner.metrics().observe_watch_lag(received.elapsed());
+}
+
+/// Events waiting to be handled; beyond this the reader waits (the watch stream buffers).
+const WATCH_QUEUE: usize = 4096;
+/// Most events taken from the queue at once (coalesced per object).
+const WATCH_BATCH: usize = 1024;
+
+/// Moves events from the stream to the queue, stamped with the time they arrived.
+async fn read_events(mut stream: LiveEventStream, tx: mpsc::Sender<(Instant, drift_core::Result<LiveEvent>)>) {
+    while let Some(event) = stream.next().await {
+        if tx.send((Instant::now(), event)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Handles what arrived together: the newest state of each object is re-compared once, in
+/// arrival order of the objects.
+async fn handle_batch(scanner: &Scanner, index: &DesiredIndex, batch: Vec<(Instant, drift_core::Result<LiveEvent>)>) {
+    let mut latest: Vec<(ResourceKey, Option<Resource>, Instant)> = Vec::new();
+    let mut slot: HashMap<ResourceKey, usize> = HashMap::new();
+    for (received, event) in batch {
+        let (key, live) = match event {
+            Ok(LiveEvent::Applied(r)) => (r.key.clone(), Some(r)),
+            Ok(LiveEvent::Deleted(key)) => (key, None),
+            Ok(LiveEvent::Desynced { kind, namespace, status }) => {
+                tracing::warn!(%kind, ?namespace, status = status.label(), "watch out of sync; nothing there is resolved until it resyncs");
+                continue;
+            }
+            Ok(LiveEvent::Synced { kind, namespace }) => {
+                tracing::info!(%kind, ?namespace, "watch in sync");
+                continue;
+            }
+            Err(e) => {
+                scanner.metrics().record_source_error(e.kind());
+                tracing::warn!(error = %e, "watch error");
+                continue;
+            }
+        };
+        if !index.by_key.contains_key(&key) {
+            continue;
+        }
+        match slot.get(&key) {
+            // The newest state wins; the lag still counts from the first event of the object.
+            Some(&i) => latest[i].1 = live,
+            None => {
+                slot.insert(key.clone(), latest.len());
+                latest.push((key, live, received));
+            }
+        }
+    }
+    for (key, live, received) in &latest {
+        on_event(scanner, index, key, live.as_ref(), *received).await;
+    }
 }
 
 /// Starts watch mode when the live source can watch: each change of an object Git holds is
@@ -108,32 +169,49 @@ pub fn spawn_watch(scanner: Arc<Scanner>, mut stop: watch::Receiver<bool>) -> Op
     Some(tokio::spawn(async move {
         loop {
             let index = desired_index(&scanner).await;
-            let mut stream = match scanner.live().watch(&index.scope).await {
+            let stream = match scanner.live().watch(&index.scope).await {
                 Ok(s) => s,
                 Err(e) => {
                     tracing::error!(error = %e, "watch could not start; periodic scans only");
                     return;
                 }
             };
+            let (tx, mut rx) = mpsc::channel(WATCH_QUEUE);
+            let reader = tokio::spawn(read_events(stream, tx));
             let refresh = tokio::time::sleep(scanner.config().interval);
             tokio::pin!(refresh);
+            let mut stream_ended = false;
             loop {
                 tokio::select! {
-                    _ = stop.changed() => return,
+                    _ = stop.changed() => {
+                        reader.abort();
+                        return;
+                    }
                     _ = &mut refresh => break,
-                    event = stream.next() => match event {
-                        None => break,
-                        Some(Ok(LiveEvent::Applied(r))) => on_event(&scanner, &index, &r.key.clone(), Some(&r)).await,
-                        Some(Ok(LiveEvent::Deleted(key))) => on_event(&scanner, &index, &key, None).await,
-                        Some(Ok(LiveEvent::Desynced { kind, namespace, status })) => {
-                            tracing::warn!(%kind, ?namespace, status = status.label(), "watch out of sync; nothing there is resolved until it resyncs");
+                    first = rx.recv() => {
+                        let Some(first) = first else {
+                            stream_ended = true;
+                            break;
+                        };
+                        let mut batch = vec![first];
+                        while batch.len() < WATCH_BATCH {
+                            match rx.try_recv() {
+                                Ok(next) => batch.push(next),
+                                Err(_) => break,
+                            }
                         }
-                        Some(Ok(LiveEvent::Synced { kind, namespace })) => tracing::info!(%kind, ?namespace, "watch in sync"),
-                        Some(Err(e)) => {
-                            scanner.metrics().record_source_error(e.kind());
-                            tracing::warn!(error = %e, "watch error");
-                        }
-                    },
+                        handle_batch(&scanner, &index, batch).await;
+                    }
+                }
+            }
+            reader.abort();
+            if stream_ended {
+                // The source gave up (it resumes by itself after drops and 410s): start again,
+                // without spinning if it keeps ending.
+                tracing::warn!("watch stream ended; restarting in 1 s");
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
                 }
             }
         }

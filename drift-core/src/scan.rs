@@ -174,7 +174,15 @@ fn compare_into(
     report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
     let compared = comparable.len();
     report.coverage = live_snapshot.coverage;
-    report.outcome = if report.warnings.iter().any(|w| w.fatal) { ScanOutcome::Partial } else { ScanOutcome::Success };
+    let fatal = report.warnings.iter().any(|w| w.fatal);
+    report.outcome = if !fatal {
+        ScanOutcome::Success
+    } else if compared == 0 && !report.desired.is_empty() {
+        // Git holds objects but none of them could be compared: the live source is down.
+        ScanOutcome::Failed
+    } else {
+        ScanOutcome::Partial
+    };
     finish(report, compared, options)
 }
 
@@ -215,4 +223,48 @@ pub fn targeted_report(
 pub fn prepare(snapshot: &mut DesiredSnapshot, options: &ScanOptions) -> Scope {
     let mut scratch = empty_report(&snapshot.repository, "", options);
     prepare_desired(snapshot, &mut scratch, options)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::{CoverageStatus, Engine, EngineConfig, Resource};
+    use serde_json::json;
+
+    fn cm(ns: &str) -> Resource {
+        Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": ns}, "data": {"a": "1"}}))
+        .unwrap()
+    }
+
+    fn scan_with(coverage: &[(&str, CoverageStatus)]) -> ScanReport {
+        let desired = DesiredSnapshot {
+            repository: "r".into(),
+            revision: None,
+            resources: coverage.iter().map(|(ns, _)| cm(ns)).collect(),
+            warnings: Vec::new(),
+        };
+        let mut live = LiveSnapshot { cluster: "c".into(), resources: Vec::new(), coverage: Default::default() };
+        for (ns, status) in coverage {
+            live.coverage.set(&GroupKind::new("", "ConfigMap"), Some(ns), status.clone());
+            if *status == CoverageStatus::Complete {
+                live.resources.push(cm(ns));
+            }
+        }
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        compare_snapshots(desired, live, &engine, &ScanOptions::new("s"))
+    }
+
+    #[test]
+    fn outcome_is_failed_only_when_nothing_could_be_compared() {
+        let down = || CoverageStatus::Failed { message: "503".into() };
+        assert_eq!(scan_with(&[("a", CoverageStatus::Complete)]).outcome, ScanOutcome::Success);
+        assert_eq!(scan_with(&[("a", CoverageStatus::Complete), ("b", down())]).outcome, ScanOutcome::Partial);
+        let failed = scan_with(&[("a", down()), ("b", down())]);
+        assert_eq!(failed.outcome, ScanOutcome::Failed);
+        assert!(!failed.may_resolve(&cm("a").key), "a failed scan resolves nothing");
+        assert_eq!(scan_with(&[]).outcome, ScanOutcome::Success, "an empty repository is not a failure");
+    }
 }

@@ -129,6 +129,11 @@ impl K8sSource {
                 .map_err(|e| K8sError::Config(format!("context {name}: {}", error_chain(&e))))?;
             (c, name)
         };
+        // One retry policy, ours (bounded, honouring Retry-After, per attempt timeout): kube's
+        // own retry layer would retry 429/503 again under each of our attempts, so an API server
+        // outage took minutes to report instead of seconds.
+        let mut kube_config = kube_config;
+        kube_config.default_retry = false;
         let client = kube::Client::try_from(kube_config)
             .map_err(|e| K8sError::Config(format!("cannot build a client: {}", error_chain(&e))))?;
         let cluster = config.cluster.clone().unwrap_or(default_name);

@@ -1,0 +1,190 @@
+//! What the end-to-end tests of the `drift` binary share: a tiny HTTP client, `drift serve` as a
+//! child process, `kubectl` and `git` run against throwaway homes, and bounded polling.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One HTTP/1.1 request; the status and the body.
+pub fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// `GET path`, which must answer 200 with JSON.
+pub fn get_json(addr: &str, path: &str) -> Value {
+    let (status, body) = http(addr, "GET", path, None);
+    assert_eq!(status, 200, "GET {path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, for at most `limit` (then panics with `what`).
+pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `drift serve` running as a child process; its stderr is collected (and never fills a pipe).
+pub struct Serve {
+    child: Child,
+    /// The API's address.
+    pub addr: String,
+    log: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Serve {
+    /// Starts `drift serve --config FILE` with extra environment variables and waits for the
+    /// address line.
+    pub fn start(config: &Path, env: &[(&str, &str)]) -> Serve {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_drift"));
+        cmd.args(["serve", "--config"]).arg(config).env("NO_COLOR", "1").env_remove("KUBECONFIG");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.wait();
+            let _ = reader.join();
+            panic!("drift serve did not start: {}", log.lock().unwrap());
+        };
+        Serve { addr: addr.to_owned(), child, log, reader: Some(reader) }
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// SIGTERM, then waits: it must exit cleanly. Returns the whole log.
+    pub fn stop(mut self) -> String {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = self.child.wait().unwrap();
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        let log = self.log();
+        assert!(status.success(), "clean exit on SIGTERM: {status:?}\n{log}");
+        log
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if self.reader.is_some() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs `kubectl --kubeconfig KUBECONFIG ARGS` with HOME in `home` and extra variables; must
+/// succeed. Returns stdout.
+pub fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
+    let mut c = Command::new("kubectl");
+    c.arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A real git repository in a folder, committed to by the tests.
+pub struct GitRepo {
+    pub dir: PathBuf,
+}
+
+impl GitRepo {
+    /// `git init -b main` in `dir`.
+    pub fn init(dir: PathBuf) -> GitRepo {
+        std::fs::create_dir_all(&dir).unwrap();
+        let repo = GitRepo { dir };
+        repo.git(&["init", "-q", "-b", "main"]);
+        repo
+    }
+
+    /// Runs git in the repository with a fixed identity and no user or system configuration.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&self.dir)
+            .args([
+                "-c",
+                "user.name=Drift Test",
+                "-c",
+                "user.email=drift@example.invalid",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Writes a file (creating folders).
+    pub fn write(&self, name: &str, text: &str) {
+        let p = self.dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// `git add -A && git commit -m MESSAGE`; the new commit id.
+    pub fn commit(&self, message: &str) -> String {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+        self.git(&["rev-parse", "HEAD"]).trim().to_owned()
+    }
+}
+
+/// Writes an executable shell script (a `KUBE_EDITOR`).
+pub fn script(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
