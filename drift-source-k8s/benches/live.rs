@@ -1,10 +1,14 @@
 //! Benchmarks of the Kubernetes live source through the test API server (not timed tests):
 //!
-//! - `list N...`: list and convert N ConfigMaps (pages of 500): time and the peak RSS of the
-//!   reading process (the server runs in a child process, so its memory is not counted);
+//! - `list N...`: list and convert N ConfigMaps (pages of 500): time, the CPU time of the
+//!   server (serialising pages) and of the reading process (HTTP, parsing, conversion), and the
+//!   peak RSS of the reading process (the server runs in a child process, so its memory is not
+//!   counted);
 //! - `watch N`: the watch cache of N objects: its own accounting and the RSS it adds;
 //! - `latency K`: K `kubectl scale` commands, time from starting kubectl to the change event
-//!   (median, 99th percentile), and kubectl's own run time for comparison.
+//!   (median, 99th percentile), and kubectl's own run time for comparison; then K changes of
+//!   the scale subresource sent with kube-rs from this process, time from sending to the event
+//!   (the watch path without kubectl's start-up).
 //!
 //! `cargo bench -p drift-source-k8s --bench live -- list 1000 10000 100000`
 //! (the child mode `serve N` is internal).
@@ -27,6 +31,18 @@ fn status_kib(field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// User and system CPU time of a process, in seconds (`/proc/PID/stat`, in USER_HZ = 100 ticks
+/// per second, which Linux uses for every architecture it reports to user space).
+fn cpu_seconds(pid: &str) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may hold spaces: count the fields after its closing parenthesis.
+    let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line; the state, field 3, is fields[0].
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
 /// Child mode: a server with `n` ConfigMaps in `bulk` and a Deployment `web` in `shop`; prints
@@ -100,14 +116,17 @@ async fn list(n: usize) {
     let server = Server::start(n);
     let src = source(&server).await;
     let before = status_kib("VmHWM:");
+    let server_pid = server.child.id().to_string();
+    let (server_cpu, own_cpu) = (cpu_seconds(&server_pid), cpu_seconds("self"));
     let started = Instant::now();
     let snap = src.fetch(&bulk_scope()).await.unwrap();
     let took = started.elapsed();
+    let (server_cpu, own_cpu) = (cpu_seconds(&server_pid) - server_cpu, cpu_seconds("self") - own_cpu);
     assert_eq!(snap.resources.len(), n);
     assert!(snap.coverage.is_complete("", "ConfigMap", Some("bulk")));
     let bytes: usize = snap.resources.iter().map(|r| serde_json::to_vec(&r.object).unwrap().len()).sum();
     println!(
-        "list {n:>7} objects: {:>8.3} s, {:>9.0} objects/s, peak RSS {:>7} KiB (before {} KiB), JSON {} B/object, server seeded in {:.1} s",
+        "list {n:>7} objects: {:>8.3} s, {:>9.0} objects/s, CPU server {server_cpu:.2} s / reader {own_cpu:.2} s, peak RSS {:>7} KiB (before {} KiB), JSON {} B/object, server seeded in {:.1} s",
         took.as_secs_f64(),
         n as f64 / took.as_secs_f64(),
         status_kib("VmHWM:"),
@@ -181,16 +200,36 @@ async fn latency(k: usize) {
         assert!(child.wait().unwrap().success());
         kubectl_runs.push(started.elapsed());
     }
+    // The same change without starting a process: PATCH .../deployments/web/scale from here.
+    let kc = kube::config::Kubeconfig::read_from(&server.kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
+        kube::Api::namespaced(kube::Client::try_from(cfg).unwrap(), "shop");
+    let mut api_to_event = Vec::new();
+    for i in 0..k {
+        let patch = kube::api::Patch::Merge(json!({"spec": {"replicas": 4 + i % 2}}));
+        let started = Instant::now();
+        deployments.patch_scale("web", &kube::api::PatchParams::default(), &patch).await.unwrap();
+        loop {
+            let e = tokio::time::timeout(Duration::from_secs(10), w.next()).await.unwrap().unwrap().unwrap();
+            if matches!(e, LiveEvent::Applied(_)) {
+                break;
+            }
+        }
+        api_to_event.push(started.elapsed());
+    }
     let pct = |v: &mut Vec<Duration>, p: f64| {
         v.sort();
         v[((v.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1000.0
     };
     println!(
-        "latency over {k} kubectl scale: start of kubectl -> event median {:.1} ms, p99 {:.1} ms; kubectl run median {:.1} ms, p99 {:.1} ms",
+        "latency over {k} kubectl scale: start of kubectl -> event median {:.1} ms, p99 {:.1} ms; kubectl run median {:.1} ms, p99 {:.1} ms; scale PATCH from kube-rs -> event median {:.2} ms, p99 {:.2} ms",
         pct(&mut to_event, 0.5),
         pct(&mut to_event, 0.99),
         pct(&mut kubectl_runs, 0.5),
-        pct(&mut kubectl_runs, 0.99)
+        pct(&mut kubectl_runs, 0.99),
+        pct(&mut api_to_event, 0.5),
+        pct(&mut api_to_event, 0.99)
     );
 }
 
