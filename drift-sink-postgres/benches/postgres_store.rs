@@ -5,7 +5,8 @@
 //! - list and stats queries on a table of 1,000,000 rows.
 //!
 //! `cargo bench -p drift-sink-postgres --bench postgres_store` prints a Markdown table
-//! (median and slowest of the repetitions). `BENCH_ROWS` changes the table size.
+//! (median and slowest of the repetitions). `BENCH_ROWS` changes the table size; `BENCH_LOG=1`
+//! prints every statement's duration, `BENCH_EXPLAIN=1` the plans of the slower ones.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -59,6 +60,16 @@ async fn main() {
     let log = std::env::var_os("BENCH_LOG").is_some();
     if log {
         settings.push(("log_min_duration_statement", "0"));
+    }
+    // BENCH_EXPLAIN=1: log the plan of every statement slower than 5 ms and print the log.
+    let explain = std::env::var_os("BENCH_EXPLAIN").is_some();
+    if explain {
+        settings.extend([
+            ("shared_preload_libraries", "auto_explain"),
+            ("auto_explain.log_min_duration", "5ms"),
+            ("auto_explain.log_analyze", "on"),
+            ("auto_explain.log_buffers", "on"),
+        ]);
     }
     let server = PgServer::start_with_settings(&settings).expect("start PostgreSQL");
     println!("| PostgreSQL | median | slowest |");
@@ -164,6 +175,9 @@ async fn main() {
         for line in server.log().lines().filter(|l| l.contains("duration")) {
             println!("{}", &line[..line.len().min(200)]);
         }
+    }
+    if explain {
+        println!("{}", server.log());
     }
 }
 

@@ -83,7 +83,11 @@ impl PostgresSink {
         config.validate()?;
         let mut options = PgConnectOptions::from_str(&config.url)
             .map_err(|e| PgError::Config(format!("invalid database url {}: {e}", redact_url(&config.url))))?
-            .application_name("drift");
+            .application_name("drift")
+            // Listings read a page through an index: starting parallel workers costs them more
+            // (tens of milliseconds) than the scan itself. The statistics computed from the
+            // rows turn parallelism back on for their transaction.
+            .options([("max_parallel_workers_per_gather", "0")]);
         if let Some(var) = &config.password_env {
             let password = std::env::var(var).map_err(|_| {
                 PgError::Config(format!("environment variable {var} (password_env) is not set or not UTF-8"))

@@ -156,6 +156,8 @@ impl PostgresSink {
             .execute(&mut *tx)
             .await
             .ctx("starting a read")?;
+        // Aggregates over many rows: parallel workers pay off here (the pool turns them off).
+        sqlx::query("SET LOCAL max_parallel_workers_per_gather = 2").execute(&mut *tx).await.ctx("starting a read")?;
         let mut stats = DriftStats::default();
 
         let mut q = QueryBuilder::<Postgres>::new("SELECT status, count(*) FROM drifts");

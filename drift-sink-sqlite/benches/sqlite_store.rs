@@ -186,5 +186,7 @@ async fn fill(store: &SqliteSink, rows: i64) {
     .execute(store.pool())
     .await
     .unwrap();
+    // The rows were written behind the store's back: compute its statistics rollups.
+    store.rebuild_rollups().await.unwrap();
     sqlx::query("ANALYZE").execute(store.pool()).await.unwrap();
 }

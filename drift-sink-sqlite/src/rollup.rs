@@ -8,6 +8,7 @@
 
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
+use crate::SqliteSink;
 use crate::error::{SqlContext, SqliteError};
 
 /// The rows of `drifts` an adjustment covers.
@@ -19,6 +20,8 @@ pub(crate) enum Rows<'a> {
     Ids(&'a str),
     /// The resolved rows resolved before this time (µs), which retention deletes.
     ResolvedBefore(i64),
+    /// Every row.
+    All,
 }
 
 impl Rows<'_> {
@@ -33,6 +36,9 @@ impl Rows<'_> {
             }
             Rows::ResolvedBefore(cutoff) => {
                 q.push(" WHERE status = 'resolved' AND resolved_at < ").push_bind(cutoff);
+            }
+            Rows::All => {
+                q.push(" WHERE true");
             }
         }
     }
@@ -71,4 +77,18 @@ pub(crate) async fn adjust(conn: &mut SqliteConnection, sign: i64, rows: Rows<'_
     ));
     q.build().execute(&mut *conn).await.ctx("updating drift_daily")?;
     Ok(())
+}
+
+impl SqliteSink {
+    /// Computes the rollups again from the rows, in one write transaction. Only needed after
+    /// rows of `drifts` were written by hand (an operator's own `DELETE`, a bulk load): the
+    /// store keeps them exact for every write it makes itself.
+    pub async fn rebuild_rollups(&self) -> drift_core::Result<()> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
+        sqlx::query("DELETE FROM drift_counts").execute(&mut *tx).await.ctx("clearing drift_counts")?;
+        sqlx::query("DELETE FROM drift_daily").execute(&mut *tx).await.ctx("clearing drift_daily")?;
+        adjust(&mut tx, 1, Rows::All).await?;
+        tx.commit().await.ctx("committing the rollups")?;
+        Ok(())
+    }
 }
