@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
 use crate::error::{SqlContext, SqliteError};
-use crate::rollup::{self, Rows};
+use crate::rollup::{self, Delta, Dims, Rows};
 use crate::{SqliteSink, micros};
 
 /// How many times a report is written again when the database stayed busy.
@@ -106,18 +106,20 @@ impl SqliteSink {
             })
             .collect();
         let mut outcome = RecordOutcome::default();
+        // The open rows of the scope as they are before the report: the rows it updates (an
+        // open row with a drift's fingerprint has the report's cluster and repository) and the
+        // candidates for resolution.
+        let open = open_rows(&mut tx, report).await?;
+        let mut delta = Delta::default();
+        follow_upsert(report, &drifts, &open, &mut delta);
         for chunk in drifts.chunks(CHUNK) {
-            let fingerprints: Vec<&str> = chunk.iter().map(|(fp, _)| fp.as_str()).collect();
-            let fingerprints = serde_json::to_string(&fingerprints).unwrap_or_else(|_| "[]".into());
-            let rows = Rows::OpenWithFingerprints(&fingerprints);
-            rollup::adjust(&mut tx, -1, rows).await?;
             let occurrences = upsert(&mut tx, report, chunk).await?;
-            rollup::adjust(&mut tx, 1, rows).await?;
             let opened = occurrences.iter().filter(|o| **o == 1).count();
             outcome.opened += opened;
             outcome.updated += occurrences.len() - opened;
         }
-        outcome.resolved = resolve(&mut tx, report, &seen).await?;
+        outcome.resolved = resolve(&mut tx, report, &seen, open, &mut delta).await?;
+        delta.write(&mut tx).await?;
 
         sqlx::query("UPDATE scans SET opened = ?, updated = ?, resolved = ? WHERE scan_id = ?")
             .bind(outcome.opened as i64)
@@ -143,6 +145,54 @@ impl SqliteSink {
         let outcome = prune_in(&mut tx, now - chrono::Duration::days(i64::from(days))).await?;
         tx.commit().await.ctx("committing the retention pass")?;
         Ok(outcome)
+    }
+}
+
+/// The key of a drift of `report` in the rollups, with this severity and status.
+fn dims(report: &ScanReport, d: &Drift, severity: &str, status: &str) -> Dims {
+    [
+        report.cluster.clone(),
+        report.repository.clone(),
+        d.resource.namespace.clone().unwrap_or_default(),
+        d.resource.kind.clone(),
+        d.drift_type.as_str().to_owned(),
+        severity.to_owned(),
+        status.to_owned(),
+    ]
+}
+
+/// An open row: id, fingerprint, group, kind, namespace, name, type, severity, detected_at.
+type OpenRow = (i64, String, String, String, String, String, String, String, i64);
+
+/// The open rows of the report's cluster and repository (through `drifts_open_scope`).
+async fn open_rows(conn: &mut SqliteConnection, report: &ScanReport) -> Result<Vec<OpenRow>, SqliteError> {
+    sqlx::query_as(
+        "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, drift_type, severity, \
+         detected_at FROM drifts WHERE status = 'open' AND cluster = ? AND repository = ?",
+    )
+    .bind(&report.cluster)
+    .bind(&report.repository)
+    .fetch_all(&mut *conn)
+    .await
+    .ctx("reading open drifts")
+}
+
+/// Adds to `delta` what upserting `drifts` will change in the rollups: a drift without an open
+/// row is a new open row detected now; an open row seen again with another severity moves
+/// between keys.
+fn follow_upsert(report: &ScanReport, drifts: &[(String, &Drift)], open: &[OpenRow], delta: &mut Delta) {
+    let open: HashMap<&str, (&str, i64)> = open.iter().map(|r| (r.1.as_str(), (r.7.as_str(), r.8))).collect();
+    let now = micros(report.finished_at);
+    for (fp, d) in drifts {
+        let severity = d.severity.as_str();
+        match open.get(fp.as_str()) {
+            None => delta.row(dims(report, d, severity, "open"), now, None, 1),
+            Some((old, detected)) if *old != severity => {
+                delta.row(dims(report, d, old, "open"), *detected, None, -1);
+                delta.row(dims(report, d, severity, "open"), *detected, None, 1);
+            }
+            Some(_) => {}
+        }
     }
 }
 
@@ -190,42 +240,49 @@ async fn upsert(
     q.build_query_scalar().fetch_all(conn).await.ctx("upserting drifts")
 }
 
-/// Resolves the open drifts of the report's cluster and repository that it does not list, where
-/// the report may resolve them.
+/// Resolves the open drifts of the report's cluster and repository (`open`, read before the
+/// upsert) that it does not list, where the report may resolve them, and adds the moves to
+/// `delta`.
 async fn resolve(
     conn: &mut SqliteConnection,
     report: &ScanReport,
     seen: &HashSet<String>,
+    open: Vec<OpenRow>,
+    delta: &mut Delta,
 ) -> Result<usize, SqliteError> {
     if report.outcome == drift_core::ScanOutcome::Failed {
         return Ok(0);
     }
-    let open: Vec<(i64, String, String, String, String, String)> = sqlx::query_as(
-        "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name FROM drifts \
-         WHERE status = 'open' AND cluster = ? AND repository = ?",
-    )
-    .bind(&report.cluster)
-    .bind(&report.repository)
-    .fetch_all(&mut *conn)
-    .await
-    .ctx("reading open drifts")?;
     let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
     let mut ids = Vec::new();
-    for (id, fp, group, kind, namespace, name) in open {
+    let now = micros(report.finished_at);
+    for (id, fp, group, kind, namespace, name, drift_type, severity, detected) in open {
         if seen.contains(&fp) {
             continue;
         }
         let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
-        let may = *decided.entry(key).or_insert_with_key(|k| report.may_resolve(k));
+        let may = *decided.entry(key.clone()).or_insert_with(|| report.may_resolve(&key));
         if may {
             ids.push(id);
+            let dims = |status: &str| -> Dims {
+                [
+                    report.cluster.clone(),
+                    report.repository.clone(),
+                    key.namespace.clone().unwrap_or_default(),
+                    key.kind.clone(),
+                    drift_type.clone(),
+                    severity.clone(),
+                    status.to_owned(),
+                ]
+            };
+            delta.row(dims("open"), detected, None, -1);
+            delta.row(dims("resolved"), detected, Some(now), 1);
         }
     }
     if ids.is_empty() {
         return Ok(0);
     }
     let ids = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
-    rollup::adjust(&mut *conn, -1, Rows::Ids(&ids)).await?;
     let resolved = sqlx::query(
         "UPDATE drifts SET status = 'resolved', resolved_at = ? \
          WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
@@ -236,7 +293,6 @@ async fn resolve(
     .await
     .ctx("resolving drifts")?
     .rows_affected();
-    rollup::adjust(&mut *conn, 1, Rows::Ids(&ids)).await?;
     Ok(resolved as usize)
 }
 

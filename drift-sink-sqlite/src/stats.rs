@@ -9,6 +9,7 @@ use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
 use crate::error::{SqlContext, SqliteError};
+use crate::rollup::DAY_US;
 use crate::store::{corrupt, push_dimensions, push_filter};
 use crate::{SqliteSink, micros};
 
@@ -16,9 +17,6 @@ use crate::{SqliteSink, micros};
 /// same expression as the first column of the `drifts_resolved_ttr` index, which the
 /// percentile reads.
 const TTR_MS: &str = "((resolved_at - detected_at) / 1000)";
-
-/// Microseconds in a day: the rollup's day number is `time / DAY_US`.
-const DAY_US: i64 = 86_400_000_000;
 
 /// The first and the last UTC day of the 7-day trend ending on `now`'s day.
 fn trend_window(now: DateTime<Utc>) -> (NaiveDate, NaiveDate) {
