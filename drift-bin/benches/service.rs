@@ -1,0 +1,236 @@
+//! Whole-service benchmarks of the `drift` binary (release build), written to
+//! docs/benchmarks.md:
+//!
+//! - `full-scan [N]`: `drift scan` of N objects (Deployments, Services, ConfigMaps over 100
+//!   namespaces, 1% changed by hand) served by the test API server, from a real git
+//!   repository, into a real PostgreSQL: wall time and peak memory (`/usr/bin/time`).
+//! - `watch-latency [N]`: `drift serve` in watch mode; N times `kubectl scale` to a new count,
+//!   then `GET /drifts` polled every 2 ms until the drift shows the new count: the time from
+//!   kubectl's return (and from its start) to the drift being readable, median, 99th
+//!   percentile and maximum.
+//!
+//! `cargo bench -p drift-bin --bench service -- full-scan 10000`
+//! `cargo bench -p drift-bin --bench service -- watch-latency 100`
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{GitRepo, Serve, get_json, kubectl, wait_for};
+use drift_test_apiserver::{Options, TestApiServer};
+use drift_testkit_pg::PgServer;
+use serde_json::{Value, json};
+
+fn deployment(i: usize, replicas: u32) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": format!("app-{i}"), "namespace": format!("ns-{}", i % 100), "labels": {"app": format!("app-{i}")}},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": format!("app-{i}")}},
+            "template": {"metadata": {"labels": {"app": format!("app-{i}")}},
+                "spec": {"containers": [{"name": "app", "image": format!("registry.example/app:{}.0", i % 7),
+                    "ports": [{"containerPort": 8080}],
+                    "env": [{"name": "MODE", "value": "prod"}],
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"},
+                                  "limits": {"cpu": "1", "memory": "1Gi"}}}]}}}})
+}
+
+fn service(i: usize, target: u16) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": format!("app-{i}"), "namespace": format!("ns-{}", i % 100)},
+        "spec": {"selector": {"app": format!("app-{i}")}, "ports": [{"port": 80, "targetPort": target}]}})
+}
+
+fn configmap(i: usize, mode: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("app-{i}"), "namespace": format!("ns-{}", i % 100)},
+        "data": {"mode": mode, "level": "info"}})
+}
+
+/// Object `i` of the fixture, as Git has it (`changed = false`) or changed by hand.
+fn object(i: usize, changed: bool) -> Value {
+    match i % 3 {
+        0 => deployment(i, if changed { 5 } else { 2 }),
+        1 => service(i, if changed { 9090 } else { 8080 }),
+        _ => configmap(i, if changed { "debug" } else { "prod" }),
+    }
+}
+
+fn config(dir: &Path, repo: &GitRepo, server: &TestApiServer, watch: bool) -> std::path::PathBuf {
+    let path = dir.join("drift.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "cluster: bench\ninterval: 1h\nwatch: {watch}\ndatabase_env: BENCH_DATABASE_URL\napi:\n  listen: 127.0.0.1:0\n\
+             repositories:\n  - name: bench\n    url: file://{}\n    ref: main\n    cache_dir: {}\nlive:\n  kubeconfig: {}\n",
+            repo.dir.display(),
+            dir.join("cache").display(),
+            server.kubeconfig_path().display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn database(pg: &PgServer) -> String {
+    tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap()
+}
+
+fn full_scan(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let pg =
+        PgServer::start_with_settings(&[("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")])
+            .unwrap();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    let started = Instant::now();
+    for ns in 0..100.min(n) {
+        server
+            .create_object(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{ns}")}}))
+            .unwrap();
+    }
+    // 100 objects per file; 1 object in 100 is changed in the cluster.
+    for chunk in 0..n.div_ceil(100) {
+        let mut text = String::new();
+        for i in chunk * 100..((chunk + 1) * 100).min(n) {
+            text.push_str("---\n");
+            text.push_str(&serde_json::to_string(&object(i, false)).unwrap());
+            text.push('\n');
+            server.create_object(&object(i, i % 100 == 7)).unwrap();
+        }
+        repo.write(&format!("apps/part-{chunk:04}.yaml"), &text);
+    }
+    repo.commit("bench fixture");
+    println!("fixture: {n} objects in git and in the test API server in {:.1?}", started.elapsed());
+    let db = database(&pg);
+    let cfg = config(dir.path(), &repo, &server, false);
+    let drift = env!("CARGO_BIN_EXE_drift");
+    // The first run migrates the empty database; it is timed too.
+    // Where the memory goes: the desired side alone (clone + render), and desired + live with
+    // no git and no store.
+    let url = format!("file://{}", repo.dir.display());
+    println!(
+        "  desired only (drift render of the repository): {}",
+        timed(&["render", "--repo", &url, "--ref", "main", "-o", "json"], &[])
+    );
+    let folder = repo.dir.join("apps");
+    let kc = server.kubeconfig_path().to_str().unwrap().to_owned();
+    println!(
+        "  folder + cluster, no store (drift diff --cluster): {}",
+        timed(&["diff", "--desired", folder.to_str().unwrap(), "--cluster", "--kubeconfig", &kc, "-o", "json"], &[])
+    );
+    for run in 1..=4 {
+        let out = Command::new("/usr/bin/time")
+            .args(["-f", "wall=%e s peak_rss=%M KiB", drift, "scan", "--config"])
+            .arg(&cfg)
+            .args(["--output", "json"])
+            .env("BENCH_DATABASE_URL", &db)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let timing = stderr.lines().rev().find(|l| l.starts_with("wall=")).unwrap_or("?");
+        println!(
+            "full-scan run {run}: {timing}; compared {}, drifts {}, exit {:?}",
+            report["summary"]["resources_compared"],
+            report["summary"]["drifts"],
+            out.status.code()
+        );
+    }
+}
+
+/// Runs the `drift` binary under `/usr/bin/time`; returns its wall time and peak memory line.
+fn timed(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.args(["-f", "wall=%e s peak_rss=%M KiB", env!("CARGO_BIN_EXE_drift")]).args(args).env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    stderr.lines().rev().find(|l| l.starts_with("wall=")).unwrap_or("?").to_owned()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn watch_latency(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let pg =
+        PgServer::start_with_settings(&[("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")])
+            .unwrap();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
+    for i in [0, 100, 200] {
+        repo.write(&format!("apps/app-{i}.yaml"), &serde_json::to_string(&object(i, false)).unwrap());
+    }
+    repo.commit("bench fixture");
+    let home = dir.path();
+    kubectl(server.kubeconfig_path(), home, &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
+    let db = database(&pg);
+    let serve = Serve::start(&config(home, &repo, &server, true), &[("BENCH_DATABASE_URL", &db), ("RUST_LOG", "warn")]);
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (common::http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    let mut lags = Vec::with_capacity(n);
+    let mut from_start = Vec::with_capacity(n);
+    for k in 0..n {
+        let replicas = 3 + (k % 50) as u64;
+        let launched = Instant::now();
+        kubectl(
+            server.kubeconfig_path(),
+            home,
+            &["scale", "deployment/app-0", "-n", "ns-0", &format!("--replicas={replicas}")],
+            &[],
+        );
+        let t0 = Instant::now();
+        loop {
+            let page = get_json(&serve.addr, "/drifts?status=open&drift_type=replicas_drift");
+            if page["items"].as_array().unwrap().iter().any(|d| d["cluster_value"].as_u64() == Some(replicas)) {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "change {k} never recorded:\n{}", serve.log());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        lags.push(t0.elapsed());
+        from_start.push(launched.elapsed());
+    }
+    for (what, mut sorted) in [
+        ("kubectl returned -> GET /drifts shows it (lower bound)", lags),
+        ("kubectl started -> GET /drifts shows it (upper bound: includes kubectl's start-up)", from_start),
+    ] {
+        sorted.sort();
+        println!(
+            "watch-latency over {n} kubectl scale changes, {what}: median {:.1?}, p99 {:.1?}, max {:.1?}",
+            percentile(&sorted, 50.0),
+            percentile(&sorted, 99.0),
+            sorted[sorted.len() - 1]
+        );
+    }
+    let (_, metrics) = common::http(&serve.addr, "GET", "/metrics", None);
+    for line in metrics.lines().filter(|l| l.starts_with("drift_watch_lag_seconds_")) {
+        println!("  {line}");
+    }
+    serve.stop();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let n = |default: usize| args.get(1).and_then(|s| s.parse().ok()).unwrap_or(default);
+    match args.first().map(String::as_str) {
+        Some("full-scan") => full_scan(n(10_000)),
+        Some("watch-latency") => watch_latency(n(100)),
+        None => {
+            full_scan(n(10_000));
+            watch_latency(n(100));
+        }
+        Some(other) => panic!("unknown benchmark {other:?} (full-scan [N] | watch-latency [N])"),
+    }
+}
