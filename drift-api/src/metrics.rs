@@ -276,6 +276,7 @@ mod tests {
             coverage: Default::default(),
             warnings: vec![],
             desired: vec![],
+            desired_digests: Vec::new(),
             desired_complete: true,
             summary: Default::default(),
         };

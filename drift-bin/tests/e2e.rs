@@ -204,11 +204,13 @@ fn kubectl_changes_are_recorded_with_type_severity_and_manager_and_resolved_when
     assert_eq!(page["items"].as_array().unwrap().len(), 5);
     assert!(page["items"].as_array().unwrap().iter().all(|d| d["occurrences"] == 2), "{page}");
 
-    // Put back by hand, except the image, which Git now accepts.
+    // Put back by hand, except the image, which Git then accepts in a new commit.
     world.kubectl(&["scale", "deployment/web", "-n", "shop", "--replicas=2"]);
     world.kubectl(&["set", "resources", "deployment/web", "-n", "shop", "--limits=memory=256Mi"]);
     world.patch_target_port(8080);
     world.edit_configmap("slow", "fast");
+    scan(&serve);
+    assert_eq!(rows(&serve, "open"), vec![expected[1].clone()], "only the image is still open");
     world.repo.write("apps/web/deployment.yaml", &DEPLOYMENT.replace("nginx:1.27", "nginx:1.28"));
     let accepted_in = world.repo.commit("web: accept nginx 1.28");
     let report = scan(&serve);
@@ -217,6 +219,25 @@ fn kubectl_changes_are_recorded_with_type_severity_and_manager_and_resolved_when
     assert_eq!(rows(&serve, "resolved"), expected);
     let resolved = get_json(&serve.addr, "/drifts?status=resolved");
     assert!(resolved["items"].as_array().unwrap().iter().all(|d| d["resolved_at"].is_string()), "{resolved}");
+    // The image went into Git: accepted; the rest was put back by hand: reverted.
+    let mut how: Vec<(String, String)> = resolved["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["drift_type"].as_str().unwrap().to_owned(), d["resolution"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    how.sort();
+    let pair = |t: &str, r: &str| (t.to_owned(), r.to_owned());
+    assert_eq!(
+        how,
+        vec![
+            pair("configmap_drift", "reverted"),
+            pair("image_tag_drift", "accepted"),
+            pair("replicas_drift", "reverted"),
+            pair("resource_limit_drift", "reverted"),
+            pair("service_port_drift", "reverted"),
+        ]
+    );
 
     // A restart keeps history: the same rows, and its first pass opens nothing.
     let ids = |v: &Value| -> Vec<i64> {

@@ -195,7 +195,22 @@ impl Engine {
                     None => continue,
                 }
             } else {
-                managers.first().map(|m| (*m).clone())
+                // The most recent owner changed it. managedFields times have one-second
+                // resolution, so on a tie the Git applier is the least likely author of a value
+                // that differs from Git.
+                let applier = |m: &Attribution| {
+                    matches!(
+                        self.classifier.classify(&m.manager),
+                        ManagerClass::Applier | ManagerClass::ClientSideApply
+                    )
+                };
+                let newest = managers.first().map(|m| m.time);
+                managers
+                    .iter()
+                    .filter(|m| Some(m.time) == newest)
+                    .find(|m| !applier(m))
+                    .or(managers.first())
+                    .map(|m| (*m).clone())
             };
             let drift_type = drift_type_of(&self.rules, kind, &path);
             let drift = self.make(desired, drift_type, &path, git, cluster, attribution);
@@ -298,5 +313,37 @@ impl Comparator for Engine {
                 self.compare_with(d, index.get(&d.key).copied(), implied).into_iter().map(|(_, d)| d)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::Comparator;
+    use serde_json::json;
+
+    #[test]
+    fn on_a_tie_of_times_the_hand_change_is_attributed_not_the_applier() {
+        let desired = Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "ns"}, "data": {"mode": "fast"}}))
+        .unwrap();
+        let fields = json!({"f:data": {"f:mode": {}}});
+        let live = |first: &str, second: &str| {
+            Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "ns", "managedFields": [
+                    {"manager": first, "operation": "Update", "time": "2026-11-30T10:00:00Z", "fieldsV1": fields},
+                    {"manager": second, "operation": "Update", "time": "2026-11-30T10:00:00Z", "fieldsV1": fields},
+                ]},
+                "data": {"mode": "slow"}}))
+            .unwrap()
+        };
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        for (a, b) in [("kubectl-client-side-apply", "kubectl-edit"), ("kubectl-edit", "kubectl-client-side-apply")] {
+            let drifts = engine.compare(&desired, Some(&live(a, b)));
+            assert_eq!(drifts.len(), 1);
+            assert_eq!(drifts[0].changed_by.as_deref(), Some("kubectl-edit"), "{a} then {b}");
+        }
     }
 }

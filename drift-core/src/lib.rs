@@ -32,6 +32,6 @@ pub use drift::{
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, ErrorKind, Result};
 pub use model::*;
-pub use report::{ScanOutcome, ScanReport, Summary};
+pub use report::{Resolution, ScanOutcome, ScanReport, Summary, object_digest};
 pub use sink::{DriftSink, DriftStore};
 pub use source::{DesiredSource, LiveSource};

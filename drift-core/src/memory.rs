@@ -149,6 +149,8 @@ pub struct MemoryStore {
 #[derive(Debug, Default)]
 struct MemoryStoreState {
     rows: Vec<StoredDrift>,
+    /// Digest of the desired object when each open row was last seen, by row id.
+    digests: std::collections::HashMap<i64, String>,
     scans: Vec<ScanRecord>,
 }
 
@@ -183,6 +185,7 @@ pub fn new_row(report: &ScanReport, drift: &crate::Drift, id: i64) -> StoredDrif
         cluster_value: drift.cluster_value.clone(),
         status: DriftStatus::Open,
         resolved_at: None,
+        resolution: None,
         changed_by: drift.changed_by.clone(),
         changed_at: drift.changed_at,
         classification: drift.classification,
@@ -281,6 +284,7 @@ impl DriftSink for MemoryStore {
             if !seen.insert(fp.clone()) {
                 continue;
             }
+            let digest = report.desired_digest(&drift.key()).map(str::to_owned);
             if let Some(row) = state.rows.iter_mut().find(|r| r.fingerprint == fp && r.status == DriftStatus::Open) {
                 row.last_seen = report.finished_at;
                 row.occurrences += 1;
@@ -291,14 +295,22 @@ impl DriftSink for MemoryStore {
                 row.changed_at = drift.changed_at;
                 row.classification = drift.classification;
                 row.recommended_action = drift.recommended_action;
+                let id = row.id;
+                if let Some(d) = digest {
+                    state.digests.insert(id, d);
+                }
                 outcome.updated += 1;
             } else {
                 state.rows.push(new_row(report, drift, next_id));
+                if let Some(d) = digest {
+                    state.digests.insert(next_id, d);
+                }
                 next_id += 1;
                 outcome.opened += 1;
             }
         }
-        for row in state.rows.iter_mut() {
+        let MemoryStoreState { rows, digests, .. } = &mut *state;
+        for row in rows.iter_mut() {
             if row.status == DriftStatus::Open
                 && row.cluster == report.cluster
                 && row.repository == report.repository
@@ -307,6 +319,7 @@ impl DriftSink for MemoryStore {
             {
                 row.status = DriftStatus::Resolved;
                 row.resolved_at = Some(report.finished_at);
+                row.resolution = Some(report.resolution(&row_key(row), digests.remove(&row.id).as_deref()));
                 outcome.resolved += 1;
             }
         }

@@ -31,6 +31,50 @@ impl ScanOutcome {
     }
 }
 
+/// How a resolved drift went away (stored with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// The cluster was put back to what Git says (Git's object is unchanged).
+    Reverted,
+    /// Git changed (a new commit), and the drift is gone: the change was accepted into Git.
+    Accepted,
+    /// Git no longer holds the object.
+    Removed,
+}
+
+impl Resolution {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Reverted => "reverted",
+            Resolution::Accepted => "accepted",
+            Resolution::Removed => "removed",
+        }
+    }
+}
+
+impl std::str::FromStr for Resolution {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "reverted" => Ok(Resolution::Reverted),
+            "accepted" => Ok(Resolution::Accepted),
+            "removed" => Ok(Resolution::Removed),
+            other => Err(crate::Error::invalid_input(format!("unknown resolution `{other}`"))),
+        }
+    }
+}
+
+/// A short, stable digest of an object as Git has it (hex of the first 8 bytes of the SHA-256 of
+/// its JSON with sorted keys): equal objects have equal digests, and a commit that changes the
+/// object changes it.
+pub fn object_digest(object: &serde_json::Value) -> String {
+    use sha2::Digest;
+    let bytes = serde_json::to_vec(object).unwrap_or_default();
+    hex::encode(&sha2::Sha256::digest(&bytes)[..8])
+}
+
 /// Counts of a report, for output and the `scans` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
@@ -89,6 +133,11 @@ pub struct ScanReport {
     /// Every object of the desired state this scan read, sorted (compared or not: an object
     /// whose namespace could not be read is listed here but not compared).
     pub desired: Vec<ResourceKey>,
+    /// [`object_digest`] of each object of `desired`, in the same order (empty when unknown):
+    /// a sink keeps the digest with each open drift to tell, when the drift goes away, whether
+    /// Git changed ([`Resolution::Accepted`]) or the cluster was put back.
+    #[serde(default)]
+    pub desired_digests: Vec<String>,
     /// Whether the whole desired state was read (no file failed to parse or render).
     pub desired_complete: bool,
     /// Counts.
@@ -96,6 +145,29 @@ pub struct ScanReport {
 }
 
 impl ScanReport {
+    /// The digest of a desired object of this report, if known.
+    pub fn desired_digest(&self, key: &ResourceKey) -> Option<&str> {
+        let i = self.desired.binary_search(key).ok()?;
+        self.desired_digests.get(i).map(String::as_str)
+    }
+
+    /// How an open drift of `key` that this report resolves went away, given the digest of the
+    /// desired object when the drift was last seen: [`Resolution::Removed`] when Git no longer
+    /// holds the object, [`Resolution::Accepted`] when Git's object changed since,
+    /// [`Resolution::Reverted`] otherwise (also when a digest is unknown).
+    ///
+    /// The digest covers the whole object: a commit that changes another field of the object
+    /// in the same scan in which the cluster is put back also counts as accepted.
+    pub fn resolution(&self, key: &ResourceKey, last_digest: Option<&str>) -> Resolution {
+        if self.desired.binary_search(key).is_err() {
+            return Resolution::Removed;
+        }
+        match (self.desired_digest(key), last_digest) {
+            (Some(now), Some(then)) if now != then => Resolution::Accepted,
+            _ => Resolution::Reverted,
+        }
+    }
+
     /// Whether an open drift of this object that this report does not list may be marked
     /// resolved (DESIGN section 5):
     ///

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use crate::compare::Comparator;
 use crate::model::{DesiredSnapshot, GroupKind, LiveSnapshot, ResourceKey, Scope, SourceWarning, is_cluster_scoped};
-use crate::report::{ScanOutcome, ScanReport, Summary};
+use crate::report::{ScanOutcome, ScanReport, Summary, object_digest};
 use crate::source::{DesiredSource, LiveSource};
 
 /// Options of one scan pass.
@@ -93,6 +93,7 @@ fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanR
         coverage: Default::default(),
         warnings: Vec::new(),
         desired: Vec::new(),
+        desired_digests: Vec::new(),
         desired_complete: false,
         summary: Summary::default(),
     }
@@ -128,8 +129,10 @@ fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, opti
     report.desired_complete = !snapshot.warnings.iter().any(|w| w.fatal);
     report.warnings.extend(snapshot.warnings.iter().cloned());
 
-    report.desired = snapshot.resources.iter().map(|r| r.key.clone()).collect::<Vec<ResourceKey>>();
-    report.desired.sort();
+    let mut desired: Vec<(ResourceKey, String)> =
+        snapshot.resources.iter().map(|r| (r.key.clone(), object_digest(&r.object))).collect();
+    desired.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    (report.desired, report.desired_digests) = desired.into_iter().unzip();
     snapshot.scope()
 }
 
@@ -210,6 +213,7 @@ pub fn targeted_report(
     let mut report = empty_report(repository, cluster, options);
     report.revision = revision;
     report.desired = vec![desired.key.clone()];
+    report.desired_digests = vec![object_digest(&desired.object)];
     report.desired_complete = false;
     report.coverage.set(&desired.key.group_kind(), desired.key.namespace.as_deref(), crate::CoverageStatus::Complete);
     report.drifts = comparator.compare_in(all_desired, desired, live);

@@ -120,6 +120,10 @@ pub struct StoredDrift {
     pub status: DriftStatus,
     /// When it was resolved.
     pub resolved_at: Option<DateTime<Utc>>,
+    /// How it went away (resolved drifts only): the cluster was put back, Git accepted the
+    /// change, or Git no longer holds the object.
+    #[serde(default)]
+    pub resolution: Option<crate::Resolution>,
     /// Manager that last changed the field.
     pub changed_by: Option<String>,
     /// When.

@@ -43,6 +43,7 @@ struct Columns {
     classification: Vec<&'static str>,
     decision_source: Vec<&'static str>,
     recommended_action: Vec<&'static str>,
+    desired_digest: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -71,6 +72,7 @@ impl Columns {
             c.classification.push(d.classification.as_str());
             c.decision_source.push(d.decision_source.as_str());
             c.recommended_action.push(d.recommended_action.as_str());
+            c.desired_digest.push(report.desired_digest(&d.key()).map(str::to_owned));
         }
         c
     }
@@ -81,16 +83,16 @@ impl Columns {
 const UPSERT: &str = r#"
 INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type,
     severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source,
-    recommended_action, detected_at, last_seen, occurrences, cluster, repository, status)
+    recommended_action, desired_digest, detected_at, last_seen, occurrences, cluster, repository, status)
 SELECT d.fingerprint, d.api_group, d.kind, d.namespace, d.name, d.path, d.drift_type, d.severity,
     d.git_value::jsonb, d.cluster_value::jsonb, d.changed_by, d.changed_at, d.classification,
-    d.decision_source, d.recommended_action, $16, $16, 1, $17, $18, 'open'
+    d.decision_source, d.recommended_action, d.desired_digest, $16, $16, 1, $17, $18, 'open'
 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
     $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::text[], $14::text[],
-    $15::text[])
+    $15::text[], $19::text[])
     WITH ORDINALITY AS d(fingerprint, api_group, kind, namespace, name, path, drift_type, severity,
         git_value, cluster_value, changed_by, changed_at, classification, decision_source,
-        recommended_action, ord)
+        recommended_action, desired_digest, ord)
 ORDER BY d.ord
 ON CONFLICT (fingerprint) WHERE status = 'open' DO UPDATE SET
     last_seen = EXCLUDED.last_seen,
@@ -101,7 +103,8 @@ ON CONFLICT (fingerprint) WHERE status = 'open' DO UPDATE SET
     changed_by = EXCLUDED.changed_by,
     changed_at = EXCLUDED.changed_at,
     classification = EXCLUDED.classification,
-    recommended_action = EXCLUDED.recommended_action
+    recommended_action = EXCLUDED.recommended_action,
+    desired_digest = EXCLUDED.desired_digest
 RETURNING occurrences
 "#;
 
@@ -194,6 +197,7 @@ impl PostgresSink {
                 .bind(report.finished_at)
                 .bind(&report.cluster)
                 .bind(&report.repository)
+                .bind(&cols.desired_digest)
                 .fetch_all(&mut *tx)
                 .await
                 .ctx("upserting drifts")?;
@@ -232,8 +236,8 @@ impl PostgresSink {
 }
 
 /// Resolves the open drifts of the report's cluster and repository that it does not list, where
-/// the report may resolve them. One query fetches the candidates' keys, Rust applies
-/// [`ScanReport::may_resolve`], one statement resolves.
+/// the report may resolve them. One query fetches the candidates' keys and digests, Rust applies
+/// [`ScanReport::may_resolve`] and [`ScanReport::resolution`], one statement resolves.
 async fn resolve(
     tx: &mut Transaction<'static, Postgres>,
     report: &ScanReport,
@@ -242,8 +246,8 @@ async fn resolve(
     if report.outcome == drift_core::ScanOutcome::Failed {
         return Ok(0);
     }
-    let candidates: Vec<(i64, String, String, String, String)> = sqlx::query_as(
-        "SELECT id, api_group, resource_kind, namespace, resource_name FROM drifts \
+    let candidates: Vec<(i64, String, String, String, String, Option<String>)> = sqlx::query_as(
+        "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
          WHERE status = 'open' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
     )
     .bind(&report.cluster)
@@ -253,32 +257,29 @@ async fn resolve(
     .await
     .ctx("reading open drifts")?;
     let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
-    let mut ids = Vec::new();
-    for (id, group, kind, namespace, name) in candidates {
+    let (mut ids, mut resolutions) = (Vec::new(), Vec::new());
+    for (id, group, kind, namespace, name, digest) in candidates {
         let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
-        let may = match decided.get(&key) {
-            Some(may) => *may,
-            None => {
-                let may = report.may_resolve(&key);
-                decided.insert(key, may);
-                may
-            }
-        };
+        let may = *decided.entry(key.clone()).or_insert_with(|| report.may_resolve(&key));
         if may {
             ids.push(id);
+            resolutions.push(report.resolution(&key, digest.as_deref()).as_str());
         }
     }
     if ids.is_empty() {
         return Ok(0);
     }
-    let resolved =
-        sqlx::query("UPDATE drifts SET status = 'resolved', resolved_at = $1 WHERE id = ANY($2) AND status = 'open'")
-            .bind(report.finished_at)
-            .bind(&ids)
-            .execute(&mut **tx)
-            .await
-            .ctx("resolving drifts")?
-            .rows_affected();
+    let resolved = sqlx::query(
+        "UPDATE drifts SET status = 'resolved', resolved_at = $1, resolution = r.resolution \
+         FROM UNNEST($2::bigint[], $3::text[]) AS r(id, resolution) WHERE drifts.id = r.id AND drifts.status = 'open'",
+    )
+    .bind(report.finished_at)
+    .bind(&ids)
+    .bind(&resolutions)
+    .execute(&mut **tx)
+    .await
+    .ctx("resolving drifts")?
+    .rows_affected();
     Ok(resolved as usize)
 }
 

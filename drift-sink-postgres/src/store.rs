@@ -15,7 +15,7 @@ use crate::error::{PgError, SqlContext};
 /// The columns of a [`StoredDrift`], in the order [`decode`] reads them.
 const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
-     resolved_at, changed_by, changed_at, classification, decision_source, recommended_action";
+     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action";
 
 /// Appends ` WHERE ...` for a filter; every value is a bind parameter.
 pub(crate) fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &DriftFilter) {
@@ -82,6 +82,11 @@ fn decode(row: &PgRow) -> Result<StoredDrift, PgError> {
         cluster_value: json("cluster_value")?,
         status: parse(id, "status", row.try_get("status").map_err(get)?)?,
         resolved_at: row.try_get("resolved_at").map_err(get)?,
+        resolution: row
+            .try_get::<Option<String>, _>("resolution")
+            .map_err(get)?
+            .map(|r| parse(id, "resolution", r))
+            .transpose()?,
         changed_by: row.try_get("changed_by").map_err(get)?,
         changed_at: row.try_get("changed_at").map_err(get)?,
         classification: parse(id, "classification", row.try_get("classification").map_err(get)?)?,

@@ -119,6 +119,11 @@ async fn migration_0002_backfills_the_rollups_from_an_existing_history() {
     let store =
         PostgresSink::from_config(&PostgresConfig { migrate: false, ..PostgresConfig::new(&url) }).await.unwrap();
     MIGRATOR.run_to(1, store.pool()).await.unwrap();
+    // Today's writer also needs the columns of migration 0003 (which adds them if missing).
+    sqlx::query("ALTER TABLE drifts ADD COLUMN resolution text, ADD COLUMN desired_digest text")
+        .execute(store.pool())
+        .await
+        .unwrap();
     let desired = [deployment("shop", "web"), deployment("shop", "api"), deployment("ops", "db")];
     let mut next = sequence(7);
     for s in 0..12 {

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use drift_core::sink::{DriftSink, RecordOutcome, SinkCapabilities};
-use drift_core::{Drift, ResourceKey, Result, ScanReport};
+use drift_core::{Drift, Resolution, ResourceKey, Result, ScanReport};
 use serde::{Deserialize, Serialize};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
@@ -16,7 +16,7 @@ use crate::{SqliteSink, micros};
 /// How many times a report is written again when the database stayed busy.
 const ATTEMPTS: usize = 3;
 
-/// Rows per multi-row statement: 18 parameters each stays under SQLite's 32,766 limit.
+/// Rows per multi-row statement: 20 parameters each stays under SQLite's 32,766 limit.
 const CHUNK: usize = 1000;
 
 /// What a retention pass deleted.
@@ -161,14 +161,15 @@ fn dims(report: &ScanReport, d: &Drift, severity: &str, status: &str) -> Dims {
     ]
 }
 
-/// An open row: id, fingerprint, group, kind, namespace, name, type, severity, detected_at.
-type OpenRow = (i64, String, String, String, String, String, String, String, i64);
+/// An open row: id, fingerprint, group, kind, namespace, name, type, severity, detected_at,
+/// digest of Git's object when last seen.
+type OpenRow = (i64, String, String, String, String, String, String, String, i64, Option<String>);
 
 /// The open rows of the report's cluster and repository (through `drifts_open_scope`).
 async fn open_rows(conn: &mut SqliteConnection, report: &ScanReport) -> Result<Vec<OpenRow>, SqliteError> {
     sqlx::query_as(
         "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, drift_type, severity, \
-         detected_at FROM drifts WHERE status = 'open' AND cluster = ? AND repository = ?",
+         detected_at, desired_digest FROM drifts WHERE status = 'open' AND cluster = ? AND repository = ?",
     )
     .bind(&report.cluster)
     .bind(&report.repository)
@@ -206,7 +207,7 @@ async fn upsert(
     let mut q = QueryBuilder::<Sqlite>::new(
         "INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type, \
          severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source, \
-         recommended_action, detected_at, last_seen, cluster, repository) ",
+         recommended_action, desired_digest, detected_at, last_seen, cluster, repository) ",
     );
     let at = micros(report.finished_at);
     q.push_values(chunk, |mut row, (fp, d)| {
@@ -225,6 +226,7 @@ async fn upsert(
             .push_bind(d.classification.as_str())
             .push_bind(d.decision_source.as_str())
             .push_bind(d.recommended_action.as_str())
+            .push_bind(report.desired_digest(&d.key()).map(str::to_owned))
             .push_bind(at)
             .push_bind(at)
             .push_bind(report.cluster.clone())
@@ -235,7 +237,8 @@ async fn upsert(
          last_seen = excluded.last_seen, occurrences = drifts.occurrences + 1, git_value = excluded.git_value, \
          cluster_value = excluded.cluster_value, severity = excluded.severity, changed_by = excluded.changed_by, \
          changed_at = excluded.changed_at, classification = excluded.classification, \
-         recommended_action = excluded.recommended_action RETURNING occurrences",
+         recommended_action = excluded.recommended_action, desired_digest = excluded.desired_digest \
+         RETURNING occurrences",
     );
     q.build_query_scalar().fetch_all(conn).await.ctx("upserting drifts")
 }
@@ -254,16 +257,16 @@ async fn resolve(
         return Ok(0);
     }
     let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
-    let mut ids = Vec::new();
+    let mut ids: HashMap<Resolution, Vec<i64>> = HashMap::new();
     let now = micros(report.finished_at);
-    for (id, fp, group, kind, namespace, name, drift_type, severity, detected) in open {
+    for (id, fp, group, kind, namespace, name, drift_type, severity, detected, digest) in open {
         if seen.contains(&fp) {
             continue;
         }
         let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
         let may = *decided.entry(key.clone()).or_insert_with(|| report.may_resolve(&key));
         if may {
-            ids.push(id);
+            ids.entry(report.resolution(&key, digest.as_deref())).or_default().push(id);
             let dims = |status: &str| -> Dims {
                 [
                     report.cluster.clone(),
@@ -279,20 +282,21 @@ async fn resolve(
             delta.row(dims("resolved"), detected, Some(now), 1);
         }
     }
-    if ids.is_empty() {
-        return Ok(0);
+    let mut resolved = 0;
+    for (resolution, ids) in ids {
+        let ids = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+        resolved += sqlx::query(
+            "UPDATE drifts SET status = 'resolved', resolved_at = ?, resolution = ? \
+             WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
+        )
+        .bind(micros(report.finished_at))
+        .bind(resolution.as_str())
+        .bind(&ids)
+        .execute(&mut *conn)
+        .await
+        .ctx("resolving drifts")?
+        .rows_affected();
     }
-    let ids = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
-    let resolved = sqlx::query(
-        "UPDATE drifts SET status = 'resolved', resolved_at = ? \
-         WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
-    )
-    .bind(micros(report.finished_at))
-    .bind(&ids)
-    .execute(&mut *conn)
-    .await
-    .ctx("resolving drifts")?
-    .rows_affected();
     Ok(resolved as usize)
 }
 

@@ -15,7 +15,7 @@ use crate::{SqliteSink, micros};
 /// The columns of a [`StoredDrift`].
 const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
-     resolved_at, changed_by, changed_at, classification, decision_source, recommended_action";
+     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action";
 
 /// Appends ` WHERE ...` for a filter; every value is a bind parameter.
 pub(crate) fn push_filter(q: &mut QueryBuilder<Sqlite>, filter: &DriftFilter) {
@@ -97,6 +97,11 @@ fn decode(row: &SqliteRow) -> Result<StoredDrift, SqliteError> {
         cluster_value: json("cluster_value")?,
         status: parse(id, "status", row.try_get("status").map_err(get)?)?,
         resolved_at: opt_at("resolved_at")?,
+        resolution: row
+            .try_get::<Option<String>, _>("resolution")
+            .map_err(get)?
+            .map(|r| parse(id, "resolution", r))
+            .transpose()?,
         changed_by: row.try_get("changed_by").map_err(get)?,
         changed_at: opt_at("changed_at")?,
         classification: parse(id, "classification", row.try_get("classification").map_err(get)?)?,

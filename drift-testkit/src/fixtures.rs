@@ -73,8 +73,8 @@ pub fn drift(kind: &str, namespace: &str, name: &str, drift_type: DriftType, pat
     }
 }
 
-/// A successful report over the given desired objects, complete coverage of their
-/// (kind, namespace), and these drifts.
+/// A successful report over the given desired objects (each with the digest `d0`), complete
+/// coverage of their (kind, namespace), and these drifts.
 pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts: Vec<Drift>) -> ScanReport {
     let mut coverage = Coverage::default();
     for k in desired {
@@ -83,6 +83,7 @@ pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts:
     let mut desired = desired.to_vec();
     desired.sort();
     let summary = Summary::of(&drifts, desired.len(), 0);
+    let desired_digests = vec!["d0".to_owned(); desired.len()];
     ScanReport {
         scan_id: scan_id.to_owned(),
         cluster: "test-cluster".to_owned(),
@@ -95,6 +96,7 @@ pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts:
         coverage,
         warnings: Vec::new(),
         desired,
+        desired_digests,
         desired_complete: true,
         summary,
     }
@@ -104,4 +106,11 @@ pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts:
 pub fn key(kind: &str, namespace: &str, name: &str) -> ResourceKey {
     let group = if kind == "Deployment" { "apps" } else { "" };
     ResourceKey::new(group, kind, Some(namespace), name)
+}
+
+/// Sets the digest of one desired object of a report (Git changed it).
+pub fn with_digest(mut report: ScanReport, key: &ResourceKey, digest: &str) -> ScanReport {
+    let i = report.desired.binary_search(key).expect("the object is in the report");
+    report.desired_digests[i] = digest.to_owned();
+    report
 }

@@ -7,7 +7,7 @@ use drift_core::sink::*;
 use drift_core::*;
 use serde_json::json;
 
-use crate::fixtures::{drift, key, report, t};
+use crate::fixtures::{drift, key, report, t, with_digest};
 
 /// Runs every sink case. `fresh` returns a new, empty store each call (the same object seen as
 /// a sink and as a store).
@@ -24,6 +24,8 @@ where
     resolution_needs_coverage(&*sink, &*store).await;
     let (sink, store) = fresh().await;
     removed_from_git(&*sink, &*store).await;
+    let (sink, store) = fresh().await;
+    resolutions(&*sink, &*store).await;
     let (sink, store) = fresh().await;
     listing(&*sink, &*store).await;
     let (sink, store) = fresh().await;
@@ -163,6 +165,48 @@ async fn removed_from_git(sink: &dyn DriftSink, store: &dyn DriftStore) {
     // The whole desired state was read and the object is gone from Git: resolved.
     assert_eq!(sink.record(&report("g-3", t(10), &[], vec![])).await.expect("g-3").resolved, 1, "[removed_from_git]");
     assert!(open_rows(store).await.is_empty());
+}
+
+/// How each drift went away: put back in the cluster (Git's object unchanged), accepted into
+/// Git (Git's object changed), or removed from Git.
+async fn resolutions(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    let (web, cm) = (key("Deployment", "shop", "web"), key("ConfigMap", "shop", "settings"));
+    let replicas = |v| drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(v));
+    let mode = drift("ConfigMap", "shop", "settings", DriftType::ConfigmapDrift, "data.mode", json!("slow"));
+    let both = [web.clone(), cm.clone()];
+    sink.record(&report("res-1", t(0), &both, vec![replicas(5), mode])).await.expect("[resolutions] record 1");
+    assert!(open_rows(store).await.iter().all(|r| r.resolution.is_none()), "[resolutions] open rows have none");
+    // The cluster is put back (same digest); the ConfigMap leaves Git.
+    sink.record(&report("res-2", t(60), std::slice::from_ref(&web), vec![])).await.expect("[resolutions] record 2");
+    // Changed by hand again, then Git takes the change (a new digest of the Deployment).
+    sink.record(&report("res-3", t(120), std::slice::from_ref(&web), vec![replicas(7)]))
+        .await
+        .expect("[resolutions] 3");
+    let accepted = with_digest(report("res-4", t(180), std::slice::from_ref(&web), vec![]), &web, "d1");
+    sink.record(&accepted).await.expect("[resolutions] record 4");
+    let mut got: Vec<(String, i64, Option<Resolution>)> =
+        all_rows(store).await.into_iter().map(|r| (r.resource_kind, r.detected_at.timestamp(), r.resolution)).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("ConfigMap".to_owned(), t(0).timestamp(), Some(Resolution::Removed)),
+            ("Deployment".to_owned(), t(0).timestamp(), Some(Resolution::Reverted)),
+            ("Deployment".to_owned(), t(120).timestamp(), Some(Resolution::Accepted)),
+        ],
+        "[resolutions] reverted, removed from Git, accepted into Git"
+    );
+    // Git changing while the drift stays keeps it open, and a later revert is a revert.
+    sink.record(&report("res-5", t(240), std::slice::from_ref(&web), vec![replicas(9)]))
+        .await
+        .expect("[resolutions] 5");
+    let moved = with_digest(report("res-6", t(300), std::slice::from_ref(&web), vec![replicas(9)]), &web, "d2");
+    sink.record(&moved).await.expect("[resolutions] record 6");
+    let back = with_digest(report("res-7", t(360), std::slice::from_ref(&web), vec![]), &web, "d2");
+    sink.record(&back).await.expect("[resolutions] record 7");
+    let last = all_rows(store).await.into_iter().find(|r| r.detected_at == t(240)).expect("[resolutions] row of res-5");
+    assert_eq!(last.occurrences, 2, "[resolutions] seen by res-5 and res-6");
+    assert_eq!(last.resolution, Some(Resolution::Reverted), "[resolutions] digest of the last sighting counts");
 }
 
 async fn listing(sink: &dyn DriftSink, store: &dyn DriftStore) {

@@ -1,0 +1,5 @@
+-- How a resolved drift went away, and the digest of Git's object when the drift was last seen
+-- (drift_core::ScanReport::resolution compares it with the resolving scan's digest).
+ALTER TABLE drifts ADD COLUMN IF NOT EXISTS resolution text
+    CHECK (resolution IN ('reverted', 'accepted', 'removed'));
+ALTER TABLE drifts ADD COLUMN IF NOT EXISTS desired_digest text;
