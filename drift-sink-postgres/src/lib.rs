@@ -13,6 +13,10 @@
 //! - An open drift the report does not list is resolved only where
 //!   [`ScanReport::may_resolve`](drift_core::ScanReport::may_resolve) allows.
 //! - Optional retention: resolved drifts and scans older than N days are deleted.
+//! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) that statement-level
+//!   triggers keep in the transaction of every write, exact, in milliseconds whatever the
+//!   history's size; a filter with `since` is computed from the rows
+//!   ([`PostgresSink::stats_from_rows`]).
 //!
 //! See `docs/storage.md` for the schema column by column.
 //!

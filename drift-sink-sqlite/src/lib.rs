@@ -11,6 +11,10 @@
 //! - At most one open row per fingerprint, enforced by a partial unique index.
 //! - An open drift the report does not list is resolved only where
 //!   [`ScanReport::may_resolve`](drift_core::ScanReport::may_resolve) allows.
+//! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) the store keeps in the
+//!   transaction of each write, exact, in milliseconds whatever the history's size; a filter
+//!   with `since` is computed from the rows ([`SqliteSink::stats_from_rows`]). After writing
+//!   `drifts` by hand, [`SqliteSink::rebuild_rollups`] counts them again.
 //!
 //! ```
 //! use drift_core::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
