@@ -192,6 +192,69 @@ pub struct TrendDay {
     pub resolved: i64,
 }
 
+impl TrendDay {
+    /// The first and the last UTC day of the 7-day trend ending on `now`'s UTC day.
+    pub fn window(now: DateTime<Utc>) -> (NaiveDate, NaiveDate) {
+        let today = now.date_naive();
+        (today - chrono::Duration::days(6), today)
+    }
+
+    /// The 7 days of the trend ending on `now`'s UTC day, oldest first, from (day, new,
+    /// resolved) counts: counts of the same day add up, days outside the window are ignored,
+    /// days without counts are zero. For stores that count by day in their database.
+    pub fn week(now: DateTime<Utc>, counts: impl IntoIterator<Item = (NaiveDate, i64, i64)>) -> Vec<TrendDay> {
+        let (first, _) = Self::window(now);
+        let mut days: Vec<TrendDay> =
+            (0..7).map(|i| TrendDay { day: first + chrono::Duration::days(i), new: 0, resolved: 0 }).collect();
+        for (day, new, resolved) in counts {
+            let offset = (day - first).num_days();
+            if let Some(d) = usize::try_from(offset).ok().and_then(|i| days.get_mut(i)) {
+                d.new += new;
+                d.resolved += resolved;
+            }
+        }
+        days
+    }
+}
+
+/// Where the continuous 95th percentile of `n` values lies when they are read from the largest
+/// down (the 95th percentile is near the top, so a store skips few values): skip
+/// [`skip`](Self::skip) values, read [`take`](Self::take), and [`interpolate`](Self::interpolate)
+/// between them. The same definition as [`crate::memory::percentile_cont`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TopPercentile {
+    n: i64,
+    rank: f64,
+    lo: i64,
+    hi: i64,
+}
+
+impl TopPercentile {
+    /// The 95th percentile of `n` values; `None` when there are none.
+    pub fn p95(n: i64) -> Option<Self> {
+        (n > 0).then(|| {
+            let rank = 0.95 * (n - 1) as f64;
+            TopPercentile { n, rank, lo: rank.floor() as i64, hi: rank.ceil() as i64 }
+        })
+    }
+
+    /// How many of the largest values to skip.
+    pub fn skip(&self) -> i64 {
+        self.n - 1 - self.hi
+    }
+
+    /// How many values to read after them (1 or 2).
+    pub fn take(&self) -> i64 {
+        self.hi - self.lo + 1
+    }
+
+    /// The percentile from the values read, largest first; `None` when none were read.
+    pub fn interpolate(&self, descending: &[f64]) -> Option<f64> {
+        let (hi, lo) = (descending.first()?, descending.last()?);
+        Some(lo + (hi - lo) * (self.rank - self.lo as f64))
+    }
+}
+
 /// Aggregate statistics of a store.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DriftStats {
@@ -249,4 +312,37 @@ pub trait DriftStore: Send + Sync + std::fmt::Debug {
     async fn recent_scans(&self, limit: u32) -> Result<Vec<ScanRecord>>;
     /// Checks the store answers.
     async fn ping(&self) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::percentile_cont;
+    use chrono::TimeZone;
+
+    #[test]
+    fn top_percentile_agrees_with_percentile_cont() {
+        for n in 1..60usize {
+            let values: Vec<f64> = (0..n).map(|i| (i * i % 17) as f64 + i as f64 / 10.0).collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(f64::total_cmp);
+            let p = TopPercentile::p95(n as i64).unwrap();
+            let descending: Vec<f64> = sorted.iter().rev().copied().collect();
+            let read = &descending[p.skip() as usize..(p.skip() + p.take()) as usize];
+            assert_eq!(p.interpolate(read), percentile_cont(&sorted, 0.95), "n = {n}");
+        }
+        assert_eq!(TopPercentile::p95(0), None);
+    }
+
+    #[test]
+    fn a_week_of_trend_adds_up_days_and_ignores_the_rest() {
+        let now = Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+        let day = |d: u32| NaiveDate::from_ymd_opt(2026, 11, d).unwrap();
+        let week = TrendDay::week(now, [(day(30), 2, 1), (day(24), 1, 0), (day(30), 1, 0), (day(23), 9, 9)]);
+        assert_eq!(week.len(), 7);
+        assert_eq!((week[0].day, week[0].new, week[0].resolved), (day(24), 1, 0));
+        assert_eq!((week[6].day, week[6].new, week[6].resolved), (day(30), 3, 1));
+        assert_eq!(week[1..6].iter().map(|d| d.new + d.resolved).sum::<i64>(), 0);
+        assert_eq!(TrendDay::window(now), (day(24), day(30)));
+    }
 }

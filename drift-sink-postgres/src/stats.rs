@@ -1,11 +1,9 @@
 //! Statistics: from the rollups (`drift_counts`, `drift_daily`, kept by triggers, see
 //! `migrations/0002_rollups.sql`), or from the rows when the filter names `since`.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use drift_core::Result;
-use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
+use drift_core::sink::{DriftFilter, DriftStats, TopPercentile, TrendDay};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 
 use crate::PostgresSink;
@@ -16,48 +14,18 @@ use crate::store::{push_dimensions, push_filter};
 /// generated column `ttr_ms`, key of the `drifts_resolved_ttr` index the percentile reads.
 const TTR_MS: &str = "ttr_ms";
 
-/// The first and the last UTC day of the 7-day trend ending on `now`'s day.
-fn trend_window(now: DateTime<Utc>) -> (NaiveDate, NaiveDate) {
-    let today = now.date_naive();
-    (today - Duration::days(6), today)
-}
-
-/// The 7 days of the trend, oldest first, from (day, new, resolved) counts.
-fn trend(now: DateTime<Utc>, counts: impl IntoIterator<Item = (NaiveDate, i64, i64)>) -> Vec<TrendDay> {
-    let (first, _) = trend_window(now);
-    let mut days: BTreeMap<NaiveDate, (i64, i64)> = (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
-    for (day, new, resolved) in counts {
-        if let Some(e) = days.get_mut(&day) {
-            e.0 += new;
-            e.1 += resolved;
-        }
-    }
-    days.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect()
-}
-
 /// The continuous 95th percentile of the time to resolve of the `n` resolved rows the filter
 /// keeps: the two order statistics around its rank, read from the top of the
 /// `drifts_resolved_ttr` index (about 5% of it), interpolated.
 async fn p95(conn: &mut PgConnection, filter: &DriftFilter, n: i64) -> Result<Option<f64>, PgError> {
-    if n == 0 {
-        return Ok(None);
-    }
-    let rank = 0.95 * (n - 1) as f64;
-    let (lo, hi) = (rank.floor() as i64, rank.ceil() as i64);
+    let Some(p95) = TopPercentile::p95(n) else { return Ok(None) };
     let mut q = QueryBuilder::<Postgres>::new("SELECT ");
     q.push(TTR_MS).push(" AS ms FROM drifts");
     push_filter(&mut q, filter);
-    q.push(" AND status = 'resolved' ORDER BY ms DESC OFFSET ").push_bind(n - 1 - hi);
-    q.push(" LIMIT ").push_bind(hi - lo + 1);
+    q.push(" AND status = 'resolved' ORDER BY ms DESC OFFSET ").push_bind(p95.skip());
+    q.push(" LIMIT ").push_bind(p95.take());
     let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
-    // Descending: the last value is the lower order statistic.
-    Ok(match (top.first(), top.last()) {
-        (Some(v_hi), Some(v_lo)) => {
-            let (v_lo, v_hi) = (*v_lo as f64 / 1000.0, *v_hi as f64 / 1000.0);
-            Some(v_lo + (v_hi - v_lo) * (rank - lo as f64))
-        }
-        _ => None,
-    })
+    Ok(p95.interpolate(&top.iter().map(|ms| *ms as f64 / 1000.0).collect::<Vec<_>>()))
 }
 
 /// Open rows by severity, type, namespace and repository, from `source` (`drifts` with
@@ -130,13 +98,13 @@ impl PostgresSink {
 
         open_breakdown(&mut tx, filter, &mut stats, true).await?;
 
-        let (first, today) = trend_window(now);
+        let (first, today) = TrendDay::window(now);
         let mut q =
             QueryBuilder::<Postgres>::new("SELECT day, sum(opened)::bigint, sum(resolved)::bigint FROM drift_daily");
         push_dimensions(&mut q, filter);
         q.push(" AND day >= ").push_bind(first).push(" AND day <= ").push_bind(today).push(" GROUP BY day");
         let days: Vec<(NaiveDate, i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("trend")?;
-        stats.trend = trend(now, days);
+        stats.trend = TrendDay::week(now, days);
 
         if resolved > 0 {
             stats.mean_time_to_resolve_seconds = Some(ttr_sum_ms as f64 / 1000.0 / resolved as f64);
@@ -168,7 +136,7 @@ impl PostgresSink {
 
         open_breakdown(&mut tx, filter, &mut stats, false).await?;
 
-        let (first, _) = trend_window(now);
+        let (first, _) = TrendDay::window(now);
         let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
         let end = start + Duration::days(7);
         let mut days = Vec::new();
@@ -182,7 +150,7 @@ impl PostgresSink {
             let rows: Vec<(NaiveDate, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("trend")?;
             days.extend(rows.into_iter().map(|(day, n)| if new { (day, n, 0) } else { (day, 0, n) }));
         }
-        stats.trend = trend(now, days);
+        stats.trend = TrendDay::week(now, days);
 
         let mut q = QueryBuilder::<Postgres>::new("SELECT count(*), COALESCE(sum(");
         q.push(TTR_MS).push("), 0)::bigint FROM drifts");

@@ -1,11 +1,9 @@
 //! Statistics: from the rollups (`drift_counts`, `drift_daily`, kept by [`crate::rollup`]), or
 //! from the rows when the filter names `since`.
 
-use std::collections::BTreeMap;
-
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use drift_core::Result;
-use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
+use drift_core::sink::{DriftFilter, DriftStats, TopPercentile, TrendDay};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
 use crate::error::{SqlContext, SqliteError};
@@ -18,25 +16,6 @@ use crate::{SqliteSink, micros};
 /// percentile reads.
 const TTR_MS: &str = "((resolved_at - detected_at) / 1000)";
 
-/// The first and the last UTC day of the 7-day trend ending on `now`'s day.
-fn trend_window(now: DateTime<Utc>) -> (NaiveDate, NaiveDate) {
-    let today = now.date_naive();
-    (today - Duration::days(6), today)
-}
-
-/// The 7 days of the trend, oldest first, from (day, new, resolved) counts.
-fn trend(now: DateTime<Utc>, counts: impl IntoIterator<Item = (NaiveDate, i64, i64)>) -> Vec<TrendDay> {
-    let (first, _) = trend_window(now);
-    let mut days: BTreeMap<NaiveDate, (i64, i64)> = (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
-    for (day, new, resolved) in counts {
-        if let Some(e) = days.get_mut(&day) {
-            e.0 += new;
-            e.1 += resolved;
-        }
-    }
-    days.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect()
-}
-
 /// Midnight UTC starting `day`, in µs.
 fn day_start(day: NaiveDate) -> i64 {
     micros(day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc())
@@ -46,28 +25,17 @@ fn day_start(day: NaiveDate) -> i64 {
 /// keeps: the two order statistics around its rank, read from the top of the
 /// `drifts_resolved_ttr` index (about 5% of it), interpolated.
 async fn p95(conn: &mut SqliteConnection, filter: &DriftFilter, n: i64) -> Result<Option<f64>, SqliteError> {
-    if n == 0 {
-        return Ok(None);
-    }
-    let rank = 0.95 * (n - 1) as f64;
-    let (lo, hi) = (rank.floor() as i64, rank.ceil() as i64);
+    let Some(p95) = TopPercentile::p95(n) else { return Ok(None) };
     // The planner would rather read every resolved row through another index and sort them;
     // the walk from the top of this one stops after about 5% of it, whatever the filter. With
     // `since` (last_seen is not in the index), the planner chooses.
     let index = if filter.since.is_none() { " INDEXED BY drifts_resolved_ttr" } else { "" };
     let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {TTR_MS} AS ms FROM drifts{index}"));
     push_filter(&mut q, filter);
-    q.push(" AND status = 'resolved' ORDER BY ms DESC LIMIT ").push_bind(hi - lo + 1);
-    q.push(" OFFSET ").push_bind(n - 1 - hi);
+    q.push(" AND status = 'resolved' ORDER BY ms DESC LIMIT ").push_bind(p95.take());
+    q.push(" OFFSET ").push_bind(p95.skip());
     let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
-    // Descending: the last value is the lower order statistic.
-    Ok(match (top.first(), top.last()) {
-        (Some(v_hi), Some(v_lo)) => {
-            let (v_lo, v_hi) = (*v_lo as f64 / 1000.0, *v_hi as f64 / 1000.0);
-            Some(v_lo + (v_hi - v_lo) * (rank - lo as f64))
-        }
-        _ => None,
-    })
+    Ok(p95.interpolate(&top.iter().map(|ms| *ms as f64 / 1000.0).collect::<Vec<_>>()))
 }
 
 /// Open rows by severity, type, namespace and repository, from `drift_counts` (`sum(n)`) or
@@ -133,7 +101,7 @@ impl SqliteSink {
 
         open_breakdown(&mut conn, filter, &mut stats, true).await?;
 
-        let (first, today) = trend_window(now);
+        let (first, today) = TrendDay::window(now);
         let mut q = QueryBuilder::<Sqlite>::new("SELECT day, sum(opened), sum(resolved) FROM drift_daily");
         push_dimensions(&mut q, filter);
         q.push(" AND day >= ").push_bind(day_start(first) / DAY_US);
@@ -147,7 +115,7 @@ impl SqliteSink {
                     .ok_or_else(|| corrupt(0, "drift_daily.day", format!("{day} is out of range")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        stats.trend = trend(now, days);
+        stats.trend = TrendDay::week(now, days);
 
         if resolved > 0 {
             stats.mean_time_to_resolve_seconds = Some(ttr_sum_ms as f64 / 1000.0 / resolved as f64);
@@ -173,7 +141,7 @@ impl SqliteSink {
 
         open_breakdown(&mut conn, filter, &mut stats, false).await?;
 
-        let (first, _) = trend_window(now);
+        let (first, _) = TrendDay::window(now);
         let (start, end) = (day_start(first), day_start(first) + 7 * DAY_US);
         let mut days = Vec::new();
         for (column, new) in [("detected_at", true), ("resolved_at", false)] {
@@ -190,7 +158,7 @@ impl SqliteSink {
                 days.push(if new { (day, n, 0) } else { (day, 0, n) });
             }
         }
-        stats.trend = trend(now, days);
+        stats.trend = TrendDay::week(now, days);
 
         let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT count(*), COALESCE(sum({TTR_MS}), 0) FROM drifts"));
         push_filter(&mut q, filter);
