@@ -43,13 +43,16 @@ pub async fn open_store(url: &str, retention_days: Option<u32>) -> Result<Store>
     }
 }
 
-/// The desired sources, one per repository.
-pub fn desired_sources(config: &Config) -> Result<Vec<Arc<dyn DesiredSource>>> {
+/// The desired sources, one per repository. A long-running caller (`drift serve`) keeps the
+/// parsed state between fetches; a one-shot caller (`drift scan`) does not, which saves two
+/// copies of every desired object.
+pub fn desired_sources(config: &Config, long_running: bool) -> Result<Vec<Arc<dyn DesiredSource>>> {
     config
         .repositories
         .iter()
         .map(|r| {
-            drift_source_git::source_from_config(r.source_config()).with_context(|| format!("repository `{}`", r.name))
+            drift_source_git::source_from_config(r.source_config_for(long_running))
+                .with_context(|| format!("repository `{}`", r.name))
         })
         .collect()
 }

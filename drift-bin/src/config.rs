@@ -254,6 +254,12 @@ impl Config {
 impl RepositoryConfig {
     /// The desired-source configuration of this repository.
     pub fn source_config(&self) -> SourceConfig {
+        self.source_config_for(true)
+    }
+
+    /// [`RepositoryConfig::source_config`] for a long-running (`keep` the parsed state between
+    /// fetches) or a one-shot caller.
+    pub fn source_config_for(&self, keep: bool) -> SourceConfig {
         let request = RenderRequest {
             repo: self.url.clone(),
             reference: self.reference.clone(),
@@ -263,6 +269,7 @@ impl RepositoryConfig {
         };
         let mut config = request.to_config();
         let render = |r: &mut RenderConfig| {
+            r.keep_between_fetches = keep;
             if let Some(h) = &self.helm {
                 r.helm = h.clone();
             }

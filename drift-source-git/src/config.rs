@@ -289,6 +289,12 @@ pub struct RenderConfig {
     /// Longest run of one `kustomize`/`helm` invocation (default `2m`).
     #[serde(default = "default_render_timeout", with = "humantime_serde")]
     pub render_timeout: Duration,
+    /// Keep the parsed files, the renders and the last snapshot in memory between fetches
+    /// (default true), so that the next fetch of an unchanged commit costs one ref listing and
+    /// a new commit re-parses only the files it changed. One-shot callers (`drift scan`,
+    /// `drift render`) turn it off: a fetch then hands over its only copy of the objects.
+    #[serde(default = "default_true")]
+    pub keep_between_fetches: bool,
 }
 
 impl Default for RenderConfig {
@@ -300,6 +306,7 @@ impl Default for RenderConfig {
             helm: HelmConfig::default(),
             max_file_bytes: default_max_file_bytes(),
             render_timeout: default_render_timeout(),
+            keep_between_fetches: true,
         }
     }
 }

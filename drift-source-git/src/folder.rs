@@ -56,9 +56,9 @@ impl FolderSource {
                 name,
                 sub: normalize_sub(cfg.path.as_deref()),
                 root: cfg.root,
+                last: LastSnapshot::new(cfg.render.keep_between_fetches),
                 pipeline: Pipeline::new(cfg.render, Arc::clone(&stats)),
                 stats,
-                last: LastSnapshot::default(),
             }),
         })
     }
@@ -156,7 +156,7 @@ impl DesiredSource for FolderSource {
     }
 
     async fn fetch(&self) -> Result<DesiredSnapshot> {
-        Ok(self.fetch_shared().await?.as_ref().clone())
+        Ok(Arc::unwrap_or_clone(self.fetch_shared().await?))
     }
 }
 

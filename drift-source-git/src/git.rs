@@ -101,7 +101,7 @@ impl GitSource {
                 token,
                 pipeline: Pipeline::new(cfg.render.clone(), Arc::clone(&stats)),
                 stats,
-                last: LastSnapshot::default(),
+                last: LastSnapshot::new(cfg.render.keep_between_fetches),
                 cfg,
             }),
             lock: tokio::sync::Mutex::new(()),
@@ -328,7 +328,7 @@ impl DesiredSource for GitSource {
     }
 
     async fn fetch(&self) -> Result<DesiredSnapshot> {
-        Ok(self.fetch_shared().await?.as_ref().clone())
+        Ok(Arc::unwrap_or_clone(self.fetch_shared().await?))
     }
 }
 

@@ -100,7 +100,7 @@ impl GitHubSource {
                 trees_dir: cache_root.join(format!("{}-{}-{key}", cfg.owner, cfg.repo)).join("trees"),
                 pipeline: Pipeline::new(cfg.render.clone(), Arc::clone(&stats)),
                 stats,
-                last: LastSnapshot::default(),
+                last: LastSnapshot::new(cfg.render.keep_between_fetches),
                 cfg,
             }),
             state: tokio::sync::Mutex::new(State::default()),
@@ -335,7 +335,7 @@ impl DesiredSource for GitHubSource {
     }
 
     async fn fetch(&self) -> Result<DesiredSnapshot> {
-        Ok(self.fetch_shared().await?.as_ref().clone())
+        Ok(Arc::unwrap_or_clone(self.fetch_shared().await?))
     }
 }
 

@@ -78,7 +78,14 @@ pub fn source_from_config(config: SourceConfig) -> Result<Arc<dyn DesiredSource>
 /// Reads the repository once and returns the snapshot. Per-file and per-application errors
 /// are in [`DesiredSnapshot::warnings`]; see [`has_errors`] for the exit code.
 pub async fn render(request: &RenderRequest) -> Result<DesiredSnapshot> {
-    let source = source_from_config(request.to_config())?;
+    let mut config = request.to_config();
+    // Read once: nothing is worth keeping for a next fetch.
+    match &mut config {
+        SourceConfig::Folder(c) => c.render.keep_between_fetches = false,
+        SourceConfig::Git(c) => c.render.keep_between_fetches = false,
+        SourceConfig::Github(c) => c.render.keep_between_fetches = false,
+    }
+    let source = source_from_config(config)?;
     source.fetch().await
 }
 

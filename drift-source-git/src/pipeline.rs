@@ -503,7 +503,14 @@ impl Pipeline {
             }
             pending = next;
         }
-        *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        if self.cfg.keep_between_fetches {
+            *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        } else {
+            // Nothing is kept: `results` then holds the only reference to each parse, and
+            // `assemble` moves the objects out instead of copying them.
+            drop(fresh);
+        }
+        drop(old);
         // A chart the walk skipped but an application renders is not worth a note.
         let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _)| path).collect();
         warnings.retain(|w| {
@@ -755,9 +762,12 @@ impl Pipeline {
         let mut resources = Vec::new();
         let mut first_seen: HashMap<drift_core::ResourceKey, (String, usize)> = HashMap::new();
         for (unit, parsed) in results {
-            warnings.extend(parsed.warnings.iter().cloned());
-            for r in &parsed.resources {
-                let mut r = r.clone();
+            let (parsed_resources, parsed_warnings) = match Arc::try_unwrap(parsed) {
+                Ok(p) => (p.resources, p.warnings),
+                Err(shared) => (shared.resources.clone(), shared.warnings.clone()),
+            };
+            warnings.extend(parsed_warnings);
+            for mut r in parsed_resources {
                 apply_namespace(&mut r, &unit.namespace);
                 r.provenance.repository = Some(input.repository.to_owned());
                 r.provenance.revision = Some(input.revision.to_owned());

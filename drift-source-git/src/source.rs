@@ -21,10 +21,15 @@ pub(crate) fn redact_url(url: &str) -> String {
 
 /// The snapshot of the last revision read, keyed by revision: the same commit twice is not
 /// read or rendered twice.
-#[derive(Debug, Default)]
-pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<DesiredSnapshot>)>>);
+#[derive(Debug)]
+pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<DesiredSnapshot>)>>, bool);
 
 impl LastSnapshot {
+    /// A slot that keeps the last snapshot when `keep`, else forgets it (the caller then holds
+    /// the only copy and may take it without cloning).
+    pub fn new(keep: bool) -> Self {
+        LastSnapshot(Mutex::new(None), keep)
+    }
     pub fn get(&self, revision: &str) -> Option<Arc<DesiredSnapshot>> {
         let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         guard.as_ref().filter(|(r, _)| r == revision).map(|(_, s)| Arc::clone(s))
@@ -35,6 +40,9 @@ impl LastSnapshot {
     }
     pub fn set(&self, revision: String, snapshot: DesiredSnapshot) -> Arc<DesiredSnapshot> {
         let snapshot = Arc::new(snapshot);
+        if !self.1 {
+            return snapshot;
+        }
         *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, Arc::clone(&snapshot)));
         snapshot
     }

@@ -204,3 +204,25 @@ async fn ssh_urls_go_through_the_system_ssh_and_an_unreachable_server_is_tempora
     assert!(err.is_temporary());
     assert!(err.to_string().to_lowercase().contains("refused"), "{err}");
 }
+
+#[tokio::test]
+async fn a_one_shot_source_keeps_nothing_between_fetches_and_reads_the_same_objects() {
+    let origin = Origin::new();
+    origin.write("plain/a.yaml", &configmap("a", "shop", "1"));
+    origin.write("plain/b.yaml", &configmap("b", "shop", "1"));
+    origin.commit("first");
+    let keeping = source(&origin, "main");
+    let mut cfg = GitConfig::new(origin.url(), "main");
+    cfg.cache_dir = Some(origin.cache());
+    cfg.render.keep_between_fetches = false;
+    let one_shot = GitSource::new(cfg).unwrap();
+
+    let expected = keeping.fetch().await.unwrap();
+    let first = one_shot.fetch().await.unwrap();
+    assert_eq!(first, expected, "the same snapshot, moved out instead of copied");
+    let again = one_shot.fetch().await.unwrap();
+    assert_eq!(again, expected);
+    let s = one_shot.stats();
+    assert_eq!(s.snapshot_cache_hits, 0, "no snapshot kept: {s:?}");
+    assert_eq!((s.files_parsed, s.file_cache_hits), (4, 0), "no parsed file kept: {s:?}");
+}

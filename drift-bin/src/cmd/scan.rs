@@ -28,7 +28,7 @@ pub async fn scan_all(config: &Config, store: &compose::Store) -> Result<Vec<Sca
     let engine = compose::engine(config)?;
     let live = compose::live_source(config).await?;
     let mut reports = Vec::new();
-    for desired in compose::desired_sources(config)? {
+    for desired in compose::desired_sources(config, false)? {
         let options = compose::scan_options(config);
         let report = run_scan(desired.as_ref(), live.as_ref(), &engine, &options).await;
         let outcome = store.sink.record(&report).await?;

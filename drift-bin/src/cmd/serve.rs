@@ -138,7 +138,7 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     let scanner = Arc::new(Scanner {
         engine: compose::engine(&config)?,
         live: compose::live_source(&config).await?,
-        desired: compose::desired_sources(&config)?,
+        desired: compose::desired_sources(&config, true)?,
         store: store.clone(),
         metrics: Metrics::new(),
         gate: ScanGate::new(),
