@@ -74,6 +74,11 @@ fn config(dir: &Path, repo: &GitRepo, server: &TestApiServer, watch: bool) -> st
     path
 }
 
+/// A throwaway PostgreSQL that writes as a real one does (the test harness turns durability off).
+fn durable_pg() -> PgServer {
+    PgServer::start_with_settings(&[("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")]).unwrap()
+}
+
 fn database(pg: &PgServer) -> String {
     tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap()
 }
@@ -81,9 +86,7 @@ fn database(pg: &PgServer) -> String {
 fn full_scan(n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let server = TestApiServer::start(Options::default()).unwrap();
-    let pg =
-        PgServer::start_with_settings(&[("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")])
-            .unwrap();
+    let pg = durable_pg();
     let repo = GitRepo::init(dir.path().join("repo"));
     let started = Instant::now();
     for ns in 0..100.min(n) {
@@ -163,9 +166,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn watch_latency(n: usize) {
     let dir = tempfile::tempdir().unwrap();
     let server = TestApiServer::start(Options::default()).unwrap();
-    let pg =
-        PgServer::start_with_settings(&[("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")])
-            .unwrap();
+    let pg = durable_pg();
     let repo = GitRepo::init(dir.path().join("repo"));
     repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
     for i in [0, 100, 200] {

@@ -5,8 +5,12 @@
 //! mutating webhook sets on admission.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use common::SHOP;
 
 use drift_test_apiserver::{Admission, FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
 use serde_json::Value;
@@ -16,41 +20,6 @@ struct Env {
     home: tempfile::TempDir,
 }
 
-const DESIRED: &[(&str, &str)] = &[
-    ("namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"),
-    (
-        "web/deployment.yaml",
-        r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: shop
-  labels: {app: web}
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: nginx:1.27
-        resources:
-          limits: {cpu: 500m, memory: 256Mi}
-"#,
-    ),
-    (
-        "web/service.yaml",
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n    targetPort: 8080\n",
-    ),
-    (
-        "web/configmap.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: fast\n",
-    ),
-];
-
 impl Env {
     fn start() -> Env {
         Env::with(Options::default())
@@ -59,7 +28,7 @@ impl Env {
     fn with(options: Options) -> Env {
         let server = TestApiServer::start(options).unwrap();
         let env = Env { server, home: tempfile::tempdir().unwrap() };
-        for (name, text) in DESIRED {
+        for (name, text) in SHOP {
             env.write(&format!("desired/{name}"), text);
         }
         env
@@ -81,20 +50,7 @@ impl Env {
     }
 
     fn kubectl_env(&self, args: &[&str], env: &[(&str, &Path)]) -> String {
-        let mut c = Command::new("kubectl");
-        c.arg("--kubeconfig")
-            .arg(self.server.kubeconfig_path())
-            .args(args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            c.env(k, v);
-        }
-        let out = c.output().unwrap();
-        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
+        common::kubectl(self.server.kubeconfig_path(), self.home.path(), args, env)
     }
 
     /// `drift diff --cluster -o json`: exit code and the document.

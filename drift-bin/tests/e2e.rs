@@ -11,46 +11,12 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{GitRepo, Serve, get_json, http, kubectl, script, wait_for};
+use common::{DEPLOYMENT, GitRepo, SHOP, Serve, get_json, http, kubectl, script, wait_for};
 use drift_test_apiserver::{FaultAction, FaultRule, Faults, Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
 
 const TOKEN: &str = "e2e-token-7f3a9c";
-
-const DEPLOYMENT: &str = r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: shop
-  labels: {app: web}
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: nginx:1.27
-        resources:
-          limits: {cpu: 500m, memory: 256Mi}
-"#;
-
-const FILES: &[(&str, &str)] = &[
-    ("apps/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"),
-    ("apps/web/deployment.yaml", DEPLOYMENT),
-    (
-        "apps/web/service.yaml",
-        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n    targetPort: 8080\n",
-    ),
-    (
-        "apps/web/configmap.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: fast\n",
-    ),
-];
 
 /// A cluster, a repository, a database and a configuration file naming them.
 struct World {
@@ -69,8 +35,8 @@ impl World {
         let db_url = tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap();
         let server = TestApiServer::start(Options::default()).unwrap();
         let repo = GitRepo::init(home.path().join("repo"));
-        for (name, text) in FILES {
-            repo.write(name, text);
+        for (name, text) in SHOP {
+            repo.write(&format!("apps/{name}"), text);
         }
         repo.commit("shop: web");
         let config = home.path().join("drift.yaml");

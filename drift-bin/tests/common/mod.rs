@@ -11,6 +11,43 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The Deployment of the shop fixture: 2 replicas of nginx:1.27 with limits.
+pub const DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        resources:
+          limits: {cpu: 500m, memory: 256Mi}
+"#;
+
+/// The shop fixture, as files of a GitOps folder: a namespace, the Deployment, its Service
+/// (port 80 to 8080) and a ConfigMap (`mode: fast`).
+pub const SHOP: &[(&str, &str)] = &[
+    ("namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"),
+    ("web/deployment.yaml", DEPLOYMENT),
+    (
+        "web/service.yaml",
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\nspec:\n  selector: {app: web}\n  ports:\n  - port: 80\n    targetPort: 8080\n",
+    ),
+    (
+        "web/configmap.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: shop\ndata:\n  mode: fast\n",
+    ),
+];
+
 /// One HTTP/1.1 request; the status and the body.
 pub fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
