@@ -205,6 +205,19 @@ fn kubectl_changes_are_recorded_with_type_severity_and_manager_and_resolved_when
         ]
     );
 
+    // `drift drifts list` says the same from the command line.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["drifts", "list", "--status", "resolved", "--config"])
+        .arg(&world.config)
+        .env("E2E_DATABASE_URL", &world.db_url)
+        .output()
+        .unwrap();
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = |t: &str| table.lines().find(|l| l.contains(t)).unwrap_or_else(|| panic!("{t} in\n{table}")).to_owned();
+    assert!(line("image_tag_drift").contains("resolved:accepted"), "{table}");
+    assert!(line("replicas_drift").contains("resolved:reverted"), "{table}");
+
     // A restart keeps history: the same rows, and its first pass opens nothing.
     let ids = |v: &Value| -> Vec<i64> {
         let mut ids: Vec<i64> = v["items"].as_array().unwrap().iter().map(|d| d["id"].as_i64().unwrap()).collect();

@@ -117,13 +117,18 @@ pub async fn drifts(cmd: &DriftsCommand) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:>6}  {:<8}  {:<9}  {:<22}  {:<40}  {:<5}  PATH", "ID", "STATUS", "SEVERITY", "TYPE", "OBJECT", "SEEN");
+    println!("{:>6}  {:<17}  {:<9}  {:<22}  {:<40}  {:<5}  PATH", "ID", "STATUS", "SEVERITY", "TYPE", "OBJECT", "SEEN");
     for d in &page.items {
         let ns = if d.namespace.is_empty() { String::new() } else { format!("{}/", d.namespace) };
+        // `resolved:accepted`: how a resolved drift went away.
+        let status = match d.resolution {
+            Some(r) => format!("{}:{}", d.status.as_str(), r.as_str()),
+            None => d.status.as_str().to_owned(),
+        };
         println!(
-            "{:>6}  {:<8}  {:<9}  {:<22}  {:<40}  {:<5}  {}",
+            "{:>6}  {:<17}  {:<9}  {:<22}  {:<40}  {:<5}  {}",
             d.id,
-            d.status.as_str(),
+            status,
             d.severity.as_str(),
             d.drift_type.as_str(),
             format!("{} {ns}{}", d.resource_kind, d.resource_name),
