@@ -79,7 +79,8 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
             age_seconds: (now - s.finished_at).num_seconds().max(0),
         })
         .collect();
-    let shown = serde_json::to_value(&scans).unwrap_or_default();
+    let shown = serde_json::to_value(&scans)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("encoding the scans: {e}")))?;
     let Some(newest) = scans.iter().min_by_key(|s| s.age_seconds) else {
         return Ok(not_ready("no scan has been recorded yet".to_owned(), shown));
     };

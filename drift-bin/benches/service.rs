@@ -109,34 +109,25 @@ fn full_scan(n: usize) {
     println!("fixture: {n} objects in git and in the test API server in {:.1?}", started.elapsed());
     let db = database(&pg);
     let cfg = config(dir.path(), &repo, &server, false);
-    let drift = env!("CARGO_BIN_EXE_drift");
     // The first run migrates the empty database; it is timed too.
     // Where the memory goes: the desired side alone (clone + render), and desired + live with
     // no git and no store.
     let url = format!("file://{}", repo.dir.display());
     println!(
         "  desired only (drift render of the repository): {}",
-        timed(&["render", "--repo", &url, "--ref", "main", "-o", "json"], &[])
+        timed(&["render", "--repo", &url, "--ref", "main", "-o", "json"], &[]).0
     );
     let folder = repo.dir.join("apps");
     let kc = server.kubeconfig_path().to_str().unwrap().to_owned();
     println!(
         "  folder + cluster, no store (drift diff --cluster): {}",
-        timed(&["diff", "--desired", folder.to_str().unwrap(), "--cluster", "--kubeconfig", &kc, "-o", "json"], &[])
+        timed(&["diff", "--desired", folder.to_str().unwrap(), "--cluster", "--kubeconfig", &kc, "-o", "json"], &[]).0
     );
+    let cfg = cfg.to_str().unwrap();
     for run in 1..=4 {
-        let out = Command::new("/usr/bin/time")
-            .args(["-f", "wall=%e s peak_rss=%M KiB", drift, "scan", "--config"])
-            .arg(&cfg)
-            .args(["--output", "json"])
-            .env("BENCH_DATABASE_URL", &db)
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap();
+        let (timing, out) = timed(&["scan", "--config", cfg, "--output", "json"], &[("BENCH_DATABASE_URL", &db)]);
         let report: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let timing = stderr.lines().rev().find(|l| l.starts_with("wall=")).unwrap_or("?");
         println!(
             "full-scan run {run}: {timing}; compared {}, drifts {}, exit {:?}",
             report["summary"]["resources_compared"],
@@ -146,8 +137,9 @@ fn full_scan(n: usize) {
     }
 }
 
-/// Runs the `drift` binary under `/usr/bin/time`; returns its wall time and peak memory line.
-fn timed(args: &[&str], env: &[(&str, &str)]) -> String {
+/// Runs the `drift` binary under `/usr/bin/time`: its wall time and peak memory line, and its
+/// output.
+fn timed(args: &[&str], env: &[(&str, &str)]) -> (String, std::process::Output) {
     let mut cmd = Command::new("/usr/bin/time");
     cmd.args(["-f", "wall=%e s peak_rss=%M KiB", env!("CARGO_BIN_EXE_drift")]).args(args).env("RUST_LOG", "warn");
     for (k, v) in env {
@@ -155,7 +147,8 @@ fn timed(args: &[&str], env: &[(&str, &str)]) -> String {
     }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    stderr.lines().rev().find(|l| l.starts_with("wall=")).unwrap_or("?").to_owned()
+    let timing = stderr.lines().rev().find(|l| l.starts_with("wall=")).unwrap_or_else(|| panic!("no timing: {stderr}"));
+    (timing.to_owned(), out)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -71,8 +71,8 @@ impl std::str::FromStr for Resolution {
 /// object changes it.
 pub fn object_digest(object: &serde_json::Value) -> String {
     use sha2::Digest;
-    let bytes = serde_json::to_vec(object).unwrap_or_default();
-    hex::encode(&sha2::Sha256::digest(&bytes)[..8])
+    // `Value`'s Display is its compact JSON and cannot fail.
+    hex::encode(&sha2::Sha256::digest(object.to_string().as_bytes())[..8])
 }
 
 /// Counts of a report, for output and the `scans` table.

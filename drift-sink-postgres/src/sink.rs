@@ -146,9 +146,7 @@ impl DriftSink for PostgresSink {
 impl PostgresSink {
     async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, PgError> {
         let mut tx = self.pool.begin().await.ctx("starting the transaction")?;
-        let errors = serde_json::to_value(&report.warnings).unwrap_or_default();
         let uncovered: Vec<_> = report.coverage.incomplete().collect();
-        let uncovered = serde_json::to_value(&uncovered).unwrap_or_default();
         let new_scan = sqlx::query(
             "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
              warnings, errors, coverage) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
@@ -163,8 +161,8 @@ impl PostgresSink {
         .bind(report.outcome.as_str())
         .bind(report.drifts.len() as i64)
         .bind(report.warnings.len() as i64)
-        .bind(sqlx::types::Json(errors))
-        .bind(sqlx::types::Json(uncovered))
+        .bind(sqlx::types::Json(&report.warnings))
+        .bind(sqlx::types::Json(&uncovered))
         .execute(&mut *tx)
         .await
         .ctx("recording the scan")?

@@ -68,9 +68,7 @@ impl SqliteSink {
         // IMMEDIATE: take the write lock now, so another process cannot make this transaction
         // fail half-way when it upgrades from reading to writing.
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
-        let errors = serde_json::to_string(&report.warnings).unwrap_or_else(|_| "[]".into());
         let uncovered: Vec<_> = report.coverage.incomplete().collect();
-        let uncovered = serde_json::to_string(&uncovered).unwrap_or_else(|_| "[]".into());
         let new_scan = sqlx::query(
             "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
              warnings, errors, coverage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scan_id) DO NOTHING",
@@ -84,8 +82,8 @@ impl SqliteSink {
         .bind(report.outcome.as_str())
         .bind(report.drifts.len() as i64)
         .bind(report.warnings.len() as i64)
-        .bind(errors)
-        .bind(uncovered)
+        .bind(sqlx::types::Json(&report.warnings))
+        .bind(sqlx::types::Json(&uncovered))
         .execute(&mut *tx)
         .await
         .ctx("recording the scan")?
@@ -284,14 +282,13 @@ async fn resolve(
     }
     let mut resolved = 0;
     for (resolution, ids) in ids {
-        let ids = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
         resolved += sqlx::query(
             "UPDATE drifts SET status = 'resolved', resolved_at = ?, resolution = ? \
              WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
         )
         .bind(micros(report.finished_at))
         .bind(resolution.as_str())
-        .bind(&ids)
+        .bind(sqlx::types::Json(&ids))
         .execute(&mut *conn)
         .await
         .ctx("resolving drifts")?

@@ -114,3 +114,26 @@ pub fn with_digest(mut report: ScanReport, key: &ResourceKey, digest: &str) -> S
     report.desired_digests[i] = digest.to_owned();
     report
 }
+
+/// The `web` Deployment of the `shop` namespace as Git holds it (2 replicas of `nginx:1.27`
+/// with limits), the manifest the end-to-end tests apply with kubectl and then change by hand.
+pub const SHOP_WEB_DEPLOYMENT: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        resources:
+          limits: {cpu: 500m, memory: 256Mi}
+"#;

@@ -12,26 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// The Deployment of the shop fixture: 2 replicas of nginx:1.27 with limits.
-pub const DEPLOYMENT: &str = r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: shop
-  labels: {app: web}
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: nginx:1.27
-        resources:
-          limits: {cpu: 500m, memory: 256Mi}
-"#;
+#[allow(unused_imports)] // not every test binary uses it
+pub use drift_testkit::fixtures::SHOP_WEB_DEPLOYMENT as DEPLOYMENT;
 
 /// The shop fixture, as files of a GitOps folder: a namespace, the Deployment, its Service
 /// (port 80 to 8080) and a ConfigMap (`mode: fast`).

@@ -153,23 +153,5 @@ where
     }
 }
 
-pub const WEB: &str = r#"apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  namespace: shop
-  labels: {app: web}
-spec:
-  replicas: 2
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: nginx:1.27
-        resources:
-          limits: {cpu: 500m, memory: 256Mi}
-"#;
+#[allow(unused_imports)] // not every test binary uses it
+pub use drift_testkit::fixtures::SHOP_WEB_DEPLOYMENT as WEB;
