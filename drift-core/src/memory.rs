@@ -341,17 +341,13 @@ impl DriftSink for MemoryStore {
 #[async_trait]
 impl DriftStore for MemoryStore {
     async fn list(&self, filter: &DriftFilter, page: PageRequest) -> Result<DriftPage> {
-        if page.limit == 0 || page.limit > 1000 {
-            return Err(Error::invalid_input("limit must be between 1 and 1000"));
-        }
+        page.validate()?;
         let state = self.state();
         let mut rows: Vec<&StoredDrift> =
             state.rows.iter().filter(|r| page.after.is_none_or(|a| r.id < a) && filter_matches(filter, r)).collect();
         rows.sort_by_key(|r| std::cmp::Reverse(r.id));
-        let more = rows.len() > page.limit as usize;
-        let items: Vec<StoredDrift> = rows.into_iter().take(page.limit as usize).cloned().collect();
-        let next = if more { items.last().map(|r| r.id) } else { None };
-        Ok(DriftPage { items, next })
+        let items: Vec<StoredDrift> = rows.into_iter().take(page.fetch_limit()).cloned().collect();
+        Ok(DriftPage::from_rows(items, page))
     }
     async fn get(&self, id: i64) -> Result<StoredDrift> {
         self.state()

@@ -172,6 +172,35 @@ impl Default for PageRequest {
     }
 }
 
+impl PageRequest {
+    /// Largest page.
+    pub const MAX_LIMIT: u32 = 1000;
+
+    /// An invalid-input error unless the limit is in 1..=[`PageRequest::MAX_LIMIT`].
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.limit == 0 || self.limit > Self::MAX_LIMIT {
+            return Err(crate::Error::invalid_input(format!("limit must be between 1 and {}", Self::MAX_LIMIT)));
+        }
+        Ok(())
+    }
+
+    /// How many rows a store reads: one more than the limit, to know whether a next page exists.
+    pub fn fetch_limit(&self) -> usize {
+        self.limit as usize + 1
+    }
+}
+
+impl DriftPage {
+    /// The page from rows read newest first with [`PageRequest::fetch_limit`]: at most `limit`
+    /// items, and the cursor of the next page when more rows were read.
+    pub fn from_rows(mut items: Vec<StoredDrift>, page: PageRequest) -> Self {
+        let more = items.len() > page.limit as usize;
+        items.truncate(page.limit as usize);
+        let next = if more { items.last().map(|r| r.id) } else { None };
+        DriftPage { items, next }
+    }
+}
+
 /// A page of drifts, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DriftPage {

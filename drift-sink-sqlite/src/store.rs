@@ -113,22 +113,17 @@ fn decode(row: &SqliteRow) -> Result<StoredDrift, SqliteError> {
 #[async_trait]
 impl DriftStore for SqliteSink {
     async fn list(&self, filter: &DriftFilter, page: PageRequest) -> Result<DriftPage> {
-        if page.limit == 0 || page.limit > 1000 {
-            return Err(Error::invalid_input("limit must be between 1 and 1000"));
-        }
+        page.validate()?;
         let mut q = QueryBuilder::<Sqlite>::new("SELECT ");
         q.push(COLUMNS).push(" FROM drifts");
         push_filter(&mut q, filter);
         if let Some(after) = page.after {
             q.push(" AND id < ").push_bind(after);
         }
-        q.push(" ORDER BY id DESC LIMIT ").push_bind(i64::from(page.limit) + 1);
+        q.push(" ORDER BY id DESC LIMIT ").push_bind(page.fetch_limit() as i64);
         let rows = q.build().fetch_all(&self.reader).await.ctx("listing drifts")?;
-        let mut items = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
-        let more = items.len() > page.limit as usize;
-        items.truncate(page.limit as usize);
-        let next = if more { items.last().map(|r| r.id) } else { None };
-        Ok(DriftPage { items, next })
+        let items = rows.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        Ok(DriftPage::from_rows(items, page))
     }
 
     async fn get(&self, id: i64) -> Result<StoredDrift> {
