@@ -368,7 +368,7 @@ async fn agrees_with_the_reference_store_over_many_scans() {
         // The rollups stay exact after every scan, and stats from them equal stats from the rows.
         for store in [&store, &kept] {
             assert_rollups_match_rows(store).await;
-            for filter in stats_filters() {
+            for filter in drift_testkit::fixtures::stats_filters() {
                 assert_stats_match_rows(store, &filter, r.finished_at).await;
             }
         }
@@ -383,7 +383,7 @@ async fn agrees_with_the_reference_store_over_many_scans() {
     let (pg_rows, mem_rows) = (rows(&store).await, rows(&memory).await);
     assert_eq!(pg_rows.len(), mem_rows.len());
     assert!(strip(pg_rows).eq(strip(mem_rows)), "same rows in the same order");
-    for filter in stats_filters() {
+    for filter in drift_testkit::fixtures::stats_filters() {
         for now in [t(40 * 97), t(40 * 97) + chrono::Duration::days(3)] {
             let (a, b) = (store.stats(&filter, now).await.unwrap(), memory.stats(&filter, now).await.unwrap());
             assert_eq!(a.by_status, b.by_status, "{filter:?}");

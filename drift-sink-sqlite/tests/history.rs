@@ -289,7 +289,7 @@ async fn agrees_with_the_reference_store_over_many_scans() {
         // The rollups stay exact after every scan, and stats from them equal stats from the rows.
         for store in [&store, &kept] {
             common::assert_rollups_match_rows(store).await;
-            for filter in common::stats_filters() {
+            for filter in drift_testkit::fixtures::stats_filters() {
                 common::assert_stats_match_rows(store, &filter, r.finished_at).await;
             }
         }
@@ -304,7 +304,7 @@ async fn agrees_with_the_reference_store_over_many_scans() {
             .collect::<Vec<_>>()
     };
     assert_eq!(strip(rows(&store).await), strip(rows(&memory).await), "same rows in the same order");
-    for filter in common::stats_filters() {
+    for filter in drift_testkit::fixtures::stats_filters() {
         for now in [t(40 * 97), t(40 * 97) + chrono::Duration::days(3)] {
             let (a, b) = (store.stats(&filter, now).await.unwrap(), memory.stats(&filter, now).await.unwrap());
             assert_eq!(

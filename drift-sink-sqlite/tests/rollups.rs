@@ -111,7 +111,7 @@ async fn concurrent_writers_keep_the_rollups_exact() {
     assert!(recorded >= 16, "most reports were recorded ({recorded} of 32)");
     let store = SqliteSink::open(&db.url).await.unwrap();
     assert_rollups_match_rows(&store).await;
-    for filter in stats_filters() {
+    for filter in drift_testkit::fixtures::stats_filters() {
         assert_stats_match_rows(&store, &filter, t(80)).await;
     }
 }
@@ -140,7 +140,7 @@ async fn migration_0002_backfills_the_rollups_from_an_existing_history() {
     let rows = store.stats_from_rows(&DriftFilter::default(), t(3300)).await.unwrap();
     assert!(rows.by_status.get("resolved").is_some_and(|n| *n > 0), "{rows:?}");
     assert_eq!(store.stats(&DriftFilter::default(), t(3300)).await.unwrap(), rows);
-    for filter in stats_filters() {
+    for filter in drift_testkit::fixtures::stats_filters() {
         assert_stats_match_rows(&store, &filter, t(3300)).await;
     }
 }

@@ -1,6 +1,7 @@
 //! Shared fixtures: small, realistic objects and drifts.
 
 use chrono::{DateTime, TimeZone, Utc};
+use drift_core::sink::{DriftFilter, DriftStatus};
 use drift_core::*;
 use serde_json::{Value, json};
 
@@ -137,3 +138,26 @@ spec:
         resources:
           limits: {cpu: 500m, memory: 256Mi}
 "#;
+
+/// Filters over every dimension the rollups serve, alone and combined, and one with `since`
+/// (served from the rows).
+pub fn stats_filters() -> Vec<DriftFilter> {
+    vec![
+        DriftFilter::default(),
+        DriftFilter { status: Some(DriftStatus::Open), ..Default::default() },
+        DriftFilter { status: Some(DriftStatus::Resolved), ..Default::default() },
+        DriftFilter { severity: Some(Severity::High), ..Default::default() },
+        DriftFilter { drift_type: Some(DriftType::ImageTagDrift), ..Default::default() },
+        DriftFilter { namespace: Some("ops".into()), ..Default::default() },
+        DriftFilter { repository: Some("infra".into()), ..Default::default() },
+        DriftFilter { cluster: Some("test-cluster".into()), kind: Some("Deployment".into()), ..Default::default() },
+        DriftFilter { cluster: Some("elsewhere".into()), ..Default::default() },
+        DriftFilter {
+            namespace: Some("shop".into()),
+            severity: Some(Severity::Critical),
+            status: Some(DriftStatus::Resolved),
+            ..Default::default()
+        },
+        DriftFilter { severity: Some(Severity::High), since: Some(t(1000)), ..Default::default() },
+    ]
+}

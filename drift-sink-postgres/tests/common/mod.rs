@@ -118,30 +118,6 @@ pub async fn assert_rollups_match_rows(store: &PostgresSink) {
     assert!(negative.is_empty(), "negative rollup figures: {negative:?}");
 }
 
-/// Filters over every dimension the rollups serve, alone and combined, and one with `since`
-/// (served from the rows).
-pub fn stats_filters() -> Vec<DriftFilter> {
-    use drift_core::Severity;
-    vec![
-        DriftFilter::default(),
-        DriftFilter { status: Some(DriftStatus::Open), ..Default::default() },
-        DriftFilter { status: Some(DriftStatus::Resolved), ..Default::default() },
-        DriftFilter { severity: Some(Severity::High), ..Default::default() },
-        DriftFilter { drift_type: Some(DriftType::ImageTagDrift), ..Default::default() },
-        DriftFilter { namespace: Some("ops".into()), ..Default::default() },
-        DriftFilter { repository: Some("infra".into()), ..Default::default() },
-        DriftFilter { cluster: Some("test-cluster".into()), kind: Some("Deployment".into()), ..Default::default() },
-        DriftFilter { cluster: Some("elsewhere".into()), ..Default::default() },
-        DriftFilter {
-            namespace: Some("shop".into()),
-            severity: Some(Severity::Critical),
-            status: Some(DriftStatus::Resolved),
-            ..Default::default()
-        },
-        DriftFilter { severity: Some(Severity::High), since: Some(t(1000)), ..Default::default() },
-    ]
-}
-
 /// Stats of `store` for `filter` (from the rollups unless it names `since`) equal the stats
 /// computed from its rows.
 pub async fn assert_stats_match_rows(store: &PostgresSink, filter: &DriftFilter, now: DateTime<Utc>) {

@@ -2,10 +2,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStatus, DriftStore};
-use drift_core::{DriftType, Severity};
+use drift_core::sink::{DriftFilter, DriftStore};
 use drift_sink_sqlite::SqliteSink;
-use drift_testkit::fixtures::t;
 
 /// A rollup key and its figures, as read from a rollup table or recomputed from the rows.
 type Counts = (String, String, String, String, String, String, String, i64, i64);
@@ -59,29 +57,6 @@ pub async fn assert_rollups_match_rows(store: &SqliteSink) {
     .await
     .unwrap();
     assert_eq!(negative, 0, "no negative rollup count");
-}
-
-/// Filters over every dimension the rollups serve, alone and combined, and one with `since`
-/// (served from the rows).
-pub fn stats_filters() -> Vec<DriftFilter> {
-    vec![
-        DriftFilter::default(),
-        DriftFilter { status: Some(DriftStatus::Open), ..Default::default() },
-        DriftFilter { status: Some(DriftStatus::Resolved), ..Default::default() },
-        DriftFilter { severity: Some(Severity::High), ..Default::default() },
-        DriftFilter { drift_type: Some(DriftType::ImageTagDrift), ..Default::default() },
-        DriftFilter { namespace: Some("ops".into()), ..Default::default() },
-        DriftFilter { repository: Some("infra".into()), ..Default::default() },
-        DriftFilter { cluster: Some("test-cluster".into()), kind: Some("Deployment".into()), ..Default::default() },
-        DriftFilter { cluster: Some("elsewhere".into()), ..Default::default() },
-        DriftFilter {
-            namespace: Some("shop".into()),
-            severity: Some(Severity::Critical),
-            status: Some(DriftStatus::Resolved),
-            ..Default::default()
-        },
-        DriftFilter { severity: Some(Severity::High), since: Some(t(1000)), ..Default::default() },
-    ]
 }
 
 /// Stats of `store` for `filter` (from the rollups unless it names `since`) equal the stats
