@@ -106,6 +106,12 @@ impl K8sSource {
     /// configured file or the default one) and context. No request is made yet.
     pub async fn connect(config: K8sConfig) -> drift_core::Result<Self> {
         config.validate()?;
+        if config.snapshot.is_some() {
+            return Err(K8sError::Config(
+                "the configuration names snapshot files, not a cluster (see live_source_from_config)".to_owned(),
+            )
+            .into());
+        }
         install_crypto_provider();
         let (kube_config, default_name) = if config.in_cluster {
             let c = kube::Config::incluster()
