@@ -1,4 +1,4 @@
-//! The one place that knows every adapter: builds the store, the desired sources, the live
+//! The one place that builds adapters: the store, the desired sources, the live
 //! source and the engine from the configuration, and hands them to `drift-runtime`.
 
 use std::path::{Path, PathBuf};
