@@ -43,7 +43,7 @@ pub async fn fetch_names_the_repository(harness: &dyn DesiredHarness) {
     assert_eq!(snap.repository, harness.source().name(), "[{CASE}] the snapshot names its repository");
 }
 
-/// A source with [`DesiredCapabilities::revisions`] reports a revision, on the snapshot and on
+/// A source with [`DesiredCapabilities::revisions`](drift_core::source::DesiredCapabilities::revisions) reports a revision, on the snapshot and on
 /// every resource.
 pub async fn reports_the_revision(harness: &dyn DesiredHarness) {
     const CASE: &str = "reports_the_revision";
@@ -148,11 +148,24 @@ where
 /// a future of a fresh [`DesiredHarness`]; it is evaluated once per case. A case whose
 /// capability the source lacks prints `skipped: <case>: <reason>` and passes.
 ///
-/// ```ignore
-/// mod git {
-///     use super::*;
-///     drift_testkit::desired_suite!(Harness::git());
+/// ```
+/// use drift_core::{DesiredSource, memory::MemoryDesiredSource};
+/// use drift_testkit::desired::{DesiredExpectation, DesiredHarness};
+///
+/// struct Empty(MemoryDesiredSource);
+///
+/// impl DesiredHarness for Empty {
+///     fn source(&self) -> &dyn DesiredSource {
+///         &self.0
+///     }
+///     fn expectation(&self) -> DesiredExpectation {
+///         DesiredExpectation::default()
+///     }
 /// }
+///
+/// // Tests `desired::fetch_names_the_repository`, `desired::reports_the_revision`, ...
+/// drift_testkit::desired_suite!(async { Empty(MemoryDesiredSource::new("repo", vec![])) });
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! desired_suite {

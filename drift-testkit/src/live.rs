@@ -162,7 +162,7 @@ fn unknown_kind_scope() -> Scope {
     s
 }
 
-/// A source without [`LiveCapabilities::watch`] refuses to watch with
+/// A source without [`LiveCapabilities::watch`](drift_core::source::LiveCapabilities::watch) refuses to watch with
 /// [`ErrorKind::Unsupported`].
 pub async fn watch_is_refused_without_the_capability(harness: &dyn LiveHarness) {
     const CASE: &str = "watch_is_refused_without_the_capability";
@@ -174,7 +174,7 @@ pub async fn watch_is_refused_without_the_capability(harness: &dyn LiveHarness) 
     assert_eq!(kind, Some(ErrorKind::Unsupported), "[{CASE}] watch without the capability is Unsupported");
 }
 
-/// Starts a watch for a case that needs [`LiveCapabilities::watch`]; `None` (and a printed
+/// Starts a watch for a case that needs [`LiveCapabilities::watch`](drift_core::source::LiveCapabilities::watch); `None` (and a printed
 /// skip) for a source that cannot watch.
 async fn start_watch(harness: &dyn LiveHarness, case: &str, scope: &Scope) -> Option<Watching> {
     if !harness.source().capabilities().watch {
@@ -233,6 +233,15 @@ impl Watching {
         }
         got
     }
+}
+
+/// The fixtures loaded and a watch of the ConfigMaps of `shop`, past its initial sync.
+async fn watch_shop_configmaps(harness: &dyn LiveHarness, case: &str) -> Option<Watching> {
+    load(harness).await;
+    let scope = configmaps_in("shop");
+    let mut w = start_watch(harness, case, &scope).await?;
+    w.until_synced(&scope).await;
+    Some(w)
 }
 
 /// Events as short lines, for failure messages (objects are long).
@@ -302,10 +311,7 @@ pub async fn watch_lists_then_syncs(harness: &dyn LiveHarness) {
 /// order of the changes; changes outside the scope and unchanged objects give no event.
 pub async fn watch_reports_applied(harness: &dyn LiveHarness) {
     const CASE: &str = "watch_reports_applied";
-    load(harness).await;
-    let scope = configmaps_in("shop");
-    let Some(mut w) = start_watch(harness, CASE, &scope).await else { return };
-    w.until_synced(&scope).await;
+    let Some(mut w) = watch_shop_configmaps(harness, CASE).await else { return };
     harness.apply(configmap("billing", "settings", "outside")).await;
     harness.apply(configmap("shop", "extra", "new")).await;
     harness.apply(configmap("shop", "settings", "slow")).await;
@@ -326,10 +332,7 @@ pub async fn watch_reports_applied(harness: &dyn LiveHarness) {
 /// After the sync, a deleted object is `Deleted`, with its key.
 pub async fn watch_reports_deleted(harness: &dyn LiveHarness) {
     const CASE: &str = "watch_reports_deleted";
-    load(harness).await;
-    let scope = configmaps_in("shop");
-    let Some(mut w) = start_watch(harness, CASE, &scope).await else { return };
-    w.until_synced(&scope).await;
+    let Some(mut w) = watch_shop_configmaps(harness, CASE).await else { return };
     let settings = ResourceKey::new("", "ConfigMap", Some("shop"), "settings");
     harness.delete(&settings).await;
     let e = w.next().await;
@@ -341,10 +344,7 @@ pub async fn watch_reports_deleted(harness: &dyn LiveHarness) {
 /// and relist (`Desynced`, then `Synced`); the changes it reports are the same.
 pub async fn watch_resumes_a_dropped_stream(harness: &dyn LiveHarness) {
     const CASE: &str = "watch_resumes_a_dropped_stream";
-    load(harness).await;
-    let scope = configmaps_in("shop");
-    let Some(mut w) = start_watch(harness, CASE, &scope).await else { return };
-    w.until_synced(&scope).await;
+    let Some(mut w) = watch_shop_configmaps(harness, CASE).await else { return };
     // A change seen through the watch: the connection to drop is open.
     harness.apply(configmap("shop", "settings", "before-drop")).await;
     w.until(|e| matches!(e, LiveEvent::Applied(r) if mode(r) == Some("before-drop"))).await;
@@ -426,11 +426,28 @@ where
 /// it is evaluated once per case. A case whose capability the source lacks prints
 /// `skipped: <case>: <reason>` and passes.
 ///
-/// ```ignore
-/// mod kubernetes {
-///     use super::*;
-///     drift_testkit::live_suite!(K8sHarness::start());
+/// ```
+/// use drift_core::{LiveSource, Resource, ResourceKey, memory::MemoryLiveSource};
+/// use drift_testkit::live::LiveHarness;
+///
+/// struct Memory(MemoryLiveSource);
+///
+/// #[async_trait::async_trait]
+/// impl LiveHarness for Memory {
+///     fn source(&self) -> &dyn LiveSource {
+///         &self.0
+///     }
+///     async fn apply(&self, object: serde_json::Value) {
+///         self.0.apply(Resource::from_object(object).unwrap());
+///     }
+///     async fn delete(&self, key: &ResourceKey) {
+///         self.0.delete(key);
+///     }
 /// }
+///
+/// // Tests `live::reads_only_the_scope`, `live::watch_reports_applied`, ...
+/// drift_testkit::live_suite!(async { Memory(MemoryLiveSource::new("mem", vec![])) });
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! live_suite {
