@@ -98,7 +98,7 @@ pub fn keys(snapshot: &drift_core::DesiredSnapshot) -> Vec<String> {
     k
 }
 
-/// The `kubectl` binary is on these machines (DESIGN.md section 7); tests that render
+/// The `kubectl` binary renders Kustomize (see docs/sources.md, "Renderers"); tests that render
 /// Kustomize need it and fail loudly without it rather than pass vacuously.
 pub fn require_kubectl() {
     let found = std::env::var_os("PATH")
