@@ -6,9 +6,11 @@ use drift_core::Result;
 use drift_core::sink::{DriftFilter, DriftStats, TopPercentile, TrendDay};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 
+use drift_sink_sql::SqlContext;
+
 use crate::PostgresSink;
-use crate::error::{PgError, SqlContext};
-use crate::store::{push_dimensions, push_filter};
+use crate::dialect::Sql;
+use crate::error::PgError;
 
 /// Time to resolve in whole milliseconds, truncated (as the reference store computes it): the
 /// generated column `ttr_ms`, key of the `drifts_resolved_ttr` index the percentile reads.
@@ -21,7 +23,7 @@ async fn p95(conn: &mut PgConnection, filter: &DriftFilter, n: i64) -> Result<Op
     let Some(p95) = TopPercentile::p95(n) else { return Ok(None) };
     let mut q = QueryBuilder::<Postgres>::new("SELECT ");
     q.push(TTR_MS).push(" AS ms FROM drifts");
-    push_filter(&mut q, filter);
+    Sql::push_filter(&mut q, filter);
     q.push(" AND status = 'resolved' ORDER BY ms DESC OFFSET ").push_bind(p95.skip());
     q.push(" LIMIT ").push_bind(p95.take());
     let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
@@ -42,9 +44,9 @@ async fn open_breakdown(
          COALESCE(severity, drift_type, namespace, repository) AS v, {count} AS c FROM {source}"
     ));
     if from_rollup {
-        push_dimensions(&mut q, filter)
+        Sql::push_dimensions(&mut q, filter)
     } else {
-        push_filter(&mut q, filter)
+        Sql::push_filter(&mut q, filter)
     }
     q.push(" AND status = 'open' GROUP BY GROUPING SETS ((severity), (drift_type), (namespace), (repository))");
     if from_rollup {
@@ -69,11 +71,7 @@ async fn open_breakdown(
 impl PostgresSink {
     /// Statistics computed from the rollups: a few small aggregates and one short index read,
     /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
-    pub(crate) async fn stats_from_rollups(
-        &self,
-        filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Result<DriftStats, PgError> {
+    pub(crate) async fn rollup_stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
         debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
         let mut tx = self.pool.begin().await.ctx("starting a read")?;
         // One snapshot: the percentile's rank comes from the counts.
@@ -85,7 +83,7 @@ impl PostgresSink {
 
         let mut q =
             QueryBuilder::<Postgres>::new("SELECT status, sum(n)::bigint, sum(ttr_sum_ms)::bigint FROM drift_counts");
-        push_dimensions(&mut q, filter);
+        Sql::push_dimensions(&mut q, filter);
         q.push(" GROUP BY status HAVING sum(n) > 0");
         let rows: Vec<(String, i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("counting by status")?;
         let (mut resolved, mut ttr_sum_ms) = (0, 0);
@@ -101,7 +99,7 @@ impl PostgresSink {
         let (first, today) = TrendDay::window(now);
         let mut q =
             QueryBuilder::<Postgres>::new("SELECT day, sum(opened)::bigint, sum(resolved)::bigint FROM drift_daily");
-        push_dimensions(&mut q, filter);
+        Sql::push_dimensions(&mut q, filter);
         q.push(" AND day >= ").push_bind(first).push(" AND day <= ").push_bind(today).push(" GROUP BY day");
         let days: Vec<(NaiveDate, i64, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("trend")?;
         stats.trend = TrendDay::week(now, days);
@@ -114,11 +112,8 @@ impl PostgresSink {
         Ok(stats)
     }
 
-    /// Statistics computed from the rows themselves, without the rollups: what
-    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
-    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
-    /// millions of rows). Public so that the rollups can be checked against it.
-    pub async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
+    /// Statistics computed from the rows themselves ([`drift_sink_sql::SqlStore::stats_from_rows`]).
+    pub(crate) async fn row_stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
         let mut tx = self.pool.begin().await.ctx("starting a read")?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
@@ -129,7 +124,7 @@ impl PostgresSink {
         let mut stats = DriftStats::default();
 
         let mut q = QueryBuilder::<Postgres>::new("SELECT status, count(*) FROM drifts");
-        push_filter(&mut q, filter);
+        Sql::push_filter(&mut q, filter);
         q.push(" GROUP BY status");
         let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("counting by status")?;
         stats.by_status = rows.into_iter().collect();
@@ -143,7 +138,7 @@ impl PostgresSink {
         for (column, new) in [("detected_at", true), ("resolved_at", false)] {
             let mut q = QueryBuilder::<Postgres>::new("SELECT (");
             q.push(column).push(" AT TIME ZONE 'UTC')::date AS day, count(*) FROM drifts");
-            push_filter(&mut q, filter);
+            Sql::push_filter(&mut q, filter);
             q.push(" AND ").push(column).push(" >= ").push_bind(start);
             q.push(" AND ").push(column).push(" < ").push_bind(end);
             q.push(" GROUP BY day");
@@ -154,7 +149,7 @@ impl PostgresSink {
 
         let mut q = QueryBuilder::<Postgres>::new("SELECT count(*), COALESCE(sum(");
         q.push(TTR_MS).push("), 0)::bigint FROM drifts");
-        push_filter(&mut q, filter);
+        Sql::push_filter(&mut q, filter);
         q.push(" AND status = 'resolved'");
         let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *tx).await.ctx("time to resolve")?;
         if n > 0 {

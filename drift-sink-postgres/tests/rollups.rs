@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use drift_core::sink::{DriftFilter, DriftStore};
 use drift_core::{CoverageStatus, DriftSink, ErrorKind, ScanOutcome, Severity};
-use drift_sink_postgres::{MIGRATOR, PostgresConfig, PostgresSink};
+use drift_sink_postgres::{MIGRATOR, PostgresConfig, PostgresSink, SqlStore};
 
 /// A pseudo-random sequence (a linear congruential generator), the same on every run.
 fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {

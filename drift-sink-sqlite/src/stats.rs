@@ -6,10 +6,12 @@ use drift_core::Result;
 use drift_core::sink::{DriftFilter, DriftStats, TopPercentile, TrendDay};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use crate::error::{SqlContext, SqliteError};
+use drift_sink_sql::SqlContext;
+
+use crate::SqliteSink;
+use crate::dialect::{Sql, micros};
+use crate::error::SqliteError;
 use crate::rollup::DAY_US;
-use crate::store::{corrupt, push_dimensions, push_filter};
-use crate::{SqliteSink, micros};
 
 /// Time to resolve in whole milliseconds, truncated (as the reference store computes it). The
 /// same expression as the first column of the `drifts_resolved_ttr` index, which the
@@ -31,7 +33,7 @@ async fn p95(conn: &mut SqliteConnection, filter: &DriftFilter, n: i64) -> Resul
     // `since` (last_seen is not in the index), the planner chooses.
     let index = if filter.since.is_none() { " INDEXED BY drifts_resolved_ttr" } else { "" };
     let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {TTR_MS} AS ms FROM drifts{index}"));
-    push_filter(&mut q, filter);
+    Sql::push_filter(&mut q, filter);
     q.push(" AND status = 'resolved' ORDER BY ms DESC LIMIT ").push_bind(p95.take());
     q.push(" OFFSET ").push_bind(p95.skip());
     let top: Vec<i64> = q.build_query_scalar().fetch_all(&mut *conn).await.ctx("time to resolve")?;
@@ -54,9 +56,9 @@ async fn open_breakdown(
         }
         q.push(format!("SELECT {tag}, {column}, {count} FROM {source}"));
         if from_rollup {
-            push_dimensions(&mut q, filter)
+            Sql::push_dimensions(&mut q, filter)
         } else {
-            push_filter(&mut q, filter)
+            Sql::push_filter(&mut q, filter)
         }
         // Rollup keys whose rows are all gone stay with n = 0.
         q.push(format!(" AND status = 'open' GROUP BY {column} HAVING {count} > 0"));
@@ -77,7 +79,7 @@ async fn open_breakdown(
 impl SqliteSink {
     /// Statistics computed from the rollups: a few small aggregates and one short index read,
     /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
-    pub(crate) async fn stats_from_rollups(
+    pub(crate) async fn rollup_stats(
         &self,
         filter: &DriftFilter,
         now: DateTime<Utc>,
@@ -88,7 +90,7 @@ impl SqliteSink {
         let mut stats = DriftStats::default();
 
         let mut q = QueryBuilder::<Sqlite>::new("SELECT status, sum(n), sum(ttr_sum_ms) FROM drift_counts");
-        push_dimensions(&mut q, filter);
+        Sql::push_dimensions(&mut q, filter);
         q.push(" GROUP BY status HAVING sum(n) > 0");
         let rows: Vec<(String, i64, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting by status")?;
         let (mut resolved, mut ttr_sum_ms) = (0, 0);
@@ -103,7 +105,7 @@ impl SqliteSink {
 
         let (first, today) = TrendDay::window(now);
         let mut q = QueryBuilder::<Sqlite>::new("SELECT day, sum(opened), sum(resolved) FROM drift_daily");
-        push_dimensions(&mut q, filter);
+        Sql::push_dimensions(&mut q, filter);
         q.push(" AND day >= ").push_bind(day_start(first) / DAY_US);
         q.push(" AND day <= ").push_bind(day_start(today) / DAY_US).push(" GROUP BY day");
         let rows: Vec<(i64, i64, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")?;
@@ -112,7 +114,7 @@ impl SqliteSink {
             .map(|(day, new, resolved)| {
                 DateTime::from_timestamp_micros(day * DAY_US)
                     .map(|t| (t.date_naive(), new, resolved))
-                    .ok_or_else(|| corrupt(0, "drift_daily.day", format!("{day} is out of range")))
+                    .ok_or_else(|| SqliteError::corrupt(0, "drift_daily.day", format!("{day} is out of range")))
             })
             .collect::<Result<Vec<_>, _>>()?;
         stats.trend = TrendDay::week(now, days);
@@ -125,16 +127,13 @@ impl SqliteSink {
         Ok(stats)
     }
 
-    /// Statistics computed from the rows themselves, without the rollups: what
-    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
-    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
-    /// millions of rows). Public so that the rollups can be checked against it.
-    pub async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
+    /// Statistics computed from the rows themselves ([`drift_sink_sql::SqlStore::stats_from_rows`]).
+    pub(crate) async fn row_stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
         let mut conn = self.reader.begin().await.ctx("starting a read")?;
         let mut stats = DriftStats::default();
 
         let mut q = QueryBuilder::<Sqlite>::new("SELECT status, count(*) FROM drifts");
-        push_filter(&mut q, filter);
+        Sql::push_filter(&mut q, filter);
         q.push(" GROUP BY status");
         let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting by status")?;
         stats.by_status = rows.into_iter().collect();
@@ -148,20 +147,21 @@ impl SqliteSink {
             let mut q = QueryBuilder::<Sqlite>::new(format!(
                 "SELECT date({column} / 1000000, 'unixepoch') AS day, count(*) FROM drifts"
             ));
-            push_filter(&mut q, filter);
+            Sql::push_filter(&mut q, filter);
             q.push(format!(" AND {column} >= ")).push_bind(start);
             q.push(format!(" AND {column} < ")).push_bind(end);
             q.push(" GROUP BY day");
             let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")?;
             for (day, n) in rows {
-                let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d").map_err(|e| corrupt(0, column, e))?;
+                let day =
+                    NaiveDate::parse_from_str(&day, "%Y-%m-%d").map_err(|e| SqliteError::corrupt(0, column, e))?;
                 days.push(if new { (day, n, 0) } else { (day, 0, n) });
             }
         }
         stats.trend = TrendDay::week(now, days);
 
         let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT count(*), COALESCE(sum({TTR_MS}), 0) FROM drifts"));
-        push_filter(&mut q, filter);
+        Sql::push_filter(&mut q, filter);
         q.push(" AND status = 'resolved'");
         let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *conn).await.ctx("time to resolve")?;
         if n > 0 {

@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use drift_core::sink::{DriftFilter, DriftStore};
 use drift_core::{CoverageStatus, Drift, DriftSink, DriftType, ErrorKind, ResourceKey, ScanOutcome, Severity};
-use drift_sink_sqlite::SqliteSink;
+use drift_sink_sqlite::{SqlStore, SqliteSink};
 use drift_testkit::fixtures::{key, report, t};
 
 fn replicas(namespace: &str, name: &str, severity: Severity) -> Drift {

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest, StoredDrift};
 use drift_core::{Drift, DriftType, ResourceKey, ScanReport};
-use drift_sink_postgres::PostgresSink;
+use drift_sink_postgres::{PostgresSink, SqlStore};
 use drift_testkit_pg::PgServer;
 
 #[allow(unused_imports)]

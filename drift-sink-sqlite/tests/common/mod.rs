@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use drift_core::sink::{DriftFilter, DriftStore};
-use drift_sink_sqlite::SqliteSink;
+use drift_sink_sqlite::{SqlStore, SqliteSink};
 
 /// A rollup key and its figures, as read from a rollup table or recomputed from the rows.
 type Counts = (String, String, String, String, String, String, String, i64, i64);

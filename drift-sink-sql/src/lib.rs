@@ -1,0 +1,110 @@
+//! # drift-sink-sql
+//!
+//! What the SQL stores of the drift detector (`drift-sink-postgres`, `drift-sink-sqlite`) share,
+//! written once over sqlx's [`Database`](sqlx::Database) and a small [`Dialect`]:
+//!
+//! - the columns of a drift row ([`COLUMNS`]) and of the rollups ([`DIMENSIONS`]);
+//! - the filter and keyset paging builder, row decoding, listing, scans and ping ([`Sql`]);
+//! - the scan row of a report, which drifts of a report count ([`distinct_drifts`]), which open
+//!   drifts it resolves and how ([`Resolver`]), retention's cutoff ([`cutoff`], [`PruneOutcome`]);
+//! - error classification ([`SqlError`], [`classify`]) and the retry loop of `record`
+//!   ([`record`]).
+//!
+//! Each store keeps what truly differs: its configuration, its write path
+//! ([`SqlStore::record_once`]), its rollup strategy and statistics, and its migrations. It
+//! implements [`SqlStore`] and calls [`impl_drift_store!`], which implements
+//! [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore) with the
+//! shared code. docs/storage.md describes the schema and the behaviour both stores have.
+//!
+//! ```ignore
+//! struct Pg;
+//! impl drift_sink_sql::Dialect for Pg { /* the driver, times, JSON, error codes */ }
+//! #[async_trait::async_trait]
+//! impl drift_sink_sql::SqlStore for PostgresSink { /* pool, write path, statistics */ }
+//! drift_sink_sql::impl_drift_store!(PostgresSink);
+//! ```
+
+mod dialect;
+mod error;
+mod read;
+mod write;
+
+pub use dialect::Dialect;
+pub use error::{SqlContext, SqlError, classify};
+pub use read::{COLUMNS, DIMENSIONS, Sql};
+pub use write::{ATTEMPTS, PruneOutcome, Resolver, SqlStore, cutoff, distinct_drifts, record, stats};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use chrono::{DateTime, Utc};
+    pub use drift_core::sink::{
+        DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, PageRequest, RecordOutcome, ScanRecord,
+        SinkCapabilities, StoredDrift,
+    };
+    pub use drift_core::{Result, ScanReport};
+}
+
+/// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
+/// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`],
+/// `stats` is [`stats`], and reads are those of [`Sql`] over [`SqlStore::reader`].
+///
+/// A macro because the two traits belong to `drift-core` and the store types to their crates:
+/// only the store's crate may implement one for the other.
+#[macro_export]
+macro_rules! impl_drift_store {
+    ($store:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::DriftSink for $store {
+            fn name(&self) -> &str {
+                <$store as $crate::SqlStore>::NAME
+            }
+
+            fn capabilities(&self) -> $crate::__private::SinkCapabilities {
+                $crate::__private::SinkCapabilities { readable: true, resolves: true }
+            }
+
+            async fn record(
+                &self,
+                report: &$crate::__private::ScanReport,
+            ) -> $crate::__private::Result<$crate::__private::RecordOutcome> {
+                $crate::record(self, report).await
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::DriftStore for $store {
+            async fn list(
+                &self,
+                filter: &$crate::__private::DriftFilter,
+                page: $crate::__private::PageRequest,
+            ) -> $crate::__private::Result<$crate::__private::DriftPage> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::list(pool, filter, page).await
+            }
+
+            async fn get(&self, id: i64) -> $crate::__private::Result<$crate::__private::StoredDrift> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::get(pool, id).await
+            }
+
+            async fn stats(
+                &self,
+                filter: &$crate::__private::DriftFilter,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::__private::DriftStats> {
+                $crate::stats(self, filter, now).await
+            }
+
+            async fn recent_scans(&self, limit: u32) -> $crate::__private::Result<Vec<$crate::__private::ScanRecord>> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::recent_scans(pool, limit).await
+            }
+
+            async fn ping(&self) -> $crate::__private::Result<()> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::ping(pool).await
+            }
+        }
+    };
+}
