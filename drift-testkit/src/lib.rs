@@ -8,19 +8,25 @@
 //! - [`desired::conformance`] for a [`drift_core::DesiredSource`];
 //! - [`live::conformance`] for a [`drift_core::LiveSource`], through a [`live::LiveHarness`]
 //!   that loads the [`fixtures`] into the backend;
-//! - [`sink::conformance`] for a [`drift_core::DriftSink`] that is also a
-//!   [`drift_core::DriftStore`].
+//! - [`sink_suite!`] for a [`drift_core::DriftSink`] (most cases need one that is also a
+//!   [`drift_core::DriftStore`]): one test per case of [`sink`];
+//! - [`store_suite!`] for the SQL stores' behaviour (history, rollups, agreement with the
+//!   reference store, 10,000 drifts), through a [`store::StoreHarness`]: one test per case of
+//!   [`store`].
 //!
 //! Every function panics with the name of the failed case, so a test that calls it fails with a
 //! clear message.
 //!
 //! ```
-//! use std::sync::Arc;
-//! use drift_core::memory::MemoryStore;
-//! futures::executor::block_on(drift_testkit::sink::conformance(|| async {
-//!     let store = Arc::new(MemoryStore::new());
-//!     (store.clone() as Arc<dyn drift_core::DriftSink>, store as Arc<dyn drift_core::DriftStore>)
-//! }));
+//! // In an adapter's tests/conformance.rs: the runner lists `sink::lifecycle`, ...
+//! mod sink {
+//!     use std::sync::Arc;
+//!     use drift_core::{DriftSink, DriftStore, memory::MemoryStore};
+//!     drift_testkit::sink_suite!(|| async {
+//!         let s = Arc::new(MemoryStore::new());
+//!         (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
+//!     });
+//! }
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
@@ -28,3 +34,23 @@ pub mod desired;
 pub mod fixtures;
 pub mod live;
 pub mod sink;
+pub mod store;
+pub mod store_bench;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use tokio;
+
+    /// Runs a test case on a tokio runtime of its own: one thread (as `#[tokio::test]`), or
+    /// `threads` worker threads.
+    pub fn run<F: std::future::Future>(threads: usize, case: F) -> F::Output {
+        let mut builder = if threads > 1 {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(threads);
+            b
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        builder.enable_all().build().expect("a tokio runtime for the test").block_on(case)
+    }
+}

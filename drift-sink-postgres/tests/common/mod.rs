@@ -1,14 +1,23 @@
-//! Helpers shared by the integration tests: a throwaway server, fresh stores, drifts and reports.
+//! The harness of the shared store suite and helpers of the PostgreSQL-only tests: a
+//! throwaway server, fresh stores, the rollups checked against the rows.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest, StoredDrift};
-use drift_core::{Drift, DriftType, ResourceKey, ScanReport};
-use drift_sink_postgres::{PostgresSink, SqlStore};
+use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
+use drift_core::{DriftSink, ScanReport};
+use drift_sink_postgres::{PostgresConfig, PostgresSink, SqlStore};
+use drift_testkit::store::StoreHarness;
 use drift_testkit_pg::PgServer;
+use sqlx::Connection;
 
 #[allow(unused_imports)]
-pub use drift_testkit::fixtures::{key, report, t};
+pub use drift_testkit::fixtures::{report as scan, stats_filters, t};
+#[allow(unused_imports)]
+pub use drift_testkit::store::{deployment, open, random_drifts, replicas, rows, sequence, world};
 
 /// Starts a server (one per test process).
 pub fn server() -> PgServer {
@@ -21,45 +30,102 @@ pub async fn fresh(server: &PgServer) -> PostgresSink {
     PostgresSink::connect(&url).await.expect("connect")
 }
 
-/// A replicas drift of a Deployment, with this live value.
-pub fn replicas(namespace: &str, name: &str, live: i64) -> Drift {
-    drift_testkit::fixtures::drift(
-        "Deployment",
-        namespace,
-        name,
-        DriftType::ReplicasDrift,
-        "spec.replicas",
-        live.into(),
-    )
+/// The store suite's view of PostgreSQL: one server per test, a database per store.
+pub struct Pg {
+    pub server: PgServer,
 }
 
-/// The key of a Deployment.
-pub fn deployment(namespace: &str, name: &str) -> ResourceKey {
-    key("Deployment", namespace, name)
+/// A harness with a server of its own.
+pub fn harness() -> Pg {
+    Pg { server: server() }
 }
 
-/// A successful report at `at` over `desired` (complete coverage) listing `drifts`.
-pub fn scan(id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts: Vec<Drift>) -> ScanReport {
-    report(id, at, desired, drifts)
-}
+#[async_trait]
+impl StoreHarness for Pg {
+    type Store = PostgresSink;
 
-/// Every row, newest first.
-pub async fn rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
-    let mut out = Vec::new();
-    let mut after = None;
-    loop {
-        let page = store.list(&DriftFilter::default(), PageRequest { limit: 1000, after }).await.unwrap();
-        out.extend(page.items);
-        match page.next {
-            Some(n) => after = Some(n),
-            None => return out,
-        }
+    async fn fresh(&self) -> Arc<PostgresSink> {
+        Arc::new(fresh(&self.server).await)
+    }
+
+    async fn with_retention(&self, days: u32) -> Option<Arc<PostgresSink>> {
+        let url = self.server.create_database().await.unwrap();
+        let config = PostgresConfig::new(&url).with_retention_days(days);
+        Some(Arc::new(PostgresSink::from_config(&config).await.unwrap()))
+    }
+
+    async fn reopen(&self, store: &Arc<PostgresSink>) -> Arc<PostgresSink> {
+        let options = store.pool().connect_options().as_ref().clone();
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(5).connect_with(options).await.unwrap();
+        Arc::new(PostgresSink::from_pool(pool, None))
+    }
+
+    /// Both writers are held at their first statement by a lock on `scans`, then let go
+    /// together.
+    async fn race(&self, a: ScanReport, b: ScanReport) -> (RecordOutcome, RecordOutcome, Arc<PostgresSink>) {
+        let url = self.server.create_database().await.unwrap();
+        let (wa, wb) = (PostgresSink::connect(&url).await.unwrap(), PostgresSink::connect(&url).await.unwrap());
+        let mut gate = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut gate).await.unwrap();
+        sqlx::query("LOCK TABLE scans IN EXCLUSIVE MODE").execute(&mut gate).await.unwrap();
+        let (ta, tb) =
+            (tokio::spawn(async move { wa.record(&a).await }), tokio::spawn(async move { wb.record(&b).await }));
+        wait_for(
+            &url,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'drift' AND wait_event_type = 'Lock'",
+            2,
+        )
+        .await;
+        sqlx::query("COMMIT").execute(&mut gate).await.unwrap();
+        let (oa, ob) = (ta.await.unwrap().unwrap(), tb.await.unwrap().unwrap());
+        (oa, ob, Arc::new(PostgresSink::connect(&url).await.unwrap()))
+    }
+
+    async fn count_rows(&self, store: &PostgresSink) -> Option<i64> {
+        Some(sqlx::query_scalar("SELECT count(*) FROM drifts").fetch_one(store.pool()).await.unwrap())
+    }
+
+    async fn execute(&self, store: &PostgresSink, sql: &'static str) -> Option<Result<u64, String>> {
+        let result = sqlx::query(sql).execute(store.pool()).await;
+        Some(result.map(|r| r.rows_affected()).map_err(|e| e.to_string()))
+    }
+
+    fn open_row_constraint(&self) -> &'static str {
+        "drifts_open_fingerprint"
+    }
+
+    async fn check_rollups(&self, store: &PostgresSink) -> bool {
+        assert_rollups_match_rows(store).await;
+        true
+    }
+
+    async fn stats_from_rows(
+        &self,
+        store: &PostgresSink,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Option<DriftStats> {
+        Some(store.stats_from_rows(filter, now).await.unwrap())
+    }
+
+    async fn prune(&self, store: &PostgresSink, now: DateTime<Utc>) -> Option<(u64, u64)> {
+        let o = store.prune(now).await.unwrap();
+        Some((o.drifts, o.scans))
     }
 }
 
-/// Open rows, newest first.
-pub async fn open(store: &dyn DriftStore) -> Vec<StoredDrift> {
-    rows(store).await.into_iter().filter(|r| r.status == DriftStatus::Open).collect()
+/// Polls a count until it reaches `want` (a condition, not a delay), for at most a minute.
+pub async fn wait_for(url: &str, sql: &'static str, want: i64) {
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: i64 = sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap();
+        if n >= want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "condition not reached: {sql}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A rollup key and its figures, as read from a rollup table or recomputed from the rows.
@@ -116,12 +182,4 @@ pub async fn assert_rollups_match_rows(store: &PostgresSink) {
     .await
     .unwrap();
     assert!(negative.is_empty(), "negative rollup figures: {negative:?}");
-}
-
-/// Stats of `store` for `filter` (from the rollups unless it names `since`) equal the stats
-/// computed from its rows.
-pub async fn assert_stats_match_rows(store: &PostgresSink, filter: &DriftFilter, now: DateTime<Utc>) {
-    let a = store.stats(filter, now).await.unwrap();
-    let b = store.stats_from_rows(filter, now).await.unwrap();
-    assert_eq!(a, b, "{filter:?} at {now}");
 }
