@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
 use drift_core::{Drift, Result, ScanReport};
-use drift_sink_sql::{PruneOutcome, Resolver, SqlContext, SqlStore, cutoff, distinct_drifts};
-use sqlx::postgres::PgPool;
+use drift_sink_sql::{PruneOutcome, Resolver, SqlContext, SqlStore, distinct_drifts};
+use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};
 
 use crate::PostgresSink;
@@ -98,13 +98,17 @@ impl SqlStore for PostgresSink {
         &self.pool
     }
 
-    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, PgError> {
-        let mut tx = self.pool.begin().await.ctx("starting the transaction")?;
-        if !Sql::insert_scan(&mut *tx, report).await? {
-            tx.rollback().await.ctx("rolling back a replay")?;
-            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
-        }
+    fn retention_days(&self) -> Option<u32> {
+        self.retention_days
+    }
 
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>, PgError> {
+        self.pool.begin().await.ctx("starting the transaction")
+    }
+
+    /// One upsert of every drift as column arrays, then the resolution; the triggers keep the
+    /// rollups.
+    async fn write_drifts(&self, conn: &mut PgConnection, report: &ScanReport) -> Result<RecordOutcome, PgError> {
         let cols = Columns::of(report, &distinct_drifts(report));
         let mut outcome = RecordOutcome::default();
         if !cols.fingerprint.is_empty() {
@@ -128,20 +132,35 @@ impl SqlStore for PostgresSink {
                 .bind(&report.cluster)
                 .bind(&report.repository)
                 .bind(&cols.desired_digest)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut *conn)
                 .await
                 .ctx("upserting drifts")?;
             outcome.opened = occurrences.iter().filter(|o| **o == 1).count();
             outcome.updated = occurrences.len() - outcome.opened;
         }
-
-        outcome.resolved = resolve(&mut tx, report, &cols.fingerprint).await?;
-        Sql::count_scan(&mut *tx, report, &outcome).await?;
-        if let Some(cutoff) = cutoff(self.retention_days, report.finished_at) {
-            prune_in(&mut tx, cutoff).await?;
-        }
-        tx.commit().await.ctx("committing the scan report")?;
+        outcome.resolved = resolve(conn, report, &cols.fingerprint).await?;
         Ok(outcome)
+    }
+
+    async fn prune_drifts(&self, conn: &mut PgConnection, cutoff: DateTime<Utc>) -> Result<u64, PgError> {
+        let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < $1")
+            .bind(cutoff)
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting old resolved drifts")?
+            .rows_affected();
+        if drifts > 0 {
+            // The triggers subtracted the deleted rows from the rollups; drop the days before the
+            // cutoff that no row contributes to any more.
+            sqlx::query(
+                "DELETE FROM drift_daily WHERE day < ($1 AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0",
+            )
+            .bind(cutoff)
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting empty rollup days")?;
+        }
+        Ok(drifts)
     }
 
     async fn stats_from_rollups(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
@@ -158,22 +177,14 @@ impl PostgresSink {
     /// nothing without a retention. Recording a report also prunes, relative to the report's
     /// finish time.
     pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
-        let Some(cutoff) = cutoff(self.retention_days, now) else { return Ok(PruneOutcome::default()) };
-        let mut tx = self.pool.begin().await.ctx::<PgDialect>("starting the transaction")?;
-        let outcome = prune_in(&mut tx, cutoff).await?;
-        tx.commit().await.ctx::<PgDialect>("committing the retention pass")?;
-        Ok(outcome)
+        Sql::prune(self, now).await
     }
 }
 
 /// Resolves the open drifts of the report's cluster and repository that it does not list, where
 /// the report may resolve them. One query fetches the candidates' keys and digests, the
 /// [`Resolver`] decides, one statement resolves.
-async fn resolve(
-    tx: &mut Transaction<'static, Postgres>,
-    report: &ScanReport,
-    seen: &[String],
-) -> Result<usize, PgError> {
+async fn resolve(conn: &mut PgConnection, report: &ScanReport, seen: &[String]) -> Result<usize, PgError> {
     let Some(mut resolver) = Resolver::of(report) else { return Ok(0) };
     let candidates: Vec<(i64, String, String, String, String, Option<String>)> = sqlx::query_as(
         "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
@@ -182,7 +193,7 @@ async fn resolve(
     .bind(&report.cluster)
     .bind(&report.repository)
     .bind(seen)
-    .fetch_all(&mut **tx)
+    .fetch_all(&mut *conn)
     .await
     .ctx("reading open drifts")?;
     let (mut ids, mut resolutions) = (Vec::new(), Vec::new());
@@ -202,30 +213,9 @@ async fn resolve(
     .bind(report.finished_at)
     .bind(&ids)
     .bind(&resolutions)
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await
     .ctx("resolving drifts")?
     .rows_affected();
     Ok(resolved as usize)
-}
-
-async fn prune_in(tx: &mut Transaction<'static, Postgres>, cutoff: DateTime<Utc>) -> Result<PruneOutcome, PgError> {
-    let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < $1")
-        .bind(cutoff)
-        .execute(&mut **tx)
-        .await
-        .ctx("deleting old resolved drifts")?
-        .rows_affected();
-    if drifts > 0 {
-        // The triggers subtracted the deleted rows from the rollups; drop the days before the
-        // cutoff that no row contributes to any more.
-        sqlx::query(
-            "DELETE FROM drift_daily WHERE day < ($1 AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0",
-        )
-        .bind(cutoff)
-        .execute(&mut **tx)
-        .await
-        .ctx("deleting empty rollup days")?;
-    }
-    Sql::prune_scans(&mut **tx, cutoff, drifts).await
 }

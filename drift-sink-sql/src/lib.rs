@@ -26,13 +26,13 @@
 
 mod dialect;
 mod error;
-mod read;
+mod sql;
 mod write;
 
 pub use dialect::Dialect;
 pub use error::{SqlContext, SqlError, classify};
-pub use read::{COLUMNS, DIMENSIONS, Sql};
-pub use write::{ATTEMPTS, PruneOutcome, Resolver, SqlStore, cutoff, distinct_drifts, record, stats};
+pub use sql::{COLUMNS, DIMENSIONS, Sql};
+pub use write::{ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStore, cutoff, distinct_drifts, record, stats};
 
 #[doc(hidden)]
 pub mod __private {
@@ -68,7 +68,10 @@ macro_rules! impl_drift_store {
                 &self,
                 report: &$crate::__private::ScanReport,
             ) -> $crate::__private::Result<$crate::__private::RecordOutcome> {
-                $crate::record(self, report).await
+                $crate::record(report, || {
+                    $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::record_once(self, report)
+                })
+                .await
             }
         }
 

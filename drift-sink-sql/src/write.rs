@@ -1,18 +1,19 @@
-//! The write side both stores share: the scan row, the drifts of a report, which open drifts a
-//! report resolves, the retry loop of `record`, and retention's cutoff.
+//! What a SQL store provides ([`SqlStore`]), and the rules of a write both stores share: the
+//! drifts of a report, which open drifts a report resolves, the retry loop of `record`,
+//! retention's cutoff.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
-use drift_core::{CoverageEntry, Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport, SourceWarning};
+use drift_core::{Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport};
 use serde::{Deserialize, Serialize};
-use sqlx::types::Json;
-use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Type};
+use sqlx::{Database, Pool, Transaction};
 use tracing::Instrument;
 
-use crate::error::{SqlContext, SqlError};
-use crate::{Dialect, Sql};
+use crate::Dialect;
+use crate::error::SqlError;
 
 /// How many times a report is written when the write failed in a way worth retrying (a lost
 /// connection, a deadlock, a busy database). The write is one transaction and recording is
@@ -28,8 +29,13 @@ pub struct PruneOutcome {
     pub scans: u64,
 }
 
+/// The connection type of a dialect's driver.
+pub type Connection<D> = <<D as Dialect>::Db as Database>::Connection;
+
 /// What a SQL store provides to the shared code, which implements [`drift_core::DriftSink`] and
-/// [`drift_core::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)).
+/// [`drift_core::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)): its
+/// pools, its part of a write (drifts, resolutions, rollups), its part of retention, its
+/// statistics.
 #[async_trait::async_trait]
 pub trait SqlStore: Send + Sync {
     /// The database.
@@ -38,8 +44,24 @@ pub trait SqlStore: Send + Sync {
     const NAME: &'static str;
     /// The pool the reads go through.
     fn reader(&self) -> &Pool<<Self::Dialect as Dialect>::Db>;
-    /// Writes a report in one transaction, once: [`record`] retries it.
-    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, SqlError<Self::Dialect>>;
+    /// Resolved drifts and scans older than this many days are deleted; `None` keeps them.
+    fn retention_days(&self) -> Option<u32>;
+    /// Starts the transaction of a write.
+    async fn begin(&self) -> Result<Transaction<'static, <Self::Dialect as Dialect>::Db>, SqlError<Self::Dialect>>;
+    /// Writes the drifts of a report whose scan row was just inserted, in its transaction:
+    /// opens and updates drifts, resolves those the report may resolve, keeps the rollups.
+    async fn write_drifts(
+        &self,
+        conn: &mut Connection<Self::Dialect>,
+        report: &ScanReport,
+    ) -> Result<RecordOutcome, SqlError<Self::Dialect>>;
+    /// Deletes the drifts resolved before `cutoff` (and their share of the rollups); returns
+    /// how many.
+    async fn prune_drifts(
+        &self,
+        conn: &mut Connection<Self::Dialect>,
+        cutoff: DateTime<Utc>,
+    ) -> Result<u64, SqlError<Self::Dialect>>;
     /// Statistics computed from the rollups; the filter has no `since`.
     async fn stats_from_rollups(
         &self,
@@ -53,9 +75,14 @@ pub trait SqlStore: Send + Sync {
     async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats>;
 }
 
-/// Records a report: [`SqlStore::record_once`], written again up to [`ATTEMPTS`] times while it
-/// fails in a way worth retrying.
-pub async fn record<S: SqlStore>(store: &S, report: &ScanReport) -> Result<RecordOutcome> {
+/// Records a report: `once` writes it in one transaction ([`Sql::record_once`]); it is written
+/// again, up to [`ATTEMPTS`] times in all, while it fails in a way worth retrying.
+pub async fn record<D, F, Fut>(report: &ScanReport, mut once: F) -> Result<RecordOutcome>
+where
+    D: Dialect,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<RecordOutcome, SqlError<D>>>,
+{
     let span = tracing::info_span!(
         "record",
         scan_id = %report.scan_id,
@@ -65,7 +92,7 @@ pub async fn record<S: SqlStore>(store: &S, report: &ScanReport) -> Result<Recor
     async {
         let mut attempt = 1;
         loop {
-            match store.record_once(report).await {
+            match once().await {
                 Ok(outcome) => {
                     tracing::debug!(
                         opened = outcome.opened,
@@ -149,76 +176,4 @@ impl<'r> Resolver<'r> {
 /// Where retention cuts, relative to `now`: resolved drifts and scans older than that go.
 pub fn cutoff(retention_days: Option<u32>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     retention_days.map(|days| now - chrono::Duration::days(i64::from(days)))
-}
-
-impl<D: Dialect> Sql<D>
-where
-    for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
-    for<'a> &'a str: ColumnIndex<<D::Db as Database>::Row>,
-    String: for<'q> Encode<'q, D::Db> + for<'r> Decode<'r, D::Db> + Type<D::Db>,
-    i64: for<'q> Encode<'q, D::Db> + for<'r> Decode<'r, D::Db> + Type<D::Db>,
-    Option<String>: for<'q> Encode<'q, D::Db>,
-    <D::Db as Database>::Arguments: IntoArguments<D::Db>,
-    for<'a> Json<&'a [SourceWarning]>: Encode<'a, D::Db> + Type<D::Db>,
-    for<'a> Json<&'a [&'a CoverageEntry]>: Encode<'a, D::Db> + Type<D::Db>,
-{
-    /// Inserts the scan row of a report; `false` when its scan id is recorded already (a
-    /// replay: a concurrent writer of the same scan id waits on the primary key and lands here).
-    pub async fn insert_scan(
-        conn: &mut <D::Db as Database>::Connection,
-        report: &ScanReport,
-    ) -> Result<bool, SqlError<D>> {
-        let uncovered: Vec<_> = report.coverage.incomplete().collect();
-        let mut q = QueryBuilder::<D::Db>::new(
-            "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
-             warnings, errors, coverage) ",
-        );
-        q.push_values([()], |mut row, ()| {
-            row.push_bind(report.scan_id.clone())
-                .push_bind(report.cluster.clone())
-                .push_bind(report.repository.clone())
-                .push_bind(report.revision.clone())
-                .push_bind(D::time(report.started_at))
-                .push_bind(D::time(report.finished_at))
-                .push_bind(report.outcome.as_str().to_owned())
-                .push_bind(report.drifts.len() as i64)
-                .push_bind(report.warnings.len() as i64)
-                .push_bind(Json(report.warnings.as_slice()))
-                .push_bind(Json(uncovered.as_slice()));
-        });
-        q.push(" ON CONFLICT (scan_id) DO NOTHING");
-        let inserted = q.build().execute(&mut *conn).await.ctx("recording the scan")?;
-        Ok(D::rows_affected(&inserted) > 0)
-    }
-
-    /// Writes what recording the report changed into its scan row.
-    pub async fn count_scan(
-        conn: &mut <D::Db as Database>::Connection,
-        report: &ScanReport,
-        outcome: &RecordOutcome,
-    ) -> Result<(), SqlError<D>> {
-        let mut q = QueryBuilder::<D::Db>::new("UPDATE scans SET opened = ");
-        q.push_bind(outcome.opened as i64);
-        q.push(", updated = ").push_bind(outcome.updated as i64);
-        q.push(", resolved = ").push_bind(outcome.resolved as i64);
-        q.push(" WHERE scan_id = ").push_bind(report.scan_id.clone());
-        q.build().execute(&mut *conn).await.ctx("counting the scan")?;
-        Ok(())
-    }
-
-    /// Deletes the scans that finished before `cutoff`, the last step of a retention pass, and
-    /// logs what the pass deleted (`drifts` resolved drifts before it).
-    pub async fn prune_scans(
-        conn: &mut <D::Db as Database>::Connection,
-        cutoff: DateTime<Utc>,
-        drifts: u64,
-    ) -> Result<PruneOutcome, SqlError<D>> {
-        let mut q = QueryBuilder::<D::Db>::new("DELETE FROM scans WHERE finished_at < ");
-        q.push_bind(D::time(cutoff));
-        let scans = D::rows_affected(&q.build().execute(&mut *conn).await.ctx("deleting old scans")?);
-        if drifts + scans > 0 {
-            tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
-        }
-        Ok(PruneOutcome { drifts, scans })
-    }
 }

@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
 use drift_core::{Drift, Resolution, Result, ScanReport};
-use drift_sink_sql::{PruneOutcome, Resolver, SqlContext, SqlStore, cutoff, distinct_drifts};
+use drift_sink_sql::{PruneOutcome, Resolver, SqlContext, SqlStore, distinct_drifts};
 use sqlx::sqlite::SqlitePool;
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
 use crate::SqliteSink;
 use crate::dialect::{Sql, SqliteDialect, micros};
@@ -28,38 +28,68 @@ impl SqlStore for SqliteSink {
         &self.reader
     }
 
-    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, SqliteError> {
-        // IMMEDIATE: take the write lock now, so another process cannot make this transaction
-        // fail half-way when it upgrades from reading to writing.
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
-        if !Sql::insert_scan(&mut tx, report).await? {
-            tx.rollback().await.ctx("rolling back a replay")?;
-            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
-        }
+    fn retention_days(&self) -> Option<u32> {
+        self.retention_days
+    }
 
+    /// IMMEDIATE: takes the write lock now, so another process cannot make the transaction
+    /// fail half-way when it upgrades from reading to writing.
+    async fn begin(&self) -> Result<Transaction<'static, Sqlite>, SqliteError> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")
+    }
+
+    /// Multi-row upserts of 1,000 drifts, then the resolution; the changes to the rollups are
+    /// added up on the way and written at the end.
+    async fn write_drifts(
+        &self,
+        conn: &mut SqliteConnection,
+        report: &ScanReport,
+    ) -> Result<RecordOutcome, SqliteError> {
         let drifts = distinct_drifts(report);
         let seen: HashSet<String> = drifts.iter().map(|(fp, _)| fp.clone()).collect();
         let mut outcome = RecordOutcome::default();
         // The open rows of the scope as they are before the report: the rows it updates (an
         // open row with a drift's fingerprint has the report's cluster and repository) and the
         // candidates for resolution.
-        let open = open_rows(&mut tx, report).await?;
+        let open = open_rows(conn, report).await?;
         let mut delta = Delta::default();
         follow_upsert(report, &drifts, &open, &mut delta);
         for chunk in drifts.chunks(CHUNK) {
-            let occurrences = upsert(&mut tx, report, chunk).await?;
+            let occurrences = upsert(conn, report, chunk).await?;
             let opened = occurrences.iter().filter(|o| **o == 1).count();
             outcome.opened += opened;
             outcome.updated += occurrences.len() - opened;
         }
-        outcome.resolved = resolve(&mut tx, report, &seen, open, &mut delta).await?;
-        delta.write(&mut tx).await?;
-        Sql::count_scan(&mut tx, report, &outcome).await?;
-        if let Some(cutoff) = cutoff(self.retention_days, report.finished_at) {
-            prune_in(&mut tx, cutoff).await?;
-        }
-        tx.commit().await.ctx("committing the scan report")?;
+        outcome.resolved = resolve(conn, report, &seen, open, &mut delta).await?;
+        delta.write(conn).await?;
         Ok(outcome)
+    }
+
+    /// The rows' share of the rollups is subtracted first, then the rows are deleted.
+    async fn prune_drifts(&self, conn: &mut SqliteConnection, cutoff: DateTime<Utc>) -> Result<u64, SqliteError> {
+        let old: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM drifts WHERE status = 'resolved' AND resolved_at < ? LIMIT 1")
+                .bind(micros(cutoff))
+                .fetch_optional(&mut *conn)
+                .await
+                .ctx("finding old resolved drifts")?;
+        if old.is_none() {
+            return Ok(0);
+        }
+        rollup::adjust(&mut *conn, -1, Rows::ResolvedBefore(micros(cutoff))).await?;
+        let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
+            .bind(micros(cutoff))
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting old resolved drifts")?
+            .rows_affected();
+        // Rollup keys of days before the cutoff that no row contributes to any more.
+        sqlx::query("DELETE FROM drift_daily WHERE day < ? AND opened = 0 AND resolved = 0")
+            .bind(micros(cutoff).div_euclid(rollup::DAY_US))
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting empty rollup days")?;
+        Ok(drifts)
     }
 
     async fn stats_from_rollups(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
@@ -76,12 +106,7 @@ impl SqliteSink {
     /// nothing without a retention. Recording a report also prunes, relative to the report's
     /// finish time.
     pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
-        let Some(cutoff) = cutoff(self.retention_days, now) else { return Ok(PruneOutcome::default()) };
-        let mut tx =
-            self.writer.begin_with("BEGIN IMMEDIATE").await.ctx::<SqliteDialect>("starting the transaction")?;
-        let outcome = prune_in(&mut tx, cutoff).await?;
-        tx.commit().await.ctx::<SqliteDialect>("committing the retention pass")?;
-        Ok(outcome)
+        Sql::prune(self, now).await
     }
 }
 
@@ -229,30 +254,4 @@ async fn resolve(
         .rows_affected();
     }
     Ok(resolved as usize)
-}
-
-async fn prune_in(conn: &mut SqliteConnection, cutoff: DateTime<Utc>) -> Result<PruneOutcome, SqliteError> {
-    let old: Option<i64> =
-        sqlx::query_scalar("SELECT 1 FROM drifts WHERE status = 'resolved' AND resolved_at < ? LIMIT 1")
-            .bind(micros(cutoff))
-            .fetch_optional(&mut *conn)
-            .await
-            .ctx("finding old resolved drifts")?;
-    let mut drifts = 0;
-    if old.is_some() {
-        rollup::adjust(&mut *conn, -1, Rows::ResolvedBefore(micros(cutoff))).await?;
-        drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
-            .bind(micros(cutoff))
-            .execute(&mut *conn)
-            .await
-            .ctx("deleting old resolved drifts")?
-            .rows_affected();
-        // Rollup keys of days before the cutoff that no row contributes to any more.
-        sqlx::query("DELETE FROM drift_daily WHERE day < ? AND opened = 0 AND resolved = 0")
-            .bind(micros(cutoff).div_euclid(rollup::DAY_US))
-            .execute(&mut *conn)
-            .await
-            .ctx("deleting empty rollup days")?;
-    }
-    Sql::prune_scans(conn, cutoff, drifts).await
 }

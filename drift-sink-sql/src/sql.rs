@@ -1,15 +1,18 @@
-//! The read side both stores share: filters, keyset pagination, row decoding, scans.
+//! The statements both stores share: filters, keyset pagination, row decoding, scans, the
+//! frame of a write (scan row, replay, counts, retention) around the store's own part.
 
 use std::marker::PhantomData;
 
-use drift_core::Result;
-use drift_core::sink::{DriftFilter, DriftPage, PageRequest, ScanRecord, StoredDrift};
+use chrono::{DateTime, Utc};
+use drift_core::sink::{DriftFilter, DriftPage, PageRequest, RecordOutcome, ScanRecord, StoredDrift};
+use drift_core::{CoverageEntry, Result, ScanReport, SourceWarning};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
-use crate::Dialect;
 use crate::error::{SqlContext, SqlError};
+use crate::{Dialect, PruneOutcome, SqlStore, cutoff};
 
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
@@ -31,7 +34,10 @@ where
     for<'a> &'a str: ColumnIndex<<D::Db as Database>::Row>,
     String: for<'q> Encode<'q, D::Db> + for<'r> Decode<'r, D::Db> + Type<D::Db>,
     i64: for<'q> Encode<'q, D::Db> + for<'r> Decode<'r, D::Db> + Type<D::Db>,
+    Option<String>: for<'q> Encode<'q, D::Db>,
     <D::Db as Database>::Arguments: IntoArguments<D::Db>,
+    for<'a> Json<&'a [SourceWarning]>: Encode<'a, D::Db> + Type<D::Db>,
+    for<'a> Json<&'a [&'a CoverageEntry]>: Encode<'a, D::Db> + Type<D::Db>,
 {
     /// Appends ` WHERE ...` for a filter; every value is a bind parameter.
     pub fn push_filter(q: &mut QueryBuilder<D::Db>, filter: &DriftFilter) {
@@ -159,6 +165,96 @@ where
     /// Checks that the database answers.
     pub async fn ping(pool: &Pool<D::Db>) -> Result<()> {
         sqlx::query("SELECT 1").execute(pool).await.ctx::<D>("ping")?;
+        Ok(())
+    }
+
+    /// Writes a report in one transaction, once: its scan row (a scan id recorded already is a
+    /// replay and changes nothing), the store's own part ([`SqlStore::write_drifts`]), the
+    /// counts of the scan, and retention relative to the report's finish time. A report is
+    /// written whole or not at all.
+    pub async fn record_once<S: SqlStore<Dialect = D>>(
+        store: &S,
+        report: &ScanReport,
+    ) -> Result<RecordOutcome, SqlError<D>> {
+        let mut tx = store.begin().await?;
+        if !Self::insert_scan(&mut tx, report).await? {
+            tx.rollback().await.ctx("rolling back a replay")?;
+            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
+        }
+        let outcome = store.write_drifts(&mut tx, report).await?;
+        Self::count_scan(&mut tx, report, &outcome).await?;
+        if let Some(cutoff) = cutoff(store.retention_days(), report.finished_at) {
+            Self::prune_in(store, &mut tx, cutoff).await?;
+        }
+        tx.commit().await.ctx("committing the scan report")?;
+        Ok(outcome)
+    }
+
+    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
+    /// nothing without a retention. Recording a report also prunes, relative to the report's
+    /// finish time.
+    pub async fn prune<S: SqlStore<Dialect = D>>(store: &S, now: DateTime<Utc>) -> Result<PruneOutcome> {
+        let Some(cutoff) = cutoff(store.retention_days(), now) else { return Ok(PruneOutcome::default()) };
+        let mut tx = store.begin().await?;
+        let outcome = Self::prune_in(store, &mut tx, cutoff).await?;
+        tx.commit().await.ctx::<D>("committing the retention pass")?;
+        Ok(outcome)
+    }
+
+    /// A retention pass in the transaction of `conn`: the store's drifts, then the scans.
+    async fn prune_in<S: SqlStore<Dialect = D>>(
+        store: &S,
+        conn: &mut <D::Db as Database>::Connection,
+        cutoff: DateTime<Utc>,
+    ) -> Result<PruneOutcome, SqlError<D>> {
+        let drifts = store.prune_drifts(&mut *conn, cutoff).await?;
+        let mut q = QueryBuilder::<D::Db>::new("DELETE FROM scans WHERE finished_at < ");
+        q.push_bind(D::time(cutoff));
+        let scans = D::rows_affected(&q.build().execute(&mut *conn).await.ctx("deleting old scans")?);
+        if drifts + scans > 0 {
+            tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
+        }
+        Ok(PruneOutcome { drifts, scans })
+    }
+
+    /// Inserts the scan row of a report; `false` when its scan id is recorded already (a
+    /// replay: a concurrent writer of the same scan id waits on the primary key and lands here).
+    async fn insert_scan(conn: &mut <D::Db as Database>::Connection, report: &ScanReport) -> Result<bool, SqlError<D>> {
+        let uncovered: Vec<_> = report.coverage.incomplete().collect();
+        let mut q = QueryBuilder::<D::Db>::new(
+            "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
+             warnings, errors, coverage) ",
+        );
+        q.push_values([()], |mut row, ()| {
+            row.push_bind(report.scan_id.clone())
+                .push_bind(report.cluster.clone())
+                .push_bind(report.repository.clone())
+                .push_bind(report.revision.clone())
+                .push_bind(D::time(report.started_at))
+                .push_bind(D::time(report.finished_at))
+                .push_bind(report.outcome.as_str().to_owned())
+                .push_bind(report.drifts.len() as i64)
+                .push_bind(report.warnings.len() as i64)
+                .push_bind(Json(report.warnings.as_slice()))
+                .push_bind(Json(uncovered.as_slice()));
+        });
+        q.push(" ON CONFLICT (scan_id) DO NOTHING");
+        let inserted = q.build().execute(&mut *conn).await.ctx("recording the scan")?;
+        Ok(D::rows_affected(&inserted) > 0)
+    }
+
+    /// Writes what recording the report changed into its scan row.
+    async fn count_scan(
+        conn: &mut <D::Db as Database>::Connection,
+        report: &ScanReport,
+        outcome: &RecordOutcome,
+    ) -> Result<(), SqlError<D>> {
+        let mut q = QueryBuilder::<D::Db>::new("UPDATE scans SET opened = ");
+        q.push_bind(outcome.opened as i64);
+        q.push(", updated = ").push_bind(outcome.updated as i64);
+        q.push(", resolved = ").push_bind(outcome.resolved as i64);
+        q.push(" WHERE scan_id = ").push_bind(report.scan_id.clone());
+        q.build().execute(&mut *conn).await.ctx("counting the scan")?;
         Ok(())
     }
 }
