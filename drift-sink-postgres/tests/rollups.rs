@@ -52,5 +52,5 @@ async fn migration_0002_backfills_the_rollups_from_an_existing_history() {
         store.record(&scan(&format!("s{s}"), t(s * 300), &desired, random_drifts(&desired, &mut next))).await.unwrap();
     }
     store.migrate().await.unwrap();
-    drift_testkit::store::check_backfill(&Pg { server }, &store, t(3300)).await;
+    drift_testkit::store::check_backfill(&drift_sink_sql::testkit::Harness(Pg { server }), &store, t(3300)).await;
 }

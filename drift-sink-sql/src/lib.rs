@@ -27,6 +27,8 @@
 mod dialect;
 mod error;
 mod sql;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 mod write;
 
 pub use dialect::Dialect;

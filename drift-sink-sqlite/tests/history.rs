@@ -13,7 +13,7 @@ use drift_sink_sqlite::SqliteSink;
 #[tokio::test]
 async fn a_write_that_fails_half_way_leaves_no_partial_state() {
     let harness = harness();
-    let store = SqliteSink::open(&harness.url()).await.unwrap();
+    let store = SqliteSink::open(&harness.0.url()).await.unwrap();
     let desired = [deployment("shop", "web"), deployment("shop", "api")];
     store.record(&scan("s1", t(0), &desired, vec![replicas("shop", "web", 5)])).await.unwrap();
     let before = rows(&store).await;

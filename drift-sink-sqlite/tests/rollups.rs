@@ -16,7 +16,7 @@ use drift_sink_sqlite::{SqlStore, SqliteSink};
 #[tokio::test]
 async fn migration_0002_backfills_the_rollups_from_an_existing_history() {
     let harness = harness();
-    let store = SqliteSink::open(&harness.url()).await.unwrap();
+    let store = SqliteSink::open(&harness.0.url()).await.unwrap();
     let desired = world(6);
     let mut next = sequence(7);
     for s in 0..12 {
@@ -37,7 +37,7 @@ async fn migration_0002_backfills_the_rollups_from_an_existing_history() {
 #[tokio::test]
 async fn rows_deleted_by_hand_are_counted_again_by_rebuild_rollups() {
     let harness = harness();
-    let store = SqliteSink::open(&harness.url()).await.unwrap();
+    let store = SqliteSink::open(&harness.0.url()).await.unwrap();
     let desired = world(6);
     let mut next = sequence(3);
     for s in 0..6 {

@@ -77,6 +77,19 @@ pub trait StoreHarness: Send + Sync {
     async fn prune(&self, store: &Self::Store, now: DateTime<Utc>) -> Option<(u64, u64)>;
 }
 
+/// [`StoreHarness::race`] without a lock: two handles on a fresh store, both spawned at once.
+pub async fn race<H: StoreHarness + ?Sized>(
+    harness: &H,
+    a: ScanReport,
+    b: ScanReport,
+) -> (RecordOutcome, RecordOutcome, Arc<H::Store>) {
+    let store = harness.fresh().await;
+    let (x, y) = (harness.reopen(&store).await, harness.reopen(&store).await);
+    let (ta, tb) = (tokio::spawn(async move { x.record(&a).await }), tokio::spawn(async move { y.record(&b).await }));
+    let (oa, ob) = (ta.await.expect("writer a"), tb.await.expect("writer b"));
+    (oa.expect("record a"), ob.expect("record b"), store)
+}
+
 /// Expands to one test per case of [`crate::store`], named after the case. `$harness` is an
 /// expression of a type implementing [`StoreHarness`], evaluated in each test. Call it inside a
 /// module (`mod store { drift_testkit::store_suite!(common::harness()); }`).

@@ -2,17 +2,16 @@
 //! throwaway server, fresh stores, the rollups checked against the rows.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
+use drift_core::sink::RecordOutcome;
 use drift_core::{DriftSink, ScanReport};
-use drift_sink_postgres::{PostgresConfig, PostgresSink, SqlStore};
-use drift_testkit::store::StoreHarness;
+use drift_sink_postgres::{PostgresConfig, PostgresSink};
+use drift_sink_sql::testkit::{Harness, SqlHarness};
 use drift_testkit_pg::PgServer;
 use sqlx::Connection;
+use sqlx::postgres::PgPool;
 
 #[allow(unused_imports)]
 pub use drift_testkit::fixtures::{report as scan, stats_filters, t};
@@ -36,81 +35,52 @@ pub struct Pg {
 }
 
 /// A harness with a server of its own.
-pub fn harness() -> Pg {
-    Pg { server: server() }
+pub fn harness() -> Harness<Pg> {
+    Harness(Pg { server: server() })
 }
 
 #[async_trait]
-impl StoreHarness for Pg {
+impl SqlHarness for Pg {
     type Store = PostgresSink;
+    const OPEN_ROW_CONSTRAINT: &'static str = "drifts_open_fingerprint";
 
-    async fn fresh(&self) -> Arc<PostgresSink> {
-        Arc::new(fresh(&self.server).await)
-    }
-
-    async fn with_retention(&self, days: u32) -> Option<Arc<PostgresSink>> {
+    async fn open(&self, retention_days: Option<u32>) -> PostgresSink {
         let url = self.server.create_database().await.unwrap();
-        let config = PostgresConfig::new(&url).with_retention_days(days);
-        Some(Arc::new(PostgresSink::from_config(&config).await.unwrap()))
+        let config = PostgresConfig { retention_days, ..PostgresConfig::new(&url) };
+        PostgresSink::from_config(&config).await.unwrap()
     }
 
-    async fn reopen(&self, store: &Arc<PostgresSink>) -> Arc<PostgresSink> {
+    async fn reopen(&self, store: &PostgresSink) -> PostgresSink {
         let options = store.pool().connect_options().as_ref().clone();
         let pool = sqlx::postgres::PgPoolOptions::new().max_connections(5).connect_with(options).await.unwrap();
-        Arc::new(PostgresSink::from_pool(pool, None))
+        PostgresSink::from_pool(pool, None)
+    }
+
+    fn pool(store: &PostgresSink) -> &PgPool {
+        store.pool()
+    }
+
+    async fn assert_rollups_match_rows(&self, store: &PostgresSink) {
+        assert_rollups_match_rows(store).await;
     }
 
     /// Both writers are held at their first statement by a lock on `scans`, then let go
     /// together.
-    async fn race(&self, a: ScanReport, b: ScanReport) -> (RecordOutcome, RecordOutcome, Arc<PostgresSink>) {
+    async fn race(&self, a: &ScanReport, b: &ScanReport) -> Option<(RecordOutcome, RecordOutcome, PostgresSink)> {
         let url = self.server.create_database().await.unwrap();
         let (wa, wb) = (PostgresSink::connect(&url).await.unwrap(), PostgresSink::connect(&url).await.unwrap());
         let mut gate = sqlx::PgConnection::connect(&url).await.unwrap();
         sqlx::query("BEGIN").execute(&mut gate).await.unwrap();
         sqlx::query("LOCK TABLE scans IN EXCLUSIVE MODE").execute(&mut gate).await.unwrap();
+        let (a, b) = (a.clone(), b.clone());
         let (ta, tb) =
             (tokio::spawn(async move { wa.record(&a).await }), tokio::spawn(async move { wb.record(&b).await }));
-        wait_for(
-            &url,
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'drift' AND wait_event_type = 'Lock'",
-            2,
-        )
-        .await;
+        let waiting =
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'drift' AND wait_event_type = 'Lock'";
+        wait_for(&url, waiting, 2).await;
         sqlx::query("COMMIT").execute(&mut gate).await.unwrap();
         let (oa, ob) = (ta.await.unwrap().unwrap(), tb.await.unwrap().unwrap());
-        (oa, ob, Arc::new(PostgresSink::connect(&url).await.unwrap()))
-    }
-
-    async fn count_rows(&self, store: &PostgresSink) -> Option<i64> {
-        Some(sqlx::query_scalar("SELECT count(*) FROM drifts").fetch_one(store.pool()).await.unwrap())
-    }
-
-    async fn execute(&self, store: &PostgresSink, sql: &'static str) -> Option<Result<u64, String>> {
-        let result = sqlx::query(sql).execute(store.pool()).await;
-        Some(result.map(|r| r.rows_affected()).map_err(|e| e.to_string()))
-    }
-
-    fn open_row_constraint(&self) -> &'static str {
-        "drifts_open_fingerprint"
-    }
-
-    async fn check_rollups(&self, store: &PostgresSink) -> bool {
-        assert_rollups_match_rows(store).await;
-        true
-    }
-
-    async fn stats_from_rows(
-        &self,
-        store: &PostgresSink,
-        filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Option<DriftStats> {
-        Some(store.stats_from_rows(filter, now).await.unwrap())
-    }
-
-    async fn prune(&self, store: &PostgresSink, now: DateTime<Utc>) -> Option<(u64, u64)> {
-        let o = store.prune(now).await.unwrap();
-        Some((o.drifts, o.scans))
+        Some((oa, ob, PostgresSink::connect(&url).await.unwrap()))
     }
 }
 

@@ -2,14 +2,12 @@
 //! in a temporary folder, the rollups checked against the rows.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStats};
-use drift_sink_sqlite::{SqlStore, SqliteConfig, SqliteSink};
-use drift_testkit::store::StoreHarness;
+use drift_sink_sql::testkit::{Harness, SqlHarness};
+use drift_sink_sqlite::{SqliteConfig, SqliteSink};
+use sqlx::sqlite::SqlitePool;
 
 #[allow(unused_imports)]
 pub use drift_testkit::fixtures::{report as scan, t};
@@ -23,8 +21,8 @@ pub struct Sqlite {
 }
 
 /// A harness with a temporary folder of its own.
-pub fn harness() -> Sqlite {
-    Sqlite { dir: tempfile::tempdir().unwrap(), files: AtomicU32::new(0) }
+pub fn harness() -> Harness<Sqlite> {
+    Harness(Sqlite { dir: tempfile::tempdir().unwrap(), files: AtomicU32::new(0) })
 }
 
 impl Sqlite {
@@ -36,53 +34,26 @@ impl Sqlite {
 }
 
 #[async_trait]
-impl StoreHarness for Sqlite {
+impl SqlHarness for Sqlite {
     type Store = SqliteSink;
+    const OPEN_ROW_CONSTRAINT: &'static str = "UNIQUE";
 
-    async fn fresh(&self) -> Arc<SqliteSink> {
-        Arc::new(SqliteSink::open(&self.url()).await.unwrap())
+    async fn open(&self, retention_days: Option<u32>) -> SqliteSink {
+        let config = SqliteConfig { retention_days, ..SqliteConfig::new(self.url()) };
+        SqliteSink::from_config(&config).await.unwrap()
     }
 
-    async fn with_retention(&self, days: u32) -> Option<Arc<SqliteSink>> {
-        let config = SqliteConfig::new(self.url()).with_retention_days(days);
-        Some(Arc::new(SqliteSink::from_config(&config).await.unwrap()))
-    }
-
-    async fn reopen(&self, store: &Arc<SqliteSink>) -> Arc<SqliteSink> {
+    async fn reopen(&self, store: &SqliteSink) -> SqliteSink {
         let file = store.pool().connect_options().get_filename().to_owned();
-        Arc::new(SqliteSink::open(&format!("sqlite://{}", file.display())).await.unwrap())
+        SqliteSink::open(&format!("sqlite://{}", file.display())).await.unwrap()
     }
 
-    async fn count_rows(&self, store: &SqliteSink) -> Option<i64> {
-        Some(sqlx::query_scalar("SELECT count(*) FROM drifts").fetch_one(store.pool()).await.unwrap())
+    fn pool(store: &SqliteSink) -> &SqlitePool {
+        store.pool()
     }
 
-    async fn execute(&self, store: &SqliteSink, sql: &'static str) -> Option<Result<u64, String>> {
-        let result = sqlx::query(sql).execute(store.pool()).await;
-        Some(result.map(|r| r.rows_affected()).map_err(|e| e.to_string()))
-    }
-
-    fn open_row_constraint(&self) -> &'static str {
-        "UNIQUE"
-    }
-
-    async fn check_rollups(&self, store: &SqliteSink) -> bool {
+    async fn assert_rollups_match_rows(&self, store: &SqliteSink) {
         assert_rollups_match_rows(store).await;
-        true
-    }
-
-    async fn stats_from_rows(
-        &self,
-        store: &SqliteSink,
-        filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Option<DriftStats> {
-        Some(store.stats_from_rows(filter, now).await.unwrap())
-    }
-
-    async fn prune(&self, store: &SqliteSink, now: DateTime<Utc>) -> Option<(u64, u64)> {
-        let o = store.prune(now).await.unwrap();
-        Some((o.drifts, o.scans))
     }
 }
 
