@@ -17,7 +17,7 @@
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) that statement-level
 //!   triggers keep in the transaction of every write, exact, in milliseconds whatever the
 //!   history's size; a filter with `since` is computed from the rows
-//!   ([`SqlStore::stats_from_rows`]).
+//!   ([`SqlStats::stats_from_rows`]).
 //!
 //! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
 //! `drift-sink-sql`; this crate keeps its configuration, its write path, its rollups and its
@@ -56,7 +56,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use config::{PostgresConfig, redact_url};
 pub use dialect::PgDialect;
-pub use drift_sink_sql::{PruneOutcome, SqlStore};
+pub use drift_sink_sql::{PruneOutcome, SqlStats, SqlStore};
 
 use drift_sink_sql::SqlContext;
 use error::PgError;

@@ -2,14 +2,13 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
+use drift_core::sink::RecordOutcome;
 use drift_core::{Drift, Result, ScanReport};
-use drift_sink_sql::{PruneOutcome, Resolver, SqlContext, SqlStore, distinct_drifts};
+use drift_sink_sql::{Resolver, SqlContext, SqlStore, distinct_drifts};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};
 
 use crate::PostgresSink;
-use crate::dialect::{PgDialect, Sql};
 use crate::error::PgError;
 
 /// The drifts of a report as column arrays, one entry per distinct fingerprint, in report order.
@@ -91,7 +90,6 @@ RETURNING occurrences
 
 #[async_trait]
 impl SqlStore for PostgresSink {
-    type Dialect = PgDialect;
     const NAME: &'static str = "postgres";
 
     fn reader(&self) -> &PgPool {
@@ -161,23 +159,6 @@ impl SqlStore for PostgresSink {
             .ctx("deleting empty rollup days")?;
         }
         Ok(drifts)
-    }
-
-    async fn stats_from_rollups(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
-        self.rollup_stats(filter, now).await
-    }
-
-    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
-        Ok(self.row_stats(filter, now).await?)
-    }
-}
-
-impl PostgresSink {
-    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
-    /// nothing without a retention. Recording a report also prunes, relative to the report's
-    /// finish time.
-    pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
-        Sql::prune(self, now).await
     }
 }
 

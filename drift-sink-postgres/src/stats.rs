@@ -6,10 +6,11 @@ use drift_core::Result;
 use drift_core::sink::{DriftFilter, DriftStats, TopPercentile, TrendDay};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 
-use drift_sink_sql::SqlContext;
+use async_trait::async_trait;
+use drift_sink_sql::{SqlContext, SqlStats};
 
 use crate::PostgresSink;
-use crate::dialect::Sql;
+use crate::dialect::{PgDialect, Sql};
 use crate::error::PgError;
 
 /// Time to resolve in whole milliseconds, truncated (as the reference store computes it): the
@@ -68,10 +69,13 @@ async fn open_breakdown(
     Ok(())
 }
 
-impl PostgresSink {
+#[async_trait]
+impl SqlStats for PostgresSink {
+    type Dialect = PgDialect;
+
     /// Statistics computed from the rollups: a few small aggregates and one short index read,
     /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
-    pub(crate) async fn rollup_stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
+    async fn stats_from_rollups(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
         debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
         let mut tx = self.pool.begin().await.ctx("starting a read")?;
         // One snapshot: the percentile's rank comes from the counts.
@@ -113,7 +117,7 @@ impl PostgresSink {
     }
 
     /// Statistics computed from the rows themselves ([`drift_sink_sql::SqlStore::stats_from_rows`]).
-    pub(crate) async fn row_stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
+    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
         let mut tx = self.pool.begin().await.ctx("starting a read")?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)

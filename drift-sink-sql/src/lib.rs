@@ -34,7 +34,9 @@ mod write;
 pub use dialect::Dialect;
 pub use error::{SqlContext, SqlError, classify};
 pub use sql::{COLUMNS, DIMENSIONS, Sql};
-pub use write::{ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStore, cutoff, distinct_drifts, record, stats};
+pub use write::{
+    ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, cutoff, distinct_drifts, record, stats,
+};
 
 #[doc(hidden)]
 pub mod __private {
@@ -48,8 +50,9 @@ pub mod __private {
 }
 
 /// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
-/// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`],
-/// `stats` is [`stats`], and reads are those of [`Sql`] over [`SqlStore::reader`].
+/// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`] of
+/// [`Sql::record_once`], `stats` is [`stats`], and reads are those of [`Sql`] over
+/// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]).
 ///
 /// A macro because the two traits belong to `drift-core` and the store types to their crates:
 /// only the store's crate may implement one for the other.
@@ -71,7 +74,7 @@ macro_rules! impl_drift_store {
                 report: &$crate::__private::ScanReport,
             ) -> $crate::__private::Result<$crate::__private::RecordOutcome> {
                 $crate::record(report, || {
-                    $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::record_once(self, report)
+                    $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::record_once(self, report)
                 })
                 .await
             }
@@ -85,12 +88,12 @@ macro_rules! impl_drift_store {
                 page: $crate::__private::PageRequest,
             ) -> $crate::__private::Result<$crate::__private::DriftPage> {
                 let pool = <$store as $crate::SqlStore>::reader(self);
-                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::list(pool, filter, page).await
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::list(pool, filter, page).await
             }
 
             async fn get(&self, id: i64) -> $crate::__private::Result<$crate::__private::StoredDrift> {
                 let pool = <$store as $crate::SqlStore>::reader(self);
-                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::get(pool, id).await
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::get(pool, id).await
             }
 
             async fn stats(
@@ -103,12 +106,24 @@ macro_rules! impl_drift_store {
 
             async fn recent_scans(&self, limit: u32) -> $crate::__private::Result<Vec<$crate::__private::ScanRecord>> {
                 let pool = <$store as $crate::SqlStore>::reader(self);
-                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::recent_scans(pool, limit).await
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::recent_scans(pool, limit).await
             }
 
             async fn ping(&self) -> $crate::__private::Result<()> {
                 let pool = <$store as $crate::SqlStore>::reader(self);
-                $crate::Sql::<<$store as $crate::SqlStore>::Dialect>::ping(pool).await
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::ping(pool).await
+            }
+        }
+
+        impl $store {
+            /// Deletes resolved drifts and scans older than the retention (relative to `now`);
+            /// does nothing without a retention. Recording a report also prunes, relative to the
+            /// report's finish time.
+            pub async fn prune(
+                &self,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::PruneOutcome> {
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::prune(self, now).await
             }
         }
     };

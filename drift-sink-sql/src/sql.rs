@@ -12,7 +12,7 @@ use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
 use crate::error::{SqlContext, SqlError};
-use crate::{Dialect, PruneOutcome, SqlStore, cutoff};
+use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff};
 
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
@@ -172,7 +172,7 @@ where
     /// replay and changes nothing), the store's own part ([`SqlStore::write_drifts`]), the
     /// counts of the scan, and retention relative to the report's finish time. A report is
     /// written whole or not at all.
-    pub async fn record_once<S: SqlStore<Dialect = D>>(
+    pub async fn record_once<S: SqlStore + SqlStats<Dialect = D>>(
         store: &S,
         report: &ScanReport,
     ) -> Result<RecordOutcome, SqlError<D>> {
@@ -193,7 +193,7 @@ where
     /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
     /// nothing without a retention. Recording a report also prunes, relative to the report's
     /// finish time.
-    pub async fn prune<S: SqlStore<Dialect = D>>(store: &S, now: DateTime<Utc>) -> Result<PruneOutcome> {
+    pub async fn prune<S: SqlStore + SqlStats<Dialect = D>>(store: &S, now: DateTime<Utc>) -> Result<PruneOutcome> {
         let Some(cutoff) = cutoff(store.retention_days(), now) else { return Ok(PruneOutcome::default()) };
         let mut tx = store.begin().await?;
         let outcome = Self::prune_in(store, &mut tx, cutoff).await?;
@@ -202,7 +202,7 @@ where
     }
 
     /// A retention pass in the transaction of `conn`: the store's drifts, then the scans.
-    async fn prune_in<S: SqlStore<Dialect = D>>(
+    async fn prune_in<S: SqlStore + SqlStats<Dialect = D>>(
         store: &S,
         conn: &mut <D::Db as Database>::Connection,
         cutoff: DateTime<Utc>,

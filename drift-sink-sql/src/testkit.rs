@@ -15,7 +15,7 @@ use drift_testkit::store::StoreHarness;
 use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};
 
-use crate::{Dialect, Sql, SqlStore};
+use crate::{Dialect, Sql, SqlStats, SqlStore};
 
 /// What a SQL store's tests provide to run the store suite ([`Harness`]).
 #[async_trait]
@@ -30,7 +30,7 @@ pub trait SqlHarness: Send + Sync {
     /// Another handle, with connections of its own, on the database of `store`.
     async fn reopen(&self, store: &Self::Store) -> Self::Store;
     /// The pool an operator's own statements go through.
-    fn pool(store: &Self::Store) -> &Pool<<<Self::Store as SqlStore>::Dialect as Dialect>::Db>;
+    fn pool(store: &Self::Store) -> &Pool<<<Self::Store as SqlStats>::Dialect as Dialect>::Db>;
     /// Checks, with the store's own SQL, that its rollups hold exactly what its rows add up to.
     async fn assert_rollups_match_rows(&self, store: &Self::Store);
     /// [`StoreHarness::race`] where the backend can hold both writers at their first statement;
@@ -48,7 +48,7 @@ pub struct Harness<H>(pub H);
 impl<H, D> StoreHarness for Harness<H>
 where
     H: SqlHarness,
-    H::Store: SqlStore<Dialect = D>,
+    H::Store: SqlStats<Dialect = D>,
     D: Dialect,
     for<'c> &'c mut <D::Db as Database>::Connection: Executor<'c, Database = D::Db>,
     for<'a> &'a str: ColumnIndex<<D::Db as Database>::Row>,

@@ -32,14 +32,35 @@ pub struct PruneOutcome {
 /// The connection type of a dialect's driver.
 pub type Connection<D> = <<D as Dialect>::Db as Database>::Connection;
 
-/// What a SQL store provides to the shared code, which implements [`drift_core::DriftSink`] and
-/// [`drift_core::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)): its
-/// pools, its part of a write (drifts, resolutions, rollups), its part of retention, its
-/// statistics.
+/// The statistics of a SQL store, computed by the store itself: from its rollups, or from its
+/// rows.
 #[async_trait::async_trait]
-pub trait SqlStore: Send + Sync {
+pub trait SqlStats: Send + Sync {
     /// The database.
     type Dialect: Dialect;
+    /// Statistics computed from the rollups; the filter has no `since`.
+    async fn stats_from_rollups(
+        &self,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats, SqlError<Self::Dialect>>;
+    /// Statistics computed from the rows themselves, without the rollups: what
+    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
+    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
+    /// millions of rows). Public so that the rollups can be checked against it.
+    async fn stats_from_rows(
+        &self,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats, SqlError<Self::Dialect>>;
+}
+
+/// What a SQL store provides to the shared code, which implements [`drift_core::DriftSink`] and
+/// [`drift_core::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)): its
+/// pools, its part of a write (drifts, resolutions, rollups), its part of retention, and its
+/// statistics ([`SqlStats`]).
+#[async_trait::async_trait]
+pub trait SqlStore: SqlStats {
     /// The sink's name ([`drift_core::DriftSink::name`]).
     const NAME: &'static str;
     /// The pool the reads go through.
@@ -62,17 +83,6 @@ pub trait SqlStore: Send + Sync {
         conn: &mut Connection<Self::Dialect>,
         cutoff: DateTime<Utc>,
     ) -> Result<u64, SqlError<Self::Dialect>>;
-    /// Statistics computed from the rollups; the filter has no `since`.
-    async fn stats_from_rollups(
-        &self,
-        filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Result<DriftStats, SqlError<Self::Dialect>>;
-    /// Statistics computed from the rows themselves, without the rollups: what
-    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
-    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
-    /// millions of rows). Public so that the rollups can be checked against it.
-    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats>;
 }
 
 /// Records a report: `once` writes it in one transaction ([`Sql::record_once`]); it is written
@@ -117,9 +127,9 @@ where
 
 /// Statistics: from the rollups, or from the rows when the filter names `since` (the rollups do
 /// not keep `last_seen`).
-pub async fn stats<S: SqlStore>(store: &S, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
+pub async fn stats<S: SqlStats>(store: &S, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
     if filter.since.is_some() {
-        return store.stats_from_rows(filter, now).await;
+        return Ok(store.stats_from_rows(filter, now).await?);
     }
     Ok(store.stats_from_rollups(filter, now).await?)
 }

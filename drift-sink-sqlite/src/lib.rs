@@ -13,7 +13,7 @@
 //!   [`ScanReport::may_resolve`](drift_core::ScanReport::may_resolve) allows.
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) the store keeps in the
 //!   transaction of each write, exact, in milliseconds whatever the history's size; a filter
-//!   with `since` is computed from the rows ([`SqlStore::stats_from_rows`]). After writing
+//!   with `since` is computed from the rows ([`SqlStats::stats_from_rows`]). After writing
 //!   `drifts` by hand, [`SqliteSink::rebuild_rollups`] counts them again.
 //!
 //! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
@@ -52,7 +52,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 pub use config::SqliteConfig;
 pub use dialect::SqliteDialect;
-pub use drift_sink_sql::{PruneOutcome, SqlStore};
+pub use drift_sink_sql::{PruneOutcome, SqlStats, SqlStore};
 
 use drift_sink_sql::SqlContext;
 use error::SqliteError;

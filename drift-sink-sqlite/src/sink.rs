@@ -5,14 +5,14 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
+use drift_core::sink::RecordOutcome;
 use drift_core::{Drift, Resolution, Result, ScanReport};
-use drift_sink_sql::{PruneOutcome, Resolver, SqlContext, SqlStore, distinct_drifts};
+use drift_sink_sql::{Resolver, SqlContext, SqlStore, distinct_drifts};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
 use crate::SqliteSink;
-use crate::dialect::{Sql, SqliteDialect, micros};
+use crate::dialect::micros;
 use crate::error::SqliteError;
 use crate::rollup::{self, Delta, Dims, Rows};
 
@@ -21,7 +21,6 @@ const CHUNK: usize = 1000;
 
 #[async_trait]
 impl SqlStore for SqliteSink {
-    type Dialect = SqliteDialect;
     const NAME: &'static str = "sqlite";
 
     fn reader(&self) -> &SqlitePool {
@@ -90,23 +89,6 @@ impl SqlStore for SqliteSink {
             .await
             .ctx("deleting empty rollup days")?;
         Ok(drifts)
-    }
-
-    async fn stats_from_rollups(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
-        self.rollup_stats(filter, now).await
-    }
-
-    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
-        Ok(self.row_stats(filter, now).await?)
-    }
-}
-
-impl SqliteSink {
-    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
-    /// nothing without a retention. Recording a report also prunes, relative to the report's
-    /// finish time.
-    pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
-        Sql::prune(self, now).await
     }
 }
 

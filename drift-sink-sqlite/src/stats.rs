@@ -6,10 +6,11 @@ use drift_core::Result;
 use drift_core::sink::{DriftFilter, DriftStats, TopPercentile, TrendDay};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
-use drift_sink_sql::SqlContext;
+use async_trait::async_trait;
+use drift_sink_sql::{SqlContext, SqlStats};
 
 use crate::SqliteSink;
-use crate::dialect::{Sql, micros};
+use crate::dialect::{Sql, SqliteDialect, micros};
 use crate::error::SqliteError;
 use crate::rollup::DAY_US;
 
@@ -76,14 +77,13 @@ async fn open_breakdown(
     Ok(())
 }
 
-impl SqliteSink {
+#[async_trait]
+impl SqlStats for SqliteSink {
+    type Dialect = SqliteDialect;
+
     /// Statistics computed from the rollups: a few small aggregates and one short index read,
     /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
-    pub(crate) async fn rollup_stats(
-        &self,
-        filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Result<DriftStats, SqliteError> {
+    async fn stats_from_rollups(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
         debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
         // One read transaction, so every figure comes from the same snapshot.
         let mut conn = self.reader.begin().await.ctx("starting a read")?;
@@ -128,7 +128,7 @@ impl SqliteSink {
     }
 
     /// Statistics computed from the rows themselves ([`drift_sink_sql::SqlStore::stats_from_rows`]).
-    pub(crate) async fn row_stats(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
+    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
         let mut conn = self.reader.begin().await.ctx("starting a read")?;
         let mut stats = DriftStats::default();
 
