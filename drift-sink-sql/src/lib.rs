@@ -16,12 +16,26 @@
 //! [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore) with the
 //! shared code. docs/storage.md describes the schema and the behaviour both stores have.
 //!
-//! ```ignore
-//! struct Pg;
-//! impl drift_sink_sql::Dialect for Pg { /* the driver, times, JSON, error codes */ }
-//! #[async_trait::async_trait]
-//! impl drift_sink_sql::SqlStore for PostgresSink { /* pool, write path, statistics */ }
-//! drift_sink_sql::impl_drift_store!(PostgresSink);
+//! A store crate declares its dialect (`impl Dialect for PgDialect`), implements [`SqlStore`]
+//! and [`SqlStats`] for its store type, and calls `impl_drift_store!(PostgresSink)`. The rules
+//! of a write are plain functions over a report:
+//!
+//! ```
+//! use drift_core::{DriftType, ScanOutcome};
+//! use drift_testkit::fixtures::{drift, key, report, t};
+//!
+//! let web = key("Deployment", "shop", "web");
+//! let d = drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", 3.into());
+//! // Listed twice, counted once.
+//! let r = report("scan-1", t(0), &[web.clone()], vec![d.clone(), d]);
+//! assert_eq!(drift_sink_sql::distinct_drifts(&r).len(), 1);
+//! // A scan that read the Deployment and did not see its drift resolves it; a failed one does not.
+//! let mut resolver = drift_sink_sql::Resolver::of(&r).unwrap();
+//! let how = resolver.resolve("apps".into(), "Deployment".into(), "shop".into(), "web".into(), Some("d0"));
+//! assert_eq!(how.map(|(_, resolution)| resolution), Some(drift_core::Resolution::Reverted));
+//! let mut failed = r.clone();
+//! failed.outcome = ScanOutcome::Failed;
+//! assert!(drift_sink_sql::Resolver::of(&failed).is_none());
 //! ```
 
 mod dialect;

@@ -187,3 +187,52 @@ impl<'r> Resolver<'r> {
 pub fn cutoff(retention_days: Option<u32>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
     retention_days.map(|days| now - chrono::Duration::days(i64::from(days)))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use drift_core::{CoverageStatus, DriftType};
+    use drift_testkit::fixtures::{drift, key, report, t, with_digest};
+
+    use super::*;
+
+    fn replicas(name: &str) -> Drift {
+        drift("Deployment", "shop", name, DriftType::ReplicasDrift, "spec.replicas", 3.into())
+    }
+
+    #[test]
+    fn a_fingerprint_listed_twice_counts_once_and_the_first_wins() {
+        let mut second = replicas("web");
+        second.cluster_value = Some(9.into());
+        let r = report("s", t(0), &[key("Deployment", "shop", "web")], vec![replicas("web"), second, replicas("api")]);
+        let drifts = distinct_drifts(&r);
+        let names: Vec<_> = drifts.iter().map(|(_, d)| d.resource.name.as_str()).collect();
+        assert_eq!(names, ["web", "api"], "report order");
+        assert_eq!(drifts[0].1.cluster_value, Some(3.into()), "the first wins");
+        assert_eq!(drifts[0].0, r.drifts[0].fingerprint("test-cluster", "test-repo"));
+    }
+
+    #[test]
+    fn the_resolver_keeps_open_what_the_report_could_not_see_and_says_how_the_rest_went_away() {
+        let (web, api) = (key("Deployment", "shop", "web"), key("Deployment", "billing", "api"));
+        let mut r = with_digest(report("s", t(0), &[web.clone(), api.clone()], vec![]), &web, "d1");
+        r.outcome = ScanOutcome::Partial;
+        r.coverage.set(&api.group_kind(), Some("billing"), CoverageStatus::Forbidden { message: "403".into() });
+        let mut resolver = Resolver::of(&r).unwrap();
+        let of = |k: &ResourceKey| {
+            (k.group.clone(), k.kind.clone(), k.namespace.clone().unwrap_or_default(), k.name.clone())
+        };
+        let (g, k, n, name) = of(&web);
+        assert_eq!(resolver.resolve(g, k, n, name, Some("d0")), Some((web.clone(), Resolution::Accepted)));
+        let (g, k, n, name) = of(&web);
+        assert_eq!(resolver.resolve(g, k, n, name, Some("d1")), Some((web, Resolution::Reverted)));
+        let (g, k, n, name) = of(&api);
+        assert_eq!(resolver.resolve(g, k, n, name, Some("d0")), None, "billing was not read");
+    }
+
+    #[test]
+    fn retention_cuts_whole_days_before_now_and_nothing_without_retention() {
+        assert_eq!(cutoff(None, t(0)), None);
+        assert_eq!(cutoff(Some(30), t(0)), Some(t(0) - chrono::Duration::days(30)));
+    }
+}
