@@ -49,7 +49,7 @@ pub use dialect::Dialect;
 pub use error::{SqlContext, SqlError, classify};
 pub use sql::{COLUMNS, DIMENSIONS, Sql};
 pub use write::{
-    ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, cutoff, distinct_drifts, record, stats,
+    ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, cutoff, distinct_drifts, mean_seconds, record,
 };
 
 #[doc(hidden)]
@@ -65,7 +65,7 @@ pub mod __private {
 
 /// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
 /// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`] of
-/// [`Sql::record_once`], `stats` is [`stats`], and reads are those of [`Sql`] over
+/// [`Sql::record_once`], `stats` is [`Sql::stats`], and reads are those of [`Sql`] over
 /// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]).
 ///
 /// A macro because the two traits belong to `drift-core` and the store types to their crates:
@@ -115,7 +115,7 @@ macro_rules! impl_drift_store {
                 filter: &$crate::__private::DriftFilter,
                 now: $crate::__private::DateTime<$crate::__private::Utc>,
             ) -> $crate::__private::Result<$crate::__private::DriftStats> {
-                $crate::stats(self, filter, now).await
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::stats(self, filter, now).await
             }
 
             async fn recent_scans(&self, limit: u32) -> $crate::__private::Result<Vec<$crate::__private::ScanRecord>> {

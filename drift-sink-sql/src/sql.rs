@@ -4,7 +4,9 @@
 use std::marker::PhantomData;
 
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftPage, PageRequest, RecordOutcome, ScanRecord, StoredDrift};
+use drift_core::sink::{
+    DriftFilter, DriftPage, DriftStats, PageRequest, RecordOutcome, ScanRecord, StoredDrift, TopPercentile, TrendDay,
+};
 use drift_core::{CoverageEntry, Result, ScanReport, SourceWarning};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -12,7 +14,7 @@ use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
 use crate::error::{SqlContext, SqlError};
-use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff};
+use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff, mean_seconds};
 
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
@@ -166,6 +168,78 @@ where
     pub async fn ping(pool: &Pool<D::Db>) -> Result<()> {
         sqlx::query("SELECT 1").execute(pool).await.ctx::<D>("ping")?;
         Ok(())
+    }
+
+    /// Statistics: from the rollups, or from the rows when the filter names `since` (the
+    /// rollups do not keep `last_seen`).
+    pub async fn stats<S: SqlStats<Dialect = D>>(
+        store: &S,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats> {
+        if filter.since.is_some() {
+            return Ok(store.stats_from_rows(filter, now).await?);
+        }
+        Ok(Self::stats_from_rollups(store, filter, now).await?)
+    }
+
+    /// Statistics computed from the rollups: a few small aggregates and one short index read,
+    /// whatever the size of the history. Every filter field but `since` is a rollup dimension.
+    pub async fn stats_from_rollups<S: SqlStats<Dialect = D>>(
+        store: &S,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats, SqlError<D>> {
+        debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
+        let mut tx = store.begin_read().await?;
+        let mut stats = DriftStats::default();
+
+        let mut q = QueryBuilder::<D::Db>::new(
+            "SELECT status, CAST(sum(n) AS BIGINT) AS n, CAST(sum(ttr_sum_ms) AS BIGINT) AS ttr FROM drift_counts",
+        );
+        Self::push_dimensions(&mut q, filter);
+        q.push(" GROUP BY status HAVING sum(n) > 0");
+        let (mut resolved, mut ttr_sum_ms) = (0, 0);
+        for row in q.build().fetch_all(&mut *tx).await.ctx("counting by status")? {
+            let get = |e| SqlError::sql("counting by status", e);
+            let (status, n, ttr): (String, i64, i64) =
+                (row.try_get("status").map_err(get)?, row.try_get("n").map_err(get)?, row.try_get("ttr").map_err(get)?);
+            if status == "resolved" {
+                (resolved, ttr_sum_ms) = (n, ttr);
+            }
+            stats.by_status.insert(status, n);
+        }
+
+        store.open_breakdown(&mut tx, filter, &mut stats, true).await?;
+        let (first, today) = TrendDay::window(now);
+        stats.trend = TrendDay::week(now, store.daily(&mut tx, filter, first, today).await?);
+        stats.mean_time_to_resolve_seconds = mean_seconds(ttr_sum_ms, resolved);
+        stats.p95_time_to_resolve_seconds = Self::p95::<S>(&mut tx, filter, resolved).await?;
+        tx.rollback().await.ctx("ending a read")?;
+        Ok(stats)
+    }
+
+    /// The continuous 95th percentile of the time to resolve of the `n` resolved rows the
+    /// filter keeps: the two order statistics around its rank, read from the top of the
+    /// `drifts_resolved_ttr` index (about 5% of it), interpolated.
+    pub async fn p95<S: SqlStats<Dialect = D>>(
+        conn: &mut <D::Db as Database>::Connection,
+        filter: &DriftFilter,
+        n: i64,
+    ) -> Result<Option<f64>, SqlError<D>> {
+        let Some(p95) = TopPercentile::p95(n) else { return Ok(None) };
+        let mut q = QueryBuilder::<D::Db>::new("SELECT ");
+        q.push(S::TTR_MS).push(" AS ms FROM ").push(S::ttr_source(filter));
+        Self::push_filter(&mut q, filter);
+        q.push(" AND status = 'resolved' ORDER BY ms DESC LIMIT ").push_bind(p95.take());
+        q.push(" OFFSET ").push_bind(p95.skip());
+        let top = q.build().fetch_all(&mut *conn).await.ctx("time to resolve")?;
+        let seconds = top
+            .iter()
+            .map(|row| row.try_get::<i64, _>("ms").map(|ms| ms as f64 / 1000.0))
+            .collect::<Result<Vec<_>, _>>()
+            .ctx("time to resolve")?;
+        Ok(p95.interpolate(&seconds))
     }
 
     /// Writes a report in one transaction, once: its scan row (a scan id recorded already is a

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
 use drift_core::{Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport};
 use serde::{Deserialize, Serialize};
@@ -32,18 +32,38 @@ pub struct PruneOutcome {
 /// The connection type of a dialect's driver.
 pub type Connection<D> = <<D as Dialect>::Db as Database>::Connection;
 
-/// The statistics of a SQL store, computed by the store itself: from its rollups, or from its
-/// rows.
+/// The statistics of a SQL store: what differs between the stores' statistics queries. The
+/// shared part ([`Sql::stats_from_rollups`], [`Sql::p95`]) calls it.
 #[async_trait::async_trait]
 pub trait SqlStats: Send + Sync {
     /// The database.
     type Dialect: Dialect;
-    /// Statistics computed from the rollups; the filter has no `since`.
-    async fn stats_from_rollups(
+    /// Time to resolve in whole milliseconds, truncated (as the reference store computes it):
+    /// the key of the `drifts_resolved_ttr` index the percentile reads.
+    const TTR_MS: &'static str;
+    /// Where the percentile reads the times to resolve for this filter (`drifts`, with a hint
+    /// for the planner where it needs one).
+    fn ttr_source(filter: &DriftFilter) -> &'static str;
+    /// Starts a read transaction: every figure of the statistics comes from one snapshot.
+    async fn begin_read(&self)
+    -> Result<Transaction<'static, <Self::Dialect as Dialect>::Db>, SqlError<Self::Dialect>>;
+    /// Adds the open rows by severity, type, namespace and repository that the filter keeps, from
+    /// `drift_counts` (`from_rollup`, every filter field but `since`) or from `drifts`.
+    async fn open_breakdown(
         &self,
+        conn: &mut Connection<Self::Dialect>,
         filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Result<DriftStats, SqlError<Self::Dialect>>;
+        stats: &mut DriftStats,
+        from_rollup: bool,
+    ) -> Result<(), SqlError<Self::Dialect>>;
+    /// Drifts opened and resolved per day from `first` to `today`, from `drift_daily`.
+    async fn daily(
+        &self,
+        conn: &mut Connection<Self::Dialect>,
+        filter: &DriftFilter,
+        first: NaiveDate,
+        today: NaiveDate,
+    ) -> Result<Vec<(NaiveDate, i64, i64)>, SqlError<Self::Dialect>>;
     /// Statistics computed from the rows themselves, without the rollups: what
     /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
     /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
@@ -53,6 +73,11 @@ pub trait SqlStats: Send + Sync {
         filter: &DriftFilter,
         now: DateTime<Utc>,
     ) -> Result<DriftStats, SqlError<Self::Dialect>>;
+}
+
+/// The mean of `n` times to resolve that add up to `sum_ms` milliseconds, in seconds.
+pub fn mean_seconds(sum_ms: i64, n: i64) -> Option<f64> {
+    (n > 0).then(|| sum_ms as f64 / 1000.0 / n as f64)
 }
 
 /// What a SQL store provides to the shared code, which implements [`drift_core::DriftSink`] and
@@ -123,15 +148,6 @@ where
     }
     .instrument(span)
     .await
-}
-
-/// Statistics: from the rollups, or from the rows when the filter names `since` (the rollups do
-/// not keep `last_seen`).
-pub async fn stats<S: SqlStats>(store: &S, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats> {
-    if filter.since.is_some() {
-        return Ok(store.stats_from_rows(filter, now).await?);
-    }
-    Ok(store.stats_from_rollups(filter, now).await?)
 }
 
 /// The drifts of a report with their fingerprints, one per fingerprint, in report order: a
