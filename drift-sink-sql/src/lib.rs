@@ -11,7 +11,7 @@
 //!   ([`record`]).
 //!
 //! Each store keeps what truly differs: its configuration, its write path
-//! ([`SqlStore::record_once`]), its rollup strategy and statistics, and its migrations. It
+//! ([`SqlStore::write_drifts`]), its rollup strategy and statistics, and its migrations. It
 //! implements [`SqlStore`] and calls [`impl_drift_store!`], which implements
 //! [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore) with the
 //! shared code. docs/storage.md describes the schema and the behaviour both stores have.

@@ -33,7 +33,7 @@ pub struct PruneOutcome {
 pub type Connection<D> = <<D as Dialect>::Db as Database>::Connection;
 
 /// The statistics of a SQL store: what differs between the stores' statistics queries. The
-/// shared part ([`Sql::stats_from_rollups`], [`Sql::p95`]) calls it.
+/// shared part ([`Sql::stats_from_rollups`](crate::Sql::stats_from_rollups), [`Sql::p95`](crate::Sql::p95)) calls it.
 #[async_trait::async_trait]
 pub trait SqlStats: Send + Sync {
     /// The database.
@@ -110,7 +110,7 @@ pub trait SqlStore: SqlStats {
     ) -> Result<u64, SqlError<Self::Dialect>>;
 }
 
-/// Records a report: `once` writes it in one transaction ([`Sql::record_once`]); it is written
+/// Records a report: `once` writes it in one transaction ([`Sql::record_once`](crate::Sql::record_once)); it is written
 /// again, up to [`ATTEMPTS`] times in all, while it fails in a way worth retrying.
 pub async fn record<D, F, Fut>(report: &ScanReport, mut once: F) -> Result<RecordOutcome>
 where

@@ -75,7 +75,7 @@ impl SqlStats for SqliteSink {
         Ok(())
     }
 
-    /// Day numbers (µs since the epoch / [`DAY_US`]) read back as dates.
+    /// Day numbers (µs since the epoch / `DAY_US`) read back as dates.
     async fn daily(
         &self,
         conn: &mut SqliteConnection,
