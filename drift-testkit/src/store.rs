@@ -225,6 +225,8 @@ fn assert_same_rows(a: Vec<StoredDrift>, b: Vec<StoredDrift>) {
 
 pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_3<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
+    let caps = store.capabilities();
+    assert!(caps.readable && caps.resolves, "a store says it can be read back and resolves drifts");
     let web = [deployment("shop", "web")];
     for (i, live) in [5, 6, 7].into_iter().enumerate() {
         store
