@@ -1,11 +1,12 @@
 //! Statistics: from the rollups (`drift_counts`, `drift_daily`, kept by triggers, see
-//! `migrations/0002_rollups.sql`) through the shared [`Sql::stats_from_rollups`], or from the
-//! rows when the filter names `since`.
+//! `migrations/0002_rollups.sql`) or from the rows when the filter names `since`, through the
+//! shared `Sql::stats_from_rollups` and `Sql::stats_from_rows` of `drift-sink-sql`: what is
+//! PostgreSQL's own is here.
 
 use async_trait::async_trait;
-use chrono::{DateTime, Duration, NaiveDate, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
-use drift_sink_sql::{SqlContext, SqlStats, mean_seconds};
+use chrono::NaiveDate;
+use drift_core::sink::{DriftFilter, DriftStats};
+use drift_sink_sql::{SqlContext, SqlStats};
 use sqlx::{PgConnection, Postgres, QueryBuilder, Transaction};
 
 use crate::PostgresSink;
@@ -23,13 +24,24 @@ impl SqlStats for PostgresSink {
         "drifts"
     }
 
-    /// A read-only snapshot: the percentile's rank comes from the counts.
-    async fn begin_read(&self) -> Result<Transaction<'static, Postgres>, PgError> {
+    fn day_of(column: &str) -> String {
+        format!("CAST(({column} AT TIME ZONE 'UTC')::date AS text)")
+    }
+
+    /// A read-only snapshot: the percentile's rank comes from the counts. Aggregates over many
+    /// rows get parallel workers back (the pool turns them off for the listings).
+    async fn begin_read(&self, whole_rows: bool) -> Result<Transaction<'static, Postgres>, PgError> {
         let mut tx = self.pool.begin().await.ctx("starting a read")?;
         sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .execute(&mut *tx)
             .await
             .ctx("starting a read")?;
+        if whole_rows {
+            sqlx::query("SET LOCAL max_parallel_workers_per_gather = 2")
+                .execute(&mut *tx)
+                .await
+                .ctx("starting a read")?;
+        }
         Ok(tx)
     }
 
@@ -84,47 +96,5 @@ impl SqlStats for PostgresSink {
         Sql::push_dimensions(&mut q, filter);
         q.push(" AND day >= ").push_bind(first).push(" AND day <= ").push_bind(today).push(" GROUP BY day");
         q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")
-    }
-
-    /// Computed with parallel workers (the pool turns them off for everything else).
-    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, PgError> {
-        let mut tx = self.begin_read().await?;
-        // Aggregates over many rows: parallel workers pay off here (the pool turns them off).
-        sqlx::query("SET LOCAL max_parallel_workers_per_gather = 2").execute(&mut *tx).await.ctx("starting a read")?;
-        let mut stats = DriftStats::default();
-
-        let mut q = QueryBuilder::<Postgres>::new("SELECT status, count(*) FROM drifts");
-        Sql::push_filter(&mut q, filter);
-        q.push(" GROUP BY status");
-        let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("counting by status")?;
-        stats.by_status = rows.into_iter().collect();
-
-        self.open_breakdown(&mut tx, filter, &mut stats, false).await?;
-
-        let (first, _) = TrendDay::window(now);
-        let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
-        let end = start + Duration::days(7);
-        let mut days = Vec::new();
-        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
-            let mut q = QueryBuilder::<Postgres>::new("SELECT (");
-            q.push(column).push(" AT TIME ZONE 'UTC')::date AS day, count(*) FROM drifts");
-            Sql::push_filter(&mut q, filter);
-            q.push(" AND ").push(column).push(" >= ").push_bind(start);
-            q.push(" AND ").push(column).push(" < ").push_bind(end);
-            q.push(" GROUP BY day");
-            let rows: Vec<(NaiveDate, i64)> = q.build_query_as().fetch_all(&mut *tx).await.ctx("trend")?;
-            days.extend(rows.into_iter().map(|(day, n)| if new { (day, n, 0) } else { (day, 0, n) }));
-        }
-        stats.trend = TrendDay::week(now, days);
-
-        let mut q = QueryBuilder::<Postgres>::new("SELECT count(*), COALESCE(sum(");
-        q.push(Self::TTR_MS).push("), 0)::bigint FROM drifts");
-        Sql::push_filter(&mut q, filter);
-        q.push(" AND status = 'resolved'");
-        let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *tx).await.ctx("time to resolve")?;
-        stats.mean_time_to_resolve_seconds = mean_seconds(sum_ms, n);
-        stats.p95_time_to_resolve_seconds = Sql::p95::<Self>(&mut tx, filter, n).await?;
-        tx.commit().await.ctx("ending a read")?;
-        Ok(stats)
     }
 }

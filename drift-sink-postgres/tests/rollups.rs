@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use drift_core::DriftSink;
 use drift_core::sink::{DriftFilter, DriftStore};
-use drift_sink_postgres::{MIGRATOR, PostgresConfig, PostgresSink, SqlStats};
+use drift_sink_postgres::{MIGRATOR, PostgresConfig, PostgresSink};
 
 #[tokio::test]
 async fn deletes_and_truncates_by_hand_keep_the_rollups_exact() {

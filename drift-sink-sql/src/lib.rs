@@ -66,7 +66,8 @@ pub mod __private {
 /// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
 /// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`] of
 /// [`Sql::record_once`], `stats` is [`Sql::stats`], and reads are those of [`Sql`] over
-/// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]).
+/// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]) and `stats_from_rows`
+/// ([`Sql::stats_from_rows`]).
 ///
 /// A macro because the two traits belong to `drift-core` and the store types to their crates:
 /// only the store's crate may implement one for the other.
@@ -138,6 +139,17 @@ macro_rules! impl_drift_store {
                 now: $crate::__private::DateTime<$crate::__private::Utc>,
             ) -> $crate::__private::Result<$crate::PruneOutcome> {
                 $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::prune(self, now).await
+            }
+
+            /// Statistics computed from the rows themselves, without the rollups (the shared
+            /// `Sql::stats_from_rows` of `drift-sink-sql`): what `stats` answers for a filter
+            /// with `since`, and what the rollups are checked against.
+            pub async fn stats_from_rows(
+                &self,
+                filter: &$crate::__private::DriftFilter,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::__private::DriftStats> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::stats_from_rows(self, filter, now).await?)
             }
         }
     };

@@ -3,7 +3,7 @@
 
 use std::marker::PhantomData;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use drift_core::sink::{
     DriftFilter, DriftPage, DriftStats, PageRequest, RecordOutcome, ScanRecord, StoredDrift, TopPercentile, TrendDay,
 };
@@ -178,7 +178,7 @@ where
         now: DateTime<Utc>,
     ) -> Result<DriftStats> {
         if filter.since.is_some() {
-            return Ok(store.stats_from_rows(filter, now).await?);
+            return Ok(Self::stats_from_rows(store, filter, now).await?);
         }
         Ok(Self::stats_from_rollups(store, filter, now).await?)
     }
@@ -191,7 +191,7 @@ where
         now: DateTime<Utc>,
     ) -> Result<DriftStats, SqlError<D>> {
         debug_assert!(filter.since.is_none(), "the rollups do not keep last_seen");
-        let mut tx = store.begin_read().await?;
+        let mut tx = store.begin_read(false).await?;
         let mut stats = DriftStats::default();
 
         let mut q = QueryBuilder::<D::Db>::new(
@@ -215,6 +215,62 @@ where
         stats.trend = TrendDay::week(now, store.daily(&mut tx, filter, first, today).await?);
         stats.mean_time_to_resolve_seconds = mean_seconds(ttr_sum_ms, resolved);
         stats.p95_time_to_resolve_seconds = Self::p95::<S>(&mut tx, filter, resolved).await?;
+        tx.rollback().await.ctx("ending a read")?;
+        Ok(stats)
+    }
+
+    /// Statistics computed from the rows themselves, without the rollups: what
+    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
+    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
+    /// millions of rows). Public (`stats_from_rows` of each store) so that the rollups can be
+    /// checked against it.
+    pub async fn stats_from_rows<S: SqlStats<Dialect = D>>(
+        store: &S,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Result<DriftStats, SqlError<D>> {
+        let mut tx = store.begin_read(true).await?;
+        let mut stats = DriftStats::default();
+
+        let mut q = QueryBuilder::<D::Db>::new("SELECT status, count(*) AS n FROM drifts");
+        Self::push_filter(&mut q, filter);
+        q.push(" GROUP BY status");
+        for row in q.build().fetch_all(&mut *tx).await.ctx("counting by status")? {
+            let get = |e| SqlError::sql("counting by status", e);
+            stats.by_status.insert(row.try_get("status").map_err(get)?, row.try_get("n").map_err(get)?);
+        }
+
+        store.open_breakdown(&mut tx, filter, &mut stats, false).await?;
+
+        let (first, _) = TrendDay::window(now);
+        let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+        let end = start + chrono::Duration::days(7);
+        let mut days = Vec::new();
+        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
+            let mut q = QueryBuilder::<D::Db>::new("SELECT ");
+            q.push(S::day_of(column)).push(" AS day, count(*) AS n FROM drifts");
+            Self::push_filter(&mut q, filter);
+            q.push(" AND ").push(column).push(" >= ").push_bind(D::time(start));
+            q.push(" AND ").push(column).push(" < ").push_bind(D::time(end));
+            q.push(" GROUP BY day");
+            for row in q.build().fetch_all(&mut *tx).await.ctx("trend")? {
+                let get = |e| SqlError::sql("trend", e);
+                let (day, n): (String, i64) = (row.try_get("day").map_err(get)?, row.try_get("n").map_err(get)?);
+                let day = NaiveDate::parse_from_str(&day, "%Y-%m-%d").map_err(|e| SqlError::corrupt(0, column, e))?;
+                days.push(if new { (day, n, 0) } else { (day, 0, n) });
+            }
+        }
+        stats.trend = TrendDay::week(now, days);
+
+        let mut q = QueryBuilder::<D::Db>::new("SELECT count(*) AS n, CAST(COALESCE(sum(");
+        q.push(S::TTR_MS).push("), 0) AS BIGINT) AS ms FROM drifts");
+        Self::push_filter(&mut q, filter);
+        q.push(" AND status = 'resolved'");
+        let row = q.build().fetch_one(&mut *tx).await.ctx("time to resolve")?;
+        let get = |e| SqlError::sql("time to resolve", e);
+        let (n, sum_ms): (i64, i64) = (row.try_get("n").map_err(get)?, row.try_get("ms").map_err(get)?);
+        stats.mean_time_to_resolve_seconds = mean_seconds(sum_ms, n);
+        stats.p95_time_to_resolve_seconds = Self::p95::<S>(&mut tx, filter, n).await?;
         tx.rollback().await.ctx("ending a read")?;
         Ok(stats)
     }

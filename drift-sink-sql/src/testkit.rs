@@ -100,7 +100,7 @@ where
     }
 
     async fn stats_from_rows(&self, store: &H::Store, filter: &DriftFilter, now: DateTime<Utc>) -> Option<DriftStats> {
-        Some(store.stats_from_rows(filter, now).await.expect("stats from the rows"))
+        Some(Sql::<D>::stats_from_rows(store, filter, now).await.expect("stats from the rows"))
     }
 
     async fn prune(&self, store: &H::Store, now: DateTime<Utc>) -> Option<(u64, u64)> {

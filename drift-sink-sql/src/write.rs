@@ -44,9 +44,14 @@ pub trait SqlStats: Send + Sync {
     /// Where the percentile reads the times to resolve for this filter (`drifts`, with a hint
     /// for the planner where it needs one).
     fn ttr_source(filter: &DriftFilter) -> &'static str;
+    /// The UTC day of a time column as `YYYY-MM-DD` text, in SQL.
+    fn day_of(column: &str) -> String;
     /// Starts a read transaction: every figure of the statistics comes from one snapshot.
-    async fn begin_read(&self)
-    -> Result<Transaction<'static, <Self::Dialect as Dialect>::Db>, SqlError<Self::Dialect>>;
+    /// `whole_rows`: the statistics aggregate the rows of `drifts`, not the rollups.
+    async fn begin_read(
+        &self,
+        whole_rows: bool,
+    ) -> Result<Transaction<'static, <Self::Dialect as Dialect>::Db>, SqlError<Self::Dialect>>;
     /// Adds the open rows by severity, type, namespace and repository that the filter keeps, from
     /// `drift_counts` (`from_rollup`, every filter field but `since`) or from `drifts`.
     async fn open_breakdown(
@@ -64,15 +69,6 @@ pub trait SqlStats: Send + Sync {
         first: NaiveDate,
         today: NaiveDate,
     ) -> Result<Vec<(NaiveDate, i64, i64)>, SqlError<Self::Dialect>>;
-    /// Statistics computed from the rows themselves, without the rollups: what
-    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
-    /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
-    /// millions of rows). Public so that the rollups can be checked against it.
-    async fn stats_from_rows(
-        &self,
-        filter: &DriftFilter,
-        now: DateTime<Utc>,
-    ) -> Result<DriftStats, SqlError<Self::Dialect>>;
 }
 
 /// The mean of `n` times to resolve that add up to `sum_ms` milliseconds, in seconds.

@@ -1,11 +1,11 @@
 //! Statistics: from the rollups (`drift_counts`, `drift_daily`, kept by [`crate::rollup`])
-//! through the shared [`Sql::stats_from_rollups`], or from the rows when the filter names
-//! `since`.
+//! or from the rows when the filter names `since`, through the shared `Sql::stats_from_rollups`
+//! and `Sql::stats_from_rows` of `drift-sink-sql`: what is SQLite's own is here.
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, TrendDay};
-use drift_sink_sql::{SqlContext, SqlStats, mean_seconds};
+use chrono::{DateTime, NaiveDate};
+use drift_core::sink::{DriftFilter, DriftStats};
+use drift_sink_sql::{SqlContext, SqlStats};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
 use crate::SqliteSink;
@@ -32,8 +32,12 @@ impl SqlStats for SqliteSink {
         if filter.since.is_none() { "drifts INDEXED BY drifts_resolved_ttr" } else { "drifts" }
     }
 
+    fn day_of(column: &str) -> String {
+        format!("date({column} / 1000000, 'unixepoch')")
+    }
+
     /// A read transaction on the read-only pool: one snapshot of the WAL.
-    async fn begin_read(&self) -> Result<Transaction<'static, Sqlite>, SqliteError> {
+    async fn begin_read(&self, _whole_rows: bool) -> Result<Transaction<'static, Sqlite>, SqliteError> {
         self.reader.begin().await.ctx("starting a read")
     }
 
@@ -95,48 +99,5 @@ impl SqlStats for SqliteSink {
                     .ok_or_else(|| SqliteError::corrupt(0, "drift_daily.day", format!("{day} is out of range")))
             })
             .collect()
-    }
-
-    async fn stats_from_rows(&self, filter: &DriftFilter, now: DateTime<Utc>) -> Result<DriftStats, SqliteError> {
-        let mut conn = self.begin_read().await?;
-        let mut stats = DriftStats::default();
-
-        let mut q = QueryBuilder::<Sqlite>::new("SELECT status, count(*) FROM drifts");
-        Sql::push_filter(&mut q, filter);
-        q.push(" GROUP BY status");
-        let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("counting by status")?;
-        stats.by_status = rows.into_iter().collect();
-
-        self.open_breakdown(&mut conn, filter, &mut stats, false).await?;
-
-        let (first, _) = TrendDay::window(now);
-        let (start, end) = (day_start(first), day_start(first) + 7 * DAY_US);
-        let mut days = Vec::new();
-        for (column, new) in [("detected_at", true), ("resolved_at", false)] {
-            let mut q = QueryBuilder::<Sqlite>::new(format!(
-                "SELECT date({column} / 1000000, 'unixepoch') AS day, count(*) FROM drifts"
-            ));
-            Sql::push_filter(&mut q, filter);
-            q.push(format!(" AND {column} >= ")).push_bind(start);
-            q.push(format!(" AND {column} < ")).push_bind(end);
-            q.push(" GROUP BY day");
-            let rows: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *conn).await.ctx("trend")?;
-            for (day, n) in rows {
-                let day =
-                    NaiveDate::parse_from_str(&day, "%Y-%m-%d").map_err(|e| SqliteError::corrupt(0, column, e))?;
-                days.push(if new { (day, n, 0) } else { (day, 0, n) });
-            }
-        }
-        stats.trend = TrendDay::week(now, days);
-
-        let mut q =
-            QueryBuilder::<Sqlite>::new(format!("SELECT count(*), COALESCE(sum({}), 0) FROM drifts", Self::TTR_MS));
-        Sql::push_filter(&mut q, filter);
-        q.push(" AND status = 'resolved'");
-        let (n, sum_ms): (i64, i64) = q.build_query_as().fetch_one(&mut *conn).await.ctx("time to resolve")?;
-        stats.mean_time_to_resolve_seconds = mean_seconds(sum_ms, n);
-        stats.p95_time_to_resolve_seconds = Sql::p95::<Self>(&mut conn, filter, n).await?;
-        conn.rollback().await.ctx("ending a read")?;
-        Ok(stats)
     }
 }

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use drift_core::sink::DriftFilter;
 use drift_core::{DriftSink, DriftStore};
-use drift_sink_sqlite::{SqlStats, SqliteSink};
+use drift_sink_sqlite::SqliteSink;
 
 /// A database with a history and without migration 0002 (taken back by hand: this store
 /// cannot write without its rollups): migration 0002 builds the rollups from the rows.
