@@ -17,7 +17,7 @@
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) that statement-level
 //!   triggers keep in the transaction of every write, exact, in milliseconds whatever the
 //!   history's size; a filter with `since` is computed from the rows
-//!   (`stats_from_rows`).
+//!   ([`PostgresSink::stats_from_rows`]).
 //!
 //! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
 //! `drift-sink-sql`; this crate keeps its configuration, its write path, its rollups and its

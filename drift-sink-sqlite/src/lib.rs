@@ -13,7 +13,7 @@
 //!   [`ScanReport::may_resolve`](drift_core::ScanReport::may_resolve) allows.
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) the store keeps in the
 //!   transaction of each write, exact, in milliseconds whatever the history's size; a filter
-//!   with `since` is computed from the rows (`stats_from_rows`). After writing
+//!   with `since` is computed from the rows ([`SqliteSink::stats_from_rows`]). After writing
 //!   `drifts` by hand, [`SqliteSink::rebuild_rollups`] counts them again.
 //!
 //! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
