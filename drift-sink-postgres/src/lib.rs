@@ -1,13 +1,14 @@
 //! # drift-sink-postgres
 //!
-//! The PostgreSQL store of the drift detector (DESIGN section 5): a [`DriftSink`] that records
+//! The PostgreSQL store of the drift detector ([docs/storage.md]): a [`DriftSink`] that records
 //! scan reports into a `drifts` history table and a `scans` table, and the [`DriftStore`] read
 //! side the API and the CLI use.
 //!
 //! - Migrations are embedded and run when connecting ([`PostgresSink::connect`]).
 //! - One transaction per report, with batched statements (`UNNEST` arrays): thousands of drifts
 //!   are a handful of round trips. A report is written whole or not at all.
-//! - Recording is idempotent per scan id (the `scans` primary key).
+//! - Recording is idempotent per scan id (the `scans` primary key); a write that lost its
+//!   connection or hit a deadlock is written again.
 //! - A partial unique index keeps at most one open row per fingerprint; the upsert goes through
 //!   it (`ON CONFLICT ... WHERE status = 'open'`), so two scanners racing leave one open row.
 //! - An open drift the report does not list is resolved only where
@@ -18,7 +19,11 @@
 //!   history's size; a filter with `since` is computed from the rows
 //!   ([`PostgresSink::stats_from_rows`]).
 //!
-//! See `docs/storage.md` for the schema column by column.
+//! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
+//! `drift-sink-sql`; this crate keeps its configuration, its write path, its rollups and its
+//! migrations. See [docs/storage.md] for the schema column by column.
+//!
+//! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
 //!
 //! ```no_run
 //! use drift_core::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
@@ -37,10 +42,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
+mod dialect;
 mod error;
 mod sink;
 mod stats;
-mod store;
 
 use std::fmt;
 use std::str::FromStr;
@@ -50,9 +55,11 @@ pub use drift_core::{DriftSink, DriftStore};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use config::{PostgresConfig, redact_url};
-pub use sink::PruneOutcome;
+pub use dialect::PgDialect;
+pub use drift_sink_sql::{PruneOutcome, SqlStats, SqlStore};
 
-use error::{PgError, SqlContext};
+use drift_sink_sql::SqlContext;
+use error::PgError;
 
 /// The embedded migrations (`migrations/` of this crate).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -65,6 +72,8 @@ pub struct PostgresSink {
     pool: PgPool,
     retention_days: Option<u32>,
 }
+
+drift_sink_sql::impl_drift_store!(PostgresSink);
 
 impl fmt::Debug for PostgresSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -86,7 +95,7 @@ impl PostgresSink {
     pub async fn from_config(config: &PostgresConfig) -> Result<Self> {
         config.validate()?;
         let mut options = PgConnectOptions::from_str(&config.url)
-            .map_err(|e| PgError::Config(format!("invalid database url {}: {e}", redact_url(&config.url))))?
+            .map_err(|e| PgError::config(format!("invalid database url {}: {e}", redact_url(&config.url))))?
             .application_name("drift")
             // Listings read a page through an index: starting parallel workers costs them more
             // (tens of milliseconds) than the scan itself. The statistics computed from the
@@ -94,7 +103,7 @@ impl PostgresSink {
             .options([("max_parallel_workers_per_gather", "0")]);
         if let Some(var) = &config.password_env {
             let password = std::env::var(var).map_err(|_| {
-                PgError::Config(format!("environment variable {var} (password_env) is not set or not UTF-8"))
+                PgError::config(format!("environment variable {var} (password_env) is not set or not UTF-8"))
             })?;
             options = options.password(&password);
         }
@@ -105,7 +114,7 @@ impl PostgresSink {
             .test_before_acquire(true)
             .connect_with(options)
             .await
-            .ctx("connecting")?;
+            .ctx::<dialect::PgDialect>("connecting")?;
         let sink = PostgresSink { pool, retention_days: config.retention_days };
         if config.migrate {
             sink.migrate().await?;

@@ -1,29 +1,15 @@
-//! The write side: one transaction per scan report.
-
-use std::collections::{HashMap, HashSet};
+//! The write side: one transaction per scan report, its drifts sent as column arrays.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftSink, RecordOutcome, SinkCapabilities};
-use drift_core::{ResourceKey, Result, ScanReport};
-use serde::{Deserialize, Serialize};
+use drift_core::sink::RecordOutcome;
+use drift_core::{Drift, Result, ScanReport};
+use drift_sink_sql::{Resolver, SqlContext, SqlStore, distinct_drifts};
+use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};
 
 use crate::PostgresSink;
-use crate::error::{PgError, SqlContext};
-
-/// How many times a report is written again after a lost connection or a deadlock. The write
-/// is one transaction and recording is idempotent per scan id, so a retry is always safe.
-const ATTEMPTS: usize = 3;
-
-/// What a retention pass deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PruneOutcome {
-    /// Resolved drifts deleted.
-    pub drifts: u64,
-    /// Scan rows deleted.
-    pub scans: u64,
-}
+use crate::error::PgError;
 
 /// The drifts of a report as column arrays, one entry per distinct fingerprint, in report order.
 #[derive(Default)]
@@ -47,17 +33,11 @@ struct Columns {
 }
 
 impl Columns {
-    /// Collects the drifts of a report; a fingerprint listed twice counts once (the first wins,
-    /// as in the reference store).
-    fn of(report: &ScanReport) -> Self {
+    /// Collects the drifts of a report ([`distinct_drifts`]).
+    fn of(report: &ScanReport, drifts: &[(String, &Drift)]) -> Self {
         let mut c = Columns::default();
-        let mut seen = HashSet::new();
-        for d in &report.drifts {
-            let fp = d.fingerprint(&report.cluster, &report.repository);
-            if !seen.insert(fp.clone()) {
-                continue;
-            }
-            c.fingerprint.push(fp);
+        for (fp, d) in drifts {
+            c.fingerprint.push(fp.clone());
             c.api_group.push(d.api_group.clone());
             c.kind.push(d.resource.kind.clone());
             c.namespace.push(d.resource.namespace.clone().unwrap_or_default());
@@ -109,71 +89,25 @@ RETURNING occurrences
 "#;
 
 #[async_trait]
-impl DriftSink for PostgresSink {
-    fn name(&self) -> &str {
-        "postgres"
+impl SqlStore for PostgresSink {
+    const NAME: &'static str = "postgres";
+
+    fn reader(&self) -> &PgPool {
+        &self.pool
     }
 
-    fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities { readable: true, resolves: true }
+    fn retention_days(&self) -> Option<u32> {
+        self.retention_days
     }
 
-    #[tracing::instrument(skip_all, fields(scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository))]
-    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
-        let mut attempt = 1;
-        loop {
-            match self.record_once(report).await {
-                Ok(outcome) => {
-                    tracing::debug!(
-                        opened = outcome.opened,
-                        updated = outcome.updated,
-                        resolved = outcome.resolved,
-                        replayed = outcome.replayed,
-                        "scan report recorded"
-                    );
-                    return Ok(outcome);
-                }
-                Err(e) if e.retryable() && attempt < ATTEMPTS => {
-                    tracing::warn!(error = %e, attempt, "recording the scan report failed; writing it again");
-                    attempt += 1;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>, PgError> {
+        self.pool.begin().await.ctx("starting the transaction")
     }
-}
 
-impl PostgresSink {
-    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, PgError> {
-        let mut tx = self.pool.begin().await.ctx("starting the transaction")?;
-        let uncovered: Vec<_> = report.coverage.incomplete().collect();
-        let new_scan = sqlx::query(
-            "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
-             warnings, errors, coverage) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-             ON CONFLICT (scan_id) DO NOTHING",
-        )
-        .bind(&report.scan_id)
-        .bind(&report.cluster)
-        .bind(&report.repository)
-        .bind(&report.revision)
-        .bind(report.started_at)
-        .bind(report.finished_at)
-        .bind(report.outcome.as_str())
-        .bind(report.drifts.len() as i64)
-        .bind(report.warnings.len() as i64)
-        .bind(sqlx::types::Json(&report.warnings))
-        .bind(sqlx::types::Json(&uncovered))
-        .execute(&mut *tx)
-        .await
-        .ctx("recording the scan")?
-        .rows_affected();
-        if new_scan == 0 {
-            // A concurrent writer of the same scan id waits on the primary key and lands here.
-            tx.rollback().await.ctx("rolling back a replay")?;
-            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
-        }
-
-        let cols = Columns::of(report);
+    /// One upsert of every drift as column arrays, then the resolution; the triggers keep the
+    /// rollups.
+    async fn write_drifts(&self, conn: &mut PgConnection, report: &ScanReport) -> Result<RecordOutcome, PgError> {
+        let cols = Columns::of(report, &distinct_drifts(report));
         let mut outcome = RecordOutcome::default();
         if !cols.fingerprint.is_empty() {
             let occurrences: Vec<i64> = sqlx::query_scalar(UPSERT)
@@ -196,54 +130,43 @@ impl PostgresSink {
                 .bind(&report.cluster)
                 .bind(&report.repository)
                 .bind(&cols.desired_digest)
-                .fetch_all(&mut *tx)
+                .fetch_all(&mut *conn)
                 .await
                 .ctx("upserting drifts")?;
             outcome.opened = occurrences.iter().filter(|o| **o == 1).count();
             outcome.updated = occurrences.len() - outcome.opened;
         }
-
-        outcome.resolved = resolve(&mut tx, report, &cols.fingerprint).await?;
-
-        sqlx::query("UPDATE scans SET opened = $2, updated = $3, resolved = $4 WHERE scan_id = $1")
-            .bind(&report.scan_id)
-            .bind(outcome.opened as i64)
-            .bind(outcome.updated as i64)
-            .bind(outcome.resolved as i64)
-            .execute(&mut *tx)
-            .await
-            .ctx("counting the scan")?;
-
-        if let Some(days) = self.retention_days {
-            prune_in(&mut tx, report.finished_at - chrono::Duration::days(i64::from(days))).await?;
-        }
-        tx.commit().await.ctx("committing the scan report")?;
+        outcome.resolved = resolve(conn, report, &cols.fingerprint).await?;
         Ok(outcome)
     }
 
-    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
-    /// nothing without a retention. Recording a report also prunes, relative to the report's
-    /// finish time.
-    pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
-        let Some(days) = self.retention_days else { return Ok(PruneOutcome::default()) };
-        let mut tx = self.pool.begin().await.ctx("starting the transaction")?;
-        let outcome = prune_in(&mut tx, now - chrono::Duration::days(i64::from(days))).await?;
-        tx.commit().await.ctx("committing the retention pass")?;
-        Ok(outcome)
+    async fn prune_drifts(&self, conn: &mut PgConnection, cutoff: DateTime<Utc>) -> Result<u64, PgError> {
+        let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < $1")
+            .bind(cutoff)
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting old resolved drifts")?
+            .rows_affected();
+        if drifts > 0 {
+            // The triggers subtracted the deleted rows from the rollups; drop the days before the
+            // cutoff that no row contributes to any more.
+            sqlx::query(
+                "DELETE FROM drift_daily WHERE day < ($1 AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0",
+            )
+            .bind(cutoff)
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting empty rollup days")?;
+        }
+        Ok(drifts)
     }
 }
 
 /// Resolves the open drifts of the report's cluster and repository that it does not list, where
-/// the report may resolve them. One query fetches the candidates' keys and digests, Rust applies
-/// [`ScanReport::may_resolve`] and [`ScanReport::resolution`], one statement resolves.
-async fn resolve(
-    tx: &mut Transaction<'static, Postgres>,
-    report: &ScanReport,
-    seen: &[String],
-) -> Result<usize, PgError> {
-    if report.outcome == drift_core::ScanOutcome::Failed {
-        return Ok(0);
-    }
+/// the report may resolve them. One query fetches the candidates' keys and digests, the
+/// [`Resolver`] decides, one statement resolves.
+async fn resolve(conn: &mut PgConnection, report: &ScanReport, seen: &[String]) -> Result<usize, PgError> {
+    let Some(mut resolver) = Resolver::of(report) else { return Ok(0) };
     let candidates: Vec<(i64, String, String, String, String, Option<String>)> = sqlx::query_as(
         "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
          WHERE status = 'open' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
@@ -251,17 +174,14 @@ async fn resolve(
     .bind(&report.cluster)
     .bind(&report.repository)
     .bind(seen)
-    .fetch_all(&mut **tx)
+    .fetch_all(&mut *conn)
     .await
     .ctx("reading open drifts")?;
-    let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
     let (mut ids, mut resolutions) = (Vec::new(), Vec::new());
     for (id, group, kind, namespace, name, digest) in candidates {
-        let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
-        let may = *decided.entry(key.clone()).or_insert_with(|| report.may_resolve(&key));
-        if may {
+        if let Some((_, resolution)) = resolver.resolve(group, kind, namespace, name, digest.as_deref()) {
             ids.push(id);
-            resolutions.push(report.resolution(&key, digest.as_deref()).as_str());
+            resolutions.push(resolution.as_str());
         }
     }
     if ids.is_empty() {
@@ -274,39 +194,9 @@ async fn resolve(
     .bind(report.finished_at)
     .bind(&ids)
     .bind(&resolutions)
-    .execute(&mut **tx)
+    .execute(&mut *conn)
     .await
     .ctx("resolving drifts")?
     .rows_affected();
     Ok(resolved as usize)
-}
-
-async fn prune_in(tx: &mut Transaction<'static, Postgres>, cutoff: DateTime<Utc>) -> Result<PruneOutcome, PgError> {
-    let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < $1")
-        .bind(cutoff)
-        .execute(&mut **tx)
-        .await
-        .ctx("deleting old resolved drifts")?
-        .rows_affected();
-    if drifts > 0 {
-        // The triggers subtracted the deleted rows from the rollups; drop the days before the
-        // cutoff that no row contributes to any more.
-        sqlx::query(
-            "DELETE FROM drift_daily WHERE day < ($1 AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0",
-        )
-        .bind(cutoff)
-        .execute(&mut **tx)
-        .await
-        .ctx("deleting empty rollup days")?;
-    }
-    let scans = sqlx::query("DELETE FROM scans WHERE finished_at < $1")
-        .bind(cutoff)
-        .execute(&mut **tx)
-        .await
-        .ctx("deleting old scans")?
-        .rows_affected();
-    if drifts + scans > 0 {
-        tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
-    }
-    Ok(PruneOutcome { drifts, scans })
 }

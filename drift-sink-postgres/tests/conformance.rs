@@ -1,18 +1,25 @@
-//! The shared sink conformance suite of drift-testkit, against a real PostgreSQL.
+//! The shared suites of drift-testkit against a real PostgreSQL, one test per case: the sink
+//! suite (`sink::*`) and the store suite (`store::*`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::sync::Arc;
+mod sink {
+    use std::sync::Arc;
 
-use drift_core::{DriftSink, DriftStore};
+    use drift_core::{DriftSink, DriftStore};
+    use drift_sink_postgres::PostgresSink;
+    use drift_testkit::sink::Guarded;
 
-#[tokio::test]
-async fn postgres_store_passes_the_sink_conformance_suite() {
-    let server = common::server();
-    drift_testkit::sink::conformance(|| async {
-        let store = Arc::new(common::fresh(&server).await);
-        (store.clone() as Arc<dyn DriftSink>, store as Arc<dyn DriftStore>)
-    })
-    .await;
+    drift_testkit::sink_suite!(|| async {
+        let server = super::common::server();
+        let store = PostgresSink::connect(&server.create_database().await.unwrap()).await.unwrap();
+        // The server lives as long as the store.
+        let s = Guarded::new(store, server);
+        (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
+    });
+}
+
+mod store {
+    drift_testkit::store_suite!(super::common::harness());
 }

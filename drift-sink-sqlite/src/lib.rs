@@ -2,7 +2,7 @@
 //!
 //! The embedded default store of the drift detector: the same `drifts` and `scans` tables,
 //! the same behaviour and the same read side as `drift-sink-postgres`, in one SQLite file, so the
-//! `drift` binary works without any server (DESIGN section 5).
+//! `drift` binary works without any server ([docs/storage.md]).
 //!
 //! - WAL mode with a single writer connection (scans are written one at a time, the API reads
 //!   from a small pool of read-only connections meanwhile).
@@ -15,6 +15,12 @@
 //!   transaction of each write, exact, in milliseconds whatever the history's size; a filter
 //!   with `since` is computed from the rows ([`SqliteSink::stats_from_rows`]). After writing
 //!   `drifts` by hand, [`SqliteSink::rebuild_rollups`] counts them again.
+//!
+//! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
+//! `drift-sink-sql`; this crate keeps its configuration, its write path, its rollups and its
+//! migrations.
+//!
+//! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
 //!
 //! ```
 //! use drift_core::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
@@ -31,11 +37,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
+mod dialect;
 mod error;
 mod rollup;
 mod sink;
 mod stats;
-mod store;
 
 use std::fmt;
 use std::str::FromStr;
@@ -45,9 +51,11 @@ pub use drift_core::{DriftSink, DriftStore};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use config::SqliteConfig;
-pub use sink::PruneOutcome;
+pub use dialect::SqliteDialect;
+pub use drift_sink_sql::{PruneOutcome, SqlStats, SqlStore};
 
-use error::{SqlContext, SqliteError};
+use drift_sink_sql::SqlContext;
+use error::SqliteError;
 
 /// The embedded migrations (`migrations/` of this crate).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -61,6 +69,8 @@ pub struct SqliteSink {
     reader: SqlitePool,
     retention_days: Option<u32>,
 }
+
+drift_sink_sql::impl_drift_store!(SqliteSink);
 
 impl fmt::Debug for SqliteSink {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -81,7 +91,7 @@ impl SqliteSink {
     pub async fn from_config(config: &SqliteConfig) -> Result<Self> {
         config.validate()?;
         let options = SqliteConnectOptions::from_str(&config.url)
-            .map_err(|e| SqliteError::Config(format!("invalid database url {}: {e}", config.url)))?
+            .map_err(|e| SqliteError::config(format!("invalid database url {}: {e}", config.url)))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
@@ -96,7 +106,7 @@ impl SqliteSink {
             .max_lifetime(None)
             .connect_with(options.clone())
             .await
-            .ctx("opening the database")?;
+            .ctx::<SqliteDialect>("opening the database")?;
         let sink_writer = SqliteSink { writer: writer.clone(), reader: writer.clone(), retention_days: None };
         if config.migrate {
             sink_writer.migrate().await?;
@@ -109,7 +119,7 @@ impl SqliteSink {
                 .max_connections(config.read_connections)
                 .connect_with(options.read_only(true))
                 .await
-                .ctx("opening the database for reading")?
+                .ctx::<SqliteDialect>("opening the database for reading")?
         };
         Ok(SqliteSink { writer, reader, retention_days: config.retention_days })
     }
@@ -130,9 +140,4 @@ impl SqliteSink {
         self.reader.close().await;
         self.writer.close().await;
     }
-}
-
-/// Microseconds since the epoch, the stored form of a time.
-pub(crate) fn micros(t: chrono::DateTime<chrono::Utc>) -> i64 {
-    t.timestamp_micros()
 }

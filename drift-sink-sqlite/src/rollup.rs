@@ -15,8 +15,11 @@ use std::collections::HashMap;
 
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
 
+use drift_sink_sql::{DIMENSIONS, SqlContext};
+
 use crate::SqliteSink;
-use crate::error::{SqlContext, SqliteError};
+use crate::dialect::SqliteDialect;
+use crate::error::SqliteError;
 
 /// Microseconds in a day: the rollup's day number is `time / DAY_US`.
 pub(crate) const DAY_US: i64 = 86_400_000_000;
@@ -111,8 +114,6 @@ impl Rows {
     }
 }
 
-const DIMENSIONS: &str = "cluster, repository, namespace, resource_kind, drift_type, severity, status";
-
 /// Adds `sign` (+1 or -1) times the contribution of `rows` to both rollups.
 pub(crate) async fn adjust(conn: &mut SqliteConnection, sign: i64, rows: Rows) -> Result<(), SqliteError> {
     let mut q = QueryBuilder::<Sqlite>::new(format!(
@@ -150,11 +151,15 @@ impl SqliteSink {
     /// rows of `drifts` were written by hand (an operator's own `DELETE`, a bulk load): the
     /// store keeps them exact for every write it makes itself.
     pub async fn rebuild_rollups(&self) -> drift_core::Result<()> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
-        sqlx::query("DELETE FROM drift_counts").execute(&mut *tx).await.ctx("clearing drift_counts")?;
-        sqlx::query("DELETE FROM drift_daily").execute(&mut *tx).await.ctx("clearing drift_daily")?;
+        let mut tx =
+            self.writer.begin_with("BEGIN IMMEDIATE").await.ctx::<SqliteDialect>("starting the transaction")?;
+        sqlx::query("DELETE FROM drift_counts")
+            .execute(&mut *tx)
+            .await
+            .ctx::<SqliteDialect>("clearing drift_counts")?;
+        sqlx::query("DELETE FROM drift_daily").execute(&mut *tx).await.ctx::<SqliteDialect>("clearing drift_daily")?;
         adjust(&mut tx, 1, Rows::All).await?;
-        tx.commit().await.ctx("committing the rollups")?;
+        tx.commit().await.ctx::<SqliteDialect>("committing the rollups")?;
         Ok(())
     }
 }

@@ -1,148 +1,94 @@
-//! The write side: one transaction per scan report.
+//! The write side: one transaction per scan report, multi-row statements, the rollups kept in
+//! the same transaction ([`crate::rollup`]).
 
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftSink, RecordOutcome, SinkCapabilities};
-use drift_core::{Drift, Resolution, ResourceKey, Result, ScanReport};
-use serde::{Deserialize, Serialize};
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection};
+use drift_core::sink::RecordOutcome;
+use drift_core::{Drift, Resolution, Result, ScanReport};
+use drift_sink_sql::{Resolver, SqlContext, SqlStore, distinct_drifts};
+use sqlx::sqlite::SqlitePool;
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
-use crate::error::{SqlContext, SqliteError};
+use crate::SqliteSink;
+use crate::dialect::micros;
+use crate::error::SqliteError;
 use crate::rollup::{self, Delta, Dims, Rows};
-use crate::{SqliteSink, micros};
-
-/// How many times a report is written again when the database stayed busy.
-const ATTEMPTS: usize = 3;
 
 /// Rows per multi-row statement: 20 parameters each stays under SQLite's 32,766 limit.
 const CHUNK: usize = 1000;
 
-/// What a retention pass deleted.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PruneOutcome {
-    /// Resolved drifts deleted.
-    pub drifts: u64,
-    /// Scan rows deleted.
-    pub scans: u64,
-}
-
 #[async_trait]
-impl DriftSink for SqliteSink {
-    fn name(&self) -> &str {
-        "sqlite"
+impl SqlStore for SqliteSink {
+    const NAME: &'static str = "sqlite";
+
+    fn reader(&self) -> &SqlitePool {
+        &self.reader
     }
 
-    fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities { readable: true, resolves: true }
+    fn retention_days(&self) -> Option<u32> {
+        self.retention_days
     }
 
-    #[tracing::instrument(skip_all, fields(scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository))]
-    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
-        let mut attempt = 1;
-        loop {
-            match self.record_once(report).await {
-                Ok(outcome) => {
-                    tracing::debug!(
-                        opened = outcome.opened,
-                        updated = outcome.updated,
-                        resolved = outcome.resolved,
-                        replayed = outcome.replayed,
-                        "scan report recorded"
-                    );
-                    return Ok(outcome);
-                }
-                Err(e) if e.retryable() && attempt < ATTEMPTS => {
-                    tracing::warn!(error = %e, attempt, "recording the scan report failed; writing it again");
-                    attempt += 1;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+    /// IMMEDIATE: takes the write lock now, so another process cannot make the transaction
+    /// fail half-way when it upgrades from reading to writing.
+    async fn begin(&self) -> Result<Transaction<'static, Sqlite>, SqliteError> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")
     }
-}
 
-impl SqliteSink {
-    async fn record_once(&self, report: &ScanReport) -> Result<RecordOutcome, SqliteError> {
-        // IMMEDIATE: take the write lock now, so another process cannot make this transaction
-        // fail half-way when it upgrades from reading to writing.
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
-        let uncovered: Vec<_> = report.coverage.incomplete().collect();
-        let new_scan = sqlx::query(
-            "INSERT INTO scans (scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, \
-             warnings, errors, coverage) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scan_id) DO NOTHING",
-        )
-        .bind(&report.scan_id)
-        .bind(&report.cluster)
-        .bind(&report.repository)
-        .bind(&report.revision)
-        .bind(micros(report.started_at))
-        .bind(micros(report.finished_at))
-        .bind(report.outcome.as_str())
-        .bind(report.drifts.len() as i64)
-        .bind(report.warnings.len() as i64)
-        .bind(sqlx::types::Json(&report.warnings))
-        .bind(sqlx::types::Json(&uncovered))
-        .execute(&mut *tx)
-        .await
-        .ctx("recording the scan")?
-        .rows_affected();
-        if new_scan == 0 {
-            tx.rollback().await.ctx("rolling back a replay")?;
-            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
-        }
-
-        // One entry per fingerprint, the first wins (as in the reference store).
-        let mut seen = HashSet::new();
-        let drifts: Vec<(String, &Drift)> = report
-            .drifts
-            .iter()
-            .filter_map(|d| {
-                let fp = d.fingerprint(&report.cluster, &report.repository);
-                seen.insert(fp.clone()).then_some((fp, d))
-            })
-            .collect();
+    /// Multi-row upserts of 1,000 drifts, then the resolution; the changes to the rollups are
+    /// added up on the way and written at the end.
+    async fn write_drifts(
+        &self,
+        conn: &mut SqliteConnection,
+        report: &ScanReport,
+    ) -> Result<RecordOutcome, SqliteError> {
+        let drifts = distinct_drifts(report);
+        let seen: HashSet<String> = drifts.iter().map(|(fp, _)| fp.clone()).collect();
         let mut outcome = RecordOutcome::default();
         // The open rows of the scope as they are before the report: the rows it updates (an
         // open row with a drift's fingerprint has the report's cluster and repository) and the
         // candidates for resolution.
-        let open = open_rows(&mut tx, report).await?;
+        let open = open_rows(conn, report).await?;
         let mut delta = Delta::default();
         follow_upsert(report, &drifts, &open, &mut delta);
         for chunk in drifts.chunks(CHUNK) {
-            let occurrences = upsert(&mut tx, report, chunk).await?;
+            let occurrences = upsert(conn, report, chunk).await?;
             let opened = occurrences.iter().filter(|o| **o == 1).count();
             outcome.opened += opened;
             outcome.updated += occurrences.len() - opened;
         }
-        outcome.resolved = resolve(&mut tx, report, &seen, open, &mut delta).await?;
-        delta.write(&mut tx).await?;
-
-        sqlx::query("UPDATE scans SET opened = ?, updated = ?, resolved = ? WHERE scan_id = ?")
-            .bind(outcome.opened as i64)
-            .bind(outcome.updated as i64)
-            .bind(outcome.resolved as i64)
-            .bind(&report.scan_id)
-            .execute(&mut *tx)
-            .await
-            .ctx("counting the scan")?;
-        if let Some(days) = self.retention_days {
-            prune_in(&mut tx, report.finished_at - chrono::Duration::days(i64::from(days))).await?;
-        }
-        tx.commit().await.ctx("committing the scan report")?;
+        outcome.resolved = resolve(conn, report, &seen, open, &mut delta).await?;
+        delta.write(conn).await?;
         Ok(outcome)
     }
 
-    /// Deletes resolved drifts and scans older than the retention (relative to `now`); does
-    /// nothing without a retention. Recording a report also prunes, relative to the report's
-    /// finish time.
-    pub async fn prune(&self, now: DateTime<Utc>) -> Result<PruneOutcome> {
-        let Some(days) = self.retention_days else { return Ok(PruneOutcome::default()) };
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.ctx("starting the transaction")?;
-        let outcome = prune_in(&mut tx, now - chrono::Duration::days(i64::from(days))).await?;
-        tx.commit().await.ctx("committing the retention pass")?;
-        Ok(outcome)
+    /// The rows' share of the rollups is subtracted first, then the rows are deleted.
+    async fn prune_drifts(&self, conn: &mut SqliteConnection, cutoff: DateTime<Utc>) -> Result<u64, SqliteError> {
+        let old: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM drifts WHERE status = 'resolved' AND resolved_at < ? LIMIT 1")
+                .bind(micros(cutoff))
+                .fetch_optional(&mut *conn)
+                .await
+                .ctx("finding old resolved drifts")?;
+        if old.is_none() {
+            return Ok(0);
+        }
+        rollup::adjust(&mut *conn, -1, Rows::ResolvedBefore(micros(cutoff))).await?;
+        let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
+            .bind(micros(cutoff))
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting old resolved drifts")?
+            .rows_affected();
+        // Rollup keys of days before the cutoff that no row contributes to any more.
+        sqlx::query("DELETE FROM drift_daily WHERE day < ? AND opened = 0 AND resolved = 0")
+            .bind(micros(cutoff).div_euclid(rollup::DAY_US))
+            .execute(&mut *conn)
+            .await
+            .ctx("deleting empty rollup days")?;
+        Ok(drifts)
     }
 }
 
@@ -251,20 +197,15 @@ async fn resolve(
     open: Vec<OpenRow>,
     delta: &mut Delta,
 ) -> Result<usize, SqliteError> {
-    if report.outcome == drift_core::ScanOutcome::Failed {
-        return Ok(0);
-    }
-    let mut decided: HashMap<ResourceKey, bool> = HashMap::new();
+    let Some(mut resolver) = Resolver::of(report) else { return Ok(0) };
     let mut ids: HashMap<Resolution, Vec<i64>> = HashMap::new();
     let now = micros(report.finished_at);
     for (id, fp, group, kind, namespace, name, drift_type, severity, detected, digest) in open {
         if seen.contains(&fp) {
             continue;
         }
-        let key = ResourceKey { group, kind, namespace: (!namespace.is_empty()).then_some(namespace), name };
-        let may = *decided.entry(key.clone()).or_insert_with(|| report.may_resolve(&key));
-        if may {
-            ids.entry(report.resolution(&key, digest.as_deref())).or_default().push(id);
+        if let Some((key, resolution)) = resolver.resolve(group, kind, namespace, name, digest.as_deref()) {
+            ids.entry(resolution).or_default().push(id);
             let dims = |status: &str| -> Dims {
                 [
                     report.cluster.clone(),
@@ -295,39 +236,4 @@ async fn resolve(
         .rows_affected();
     }
     Ok(resolved as usize)
-}
-
-async fn prune_in(conn: &mut SqliteConnection, cutoff: DateTime<Utc>) -> Result<PruneOutcome, SqliteError> {
-    let old: Option<i64> =
-        sqlx::query_scalar("SELECT 1 FROM drifts WHERE status = 'resolved' AND resolved_at < ? LIMIT 1")
-            .bind(micros(cutoff))
-            .fetch_optional(&mut *conn)
-            .await
-            .ctx("finding old resolved drifts")?;
-    let mut drifts = 0;
-    if old.is_some() {
-        rollup::adjust(&mut *conn, -1, Rows::ResolvedBefore(micros(cutoff))).await?;
-        drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < ?")
-            .bind(micros(cutoff))
-            .execute(&mut *conn)
-            .await
-            .ctx("deleting old resolved drifts")?
-            .rows_affected();
-        // Rollup keys of days before the cutoff that no row contributes to any more.
-        sqlx::query("DELETE FROM drift_daily WHERE day < ? AND opened = 0 AND resolved = 0")
-            .bind(micros(cutoff).div_euclid(86_400_000_000))
-            .execute(&mut *conn)
-            .await
-            .ctx("deleting empty rollup days")?;
-    }
-    let scans = sqlx::query("DELETE FROM scans WHERE finished_at < ?")
-        .bind(micros(cutoff))
-        .execute(&mut *conn)
-        .await
-        .ctx("deleting old scans")?
-        .rows_affected();
-    if drifts + scans > 0 {
-        tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
-    }
-    Ok(PruneOutcome { drifts, scans })
 }

@@ -1,31 +1,40 @@
-//! The shared sink conformance suite of drift-testkit, against SQLite files.
+//! The shared suites of drift-testkit against SQLite, one test per case: the sink suite on a
+//! database file (`sink::file::*`) and in memory (`sink::in_memory::*`), and the store suite
+//! (`store::*`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+mod common;
 
-use drift_core::{DriftSink, DriftStore};
-use drift_sink_sqlite::SqliteSink;
+mod sink {
+    mod file {
+        use std::sync::Arc;
 
-#[tokio::test]
-async fn sqlite_file_store_passes_the_sink_conformance_suite() {
-    let dir = tempfile::tempdir().unwrap();
-    let n = AtomicU32::new(0);
-    drift_testkit::sink::conformance(|| {
-        let path = dir.path().join(format!("drift-{}.db", n.fetch_add(1, Ordering::Relaxed)));
-        async move {
-            let store = Arc::new(SqliteSink::open(&format!("sqlite://{}", path.display())).await.unwrap());
-            (store.clone() as Arc<dyn DriftSink>, store as Arc<dyn DriftStore>)
-        }
-    })
-    .await;
+        use drift_core::{DriftSink, DriftStore};
+        use drift_sink_sqlite::SqliteSink;
+        use drift_testkit::sink::Guarded;
+
+        drift_testkit::sink_suite!(|| async {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SqliteSink::open(&format!("sqlite://{}", dir.path().join("drift.db").display())).await.unwrap();
+            // The folder lives as long as the store.
+            let s = Guarded::new(store, dir);
+            (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
+        });
+    }
+
+    mod in_memory {
+        use std::sync::Arc;
+
+        use drift_core::{DriftSink, DriftStore};
+        use drift_sink_sqlite::SqliteSink;
+
+        drift_testkit::sink_suite!(|| async {
+            let s = Arc::new(SqliteSink::open("sqlite::memory:").await.unwrap());
+            (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
+        });
+    }
 }
 
-#[tokio::test]
-async fn sqlite_memory_store_passes_the_sink_conformance_suite() {
-    drift_testkit::sink::conformance(|| async {
-        let store = Arc::new(SqliteSink::open("sqlite::memory:").await.unwrap());
-        (store.clone() as Arc<dyn DriftSink>, store as Arc<dyn DriftStore>)
-    })
-    .await;
+mod store {
+    drift_testkit::store_suite!(super::common::harness());
 }

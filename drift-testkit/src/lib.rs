@@ -8,19 +8,25 @@
 //! - [`desired::conformance`] for a [`drift_core::DesiredSource`];
 //! - [`live::conformance`] for a [`drift_core::LiveSource`], through a [`live::LiveHarness`]
 //!   that loads the [`fixtures`] into the backend;
-//! - [`sink::conformance`] for a [`drift_core::DriftSink`] that is also a
-//!   [`drift_core::DriftStore`].
+//! - [`sink_suite!`] for a [`drift_core::DriftSink`] (most cases need one that is also a
+//!   [`drift_core::DriftStore`]): one test per case of [`sink`];
+//! - [`store_suite!`] for the SQL stores' behaviour (history, rollups, agreement with the
+//!   reference store, 10,000 drifts), through a [`store::StoreHarness`]: one test per case of
+//!   [`store`].
 //!
 //! Every function panics with the name of the failed case, so a test that calls it fails with a
 //! clear message.
 //!
 //! ```
-//! use std::sync::Arc;
-//! use drift_core::memory::MemoryStore;
-//! futures::executor::block_on(drift_testkit::sink::conformance(|| async {
-//!     let store = Arc::new(MemoryStore::new());
-//!     (store.clone() as Arc<dyn drift_core::DriftSink>, store as Arc<dyn drift_core::DriftStore>)
-//! }));
+//! // In an adapter's tests/conformance.rs: the runner lists `sink::lifecycle`, ...
+//! mod sink {
+//!     use std::sync::Arc;
+//!     use drift_core::{DriftSink, DriftStore, memory::MemoryStore};
+//!     drift_testkit::sink_suite!(|| async {
+//!         let s = Arc::new(MemoryStore::new());
+//!         (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
+//!     });
+//! }
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
@@ -28,16 +34,31 @@ pub mod desired;
 pub mod fixtures;
 pub mod live;
 pub mod sink;
+pub mod store;
+pub mod store_bench;
 
 /// What the suite macros need in the crate that expands them, without it depending on them.
 #[doc(hidden)]
 pub mod __private {
     pub use tokio;
+
+    /// Runs a test case on a tokio runtime of its own: one thread (as `#[tokio::test]`), or
+    /// `threads` worker threads. The runtime is built here rather than with `#[tokio::test]`,
+    /// whose `crate = "..."` option cannot name `$crate`.
+    pub fn run<F: std::future::Future>(threads: usize, case: F) -> F::Output {
+        let mut builder = if threads > 1 {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(threads);
+            b
+        } else {
+            tokio::runtime::Builder::new_current_thread()
+        };
+        builder.enable_all().build().expect("a tokio runtime for the test").block_on(case)
+    }
 }
 
 /// One test per case: `$crate::$suite::$case(&harness)` on a fresh harness, on a tokio runtime
-/// of two workers. The runtime is built here rather than with `#[tokio::test]`, whose
-/// `crate = "..."` option cannot name `$crate`.
+/// of two workers.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __case_tests {
@@ -45,15 +66,10 @@ macro_rules! __case_tests {
         $(
             #[test]
             fn $case() {
-                $crate::__private::tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .expect("a tokio runtime for the case")
-                    .block_on(async {
-                        let harness = $harness.await;
-                        $crate::$suite::$case(&harness).await;
-                    });
+                $crate::__private::run(2, async {
+                    let harness = $harness.await;
+                    $crate::$suite::$case(&harness).await;
+                });
             }
         )*
     };

@@ -1,35 +1,188 @@
-//! Conformance of sinks that are also stores (DESIGN section 5).
+//! Conformance of sinks, most of whose cases need a sink that is also a store (see
+//! docs/storage.md for what the stores keep). Each case is a function taking the sink and the
+//! same object seen as a store; [`sink_suite!`](crate::sink_suite) turns each into a test of
+//! its own. A case whose capability is off ([`SinkCapabilities`]) prints
+//! `skipped: <case>: <reason>` and returns.
 
-use std::future::Future;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use drift_core::sink::*;
 use drift_core::*;
 use serde_json::json;
 
 use crate::fixtures::{drift, key, report, t, with_digest};
 
-/// Runs every sink case. `fresh` returns a new, empty store each call (the same object seen as
-/// a sink and as a store).
-pub async fn conformance<F, Fut>(fresh: F)
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = (Arc<dyn DriftSink>, Arc<dyn DriftStore>)>,
-{
-    let (sink, store) = fresh().await;
-    empty_store(&*sink, &*store).await;
-    let (sink, store) = fresh().await;
-    lifecycle(&*sink, &*store).await;
-    let (sink, store) = fresh().await;
-    resolution_needs_coverage(&*sink, &*store).await;
-    let (sink, store) = fresh().await;
-    removed_from_git(&*sink, &*store).await;
-    let (sink, store) = fresh().await;
-    resolutions(&*sink, &*store).await;
-    let (sink, store) = fresh().await;
-    listing(&*sink, &*store).await;
-    let (sink, store) = fresh().await;
-    statistics(&*sink, &*store).await;
+/// Expands to one test per case of [`crate::sink`], named after the case. `$fresh` is an
+/// expression callable with no argument that returns a future of a new, empty sink and the same
+/// object as a store: `(Arc<dyn DriftSink>, Arc<dyn DriftStore>)`. Call it inside a module
+/// (`mod sink { drift_testkit::sink_suite!(...); }`), so that the runner lists
+/// `sink::lifecycle` and the others.
+///
+/// ```
+/// mod sink {
+///     use std::sync::Arc;
+///     use drift_core::{DriftSink, DriftStore, memory::MemoryStore};
+///     drift_testkit::sink_suite!(|| async {
+///         let s = Arc::new(MemoryStore::new());
+///         (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
+///     });
+/// }
+/// ```
+///
+/// A sink that cannot be read back (a file, a chat, a queue) gives only the sink:
+/// `sink_suite!(write_only: || async { Arc::new(MySink::new()) as Arc<dyn DriftSink> })`. The
+/// cases that need a store then say they are skipped, and the store they are handed answers
+/// every call with an error, so a sink that claims `readable` there fails clearly.
+#[macro_export]
+macro_rules! sink_suite {
+    (write_only: $fresh:expr) => {
+        $crate::sink_suite!(|| async {
+            let sink: ::std::sync::Arc<dyn ::drift_core::DriftSink> = ($fresh)().await;
+            let store: ::std::sync::Arc<dyn ::drift_core::DriftStore> = ::std::sync::Arc::new($crate::sink::Unreadable);
+            (sink, store)
+        });
+    };
+    ($fresh:expr) => {
+        $crate::__sink_cases!(
+            $fresh;
+            records_every_report,
+            empty_store,
+            lifecycle,
+            resolution_needs_coverage,
+            removed_from_git,
+            resolutions,
+            listing,
+            statistics
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __sink_cases {
+    ($fresh:expr; $($case:ident),+) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::__private::run(1, async {
+                    let (sink, store) = ($fresh)().await;
+                    $crate::sink::$case(&*sink, &*store).await;
+                });
+            }
+        )+
+    };
+}
+
+/// Whether the case may run; prints why not.
+fn runs(case: &str, sink: &dyn DriftSink, resolves: bool) -> bool {
+    let caps = sink.capabilities();
+    let reason = if !caps.readable {
+        "the sink cannot be read back (SinkCapabilities::readable is off)"
+    } else if resolves && !caps.resolves {
+        "the sink does not resolve drifts (SinkCapabilities::resolves is off)"
+    } else {
+        return true;
+    };
+    println!("skipped: {case}: {reason}");
+    false
+}
+
+/// A sink and a store sharing one owner, kept alive with a guard: a test database server, a
+/// temporary folder. What a `sink_suite!` of a store whose database lives only as long as the
+/// test returns.
+pub struct Guarded<S, G> {
+    inner: S,
+    _guard: G,
+}
+
+impl<S: std::fmt::Debug, G> std::fmt::Debug for Guarded<S, G> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl<S, G> Guarded<S, G> {
+    /// `inner`, keeping `guard` alive as long as it is.
+    pub fn new(inner: S, guard: G) -> Arc<Self> {
+        Arc::new(Guarded { inner, _guard: guard })
+    }
+}
+
+#[async_trait]
+impl<S: DriftSink, G: Send + Sync> DriftSink for Guarded<S, G> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capabilities(&self) -> SinkCapabilities {
+        self.inner.capabilities()
+    }
+    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
+        self.inner.record(report).await
+    }
+}
+
+#[async_trait]
+impl<S: DriftStore, G: Send + Sync> DriftStore for Guarded<S, G> {
+    async fn list(&self, filter: &DriftFilter, page: PageRequest) -> Result<DriftPage> {
+        self.inner.list(filter, page).await
+    }
+    async fn get(&self, id: i64) -> Result<StoredDrift> {
+        self.inner.get(id).await
+    }
+    async fn stats(&self, filter: &DriftFilter, now: chrono::DateTime<chrono::Utc>) -> Result<DriftStats> {
+        self.inner.stats(filter, now).await
+    }
+    async fn recent_scans(&self, limit: u32) -> Result<Vec<ScanRecord>> {
+        self.inner.recent_scans(limit).await
+    }
+    async fn ping(&self) -> Result<()> {
+        self.inner.ping().await
+    }
+}
+
+/// Any sink, readable or not: reports are accepted, and a report recorded again (the same scan
+/// id) is accepted too.
+pub async fn records_every_report(sink: &dyn DriftSink, _store: &dyn DriftStore) {
+    let web = key("Deployment", "shop", "web");
+    let d = drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(5));
+    let r1 = report("any-1", t(0), std::slice::from_ref(&web), vec![d]);
+    let first = sink.record(&r1).await.expect("[records_every_report] record a report with a drift");
+    assert!(!first.replayed, "[records_every_report] a new scan id is not a replay");
+    let second = sink.record(&report("any-2", t(5), std::slice::from_ref(&web), vec![])).await;
+    assert!(!second.expect("[records_every_report] an empty report").replayed, "[records_every_report] any-2 is new");
+    let again = sink.record(&r1).await.expect("[records_every_report] recording a scan id again is not an error");
+    assert!(again.replayed, "[records_every_report] the same scan id again is a replay (idempotent per scan id)");
+}
+
+/// The store a write-only sink's suite is handed (`sink_suite!(write_only: ...)`): every call
+/// fails, since such a sink cannot be read back.
+#[derive(Debug)]
+pub struct Unreadable;
+
+#[async_trait]
+impl DriftStore for Unreadable {
+    async fn list(&self, _: &DriftFilter, _: PageRequest) -> Result<DriftPage> {
+        Err(Self::error())
+    }
+    async fn get(&self, _: i64) -> Result<StoredDrift> {
+        Err(Self::error())
+    }
+    async fn stats(&self, _: &DriftFilter, _: chrono::DateTime<chrono::Utc>) -> Result<DriftStats> {
+        Err(Self::error())
+    }
+    async fn recent_scans(&self, _: u32) -> Result<Vec<ScanRecord>> {
+        Err(Self::error())
+    }
+    async fn ping(&self) -> Result<()> {
+        Err(Self::error())
+    }
+}
+
+impl Unreadable {
+    fn error() -> Error {
+        Error::unsupported("a write-only sink cannot be read back (sink_suite!(write_only: ...))")
+    }
 }
 
 async fn open_rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
@@ -41,8 +194,12 @@ async fn all_rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
     store.list(&DriftFilter::default(), PageRequest { limit: 1000, after: None }).await.expect("list").items
 }
 
-async fn empty_store(sink: &dyn DriftSink, store: &dyn DriftStore) {
-    assert!(sink.capabilities().readable, "[empty_store] a store must say it is readable");
+/// A new store lists nothing, answers a missing id with NotFound and a limit of 0 with
+/// InvalidInput, and has empty statistics over 7 days.
+pub async fn empty_store(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("empty_store", sink, false) {
+        return;
+    }
     store.ping().await.expect("[empty_store] ping");
     let page = store.list(&DriftFilter::default(), PageRequest::default()).await.expect("[empty_store] list");
     assert!(page.items.is_empty() && page.next.is_none(), "[empty_store] a new store lists nothing");
@@ -56,7 +213,12 @@ async fn empty_store(sink: &dyn DriftSink, store: &dyn DriftStore) {
     assert!(store.recent_scans(10).await.expect("[empty_store] scans").is_empty());
 }
 
-async fn lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
+/// A drift opened, seen again, replayed, resolved, back again; failed scans and other
+/// repositories resolve nothing; one scan row per scan id.
+pub async fn lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("lifecycle", sink, true) {
+        return;
+    }
     let web = key("Deployment", "shop", "web");
     let replicas = |v| drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(v));
 
@@ -128,7 +290,11 @@ async fn lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
     assert_eq!(scans.iter().find(|s| s.scan_id == "scan-1").map(|s| s.drifts), Some(2));
 }
 
-async fn resolution_needs_coverage(sink: &dyn DriftSink, store: &dyn DriftStore) {
+/// A namespace the scan could not read keeps its drifts open and unseen.
+pub async fn resolution_needs_coverage(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("resolution_needs_coverage", sink, true) {
+        return;
+    }
     let shop = key("ConfigMap", "shop", "settings");
     let billing = key("ConfigMap", "billing", "settings");
     let cm = |ns| drift("ConfigMap", ns, "settings", DriftType::ConfigmapDrift, "data.mode", json!("x"));
@@ -146,7 +312,11 @@ async fn resolution_needs_coverage(sink: &dyn DriftSink, store: &dyn DriftStore)
     assert_eq!(open[0].last_seen, t(0), "[coverage] an unread drift is not 'seen'");
 }
 
-async fn removed_from_git(sink: &dyn DriftSink, store: &dyn DriftStore) {
+/// An object gone from Git resolves its drifts only when the whole desired state was read.
+pub async fn removed_from_git(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("removed_from_git", sink, true) {
+        return;
+    }
     let web = key("Deployment", "shop", "web");
     let d = drift(
         "Deployment",
@@ -169,7 +339,10 @@ async fn removed_from_git(sink: &dyn DriftSink, store: &dyn DriftStore) {
 
 /// How each drift went away: put back in the cluster (Git's object unchanged), accepted into
 /// Git (Git's object changed), or removed from Git.
-async fn resolutions(sink: &dyn DriftSink, store: &dyn DriftStore) {
+pub async fn resolutions(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("resolutions", sink, true) {
+        return;
+    }
     let (web, cm) = (key("Deployment", "shop", "web"), key("ConfigMap", "shop", "settings"));
     let replicas = |v| drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(v));
     let mode = drift("ConfigMap", "shop", "settings", DriftType::ConfigmapDrift, "data.mode", json!("slow"));
@@ -209,7 +382,11 @@ async fn resolutions(sink: &dyn DriftSink, store: &dyn DriftStore) {
     assert_eq!(last.resolution, Some(Resolution::Reverted), "[resolutions] digest of the last sighting counts");
 }
 
-async fn listing(sink: &dyn DriftSink, store: &dyn DriftStore) {
+/// JSON values round-trip; every filter field selects; keyset pages are disjoint and complete.
+pub async fn listing(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("listing", sink, true) {
+        return;
+    }
     let keys =
         [key("Deployment", "shop", "web"), key("Service", "shop", "web"), key("ConfigMap", "billing", "settings")];
     let mut drifts = vec![
@@ -317,7 +494,12 @@ async fn listing(sink: &dyn DriftSink, store: &dyn DriftStore) {
     assert_eq!(seen.len(), 5, "[listing] pagination returns every row");
 }
 
-async fn statistics(sink: &dyn DriftSink, store: &dyn DriftStore) {
+/// Counts by status, severity, type, namespace and repository; a 7-day trend; mean and
+/// continuous 95th percentile of the time to resolve; filters apply.
+pub async fn statistics(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("statistics", sink, true) {
+        return;
+    }
     let keys = [key("Deployment", "shop", "web"), key("ConfigMap", "billing", "settings")];
     let mut critical = drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", json!(1));
     critical.severity = Severity::Critical;

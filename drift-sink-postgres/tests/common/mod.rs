@@ -1,14 +1,22 @@
-//! Helpers shared by the integration tests: a throwaway server, fresh stores, drifts and reports.
+//! The harness of the shared store suite and helpers of the PostgreSQL-only tests: a
+//! throwaway server, fresh stores, the rollups checked against the rows.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest, StoredDrift};
-use drift_core::{Drift, DriftType, ResourceKey, ScanReport};
-use drift_sink_postgres::PostgresSink;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use drift_core::sink::RecordOutcome;
+use drift_core::{DriftSink, ScanReport};
+use drift_sink_postgres::{PostgresConfig, PostgresSink};
+use drift_sink_sql::testkit::{Harness, SqlHarness};
 use drift_testkit_pg::PgServer;
+use sqlx::Connection;
+use sqlx::postgres::PgPool;
 
 #[allow(unused_imports)]
-pub use drift_testkit::fixtures::{key, report, t};
+pub use drift_testkit::fixtures::{report as scan, stats_filters, t};
+#[allow(unused_imports)]
+pub use drift_testkit::store::{deployment, open, random_drifts, replicas, rows, sequence, world};
 
 /// Starts a server (one per test process).
 pub fn server() -> PgServer {
@@ -21,45 +29,73 @@ pub async fn fresh(server: &PgServer) -> PostgresSink {
     PostgresSink::connect(&url).await.expect("connect")
 }
 
-/// A replicas drift of a Deployment, with this live value.
-pub fn replicas(namespace: &str, name: &str, live: i64) -> Drift {
-    drift_testkit::fixtures::drift(
-        "Deployment",
-        namespace,
-        name,
-        DriftType::ReplicasDrift,
-        "spec.replicas",
-        live.into(),
-    )
+/// The store suite's view of PostgreSQL: one server per test, a database per store.
+pub struct Pg {
+    pub server: PgServer,
 }
 
-/// The key of a Deployment.
-pub fn deployment(namespace: &str, name: &str) -> ResourceKey {
-    key("Deployment", namespace, name)
+/// A harness with a server of its own.
+pub fn harness() -> Harness<Pg> {
+    Harness(Pg { server: server() })
 }
 
-/// A successful report at `at` over `desired` (complete coverage) listing `drifts`.
-pub fn scan(id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts: Vec<Drift>) -> ScanReport {
-    report(id, at, desired, drifts)
-}
+#[async_trait]
+impl SqlHarness for Pg {
+    type Store = PostgresSink;
+    const OPEN_ROW_CONSTRAINT: &'static str = "drifts_open_fingerprint";
 
-/// Every row, newest first.
-pub async fn rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
-    let mut out = Vec::new();
-    let mut after = None;
-    loop {
-        let page = store.list(&DriftFilter::default(), PageRequest { limit: 1000, after }).await.unwrap();
-        out.extend(page.items);
-        match page.next {
-            Some(n) => after = Some(n),
-            None => return out,
-        }
+    async fn open(&self, retention_days: Option<u32>) -> PostgresSink {
+        let url = self.server.create_database().await.unwrap();
+        let config = PostgresConfig { retention_days, ..PostgresConfig::new(&url) };
+        PostgresSink::from_config(&config).await.unwrap()
+    }
+
+    async fn reopen(&self, store: &PostgresSink) -> PostgresSink {
+        let options = store.pool().connect_options().as_ref().clone();
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(5).connect_with(options).await.unwrap();
+        PostgresSink::from_pool(pool, None)
+    }
+
+    fn pool(store: &PostgresSink) -> &PgPool {
+        store.pool()
+    }
+
+    async fn assert_rollups_match_rows(&self, store: &PostgresSink) {
+        assert_rollups_match_rows(store).await;
+    }
+
+    /// Both writers are held at their first statement by a lock on `scans`, then let go
+    /// together.
+    async fn race(&self, a: &ScanReport, b: &ScanReport) -> Option<(RecordOutcome, RecordOutcome, PostgresSink)> {
+        let url = self.server.create_database().await.unwrap();
+        let (wa, wb) = (PostgresSink::connect(&url).await.unwrap(), PostgresSink::connect(&url).await.unwrap());
+        let mut gate = sqlx::PgConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut gate).await.unwrap();
+        sqlx::query("LOCK TABLE scans IN EXCLUSIVE MODE").execute(&mut gate).await.unwrap();
+        let (a, b) = (a.clone(), b.clone());
+        let (ta, tb) =
+            (tokio::spawn(async move { wa.record(&a).await }), tokio::spawn(async move { wb.record(&b).await }));
+        let waiting =
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'drift' AND wait_event_type = 'Lock'";
+        wait_for(&url, waiting, 2).await;
+        sqlx::query("COMMIT").execute(&mut gate).await.unwrap();
+        let (oa, ob) = (ta.await.unwrap().unwrap(), tb.await.unwrap().unwrap());
+        Some((oa, ob, PostgresSink::connect(&url).await.unwrap()))
     }
 }
 
-/// Open rows, newest first.
-pub async fn open(store: &dyn DriftStore) -> Vec<StoredDrift> {
-    rows(store).await.into_iter().filter(|r| r.status == DriftStatus::Open).collect()
+/// Polls a count until it reaches `want` (a condition, not a delay), for at most a minute.
+pub async fn wait_for(url: &str, sql: &'static str, want: i64) {
+    let mut c = sqlx::PgConnection::connect(url).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let n: i64 = sqlx::query_scalar(sql).fetch_one(&mut c).await.unwrap();
+        if n >= want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "condition not reached: {sql}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A rollup key and its figures, as read from a rollup table or recomputed from the rows.
@@ -116,12 +152,4 @@ pub async fn assert_rollups_match_rows(store: &PostgresSink) {
     .await
     .unwrap();
     assert!(negative.is_empty(), "negative rollup figures: {negative:?}");
-}
-
-/// Stats of `store` for `filter` (from the rollups unless it names `since`) equal the stats
-/// computed from its rows.
-pub async fn assert_stats_match_rows(store: &PostgresSink, filter: &DriftFilter, now: DateTime<Utc>) {
-    let a = store.stats(filter, now).await.unwrap();
-    let b = store.stats_from_rows(filter, now).await.unwrap();
-    assert_eq!(a, b, "{filter:?} at {now}");
 }

@@ -1,9 +1,61 @@
-//! Checks of the statistics rollups shared by the integration tests.
+//! The harness of the shared store suite and helpers of the SQLite-only tests: database files
+//! in a temporary folder, the rollups checked against the rows.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStore};
-use drift_sink_sqlite::SqliteSink;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use drift_sink_sql::testkit::{Harness, SqlHarness};
+use drift_sink_sqlite::{SqliteConfig, SqliteSink};
+use sqlx::sqlite::SqlitePool;
+
+#[allow(unused_imports)]
+pub use drift_testkit::fixtures::{report as scan, t};
+#[allow(unused_imports)]
+pub use drift_testkit::store::{deployment, random_drifts, replicas, rows, sequence, world};
+
+/// The store suite's view of SQLite: a database file per store, in a folder of the test's own.
+pub struct Sqlite {
+    dir: tempfile::TempDir,
+    files: AtomicU32,
+}
+
+/// A harness with a temporary folder of its own.
+pub fn harness() -> Harness<Sqlite> {
+    Harness(Sqlite { dir: tempfile::tempdir().unwrap(), files: AtomicU32::new(0) })
+}
+
+impl Sqlite {
+    /// The URL of a new database file.
+    pub fn url(&self) -> String {
+        let n = self.files.fetch_add(1, Ordering::Relaxed);
+        format!("sqlite://{}", self.dir.path().join(format!("drift-{n}.db")).display())
+    }
+}
+
+#[async_trait]
+impl SqlHarness for Sqlite {
+    type Store = SqliteSink;
+    const OPEN_ROW_CONSTRAINT: &'static str = "UNIQUE";
+
+    async fn open(&self, retention_days: Option<u32>) -> SqliteSink {
+        let config = SqliteConfig { retention_days, ..SqliteConfig::new(self.url()) };
+        SqliteSink::from_config(&config).await.unwrap()
+    }
+
+    async fn reopen(&self, store: &SqliteSink) -> SqliteSink {
+        let file = store.pool().connect_options().get_filename().to_owned();
+        SqliteSink::open(&format!("sqlite://{}", file.display())).await.unwrap()
+    }
+
+    fn pool(store: &SqliteSink) -> &SqlitePool {
+        store.pool()
+    }
+
+    async fn assert_rollups_match_rows(&self, store: &SqliteSink) {
+        assert_rollups_match_rows(store).await;
+    }
+}
 
 /// A rollup key and its figures, as read from a rollup table or recomputed from the rows.
 type Counts = (String, String, String, String, String, String, String, i64, i64);
@@ -57,12 +109,4 @@ pub async fn assert_rollups_match_rows(store: &SqliteSink) {
     .await
     .unwrap();
     assert_eq!(negative, 0, "no negative rollup count");
-}
-
-/// Stats of `store` for `filter` (from the rollups unless it names `since`) equal the stats
-/// computed from its rows.
-pub async fn assert_stats_match_rows(store: &SqliteSink, filter: &DriftFilter, now: DateTime<Utc>) {
-    let a = store.stats(filter, now).await.unwrap();
-    let b = store.stats_from_rows(filter, now).await.unwrap();
-    assert_eq!(a, b, "{filter:?} at {now}");
 }

@@ -1,0 +1,45 @@
+//! PostgreSQL as the shared SQL store code sees it.
+
+use chrono::{DateTime, Utc};
+use drift_core::ErrorKind;
+use drift_sink_sql::{Dialect, SqlError};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::postgres::{PgQueryResult, PgRow};
+
+/// PostgreSQL for the shared SQL store code: times are `timestamptz`, JSON values `jsonb`, error
+/// codes SQLSTATEs.
+#[derive(Debug)]
+pub struct PgDialect;
+
+/// The shared statements, in PostgreSQL.
+pub(crate) type Sql = drift_sink_sql::Sql<PgDialect>;
+
+impl Dialect for PgDialect {
+    type Db = sqlx::Postgres;
+    type Time = DateTime<Utc>;
+
+    const STORE: &'static str = "postgres store";
+
+    fn time(t: DateTime<Utc>) -> DateTime<Utc> {
+        t
+    }
+
+    fn from_time(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        Some(t)
+    }
+
+    fn json(row: &PgRow, _id: i64, column: &str) -> Result<Option<Value>, SqlError<PgDialect>> {
+        let value: Option<sqlx::types::Json<Value>> =
+            row.try_get(column).map_err(|e| SqlError::sql("reading a drift row", e))?;
+        Ok(value.map(|j| j.0))
+    }
+
+    fn rows_affected(result: &PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    fn classify_code(code: &str) -> (ErrorKind, bool) {
+        crate::error::classify_code(code)
+    }
+}

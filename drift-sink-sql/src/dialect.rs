@@ -1,0 +1,39 @@
+//! What differs between the databases in the shared code: the driver, how a time and a JSON
+//! value are stored, and what a database error code means.
+
+use chrono::{DateTime, Utc};
+use drift_core::ErrorKind;
+use serde_json::Value;
+use sqlx::{Database, Decode, Encode, Type};
+
+use crate::error::SqlError;
+
+/// One SQL database as the shared store code sees it. Implemented by a unit type in each store
+/// crate (`drift_sink_postgres`, `drift_sink_sqlite`).
+pub trait Dialect: Send + Sync + Sized + 'static {
+    /// The sqlx driver.
+    type Db: Database;
+    /// The stored form of a time: `timestamptz` in PostgreSQL, microseconds since the epoch in
+    /// an `INTEGER` in SQLite.
+    type Time: for<'q> Encode<'q, Self::Db> + for<'r> Decode<'r, Self::Db> + Type<Self::Db> + Send + Sync;
+
+    /// What the errors of this store say they come from (`postgres store`).
+    const STORE: &'static str;
+
+    /// A time as stored.
+    fn time(t: DateTime<Utc>) -> Self::Time;
+
+    /// A stored time, or `None` when it is out of range.
+    fn from_time(t: Self::Time) -> Option<DateTime<Utc>>;
+
+    /// Reads a JSON column of a row (`jsonb` in PostgreSQL, `TEXT` in SQLite); `id` names the
+    /// row in the error when the value cannot be read.
+    fn json(row: &<Self::Db as Database>::Row, id: i64, column: &str) -> Result<Option<Value>, SqlError<Self>>;
+
+    /// How many rows a statement changed.
+    fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;
+
+    /// The kind of a database error by its code (SQLSTATE, SQLite result code), and whether
+    /// writing the report again may succeed.
+    fn classify_code(code: &str) -> (ErrorKind, bool);
+}

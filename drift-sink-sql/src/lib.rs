@@ -1,0 +1,156 @@
+//! # drift-sink-sql
+//!
+//! What the SQL stores of the drift detector (`drift-sink-postgres`, `drift-sink-sqlite`) share,
+//! written once over sqlx's [`Database`](sqlx::Database) and a small [`Dialect`]:
+//!
+//! - the columns of a drift row ([`COLUMNS`]) and of the rollups ([`DIMENSIONS`]);
+//! - the filter and keyset paging builder, row decoding, listing, scans and ping ([`Sql`]);
+//! - the scan row of a report, which drifts of a report count ([`distinct_drifts`]), which open
+//!   drifts it resolves and how ([`Resolver`]), retention's cutoff ([`cutoff`], [`PruneOutcome`]);
+//! - error classification ([`SqlError`], [`classify`]) and the retry loop of `record`
+//!   ([`record`]).
+//!
+//! Each store keeps what truly differs: its configuration, its write path
+//! ([`SqlStore::write_drifts`]), its rollup strategy and statistics, and its migrations. It
+//! implements [`SqlStore`] and calls [`impl_drift_store!`], which implements
+//! [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore) with the
+//! shared code. docs/storage.md describes the schema and the behaviour both stores have.
+//!
+//! A store crate declares its dialect (`impl Dialect for PgDialect`), implements [`SqlStore`]
+//! and [`SqlStats`] for its store type, and calls `impl_drift_store!(PostgresSink)`. The rules
+//! of a write are plain functions over a report:
+//!
+//! ```
+//! use drift_core::{DriftType, ScanOutcome};
+//! use drift_testkit::fixtures::{drift, key, report, t};
+//!
+//! let web = key("Deployment", "shop", "web");
+//! let d = drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", 3.into());
+//! // Listed twice, counted once.
+//! let r = report("scan-1", t(0), &[web.clone()], vec![d.clone(), d]);
+//! assert_eq!(drift_sink_sql::distinct_drifts(&r).len(), 1);
+//! // A scan that read the Deployment and did not see its drift resolves it; a failed one does not.
+//! let mut resolver = drift_sink_sql::Resolver::of(&r).unwrap();
+//! let how = resolver.resolve("apps".into(), "Deployment".into(), "shop".into(), "web".into(), Some("d0"));
+//! assert_eq!(how.map(|(_, resolution)| resolution), Some(drift_core::Resolution::Reverted));
+//! let mut failed = r.clone();
+//! failed.outcome = ScanOutcome::Failed;
+//! assert!(drift_sink_sql::Resolver::of(&failed).is_none());
+//! ```
+
+mod dialect;
+mod error;
+mod sql;
+#[cfg(feature = "testkit")]
+pub mod testkit;
+mod write;
+
+pub use dialect::Dialect;
+pub use error::{SqlContext, SqlError, classify};
+pub use sql::{COLUMNS, DIMENSIONS, Sql};
+pub use write::{
+    ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, cutoff, distinct_drifts, mean_seconds, record,
+};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use chrono::{DateTime, Utc};
+    pub use drift_core::sink::{
+        DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, PageRequest, RecordOutcome, ScanRecord,
+        SinkCapabilities, StoredDrift,
+    };
+    pub use drift_core::{Result, ScanReport};
+}
+
+/// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
+/// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`] of
+/// [`Sql::record_once`], `stats` is [`Sql::stats`], and reads are those of [`Sql`] over
+/// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]) and `stats_from_rows`
+/// ([`Sql::stats_from_rows`]).
+///
+/// A macro because the two traits belong to `drift-core` and the store types to their crates:
+/// only the store's crate may implement one for the other.
+#[macro_export]
+macro_rules! impl_drift_store {
+    ($store:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::DriftSink for $store {
+            fn name(&self) -> &str {
+                <$store as $crate::SqlStore>::NAME
+            }
+
+            fn capabilities(&self) -> $crate::__private::SinkCapabilities {
+                $crate::__private::SinkCapabilities { readable: true, resolves: true }
+            }
+
+            async fn record(
+                &self,
+                report: &$crate::__private::ScanReport,
+            ) -> $crate::__private::Result<$crate::__private::RecordOutcome> {
+                $crate::record(report, || {
+                    $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::record_once(self, report)
+                })
+                .await
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::DriftStore for $store {
+            async fn list(
+                &self,
+                filter: &$crate::__private::DriftFilter,
+                page: $crate::__private::PageRequest,
+            ) -> $crate::__private::Result<$crate::__private::DriftPage> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::list(pool, filter, page).await
+            }
+
+            async fn get(&self, id: i64) -> $crate::__private::Result<$crate::__private::StoredDrift> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::get(pool, id).await
+            }
+
+            async fn stats(
+                &self,
+                filter: &$crate::__private::DriftFilter,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::__private::DriftStats> {
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::stats(self, filter, now).await
+            }
+
+            async fn recent_scans(&self, limit: u32) -> $crate::__private::Result<Vec<$crate::__private::ScanRecord>> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::recent_scans(pool, limit).await
+            }
+
+            async fn ping(&self) -> $crate::__private::Result<()> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::ping(pool).await
+            }
+        }
+
+        impl $store {
+            /// Deletes resolved drifts and scans older than the retention (relative to `now`);
+            /// does nothing without a retention. Recording a report also prunes, relative to the
+            /// report's finish time.
+            pub async fn prune(
+                &self,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::PruneOutcome> {
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::prune(self, now).await
+            }
+
+            /// Statistics computed from the rows themselves, without the rollups (the shared
+            /// `Sql::stats_from_rows` of `drift-sink-sql`): what `stats` answers for a filter
+            /// with `since`, and what the rollups are checked against.
+            pub async fn stats_from_rows(
+                &self,
+                filter: &$crate::__private::DriftFilter,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::__private::DriftStats> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::stats_from_rows(self, filter, now).await?)
+            }
+        }
+    };
+}

@@ -1,0 +1,49 @@
+//! SQLite as the shared SQL store code sees it.
+
+use chrono::{DateTime, Utc};
+use drift_core::ErrorKind;
+use drift_sink_sql::{Dialect, SqlError};
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::sqlite::{SqliteQueryResult, SqliteRow};
+
+/// SQLite for the shared SQL store code: times are microseconds since the epoch in an
+/// `INTEGER`, JSON values `TEXT`, error codes SQLite's result codes.
+#[derive(Debug)]
+pub struct SqliteDialect;
+
+/// The shared statements, in SQLite.
+pub(crate) type Sql = drift_sink_sql::Sql<SqliteDialect>;
+
+impl Dialect for SqliteDialect {
+    type Db = sqlx::Sqlite;
+    type Time = i64;
+
+    const STORE: &'static str = "sqlite store";
+
+    fn time(t: DateTime<Utc>) -> i64 {
+        micros(t)
+    }
+
+    fn from_time(t: i64) -> Option<DateTime<Utc>> {
+        DateTime::from_timestamp_micros(t)
+    }
+
+    fn json(row: &SqliteRow, id: i64, column: &str) -> Result<Option<Value>, SqlError<SqliteDialect>> {
+        let text: Option<String> = row.try_get(column).map_err(|e| SqlError::sql("reading a drift row", e))?;
+        text.map(|s| serde_json::from_str(&s).map_err(|e| SqlError::corrupt(id, column, e))).transpose()
+    }
+
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    fn classify_code(code: &str) -> (ErrorKind, bool) {
+        crate::error::classify_code(code)
+    }
+}
+
+/// Microseconds since the epoch, the stored form of a time.
+pub(crate) fn micros(t: DateTime<Utc>) -> i64 {
+    t.timestamp_micros()
+}

@@ -1,0 +1,511 @@
+//! The behaviour of a store that keeps the drift history (docs/storage.md): lifecycle,
+//! coverage, replays, racing writers, retention, 10,000 drifts in a report, statistics rollups
+//! and agreement with the reference store over a long sequence of scans. Written once, run on
+//! the SQLite and PostgreSQL stores and on `drift_core::memory::MemoryStore` where a case
+//! applies, each case as a test of its own ([`store_suite!`](crate::store_suite)).
+//!
+//! What a case needs beyond [`DriftSink`] and [`DriftStore`] (a second handle on the same
+//! database, retention, the rollup tables, a statement of an operator's own) it asks of a
+//! [`StoreHarness`]. Where the store has no such thing, the harness answers `None` and the case
+//! prints `skipped: <case>: <reason>` (or skips the part that needs it).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use drift_core::memory::MemoryStore;
+use drift_core::sink::{DriftFilter, DriftStats, DriftStatus, PageRequest, RecordOutcome, StoredDrift};
+use drift_core::{CoverageStatus, Drift, DriftSink, DriftStore, DriftType, ErrorKind, ResourceKey, ScanOutcome};
+use drift_core::{ScanReport, Severity};
+
+use crate::fixtures::{key, report, stats_filters, t};
+
+/// What the store suite needs of a backend beyond the two traits.
+#[async_trait]
+pub trait StoreHarness: Send + Sync {
+    /// The store under test.
+    type Store: DriftSink + DriftStore + 'static;
+
+    /// A new, empty store on a database of its own.
+    async fn fresh(&self) -> Arc<Self::Store>;
+
+    /// A new, empty store that deletes resolved drifts and scans older than `days` days;
+    /// `None` when the store has no retention.
+    async fn with_retention(&self, days: u32) -> Option<Arc<Self::Store>>;
+
+    /// Another handle, with connections of its own, on the database of `store`.
+    async fn reopen(&self, store: &Arc<Self::Store>) -> Arc<Self::Store>;
+
+    /// Records `a` and `b` at once through two handles on one new database, and returns both
+    /// outcomes and a third handle. A backend that can hold both writers at their first
+    /// statement and let them go together (PostgreSQL, with a lock) does it here.
+    async fn race(&self, a: ScanReport, b: ScanReport) -> (RecordOutcome, RecordOutcome, Arc<Self::Store>) {
+        let store = self.fresh().await;
+        let (x, y) = (self.reopen(&store).await, self.reopen(&store).await);
+        let (ta, tb) =
+            (tokio::spawn(async move { x.record(&a).await }), tokio::spawn(async move { y.record(&b).await }));
+        let (oa, ob) = (ta.await.expect("writer a"), tb.await.expect("writer b"));
+        (oa.expect("record a"), ob.expect("record b"), store)
+    }
+
+    /// The rows of the drift history counted by the database itself (not through
+    /// [`DriftStore::list`]); `None` for a store without one.
+    async fn count_rows(&self, store: &Self::Store) -> Option<i64>;
+
+    /// Runs a statement of an operator's own and returns the driver's error as text; `None`
+    /// for a store without SQL.
+    async fn execute(&self, store: &Self::Store, sql: &'static str) -> Option<Result<u64, String>>;
+
+    /// The name of the database object that refuses a second open row per fingerprint, as its
+    /// error message says it.
+    fn open_row_constraint(&self) -> &'static str;
+
+    /// Checks that the statistics rollups hold exactly what the rows add up to, and that no
+    /// count is negative; `false` when the store keeps no rollups.
+    async fn check_rollups(&self, store: &Self::Store) -> bool;
+
+    /// Statistics computed from the rows, without the rollups; `None` when the store has no
+    /// rollups to compare them with.
+    async fn stats_from_rows(
+        &self,
+        store: &Self::Store,
+        filter: &DriftFilter,
+        now: DateTime<Utc>,
+    ) -> Option<DriftStats>;
+
+    /// A retention pass at `now`: resolved drifts and scans deleted; `None` without retention.
+    async fn prune(&self, store: &Self::Store, now: DateTime<Utc>) -> Option<(u64, u64)>;
+}
+
+/// [`StoreHarness::race`] without a lock: two handles on a fresh store, both spawned at once.
+pub async fn race<H: StoreHarness + ?Sized>(
+    harness: &H,
+    a: ScanReport,
+    b: ScanReport,
+) -> (RecordOutcome, RecordOutcome, Arc<H::Store>) {
+    let store = harness.fresh().await;
+    let (x, y) = (harness.reopen(&store).await, harness.reopen(&store).await);
+    let (ta, tb) = (tokio::spawn(async move { x.record(&a).await }), tokio::spawn(async move { y.record(&b).await }));
+    let (oa, ob) = (ta.await.expect("writer a"), tb.await.expect("writer b"));
+    (oa.expect("record a"), ob.expect("record b"), store)
+}
+
+/// Expands to one test per case of [`crate::store`], named after the case. `$harness` is an
+/// expression of a type implementing [`StoreHarness`], evaluated in each test. Call it inside a
+/// module (`mod store { drift_testkit::store_suite!(common::harness()); }`).
+#[macro_export]
+macro_rules! store_suite {
+    ($harness:expr) => {
+        $crate::__store_cases!(
+            $harness;
+            1 => a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_3,
+            1 => a_fixed_drift_is_resolved_with_resolved_at_and_a_drift_that_comes_back_opens_a_new_row,
+            1 => a_scan_whose_read_of_a_namespace_failed_resolves_nothing_in_that_namespace,
+            1 => replaying_a_scan_id_changes_nothing,
+            1 => the_database_itself_refuses_a_second_open_row_per_fingerprint,
+            1 => two_writers_racing_on_the_same_drift_leave_one_open_row,
+            1 => ten_thousand_drifts_in_one_report,
+            1 => retention_deletes_old_resolved_drifts_and_scans_but_never_open_ones,
+            1 => agrees_with_the_reference_store_over_many_scans,
+            1 => a_drift_whose_severity_changes_moves_between_rollup_keys,
+            4 => concurrent_writers_keep_the_rollups_exact
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_cases {
+    ($harness:expr; $($threads:literal => $case:ident),+) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::__private::run($threads, async {
+                    let harness = $harness;
+                    $crate::store::$case(&harness).await;
+                });
+            }
+        )+
+    };
+}
+
+fn skipped(case: &str, reason: &str) {
+    println!("skipped: {case}: {reason}");
+}
+
+/// Every row, newest first, page after page.
+pub async fn rows(store: &dyn DriftStore) -> Vec<StoredDrift> {
+    let mut out = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.list(&DriftFilter::default(), PageRequest { limit: 1000, after }).await.expect("list");
+        out.extend(page.items);
+        match page.next {
+            Some(n) => after = Some(n),
+            None => return out,
+        }
+    }
+}
+
+/// Open rows, newest first.
+pub async fn open(store: &dyn DriftStore) -> Vec<StoredDrift> {
+    rows(store).await.into_iter().filter(|r| r.status == DriftStatus::Open).collect()
+}
+
+/// A replicas drift of a Deployment, with this live value.
+pub fn replicas(namespace: &str, name: &str, live: i64) -> Drift {
+    crate::fixtures::drift("Deployment", namespace, name, DriftType::ReplicasDrift, "spec.replicas", live.into())
+}
+
+/// The key of a Deployment.
+pub fn deployment(namespace: &str, name: &str) -> ResourceKey {
+    key("Deployment", namespace, name)
+}
+
+/// `n` Deployments spread over the namespaces `shop`, `billing` and `ops`.
+pub fn world(n: usize) -> Vec<ResourceKey> {
+    (0..n).map(|i| deployment(["shop", "billing", "ops"][i % 3], &format!("app{i}"))).collect()
+}
+
+/// A pseudo-random sequence (a linear congruential generator), the same on every run.
+pub fn sequence(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |n| {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    }
+}
+
+/// Replicas drifts on about half of `desired`, with random severities.
+pub fn random_drifts(desired: &[ResourceKey], next: &mut impl FnMut(u64) -> u64) -> Vec<Drift> {
+    desired
+        .iter()
+        .filter_map(|k| {
+            let mut d = replicas(k.namespace.as_deref().unwrap_or_default(), &k.name, 3);
+            d.severity = Severity::ALL[next(4) as usize];
+            (next(2) == 0).then_some(d)
+        })
+        .collect()
+}
+
+/// Checks, for every filter of [`stats_filters`], that the statistics of `store` (from the
+/// rollups unless the filter names `since`) equal those computed from its rows; `false` when
+/// the store has no rollups.
+pub async fn check_stats<H: StoreHarness>(harness: &H, store: &H::Store, now: DateTime<Utc>) -> bool {
+    for filter in stats_filters() {
+        let Some(rows) = harness.stats_from_rows(store, &filter, now).await else { return false };
+        assert_eq!(store.stats(&filter, now).await.expect("stats"), rows, "{filter:?} at {now}");
+    }
+    true
+}
+
+/// After a migration built the rollups from an existing history (with resolved drifts): the
+/// rollups hold what the rows add up to, and statistics from them equal statistics from the
+/// rows for every filter.
+pub async fn check_backfill<H: StoreHarness>(harness: &H, store: &H::Store, now: DateTime<Utc>) {
+    assert!(harness.check_rollups(store).await, "the store keeps rollups");
+    let rows = harness.stats_from_rows(store, &DriftFilter::default(), now).await.expect("stats from the rows");
+    assert!(rows.by_status.get("resolved").is_some_and(|n| *n > 0), "{rows:?}");
+    assert!(check_stats(harness, store, now).await);
+}
+
+/// The rows of `a` and `b` but their ids are the same, in the same order.
+fn assert_same_rows(a: Vec<StoredDrift>, b: Vec<StoredDrift>) {
+    let strip = |rows: Vec<StoredDrift>| {
+        rows.into_iter()
+            .map(|mut r| {
+                r.id = 0;
+                r
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(a.len(), b.len());
+    assert_eq!(strip(a), strip(b), "same rows in the same order");
+}
+
+pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_3<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let caps = store.capabilities();
+    assert!(caps.readable && caps.resolves, "a store says it can be read back and resolves drifts");
+    let web = [deployment("shop", "web")];
+    for (i, live) in [5, 6, 7].into_iter().enumerate() {
+        store
+            .record(&report(&format!("s{i}"), t(i as i64 * 5), &web, vec![replicas("shop", "web", live)]))
+            .await
+            .unwrap();
+    }
+    let rows = rows(&*store).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].occurrences, 3);
+    assert_eq!((rows[0].detected_at, rows[0].last_seen), (t(0), t(10)));
+    assert_eq!(rows[0].cluster_value, Some(7.into()), "the latest cluster value is kept");
+    if let Some(n) = h.count_rows(&store).await {
+        assert_eq!(n, 1, "one row in the table itself");
+    }
+}
+
+pub async fn a_fixed_drift_is_resolved_with_resolved_at_and_a_drift_that_comes_back_opens_a_new_row<H: StoreHarness>(
+    h: &H,
+) {
+    let store = h.fresh().await;
+    let web = [deployment("shop", "web")];
+    store.record(&report("s1", t(0), &web, vec![replicas("shop", "web", 5)])).await.unwrap();
+    let fixed = store.record(&report("s2", t(5), &web, vec![])).await.unwrap();
+    assert_eq!(fixed.resolved, 1);
+    let first = rows(&*store).await.pop().unwrap();
+    assert_eq!((first.status, first.resolved_at), (DriftStatus::Resolved, Some(t(5))));
+
+    let back = store.record(&report("s3", t(10), &web, vec![replicas("shop", "web", 4)])).await.unwrap();
+    assert_eq!((back.opened, back.updated), (1, 0));
+    let all = rows(&*store).await;
+    assert_eq!(all.len(), 2, "a new row, the old one kept as history");
+    assert_eq!(all[0].fingerprint, all[1].fingerprint, "same identity");
+    assert_eq!((all[0].status, all[0].detected_at, all[0].occurrences), (DriftStatus::Open, t(10), 1));
+    assert_eq!((all[1].status, all[1].resolved_at), (DriftStatus::Resolved, Some(t(5))));
+}
+
+pub async fn a_scan_whose_read_of_a_namespace_failed_resolves_nothing_in_that_namespace<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let desired = [deployment("shop", "web"), deployment("billing", "api"), deployment("billing", "worker")];
+    let all = vec![replicas("shop", "web", 2), replicas("billing", "api", 2), replicas("billing", "worker", 2)];
+    store.record(&report("s1", t(0), &desired, all)).await.unwrap();
+
+    let mut partial = report("s2", t(5), &desired, vec![]);
+    partial.outcome = ScanOutcome::Partial;
+    let gk = desired[1].group_kind();
+    partial.coverage.set(&gk, Some("billing"), CoverageStatus::Failed { message: "timeout".into() });
+    let outcome = store.record(&partial).await.unwrap();
+    assert_eq!(outcome.resolved, 1, "only shop was read");
+    let still_open = open(&*store).await;
+    let mut names: Vec<_> = still_open.iter().map(|r| (r.namespace.as_str(), r.resource_name.as_str())).collect();
+    names.sort();
+    assert_eq!(names, [("billing", "api"), ("billing", "worker")]);
+    assert!(still_open.iter().all(|r| r.last_seen == t(0) && r.occurrences == 1), "not seen by the failed read");
+
+    // A scan that failed as a whole resolves nothing anywhere.
+    let mut failed = report("s3", t(10), &desired, vec![]);
+    failed.outcome = ScanOutcome::Failed;
+    assert_eq!(store.record(&failed).await.unwrap().resolved, 0);
+    assert_eq!(open(&*store).await.len(), 2);
+}
+
+pub async fn replaying_a_scan_id_changes_nothing<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let web = [deployment("shop", "web")];
+    let r = report("s1", t(0), &web, vec![replicas("shop", "web", 5)]);
+    store.record(&r).await.unwrap();
+    let before = rows(&*store).await;
+    let again = store.record(&r).await.unwrap();
+    assert!(again.replayed);
+    assert_eq!((again.opened, again.updated, again.resolved), (0, 0, 0));
+    assert_eq!(rows(&*store).await, before);
+    // Even a report with the same id and other content is a replay.
+    let other = report("s1", t(5), &web, vec![]);
+    assert!(store.record(&other).await.unwrap().replayed);
+    assert_eq!(rows(&*store).await, before);
+    assert_eq!(store.recent_scans(10).await.unwrap().len(), 1);
+}
+
+pub async fn the_database_itself_refuses_a_second_open_row_per_fingerprint<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let web = [deployment("shop", "web")];
+    store.record(&report("s1", t(0), &web, vec![replicas("shop", "web", 5)])).await.unwrap();
+    let copy = "INSERT INTO drifts (detected_at, last_seen, repository, resource_kind, resource_name, drift_type, \
+         severity, decision_source, recommended_action, cluster, fingerprint, classification) \
+         SELECT detected_at, last_seen, repository, resource_kind, resource_name, drift_type, severity, \
+         decision_source, recommended_action, cluster, fingerprint, classification FROM drifts";
+    let Some(result) = h.execute(&store, copy).await else {
+        return skipped("the_database_itself_refuses_a_second_open_row_per_fingerprint", "the store has no SQL");
+    };
+    let dup = result.expect_err("a second open row of the same fingerprint");
+    assert!(dup.contains(h.open_row_constraint()), "{dup}");
+}
+
+pub async fn two_writers_racing_on_the_same_drift_leave_one_open_row<H: StoreHarness>(h: &H) {
+    let web = [deployment("shop", "web")];
+    let ra = report("scanner-a", t(0), &web, vec![replicas("shop", "web", 5)]);
+    let rb = report("scanner-b", t(0), &web, vec![replicas("shop", "web", 5)]);
+    let (oa, ob, store) = h.race(ra, rb).await;
+    let mut outcomes = [(oa.opened, oa.updated), (ob.opened, ob.updated)];
+    outcomes.sort();
+    assert_eq!(outcomes, [(0, 1), (1, 0)], "one writer opened the drift, the other saw it again");
+    let all = rows(&*store).await;
+    assert_eq!(all.len(), 1, "{all:#?}");
+    assert_eq!((all[0].status, all[0].occurrences), (DriftStatus::Open, 2));
+}
+
+pub async fn ten_thousand_drifts_in_one_report<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let desired: Vec<_> = (0..10_000).map(|i| deployment(&format!("ns{}", i % 50), &format!("app{i}"))).collect();
+    let drifts: Vec<_> =
+        desired.iter().map(|k| replicas(k.namespace.as_deref().unwrap_or_default(), &k.name, 3)).collect();
+    let o = store.record(&report("s1", t(0), &desired, drifts.clone())).await.unwrap();
+    assert_eq!(o.opened, 10_000);
+    let o = store.record(&report("s2", t(5), &desired, drifts[100..].to_vec())).await.unwrap();
+    assert_eq!((o.opened, o.updated, o.resolved), (0, 9_900, 100));
+    let stats = store.stats(&DriftFilter::default(), t(5)).await.unwrap();
+    assert_eq!(stats.by_status.get("open"), Some(&9_900));
+    assert_eq!(stats.by_namespace.len(), 50);
+    assert_eq!(stats.mean_time_to_resolve_seconds, Some(300.0));
+}
+
+pub async fn retention_deletes_old_resolved_drifts_and_scans_but_never_open_ones<H: StoreHarness>(h: &H) {
+    let Some(store) = h.with_retention(30).await else {
+        return skipped(
+            "retention_deletes_old_resolved_drifts_and_scans_but_never_open_ones",
+            "the store keeps no retention",
+        );
+    };
+    let desired = [deployment("shop", "web"), deployment("shop", "api")];
+    let day = chrono::Duration::days(1);
+    store
+        .record(&report("s1", t(0), &desired, vec![replicas("shop", "web", 1), replicas("shop", "api", 1)]))
+        .await
+        .unwrap();
+    store.record(&report("s2", t(0) + day, &desired, vec![replicas("shop", "api", 1)])).await.unwrap();
+    // 40 days later api is still drifting; web's drift was resolved 39 days ago.
+    let o = store.record(&report("s3", t(0) + day * 40, &desired, vec![replicas("shop", "api", 1)])).await.unwrap();
+    assert_eq!(o.updated, 1);
+    let all = rows(&*store).await;
+    assert_eq!(all.len(), 1, "the old resolved drift is gone");
+    assert_eq!((all[0].resource_name.as_str(), all[0].status), ("api", DriftStatus::Open));
+    assert_eq!(all[0].detected_at, t(0), "an open drift is kept however old");
+    let scans: Vec<String> = store.recent_scans(10).await.unwrap().into_iter().map(|s| s.scan_id).collect();
+    assert_eq!(scans, ["s3"]);
+    assert_eq!(h.prune(&store, t(0) + day * 40).await, Some((0, 0)), "nothing more to delete");
+}
+
+/// A deterministic sequence of scans over a small world, recorded into the store and into the
+/// reference store: outcomes, rows (but ids), listings and statistics agree. The same reports
+/// go into a store whose retention deletes history as the sequence goes on; the rollups of
+/// both stay exact after every scan, and statistics from them equal statistics from the rows.
+pub async fn agrees_with_the_reference_store_over_many_scans<H: StoreHarness>(h: &H) {
+    let Some(kept) = h.with_retention(1).await else {
+        return skipped("agrees_with_the_reference_store_over_many_scans", "the store keeps no retention");
+    };
+    let store = h.fresh().await;
+    let memory = MemoryStore::new();
+    let desired = world(12);
+    let mut next = sequence(0x5eed);
+    for s in 0..40 {
+        let mut drifts = Vec::new();
+        for k in &desired {
+            for (ty, path) in [(DriftType::ReplicasDrift, "spec.replicas"), (DriftType::ImageTagDrift, "spec.image")] {
+                if next(3) == 0 {
+                    let ns = k.namespace.as_deref().unwrap_or_default();
+                    let mut d = crate::fixtures::drift("Deployment", ns, &k.name, ty, path, (next(5) as i64).into());
+                    d.severity = Severity::ALL[next(4) as usize];
+                    drifts.push(d);
+                }
+            }
+        }
+        let mut r = report(&format!("s{s}"), t(s * 97), &desired, drifts);
+        match next(6) {
+            0 => r.outcome = ScanOutcome::Failed,
+            1 => {
+                r.outcome = ScanOutcome::Partial;
+                let gk = desired[0].group_kind();
+                r.coverage.set(&gk, Some("ops"), CoverageStatus::Forbidden { message: "403".into() });
+            }
+            _ => {}
+        }
+        if next(4) == 0 {
+            r.repository = "infra".into();
+        }
+        let (a, b) = (store.record(&r).await.unwrap(), memory.record(&r).await.unwrap());
+        assert_eq!(a, b, "outcome of scan {s}");
+        kept.record(&r).await.unwrap();
+        for store in [&store, &kept] {
+            assert!(h.check_rollups(store).await, "a store with retention keeps rollups");
+            assert!(check_stats(h, store, r.finished_at).await);
+        }
+    }
+    assert!(rows(&*kept).await.len() < rows(&*store).await.len(), "retention deleted some history");
+    assert_same_rows(rows(&*store).await, rows(&memory).await);
+    for filter in stats_filters() {
+        for now in [t(40 * 97), t(40 * 97) + chrono::Duration::days(3)] {
+            let (a, b) = (store.stats(&filter, now).await.unwrap(), memory.stats(&filter, now).await.unwrap());
+            assert_eq!(a.by_status, b.by_status, "{filter:?}");
+            assert_eq!(
+                (&a.by_severity, &a.by_type, &a.by_namespace, &a.by_repository),
+                (&b.by_severity, &b.by_type, &b.by_namespace, &b.by_repository)
+            );
+            assert_eq!(a.trend, b.trend);
+            let close = |x: Option<f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) => (x - y).abs() < 1e-6,
+                (x, y) => x == y,
+            };
+            assert!(close(a.mean_time_to_resolve_seconds, b.mean_time_to_resolve_seconds), "{a:?} {b:?}");
+            assert!(close(a.p95_time_to_resolve_seconds, b.p95_time_to_resolve_seconds), "{a:?} {b:?}");
+        }
+        let (a, b) = (
+            store.list(&filter, PageRequest { limit: 7, after: None }).await.unwrap(),
+            memory.list(&filter, PageRequest { limit: 7, after: None }).await.unwrap(),
+        );
+        assert_eq!(a.items.len(), b.items.len());
+        assert_eq!(a.next.is_some(), b.next.is_some());
+    }
+}
+
+pub async fn a_drift_whose_severity_changes_moves_between_rollup_keys<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let web = [deployment("shop", "web")];
+    let mut d = replicas("shop", "web", 5);
+    d.severity = Severity::High;
+    store.record(&report("s1", t(0), &web, vec![d.clone()])).await.unwrap();
+    d.severity = Severity::Critical;
+    store.record(&report("s2", t(5), &web, vec![d])).await.unwrap();
+    let stats = store.stats(&DriftFilter::default(), t(5)).await.unwrap();
+    assert_eq!(stats.by_severity.into_iter().collect::<Vec<_>>(), [("CRITICAL".to_owned(), 1)]);
+    let high = DriftFilter { severity: Some(Severity::High), ..Default::default() };
+    assert!(store.stats(&high, t(5)).await.unwrap().by_status.is_empty(), "nothing left under HIGH");
+    if !h.check_rollups(&store).await {
+        skipped(
+            "a_drift_whose_severity_changes_moves_between_rollup_keys",
+            "the rollup check: the store keeps no rollups",
+        );
+    }
+}
+
+/// Four handles on one database record overlapping reports of the same cluster and repository
+/// at once (they upsert the same drifts, resolve each other's, and add to the same rollup
+/// keys): whatever the interleaving, the rollups hold what the rows add up to.
+pub async fn concurrent_writers_keep_the_rollups_exact<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let desired = world(18);
+    let mut tasks = Vec::new();
+    for w in 0..4u64 {
+        let writer = h.reopen(&store).await;
+        let desired = desired.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut next = sequence(w + 1);
+            let mut results = Vec::new();
+            for s in 0..8 {
+                let mut r =
+                    report(&format!("w{w}-s{s}"), t(s * 10 + w as i64), &desired, random_drifts(&desired, &mut next));
+                if next(3) == 0 {
+                    r.outcome = ScanOutcome::Partial;
+                    let gk = desired[0].group_kind();
+                    r.coverage.set(&gk, Some("ops"), CoverageStatus::Forbidden { message: "403".into() });
+                }
+                results.push(writer.record(&r).await);
+            }
+            results
+        }));
+    }
+    let mut recorded = 0;
+    for task in tasks {
+        for result in task.await.unwrap() {
+            match result {
+                Ok(_) => recorded += 1,
+                // A deadlock, or a database busy through every retry: the report is not recorded.
+                Err(e) => assert!(e.kind() == ErrorKind::Conflict && e.is_temporary(), "{e}"),
+            }
+        }
+    }
+    assert!(recorded >= 16, "most reports were recorded ({recorded} of 32)");
+    let store = h.reopen(&store).await;
+    if !(h.check_rollups(&store).await && check_stats(h, &store, t(80)).await) {
+        skipped("concurrent_writers_keep_the_rollups_exact", "the rollup check: the store keeps no rollups");
+    }
+}
