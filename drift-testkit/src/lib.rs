@@ -11,6 +11,9 @@
 //! - [`sink::conformance`] for a [`drift_core::DriftSink`] that is also a
 //!   [`drift_core::DriftStore`].
 //!
+//! [`corpus::dir`] finds the shared corpus of real objects (`DRIFT_CORPUS`) for the tests that
+//! read it, and says when they are skipped.
+//!
 //! Every function panics with the name of the failed case, so a test that calls it fails with a
 //! clear message.
 //!
@@ -24,6 +27,7 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
+pub mod corpus;
 pub mod desired;
 pub mod fixtures;
 pub mod live;
