@@ -98,6 +98,13 @@ pub fn keys(snapshot: &drift_core::DesiredSnapshot) -> Vec<String> {
     k
 }
 
+/// Installs rustls' ring provider for this test process, as the `drift` binary does in `main`:
+/// the library leaves that choice to the program, and gix's HTTP transport needs one.
+pub fn install_crypto_provider() {
+    // An Err only means that a provider is installed already (by another test of the process).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
