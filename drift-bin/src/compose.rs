@@ -1,46 +1,28 @@
-//! The one place that knows every adapter: builds the store, the desired sources, the live
-//! source and the engine from the configuration.
+//! The one place that builds adapters: the store, the desired sources, the live
+//! source and the engine from the configuration, and hands them to `drift-runtime`.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
-use drift_core::scan::ScanOptions;
-use drift_core::{DesiredSource, DriftSink, DriftStore, Engine, GroupKind, LiveSource};
+use anyhow::{Context, Result};
+use drift_core::{DesiredSource, Engine, GroupKind, LiveSource};
+use drift_runtime::{DetectorBuilder, ScanSettings, Store};
+use drift_source_k8s::K8sConfig;
 
-use crate::config::Config;
+use crate::config::{Config, StoreConfig};
 
-/// A store seen as a sink (writes) and as the read side.
-#[derive(Debug, Clone)]
-pub struct Store {
-    pub sink: Arc<dyn DriftSink>,
-    pub read: Arc<dyn DriftStore>,
-}
-
-/// Opens the store a URL names (migrations run on open).
-pub async fn open_store(url: &str, retention_days: Option<u32>) -> Result<Store> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let mut config = drift_sink_postgres::PostgresConfig::new(url);
-        if let Some(d) = retention_days {
-            config = config.with_retention_days(d);
-        }
-        let sink = Arc::new(
-            drift_sink_postgres::PostgresSink::from_config(&config)
-                .await
-                .with_context(|| format!("opening {}", drift_sink_postgres::redact_url(url)))?,
-        );
-        Ok(Store { sink: sink.clone(), read: sink })
-    } else if url.starts_with("sqlite:") {
-        let mut config = drift_sink_sqlite::SqliteConfig::new(url);
-        if let Some(d) = retention_days {
-            config = config.with_retention_days(d);
-        }
-        let sink = Arc::new(
-            drift_sink_sqlite::SqliteSink::from_config(&config).await.with_context(|| format!("opening {url}"))?,
-        );
-        Ok(Store { sink: sink.clone(), read: sink })
-    } else {
-        bail!("unsupported database URL (sqlite:... or postgres://...)")
-    }
+/// Opens the store (migrations run on open unless its settings say otherwise).
+pub async fn open_store(config: &StoreConfig) -> Result<Store> {
+    let shown = config.display();
+    let store = match config {
+        StoreConfig::Postgres(c) => Store::new(Arc::new(
+            drift_sink_postgres::PostgresSink::from_config(c).await.with_context(|| format!("opening {shown}"))?,
+        )),
+        StoreConfig::Sqlite(c) => Store::new(Arc::new(
+            drift_sink_sqlite::SqliteSink::from_config(c).await.with_context(|| format!("opening {shown}"))?,
+        )),
+    };
+    Ok(store)
 }
 
 /// The desired sources, one per repository. A long-running caller (`drift serve`) keeps the
@@ -57,12 +39,34 @@ pub fn desired_sources(config: &Config, long_running: bool) -> Result<Vec<Arc<dy
         .collect()
 }
 
-/// The live source: snapshot files, or the cluster.
-pub async fn live_source(config: &Config) -> Result<Arc<dyn LiveSource>> {
-    match &config.live.snapshot {
-        Some(path) => Ok(Arc::new(drift_source_k8s::SnapshotSource::new(config.cluster.clone(), [path.clone()]))),
-        None => crate::cluster::live_source(config).await,
+fn expand_home(path: &Path) -> PathBuf {
+    match (path.strip_prefix("~"), std::env::var_os("HOME")) {
+        (Ok(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => path.to_owned(),
     }
+}
+
+/// The Kubernetes settings as the sources use them: `~` expanded, and the pod's service account
+/// when nothing names a cluster and the process runs in a pod.
+pub fn kubernetes(mut config: K8sConfig) -> K8sConfig {
+    config.kubeconfig = config.kubeconfig.as_deref().map(expand_home);
+    config.in_cluster = config.in_cluster
+        || (config.kubeconfig.is_none()
+            && config.context.is_none()
+            && config.snapshot.is_none()
+            && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some());
+    config
+}
+
+/// A connection to the cluster the settings name (`drift diff --cluster`).
+pub async fn cluster(config: K8sConfig) -> Result<drift_source_k8s::K8sSource> {
+    Ok(drift_source_k8s::K8sSource::connect(kubernetes(config)).await?)
+}
+
+/// The live source of the configuration: snapshot files, or the cluster.
+pub async fn live_source(config: &Config) -> Result<Arc<dyn LiveSource>> {
+    let live = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
+    Ok(drift_source_k8s::live_source_from_config(live).await?)
 }
 
 /// The engine.
@@ -70,20 +74,28 @@ pub fn engine(config: &Config) -> Result<Engine> {
     Ok(Engine::new(&config.engine_config())?)
 }
 
-/// Options of one scan.
-pub fn scan_options(config: &Config) -> ScanOptions {
-    let mut options = ScanOptions::new(new_scan_id());
-    options.default_namespace = config.default_namespace.clone();
-    options.cluster_scoped = config
-        .engine
-        .cluster_scoped
-        .iter()
-        .filter_map(|gk| gk.split_once('/').map(|(g, k)| GroupKind::new(g, k)))
-        .collect();
-    options
+/// The namespace rules of every scan.
+pub fn scan_settings(config: &Config) -> ScanSettings {
+    ScanSettings {
+        default_namespace: config.default_namespace.clone(),
+        cluster_scoped: config
+            .engine
+            .cluster_scoped
+            .iter()
+            .filter_map(|gk| gk.split_once('/').map(|(g, k)| GroupKind::new(g, k)))
+            .collect(),
+    }
 }
 
-/// A new scan id.
-pub fn new_scan_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+/// A detector of this configuration with its store, sources and engine; the caller adds the
+/// API token (serve) and builds it.
+pub async fn detector(config: &Config, store: Store, long_running: bool) -> Result<DetectorBuilder> {
+    Ok(drift_runtime::Detector::builder()
+        .desired_all(desired_sources(config, long_running)?)
+        .live(live_source(config).await?)
+        .engine(engine(config)?)
+        .settings(scan_settings(config))
+        .store(store)
+        .interval(config.interval)
+        .watch(config.watch))
 }

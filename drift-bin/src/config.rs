@@ -1,5 +1,8 @@
-//! The configuration file of `drift scan` and `drift serve` (DESIGN section 6): one YAML file,
-//! unknown keys are errors with their line, secrets only from the environment.
+//! The configuration file of `drift scan` and `drift serve` (docs/configuration.md): one YAML
+//! file, unknown keys are errors with their line, secrets only from the environment. The
+//! adapters' settings are the adapters' own configuration types (`store:` is a
+//! [`SqliteConfig`] or a [`PostgresConfig`], `live:` a [`K8sConfig`]), so every key they document
+//! can be set here and each default is written once, in the adapter.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,7 +12,10 @@ use drift_core::ignore::IgnoreRule;
 use drift_core::managed::ManagerPolicy;
 use drift_core::merge_keys::MergeKeyRule;
 use drift_core::{DriftType, EngineConfig, Severity};
+use drift_sink_postgres::PostgresConfig;
+use drift_sink_sqlite::SqliteConfig;
 use drift_source_git::{HelmConfig, RenderConfig, RenderRequest, RendererKind, SourceConfig};
+use drift_source_k8s::K8sConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -25,21 +31,23 @@ pub struct Config {
     /// React to live changes within seconds (default true).
     #[serde(default = "yes")]
     pub watch: bool,
-    /// Store URL: `sqlite://FILE` (default `sqlite://drift.db`) or `postgres://...`.
-    /// A password in the URL is better given through `database_env`.
-    #[serde(default)]
-    pub database: Option<String>,
-    /// Name of an environment variable holding the store URL (wins over `database`).
+    /// The store: a URL (`sqlite://FILE`, the default `sqlite://drift.db`, or `postgres://...`)
+    /// or the store's own settings under a `type` (`sqlite` or `postgres`). `database` is the
+    /// same key under its older name.
+    #[serde(default, alias = "database")]
+    pub store: Option<StoreSetting>,
+    /// Name of an environment variable holding the store URL (wins over a URL in `store`).
     #[serde(default)]
     pub database_env: Option<String>,
-    /// Days to keep resolved drifts and old scans (default: forever).
+    /// Days to keep resolved drifts and old scans, for a store given by URL (default: forever).
     #[serde(default)]
     pub retention_days: Option<u32>,
     /// The GitOps repositories.
     pub repositories: Vec<RepositoryConfig>,
-    /// Where live state comes from.
+    /// Where live state comes from: the Kubernetes source's settings (kubeconfig, context,
+    /// concurrency, page size, retries, ...) or `snapshot` files.
     #[serde(default)]
-    pub live: LiveConfig,
+    pub live: K8sConfig,
     /// The REST API.
     #[serde(default)]
     pub api: ApiConfig,
@@ -55,6 +63,89 @@ pub struct Config {
     /// Namespace of desired objects that name none (default `default`).
     #[serde(default = "default_namespace")]
     pub default_namespace: String,
+}
+
+/// `store:` as written: a URL, or a store's own settings. `Debug` hides any password.
+#[derive(Clone, PartialEq)]
+pub enum StoreSetting {
+    /// `sqlite://...` or `postgres://...`, with every other setting at its default.
+    Url(String),
+    /// `{type: sqlite, ...}` or `{type: postgres, ...}`.
+    Store(StoreConfig),
+}
+
+/// A store and its settings: the adapter's own configuration type.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum StoreConfig {
+    /// The embedded SQLite store.
+    Sqlite(SqliteConfig),
+    /// PostgreSQL.
+    Postgres(PostgresConfig),
+}
+
+impl std::fmt::Debug for StoreSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreSetting::Url(url) => f.debug_tuple("Url").field(&drift_sink_postgres::redact_url(url)).finish(),
+            StoreSetting::Store(store) => f.debug_tuple("Store").field(store).finish(),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The store a URL names, with default settings.
+    pub fn from_url(url: &str) -> Result<StoreConfig> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(StoreConfig::Postgres(PostgresConfig::new(url)))
+        } else if url.starts_with("sqlite:") {
+            Ok(StoreConfig::Sqlite(SqliteConfig::new(url)))
+        } else {
+            bail!("the store URL must start with sqlite: or postgres://")
+        }
+    }
+
+    /// Checks the settings without I/O.
+    pub fn validate(&self) -> drift_core::Result<()> {
+        match self {
+            StoreConfig::Sqlite(c) => c.validate(),
+            StoreConfig::Postgres(c) => c.validate(),
+        }
+    }
+
+    /// How to show the store to a person: the URL, any password hidden.
+    pub fn display(&self) -> String {
+        match self {
+            StoreConfig::Sqlite(c) => c.url.clone(),
+            StoreConfig::Postgres(c) => drift_sink_postgres::redact_url(&c.url),
+        }
+    }
+
+    fn set_retention(&mut self, days: Option<u32>) {
+        match self {
+            StoreConfig::Sqlite(c) => c.retention_days = days,
+            StoreConfig::Postgres(c) => c.retention_days = days,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for StoreSetting {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = StoreSetting;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a store URL, or a mapping with `type: sqlite` or `type: postgres`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<StoreSetting, E> {
+                Ok(StoreSetting::Url(v.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> std::result::Result<StoreSetting, A::Error> {
+                StoreConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(StoreSetting::Store)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// One repository.
@@ -84,21 +175,6 @@ pub struct RepositoryConfig {
     /// Clone cache folder.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
-}
-
-/// Live state: a cluster (kubeconfig or in-cluster) or snapshot files.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LiveConfig {
-    /// Kubeconfig file (omit with `context` for in-cluster).
-    #[serde(default)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Context in the kubeconfig.
-    #[serde(default)]
-    pub context: Option<String>,
-    /// Read live state from these files or folders (`kubectl get -A -o yaml` output) instead.
-    #[serde(default)]
-    pub snapshot: Option<PathBuf>,
 }
 
 /// The REST API.
@@ -168,9 +244,6 @@ fn default_token_env() -> String {
     "DRIFT_API_TOKEN".to_owned()
 }
 
-/// The default store: an SQLite file next to where `drift` runs.
-pub const DEFAULT_DATABASE: &str = "sqlite://drift.db";
-
 impl Config {
     /// Reads and validates a file: syntax and unknown keys (with their line), then the values.
     pub fn load(path: &Path) -> Result<Config> {
@@ -209,17 +282,29 @@ impl Config {
             }
             r.source_config().validate().with_context(|| format!("repository `{}`", r.name))?;
         }
-        if self.live.snapshot.is_some() && (self.live.kubeconfig.is_some() || self.live.context.is_some()) {
-            bail!("`live.snapshot` reads files; it cannot be combined with `kubeconfig` or `context`");
+        self.live.validate().context("`live`")?;
+        if self.live.cluster.is_some() {
+            bail!("`live.cluster`: the cluster name is the top-level `cluster`");
+        }
+        if self.live.server_side {
+            bail!(
+                "`live.server_side`: server-side review is used by `drift diff --cluster --server-side` only, not yet by scan and serve"
+            );
         }
         self.api
             .listen
             .parse::<std::net::SocketAddr>()
             .with_context(|| format!("`api.listen` {:?}", self.api.listen))?;
-        if let Some(url) = &self.database
-            && !(url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://"))
-        {
-            bail!("`database` must start with sqlite: or postgres://");
+        if let Some(StoreSetting::Store(store)) = &self.store {
+            if self.database_env.is_some() || self.retention_days.is_some() {
+                bail!(
+                    "`database_env` and `retention_days` go with a store URL; with `store: {{type: ...}}` set them in the store's own settings (`url`, `password_env`, `retention_days`)"
+                );
+            }
+            store.validate().context("`store`")?;
+        }
+        if let Some(StoreSetting::Url(url)) = &self.store {
+            StoreConfig::from_url(url).context("`store`")?.validate().context("`store`")?;
         }
         drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
         for gk in &self.engine.cluster_scoped {
@@ -242,12 +327,22 @@ impl Config {
         }
     }
 
-    /// The store URL: from `database_env`, else `database`, else the SQLite default.
-    pub fn database_url(&self) -> Result<String> {
-        if let Some(var) = &self.database_env {
-            return std::env::var(var).with_context(|| format!("environment variable {var} (database_env) is not set"));
-        }
-        Ok(self.database.clone().unwrap_or_else(|| DEFAULT_DATABASE.to_owned()))
+    /// The store and its settings: `store:` as written, or the store of the URL in
+    /// `database_env`, `store:` or the SQLite default (`sqlite://drift.db`), with
+    /// `retention_days`.
+    pub fn store_config(&self) -> Result<StoreConfig> {
+        let url = match (&self.database_env, &self.store) {
+            (_, Some(StoreSetting::Store(store))) => return Ok(store.clone()),
+            (Some(var), _) => {
+                std::env::var(var).with_context(|| format!("environment variable {var} (database_env) is not set"))?
+            }
+            (None, Some(StoreSetting::Url(url))) => url.clone(),
+            (None, None) => SqliteConfig::default().url,
+        };
+        let mut store = StoreConfig::from_url(&url)?;
+        store.set_retention(self.retention_days);
+        store.validate()?;
+        Ok(store)
     }
 }
 
@@ -293,5 +388,103 @@ impl RepositoryConfig {
             }
         }
         config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    const BASE: &str = "cluster: homelab\nrepositories:\n  - name: platform\n    url: /tmp/repo\n";
+
+    fn parse(extra: &str) -> Result<Config> {
+        Config::parse(&format!("{BASE}{extra}"))
+    }
+
+    #[test]
+    fn without_a_store_the_default_is_the_sqlite_file() {
+        let store = parse("").unwrap().store_config().unwrap();
+        assert_eq!(store, StoreConfig::Sqlite(SqliteConfig::default()));
+    }
+
+    #[test]
+    fn a_url_is_the_store_with_its_defaults_under_both_names() {
+        let pg = parse("store: postgres://drift@db:5432/drift\nretention_days: 30\n").unwrap();
+        let StoreConfig::Postgres(c) = pg.store_config().unwrap() else { panic!("postgres") };
+        assert_eq!(
+            (c.url.as_str(), c.retention_days, c.max_connections),
+            ("postgres://drift@db:5432/drift", Some(30), 5)
+        );
+        let old = parse("database: sqlite://x.db\n").unwrap();
+        assert_eq!(old.store_config().unwrap(), StoreConfig::Sqlite(SqliteConfig::new("sqlite://x.db")));
+        let err = parse("store: mysql://db/drift\n").unwrap_err();
+        assert!(format!("{err:#}").contains("sqlite: or postgres://"), "{err:#}");
+    }
+
+    #[test]
+    fn every_setting_of_the_adapters_can_be_set() {
+        let c = parse("store:\n  type: postgres\n  url: postgres://drift@db/drift\n  password_env: PGPASS\n  max_connections: 12\n  connect_timeout: 3s\n  retention_days: 90\n").unwrap();
+        let StoreConfig::Postgres(pg) = c.store_config().unwrap() else { panic!("postgres") };
+        assert_eq!(pg.max_connections, 12);
+        assert_eq!(pg.connect_timeout, Duration::from_secs(3));
+        assert_eq!(pg.password_env.as_deref(), Some("PGPASS"));
+        let c = parse(
+            "store:\n  type: sqlite\n  url: sqlite:///var/lib/drift.db\n  busy_timeout: 250ms\n  read_connections: 2\n",
+        )
+        .unwrap();
+        let StoreConfig::Sqlite(lite) = c.store_config().unwrap() else { panic!("sqlite") };
+        assert_eq!((lite.busy_timeout, lite.read_connections), (Duration::from_millis(250), 2));
+        let c = parse("live:\n  context: prod\n  concurrency: 3\n  page_size: 100\n  retry_backoff: 1s\n").unwrap();
+        assert_eq!((c.live.concurrency, c.live.page_size), (3, 100));
+        assert_eq!(c.live.retry_backoff, Duration::from_secs(1));
+        assert_eq!(c.live.context.as_deref(), Some("prod"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_with_their_line() {
+        let err = parse("store:\n  type: sqlite\n  busy_timout: 1s\n").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("line 7") && msg.contains("busy_timout"), "{msg}");
+        let err = parse("store:\n  type: oracle\n").unwrap_err();
+        assert!(format!("{err:#}").contains("oracle"), "{err:#}");
+        let err = parse("live:\n  kubeconfg: /x\n").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("line 6") && msg.contains("kubeconfg"), "{msg}");
+        let err = parse("store:\n  type: postgres\n  url: postgres://h/db\n  max_connections: 0\n").unwrap_err();
+        assert!(format!("{err:#}").contains("max_connections"), "{err:#}");
+        let err = parse("live:\n  concurrency: 0\n").unwrap_err();
+        assert!(format!("{err:#}").contains("concurrency"), "{err:#}");
+    }
+
+    #[test]
+    fn contradictions_are_refused() {
+        let err = parse("store:\n  type: sqlite\nretention_days: 3\n").unwrap_err();
+        assert!(format!("{err:#}").contains("retention_days"), "{err:#}");
+        let err = parse("live:\n  snapshot: live\n  context: prod\n").unwrap_err();
+        assert!(format!("{err:#}").contains("snapshot"), "{err:#}");
+        let err = parse("live:\n  cluster: other\n").unwrap_err();
+        assert!(format!("{err:#}").contains("top-level `cluster`"), "{err:#}");
+        let err = parse("live:\n  server_side: true\n").unwrap_err();
+        assert!(format!("{err:#}").contains("server_side"), "{err:#}");
+    }
+
+    #[test]
+    fn a_password_is_never_shown() {
+        let c = parse("store: postgres://drift:s3cret-canary@db/drift\n").unwrap();
+        let shown = c.store_config().unwrap().display();
+        assert!(!shown.contains("s3cret-canary"), "{shown}");
+        assert!(!format!("{c:?}").contains("s3cret-canary"), "Debug of the configuration hides it too");
+    }
+
+    #[test]
+    fn the_shipped_configurations_are_valid() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        Config::load(&root.join("examples/demo/drift.yaml")).unwrap();
+        let cm = std::fs::read_to_string(root.join("deploy/kubernetes/configmap.yaml")).unwrap();
+        let embedded = cm.split_once("drift.yaml: |\n").expect("the ConfigMap embeds drift.yaml").1;
+        let text: String = embedded.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+        Config::parse(&text).unwrap();
     }
 }

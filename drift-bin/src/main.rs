@@ -2,7 +2,6 @@
 //!
 //! Exit codes follow `kubectl diff`: 0 no drift, 1 drift found, 2 or more an error.
 
-mod cluster;
 mod cmd;
 mod compose;
 mod config;

@@ -54,6 +54,9 @@ pub struct K8sConfig {
     pub server_side: bool,
     /// Field manager of the server-side dry runs. Default: `drift-detector`.
     pub field_manager: String,
+    /// Read the live state from these files or folders (`kubectl get -A -o yaml` output, see
+    /// [`crate::SnapshotSource`]) instead of an API server. Default: none (a cluster).
+    pub snapshot: Option<PathBuf>,
 }
 
 impl Default for K8sConfig {
@@ -71,7 +74,23 @@ impl Default for K8sConfig {
             request_timeout: Duration::from_secs(30),
             server_side: false,
             field_manager: "drift-detector".to_owned(),
+            snapshot: None,
         }
+    }
+}
+
+/// The live source this configuration names: the snapshot files when `snapshot` is set
+/// (recorded as cluster `cluster`, default `snapshot`), else the cluster it connects to.
+pub async fn live_source_from_config(
+    config: K8sConfig,
+) -> drift_core::Result<std::sync::Arc<dyn drift_core::LiveSource>> {
+    config.validate()?;
+    match &config.snapshot {
+        Some(path) => {
+            let cluster = config.cluster.clone().unwrap_or_else(|| "snapshot".to_owned());
+            Ok(std::sync::Arc::new(crate::SnapshotSource::new(cluster, [path.clone()])))
+        }
+        None => Ok(std::sync::Arc::new(crate::K8sSource::connect(config).await?)),
     }
 }
 
@@ -81,6 +100,9 @@ impl K8sConfig {
         let bad = |m: &str| Err(drift_core::Error::config(format!("kubernetes source: {m}")));
         if self.in_cluster && (self.kubeconfig.is_some() || self.context.is_some()) {
             return bad("in_cluster cannot be combined with kubeconfig or context");
+        }
+        if self.snapshot.is_some() && (self.in_cluster || self.kubeconfig.is_some() || self.context.is_some()) {
+            return bad("snapshot reads files; it cannot be combined with kubeconfig, context or in_cluster");
         }
         if self.concurrency == 0 {
             return bad("concurrency must be at least 1");
@@ -126,6 +148,10 @@ mod tests {
         assert!(c.validate().is_err());
         let c = K8sConfig { field_manager: " ".into(), ..K8sConfig::default() };
         assert!(c.validate().is_err());
+        let c = K8sConfig { snapshot: Some("live".into()), context: Some("prod".into()), ..K8sConfig::default() };
+        assert!(c.validate().is_err());
+        let c = K8sConfig { snapshot: Some("live".into()), ..K8sConfig::default() };
+        assert!(c.validate().is_ok());
     }
 
     #[test]

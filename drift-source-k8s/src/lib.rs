@@ -45,7 +45,7 @@ pub mod snapshot;
 pub mod source;
 pub mod watch;
 
-pub use config::K8sConfig;
+pub use config::{K8sConfig, live_source_from_config};
 pub use error::K8sError;
 pub use snapshot::SnapshotSource;
 pub use source::{Discovered, K8sSource, KindInfo};

@@ -100,6 +100,12 @@ impl K8sSource {
     /// has installed its rustls crypto provider before (see the crate documentation).
     pub async fn connect(config: K8sConfig) -> drift_core::Result<Self> {
         config.validate()?;
+        if config.snapshot.is_some() {
+            return Err(K8sError::Config(
+                "the configuration names snapshot files, not a cluster (see live_source_from_config)".to_owned(),
+            )
+            .into());
+        }
         let (kube_config, default_name) = if config.in_cluster {
             let c = kube::Config::incluster()
                 .map_err(|e| K8sError::Config(format!("in-cluster service account: {}", error_chain(&e))))?;

@@ -114,7 +114,7 @@ fn run_cluster(args: &DiffArgs, engine: &Engine, desired: crate::files::Loaded) 
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let report = runtime.block_on(async {
-        let source = drift_source_k8s::K8sSource::connect(config).await?;
+        let source = crate::compose::cluster(config).await?;
         let mut options = ScanOptions::new("diff");
         options.default_namespace = args.namespace.clone();
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`

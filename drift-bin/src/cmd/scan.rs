@@ -5,7 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use drift_core::scan::run_scan;
 use drift_core::{ScanOutcome, ScanReport, Summary};
 
 use crate::compose;
@@ -24,22 +23,9 @@ pub struct ScanArgs {
 }
 
 /// Scans every repository once and records each report. Returns the reports.
-pub async fn scan_all(config: &Config, store: &compose::Store) -> Result<Vec<ScanReport>> {
-    let engine = compose::engine(config)?;
-    let live = compose::live_source(config).await?;
-    let mut reports = Vec::new();
-    for desired in compose::desired_sources(config, false)? {
-        let options = compose::scan_options(config);
-        let report = run_scan(desired.as_ref(), live.as_ref(), &engine, &options).await;
-        let outcome = store.sink.record(&report).await?;
-        tracing::info!(
-            scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository,
-            outcome = report.outcome.as_str(), drifts = report.drifts.len(),
-            opened = outcome.opened, resolved = outcome.resolved, "scan recorded"
-        );
-        reports.push(report);
-    }
-    Ok(reports)
+pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<Vec<ScanReport>> {
+    let detector = compose::detector(config, store, false).await?.build()?;
+    Ok(detector.scan_once().await?)
 }
 
 /// Several repositories' reports as one, for printing.
@@ -74,8 +60,8 @@ pub fn exit_code(report: &ScanReport) -> ExitCode {
 /// Runs `drift scan`.
 pub async fn run(args: &ScanArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let store = compose::open_store(&config.database_url()?, config.retention_days).await?;
-    let reports = scan_all(&config, &store).await?;
+    let store = compose::open_store(&config.store_config()?).await?;
+    let reports = scan_all(&config, store).await?;
     let Some(report) = merge(&reports) else { return Ok(ExitCode::SUCCESS) };
     print_report(&report, args.output, &mut std::io::stdout().lock())?;
     Ok(exit_code(&report))

@@ -22,8 +22,7 @@ pub struct ConfigArg {
 /// `drift migrate`: creates or upgrades the store's schema.
 pub async fn migrate(args: &ConfigArg) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let url = config.database_url()?;
-    compose::open_store(&url, config.retention_days).await?;
+    compose::open_store(&config.store_config()?).await?;
     println!("store is at the latest schema");
     Ok(ExitCode::SUCCESS)
 }
@@ -48,10 +47,9 @@ pub fn config(cmd: &ConfigCommand) -> Result<ExitCode> {
                 file.display(),
                 c.repositories.len(),
                 c.cluster,
-                if c.database_env.is_some() {
-                    "from the environment".to_owned()
-                } else {
-                    c.database.clone().unwrap_or_else(|| crate::config::DEFAULT_DATABASE.to_owned())
+                match &c.database_env {
+                    Some(var) => format!("from the environment variable {var}"),
+                    None => c.store_config()?.display(),
                 }
             );
             Ok(ExitCode::SUCCESS)
@@ -102,7 +100,7 @@ pub struct ListArgs {
 pub async fn drifts(cmd: &DriftsCommand) -> Result<ExitCode> {
     let DriftsCommand::List(args) = cmd;
     let config = Config::load(&args.config)?;
-    let store = compose::open_store(&config.database_url()?, config.retention_days).await?;
+    let store = compose::open_store(&config.store_config()?).await?;
     let filter = DriftFilter {
         status: args.status,
         severity: args.severity,

@@ -1,0 +1,246 @@
+//! The detector: a builder that composes desired sources, a live source, the engine, a store
+//! and any number of extra sinks, and runs them as one service (scheduler, watch loop, API).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use drift_api::{ApiState, ApiToken, Metrics, ScanGate, ScanTrigger, TriggerOutcome};
+use drift_core::{DesiredSource, DriftSink, Engine, LiveSource, ScanReport};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
+
+/// How long a running pass may take to finish after a stop before it is abandoned (its report
+/// is one transaction, so an abandoned pass writes nothing).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// Builds a [`Detector`]. A live source, a store and at least one desired source are required;
+/// everything else has a default (the default engine, scans every 5 minutes, watch on).
+#[derive(Debug, Default)]
+pub struct DetectorBuilder {
+    desired: Vec<Arc<dyn DesiredSource>>,
+    live: Option<Arc<dyn LiveSource>>,
+    engine: Option<Engine>,
+    settings: ScanSettings,
+    store: Option<Store>,
+    sinks: Vec<Arc<dyn DriftSink>>,
+    interval: Option<Duration>,
+    watch: Option<bool>,
+    token: Option<ApiToken>,
+    metrics: Option<Metrics>,
+}
+
+impl DetectorBuilder {
+    /// Adds a desired source (one per repository; each pass scans them in this order).
+    pub fn desired(mut self, source: Arc<dyn DesiredSource>) -> Self {
+        self.desired.push(source);
+        self
+    }
+    /// Adds desired sources.
+    pub fn desired_all(mut self, sources: impl IntoIterator<Item = Arc<dyn DesiredSource>>) -> Self {
+        self.desired.extend(sources);
+        self
+    }
+    /// The live source (one cluster).
+    pub fn live(mut self, source: Arc<dyn LiveSource>) -> Self {
+        self.live = Some(source);
+        self
+    }
+    /// The engine (default: [`Engine::default`]).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+    /// The namespace rules of every scan (default: `default`, no custom cluster-scoped kind).
+    pub fn settings(mut self, settings: ScanSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+    /// The store: where every report is recorded first, and what the API reads.
+    pub fn store(mut self, store: Store) -> Self {
+        self.store = Some(store);
+        self
+    }
+    /// Adds a sink that receives every report after the store (a file, a chat, a ticket
+    /// system). A failing extra sink is logged and counted; it never stops the detector.
+    pub fn sink(mut self, sink: Arc<dyn DriftSink>) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+    /// Period of full scans (default 5 minutes; the watch loop re-reads Git as often).
+    pub fn interval(mut self, interval: Duration) -> Self {
+        self.interval = Some(interval);
+        self
+    }
+    /// React to live changes when the live source can watch (default true).
+    pub fn watch(mut self, watch: bool) -> Self {
+        self.watch = Some(watch);
+        self
+    }
+    /// The bearer token of the API's write endpoints (without one, `POST /scan` is refused).
+    pub fn token(mut self, token: Option<ApiToken>) -> Self {
+        self.token = token;
+        self
+    }
+    /// Metrics to share with the caller (default: new ones).
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Checks what was given and builds the detector.
+    pub fn build(self) -> drift_core::Result<Detector> {
+        let live = self.live.ok_or_else(|| drift_core::Error::config("the detector needs a live source"))?;
+        let store = self.store.ok_or_else(|| drift_core::Error::config("the detector needs a store"))?;
+        if self.desired.is_empty() {
+            return Err(drift_core::Error::config("the detector needs at least one desired source"));
+        }
+        let interval = self.interval.unwrap_or(Duration::from_secs(300));
+        if interval.is_zero() {
+            return Err(drift_core::Error::config("the scan interval must be more than 0"));
+        }
+        let scanner = Scanner {
+            desired: self.desired,
+            live,
+            engine: self.engine.unwrap_or_default(),
+            settings: self.settings,
+            store,
+            sinks: self.sinks,
+            metrics: self.metrics.unwrap_or_default(),
+            gate: ScanGate::new(),
+        };
+        Ok(Detector { scanner: Arc::new(scanner), interval, watch: self.watch.unwrap_or(true), token: self.token })
+    }
+}
+
+/// A composed detector: run one pass ([`Detector::scan_once`]) or serve
+/// ([`Detector::serve`]).
+#[derive(Debug)]
+pub struct Detector {
+    scanner: Arc<Scanner>,
+    interval: Duration,
+    watch: bool,
+    token: Option<ApiToken>,
+}
+
+impl Detector {
+    /// A builder.
+    pub fn builder() -> DetectorBuilder {
+        DetectorBuilder::default()
+    }
+
+    /// The scanner the tasks share.
+    pub fn scanner(&self) -> &Arc<Scanner> {
+        &self.scanner
+    }
+
+    /// One pass now, every report recorded: the reports, or the first error of the store (an
+    /// extra sink's failure is logged, not returned). Fails when a pass is already running.
+    pub async fn scan_once(&self) -> drift_core::Result<Vec<ScanReport>> {
+        let recorded = self
+            .scanner
+            .pass(new_scan_id())
+            .await
+            .ok_or_else(|| drift_core::Error::unavailable("a scan is already running"))?;
+        recorded.into_iter().map(|Recorded { report, outcome }| outcome.map(|_| report)).collect()
+    }
+
+    /// The API's state over this detector's store, metrics and scan trigger; `stop` turns true
+    /// when the service shuts down (new scans are then refused).
+    pub fn api_state(&self, stop: watch::Receiver<bool>) -> ApiState {
+        ApiState::new(
+            self.scanner.store.read.clone(),
+            Arc::new(Trigger { scanner: self.scanner.clone(), shutdown: stop }),
+        )
+        .with_token(self.token.clone())
+        .with_metrics(self.scanner.metrics.clone())
+        .with_max_scan_age(self.interval * 3)
+    }
+
+    /// Serves until `shutdown` completes: the scheduler (a pass now, then every interval plus
+    /// jitter), the watch loop (when enabled and the live source can watch) and the REST API on
+    /// `listener`. On shutdown the API stops taking scans, a running pass gets
+    /// [`SHUTDOWN_GRACE`] to finish, then everything stops.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let state = self.api_state(stop_rx.clone());
+        let sched = {
+            let scanner = self.scanner.clone();
+            tokio::spawn(crate::schedule::run_schedule(
+                self.interval,
+                crate::schedule::clock_jitter,
+                stop_rx.clone(),
+                move || {
+                    let scanner = scanner.clone();
+                    async move { scanner.pass(new_scan_id()).await.is_some() }
+                },
+            ))
+        };
+        let watcher = if !self.watch {
+            None
+        } else if self.scanner.live.capabilities().watch {
+            Some(tokio::spawn(crate::watch::run_watch(self.scanner.clone(), self.interval, stop_rx.clone())))
+        } else {
+            tracing::info!("the live source cannot watch; periodic scans only");
+            None
+        };
+        let mut stop_api = stop_rx.clone();
+        let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
+            // Either a stop was sent or every sender is gone: both mean shut down.
+            stop_api.changed().await.ok();
+        });
+        let server = tokio::spawn(async move { server.await });
+        shutdown.await;
+        tracing::info!("shutting down: the running scan finishes or is abandoned before its report is written");
+        stop_tx.send_replace(true);
+        match tokio::time::timeout(SHUTDOWN_GRACE, sched).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "the scheduler task failed"),
+            Err(_) => tracing::warn!(
+                grace = ?SHUTDOWN_GRACE, "the running scan did not finish in time and is abandoned; its report is not written"
+            ),
+        }
+        if let Some(w) = watcher {
+            w.abort();
+        }
+        match server.await {
+            Ok(result) => result,
+            Err(e) => Err(std::io::Error::other(format!("API server task: {e}"))),
+        }
+    }
+}
+
+/// `POST /scan` of the API: starts a pass of the detector.
+#[derive(Debug)]
+struct Trigger {
+    scanner: Arc<Scanner>,
+    shutdown: watch::Receiver<bool>,
+}
+
+#[async_trait]
+impl ScanTrigger for Trigger {
+    async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome> {
+        if *self.shutdown.borrow() {
+            return Err(drift_core::Error::unavailable("shutting down"));
+        }
+        if let Some(running) = self.scanner.running() {
+            return Ok(TriggerOutcome::AlreadyRunning { scan_id: Some(running) });
+        }
+        let scan_id = new_scan_id();
+        if wait {
+            return match self.scanner.pass(scan_id.clone()).await {
+                Some(recorded) => {
+                    Ok(TriggerOutcome::Finished { scan_id, reports: recorded.into_iter().map(|r| r.report).collect() })
+                }
+                None => Ok(TriggerOutcome::AlreadyRunning { scan_id: self.scanner.running() }),
+            };
+        }
+        let scanner = self.scanner.clone();
+        let id = scan_id.clone();
+        tokio::spawn(async move { scanner.pass(id).await });
+        Ok(TriggerOutcome::Started { scan_id })
+    }
+}

@@ -1,0 +1,47 @@
+//! # drift-runtime
+//!
+//! The running half of the drift detector, as a library: the [`Scanner`] (one pass over every
+//! desired source, recorded in the store and in every extra sink), the scheduler
+//! ([`schedule`]: an interval plus jitter, one pass at a time, clean shutdown), the watch loop
+//! ([`watch`]: re-compare only the objects the cluster changes, folded by the pure [`batch`]
+//! state machine) and the REST API of `drift-api`, composed by a [`DetectorBuilder`].
+//!
+//! The `drift` binary is one composition of it (its `compose.rs` chooses the adapters from
+//! `drift.yaml`); an integrator composes their own, with their own sources and sinks, without
+//! copying the binary. It names no adapter crate: everything comes in as a trait object.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use drift_core::memory::{MemoryDesiredSource, MemoryLiveSource, MemoryStore};
+//! use drift_core::Resource;
+//! use drift_runtime::{Detector, Store};
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cm = |v: &str| Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"name": "settings", "namespace": "shop"}, "data": {"mode": v}}));
+//! let detector = Detector::builder()
+//!     .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("fast")?])))
+//!     .live(Arc::new(MemoryLiveSource::new("homelab", vec![cm("slow")?])))
+//!     .store(Store::new(Arc::new(MemoryStore::new())))
+//!     .build()?;
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let reports = runtime.block_on(detector.scan_once())?;
+//! assert_eq!(reports[0].drifts[0].path, "data.mode");
+//! // Or run it as a service until Ctrl-C:
+//! // detector.serve(tokio::net::TcpListener::bind("127.0.0.1:8080").await?, shutdown).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See `docs/extending.md` for writing a sink or a source and plugging it in, and
+//! `examples/custom-sink` for a whole detector built this way.
+
+pub mod batch;
+pub mod detector;
+pub mod scanner;
+pub mod schedule;
+pub mod watch;
+
+pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
+pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};

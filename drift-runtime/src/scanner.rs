@@ -1,0 +1,155 @@
+//! The scanner: one pass over every desired source, recorded in the store and handed to every
+//! extra sink. Shared by the scheduler, the API's `POST /scan` and the watch loop.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use drift_api::{Metrics, ScanGate};
+use drift_core::scan::{ScanOptions, run_scan};
+use drift_core::sink::RecordOutcome;
+use drift_core::{DesiredSource, DriftSink, DriftStore, Engine, GroupKind, LiveSource, ScanReport};
+
+/// A store seen as a sink (writes) and as the read side (the API, `drift drifts list`).
+#[derive(Debug, Clone)]
+pub struct Store {
+    /// Where reports are recorded.
+    pub sink: Arc<dyn DriftSink>,
+    /// Where the API reads.
+    pub read: Arc<dyn DriftStore>,
+}
+
+impl Store {
+    /// A store that is both sides.
+    pub fn new<S: DriftSink + DriftStore + 'static>(store: Arc<S>) -> Self {
+        Store { sink: store.clone(), read: store }
+    }
+}
+
+/// What every scan of a detector shares: the namespace rules of the desired state.
+#[derive(Debug, Clone)]
+pub struct ScanSettings {
+    /// Namespace given to namespaced desired objects that name none (default `default`).
+    pub default_namespace: String,
+    /// Custom kinds known to be cluster-scoped.
+    pub cluster_scoped: Vec<GroupKind>,
+}
+
+impl Default for ScanSettings {
+    fn default() -> Self {
+        ScanSettings { default_namespace: "default".to_owned(), cluster_scoped: Vec::new() }
+    }
+}
+
+impl ScanSettings {
+    /// The options of one scan with this id.
+    pub fn options(&self, scan_id: impl Into<String>) -> ScanOptions {
+        let mut options = ScanOptions::new(scan_id);
+        options.default_namespace = self.default_namespace.clone();
+        options.cluster_scoped = self.cluster_scoped.clone();
+        options
+    }
+}
+
+/// A new scan id (a UUID).
+pub fn new_scan_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// One report of a pass and what recording it in the store gave.
+#[derive(Debug)]
+pub struct Recorded {
+    /// The report.
+    pub report: ScanReport,
+    /// The store's answer; an error means the report was not recorded (drifts stay as they were).
+    pub outcome: drift_core::Result<RecordOutcome>,
+}
+
+/// Everything a scan pass needs.
+#[derive(Debug)]
+pub struct Scanner {
+    pub(crate) desired: Vec<Arc<dyn DesiredSource>>,
+    pub(crate) live: Arc<dyn LiveSource>,
+    pub(crate) engine: Engine,
+    pub(crate) settings: ScanSettings,
+    pub(crate) store: Store,
+    pub(crate) sinks: Vec<Arc<dyn DriftSink>>,
+    pub(crate) metrics: Metrics,
+    pub(crate) gate: ScanGate,
+}
+
+impl Scanner {
+    /// One pass over every desired source; `None` when a pass is already running (passes never
+    /// overlap). Each report is recorded as soon as it is made; a store that fails does not stop
+    /// the pass (the failure is logged, counted and returned in [`Recorded::outcome`]).
+    pub async fn pass(&self, scan_id: String) -> Option<Vec<Recorded>> {
+        let permit = self.gate.try_start(scan_id.clone()).ok()?;
+        let mut recorded = Vec::with_capacity(self.desired.len());
+        for (i, desired) in self.desired.iter().enumerate() {
+            let started = Instant::now();
+            let id = if self.desired.len() == 1 { scan_id.clone() } else { format!("{scan_id}-{i}") };
+            let report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &self.settings.options(id)).await;
+            self.metrics.record_scan(&report, started.elapsed());
+            let outcome = self.record(&report).await;
+            match &outcome {
+                Ok(o) => tracing::info!(
+                    scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository,
+                    outcome = report.outcome.as_str(), drifts = report.drifts.len(),
+                    opened = o.opened, resolved = o.resolved, "scan recorded"
+                ),
+                Err(e) => tracing::error!(
+                    scan_id = %report.scan_id, repository = %report.repository, error = %e,
+                    "store unavailable; report not recorded"
+                ),
+            }
+            recorded.push(Recorded { report, outcome });
+        }
+        drop(permit);
+        Some(recorded)
+    }
+
+    /// Records one report: in the store first (its answer is returned), then in every extra
+    /// sink. An extra sink that fails is logged and counted; it never stops the store or the
+    /// other sinks.
+    pub async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        let outcome = self.store.sink.record(report).await;
+        if let Err(e) = &outcome {
+            self.metrics.record_source_error(e.kind());
+        }
+        for sink in &self.sinks {
+            if let Err(e) = sink.record(report).await {
+                self.metrics.record_source_error(e.kind());
+                tracing::warn!(sink = sink.name(), scan_id = %report.scan_id, error = %e, "sink failed; report not delivered there");
+            }
+        }
+        outcome
+    }
+
+    /// The id of the pass that is running, if one is.
+    pub fn running(&self) -> Option<String> {
+        self.gate.running()
+    }
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+    /// The scan settings.
+    pub fn settings(&self) -> &ScanSettings {
+        &self.settings
+    }
+    /// The desired sources.
+    pub fn desired(&self) -> &[Arc<dyn DesiredSource>] {
+        &self.desired
+    }
+    /// The live source.
+    pub fn live(&self) -> &Arc<dyn LiveSource> {
+        &self.live
+    }
+}

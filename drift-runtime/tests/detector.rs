@@ -1,0 +1,239 @@
+//! The runtime driven as an integrator would: a detector built from in-memory sources, the
+//! reference store and sinks of the test's own, without any process around it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use drift_core::memory::{MemoryDesiredSource, MemoryLiveSource, MemoryStore};
+use drift_core::sink::{DriftFilter, DriftStatus, PageRequest, RecordOutcome};
+use drift_core::source::{LiveCapabilities, LiveEvent, LiveEventStream};
+use drift_core::{
+    DesiredSnapshot, DesiredSource, DriftSink, DriftStore, DriftType, LiveSnapshot, LiveSource, Resource, ScanReport,
+    Scope,
+};
+use drift_runtime::{Detector, Store};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Notify, mpsc};
+
+fn cm(name: &str, mode: &str) -> Resource {
+    Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "shop"}, "data": {"mode": mode}}))
+    .unwrap()
+}
+
+/// Hands every report it records to the test.
+#[derive(Debug)]
+struct Recording(mpsc::UnboundedSender<ScanReport>);
+
+#[async_trait]
+impl DriftSink for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        self.0.send(report.clone()).map_err(|_| drift_core::Error::unavailable("test gone"))?;
+        Ok(RecordOutcome::default())
+    }
+}
+
+/// Always fails.
+#[derive(Debug)]
+struct Broken;
+
+#[async_trait]
+impl DriftSink for Broken {
+    fn name(&self) -> &str {
+        "broken"
+    }
+    async fn record(&self, _: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        Err(drift_core::Error::unavailable("the receiver is down"))
+    }
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<ScanReport>) -> ScanReport {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a report within 10 s").expect("open")
+}
+
+async fn open_drifts(store: &MemoryStore) -> Vec<(String, DriftType, String)> {
+    let filter = DriftFilter { status: Some(DriftStatus::Open), ..Default::default() };
+    let page = store.list(&filter, PageRequest { limit: 100, after: None }).await.unwrap();
+    let mut v: Vec<_> = page.items.into_iter().map(|d| (d.resource_name, d.drift_type, d.path)).collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn scan_once_records_in_the_store_and_in_every_extra_sink_even_past_a_broken_one() {
+    let store = Arc::new(MemoryStore::new());
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let detector = Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+        .desired(Arc::new(MemoryDesiredSource::new("apps", vec![cm("c", "y")])))
+        .live(Arc::new(MemoryLiveSource::new("homelab", vec![cm("a", "slow"), cm("b", "x"), cm("c", "y")])))
+        .store(Store::new(store.clone()))
+        .sink(Arc::new(Broken))
+        .sink(Arc::new(Recording(tx)))
+        .build()
+        .unwrap();
+    let reports = detector.scan_once().await.unwrap();
+    assert_eq!(reports.iter().map(|r| r.repository.as_str()).collect::<Vec<_>>(), ["platform", "apps"]);
+    assert_eq!(reports[0].drifts.len(), 1);
+    assert!(reports[1].drifts.is_empty());
+    let (first, second) = (next(&mut rx).await, next(&mut rx).await);
+    assert_eq!(
+        (first.scan_id.as_str(), second.scan_id.as_str()),
+        (reports[0].scan_id.as_str(), reports[1].scan_id.as_str())
+    );
+    assert_eq!(open_drifts(&store).await, [("a".to_owned(), DriftType::ConfigmapDrift, "data.mode".to_owned())]);
+}
+
+#[tokio::test]
+async fn the_builder_names_what_is_missing() {
+    let live: Arc<dyn LiveSource> = Arc::new(MemoryLiveSource::new("c", vec![]));
+    let store = Store::new(Arc::new(MemoryStore::new()));
+    let err = Detector::builder().live(live.clone()).store(store.clone()).build().unwrap_err();
+    assert!(err.to_string().contains("desired source"), "{err}");
+    let desired: Arc<dyn DesiredSource> = Arc::new(MemoryDesiredSource::new("r", vec![]));
+    let err = Detector::builder().desired(desired.clone()).store(store.clone()).build().unwrap_err();
+    assert!(err.to_string().contains("live source"), "{err}");
+    let err = Detector::builder().desired(desired.clone()).live(live.clone()).build().unwrap_err();
+    assert!(err.to_string().contains("store"), "{err}");
+    let err = Detector::builder().desired(desired).live(live).store(store).interval(Duration::ZERO).build();
+    assert!(err.is_err());
+}
+
+/// A desired source that holds its fetch until the test releases it.
+#[derive(Debug)]
+struct Held {
+    inner: MemoryDesiredSource,
+    entered: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+#[async_trait]
+impl DesiredSource for Held {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn fetch(&self) -> drift_core::Result<DesiredSnapshot> {
+        self.entered.notify_one();
+        self.release.notified().await;
+        self.inner.fetch().await
+    }
+}
+
+#[tokio::test]
+async fn passes_never_overlap() {
+    let (entered, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let held = Held {
+        inner: MemoryDesiredSource::new("r", vec![cm("a", "1")]),
+        entered: entered.clone(),
+        release: release.clone(),
+    };
+    let detector = Arc::new(
+        Detector::builder()
+            .desired(Arc::new(held))
+            .live(Arc::new(MemoryLiveSource::new("c", vec![cm("a", "1")])))
+            .store(Store::new(Arc::new(MemoryStore::new())))
+            .build()
+            .unwrap(),
+    );
+    let d = detector.clone();
+    let first = tokio::spawn(async move { d.scan_once().await });
+    entered.notified().await;
+    assert!(detector.scanner().running().is_some(), "the first pass is running");
+    let err = detector.scan_once().await.unwrap_err();
+    assert!(err.to_string().contains("already running"), "{err}");
+    release.notify_one();
+    assert_eq!(first.await.unwrap().unwrap().len(), 1);
+    assert!(detector.scanner().running().is_none());
+}
+
+/// A live source whose watch stream is fed by the test.
+#[derive(Debug)]
+struct Fed {
+    inner: MemoryLiveSource,
+    events: Mutex<Option<mpsc::UnboundedReceiver<drift_core::Result<LiveEvent>>>>,
+}
+
+#[async_trait]
+impl LiveSource for Fed {
+    fn cluster(&self) -> &str {
+        self.inner.cluster()
+    }
+    fn capabilities(&self) -> LiveCapabilities {
+        LiveCapabilities { watch: true, discovery: false }
+    }
+    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
+        self.inner.fetch(scope).await
+    }
+    async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
+        let rx = self.events.lock().unwrap().take().ok_or_else(|| drift_core::Error::unavailable("watched once"))?;
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })))
+    }
+}
+
+async fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).await.unwrap();
+    answer
+}
+
+#[tokio::test]
+async fn serve_scans_reacts_to_watch_events_answers_the_api_and_stops() {
+    let store = Arc::new(MemoryStore::new());
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let live =
+        Fed { inner: MemoryLiveSource::new("homelab", vec![cm("a", "fast")]), events: Mutex::new(Some(rx_events)) };
+    let detector = Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+        .live(Arc::new(live))
+        .store(Store::new(store.clone()))
+        .sink(Arc::new(Recording(tx)))
+        .interval(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(detector.serve(listener, async move {
+        stopped.await.ok();
+    }));
+
+    // The first pass: b is missing from the cluster.
+    let first = next(&mut reports).await;
+    assert!(!first.scan_id.starts_with("watch-"));
+    assert_eq!(first.drifts.len(), 1);
+    assert_eq!(first.drifts[0].drift_type, DriftType::MissingResource);
+
+    // A change of a reaches the store through the watch, re-comparing a alone.
+    events.send(Ok(LiveEvent::Applied(cm("a", "slow")))).unwrap();
+    let watched = next(&mut reports).await;
+    assert!(watched.scan_id.starts_with("watch-"), "{}", watched.scan_id);
+    assert_eq!(watched.desired.len(), 1, "only a is re-compared");
+    // Objects Git does not hold are not compared; b appears: its drift resolves.
+    events.send(Ok(LiveEvent::Applied(cm("stray", "1")))).unwrap();
+    events.send(Ok(LiveEvent::Applied(cm("b", "x")))).unwrap();
+    let b = next(&mut reports).await;
+    assert_eq!(b.desired[0].name, "b");
+    assert_eq!(
+        open_drifts(&store).await,
+        [("a".to_owned(), DriftType::ConfigmapDrift, "data.mode".to_owned())],
+        "a drifted, b came back"
+    );
+
+    let health = get(addr, "/health").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let drifts = get(addr, "/drifts?status=open").await;
+    assert!(drifts.starts_with("HTTP/1.1 200") && drifts.contains("\"resource_name\":\"a\""), "{drifts}");
+
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), serving).await.expect("stops").unwrap().unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the API no longer listens");
+}

@@ -1,0 +1,174 @@
+//! The watch loop under paused tokio time: it starts again after its stream ends, and it
+//! re-reads the desired state every refresh period.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use drift_core::memory::{MemoryLiveSource, MemoryStore};
+use drift_core::sink::RecordOutcome;
+use drift_core::source::{LiveCapabilities, LiveEvent, LiveEventStream};
+use drift_core::{DesiredSnapshot, DesiredSource, DriftSink, LiveSnapshot, LiveSource, Resource, ScanReport, Scope};
+use drift_runtime::watch::{RESTART_PAUSE, run_watch};
+use drift_runtime::{Detector, Store};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+type Events = mpsc::UnboundedSender<drift_core::Result<LiveEvent>>;
+
+fn cm(name: &str, mode: &str) -> Resource {
+    Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "shop"}, "data": {"mode": mode}}))
+    .unwrap()
+}
+
+/// Desired objects the test can change (a new commit).
+#[derive(Debug, Default)]
+struct Changing(Mutex<Vec<Resource>>);
+
+#[async_trait]
+impl DesiredSource for Changing {
+    fn name(&self) -> &str {
+        "platform"
+    }
+    async fn fetch(&self) -> drift_core::Result<DesiredSnapshot> {
+        Ok(DesiredSnapshot {
+            repository: "platform".into(),
+            revision: None,
+            resources: self.0.lock().unwrap().clone(),
+            warnings: vec![],
+        })
+    }
+}
+
+/// Each watch gets the next stream the test prepared, and says when it was asked.
+#[derive(Debug)]
+struct Streams {
+    inner: MemoryLiveSource,
+    next: Mutex<VecDeque<mpsc::UnboundedReceiver<drift_core::Result<LiveEvent>>>>,
+    asked: mpsc::UnboundedSender<Instant>,
+}
+
+impl Streams {
+    fn new(n: usize) -> (Self, Vec<Events>, mpsc::UnboundedReceiver<Instant>) {
+        let (senders, receivers): (Vec<_>, VecDeque<_>) = (0..n).map(|_| mpsc::unbounded_channel()).unzip();
+        let (asked, asked_rx) = mpsc::unbounded_channel();
+        let s = Streams { inner: MemoryLiveSource::new("c", vec![]), next: Mutex::new(receivers), asked };
+        (s, senders, asked_rx)
+    }
+}
+
+#[async_trait]
+impl LiveSource for Streams {
+    fn cluster(&self) -> &str {
+        "c"
+    }
+    fn capabilities(&self) -> LiveCapabilities {
+        LiveCapabilities { watch: true, discovery: false }
+    }
+    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
+        self.inner.fetch(scope).await
+    }
+    async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
+        self.asked.send(Instant::now()).ok();
+        let rx = self.next.lock().unwrap().pop_front().ok_or_else(|| drift_core::Error::unavailable("no more"))?;
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })))
+    }
+}
+
+#[derive(Debug)]
+struct Recording(mpsc::UnboundedSender<ScanReport>);
+
+#[async_trait]
+impl DriftSink for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        self.0.send(report.clone()).ok();
+        Ok(RecordOutcome::default())
+    }
+}
+
+struct Running {
+    events: Vec<Events>,
+    asked: mpsc::UnboundedReceiver<Instant>,
+    reports: mpsc::UnboundedReceiver<ScanReport>,
+    desired: Arc<Changing>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn start(streams: usize, refresh: Duration, desired: Vec<Resource>) -> Running {
+    let (live, events, asked) = Streams::new(streams);
+    let (tx, reports) = mpsc::unbounded_channel();
+    let changing = Arc::new(Changing(Mutex::new(desired)));
+    let detector = Detector::builder()
+        .desired(changing.clone())
+        .live(Arc::new(live))
+        .store(Store::new(Arc::new(MemoryStore::new())))
+        .sink(Arc::new(Recording(tx)))
+        .build()
+        .unwrap();
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run_watch(detector.scanner().clone(), refresh, stop_rx));
+    Running { events, asked, reports, desired: changing, stop, task }
+}
+
+async fn report(r: &mut mpsc::UnboundedReceiver<ScanReport>) -> ScanReport {
+    tokio::time::timeout(Duration::from_secs(3600), r.recv()).await.expect("a report").expect("open")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_that_ends_is_watched_again_after_a_pause() {
+    let mut run = start(2, Duration::from_secs(3600), vec![cm("a", "1")]);
+    let first = run.asked.recv().await.unwrap();
+    run.events[0].send(Ok(LiveEvent::Applied(cm("a", "2")))).unwrap();
+    assert_eq!(report(&mut run.reports).await.desired[0].name, "a");
+    run.events.remove(0); // the first stream ends
+    let second = run.asked.recv().await.unwrap();
+    assert_eq!(second - first, RESTART_PAUSE, "restarted after the pause, without spinning");
+    run.events[0].send(Ok(LiveEvent::Deleted(cm("a", "2").key))).unwrap();
+    let r = report(&mut run.reports).await;
+    assert_eq!(r.drifts[0].drift_type, drift_core::DriftType::MissingResource, "the new stream is handled");
+    run.stop.send_replace(true);
+    run.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_desired_state_is_read_again_every_refresh_period() {
+    let refresh = Duration::from_secs(300);
+    let mut run = start(2, refresh, vec![cm("a", "1")]);
+    let first = run.asked.recv().await.unwrap();
+    // b is not in Git yet: its events are dropped.
+    run.events[0].send(Ok(LiveEvent::Applied(cm("b", "x")))).unwrap();
+    run.events[0].send(Ok(LiveEvent::Applied(cm("a", "1")))).unwrap();
+    assert_eq!(report(&mut run.reports).await.desired[0].name, "a", "only a was re-compared");
+    // A new commit adds b; after the refresh period the watch starts again over the new state.
+    run.desired.0.lock().unwrap().push(cm("b", "y"));
+    let second = run.asked.recv().await.unwrap();
+    assert_eq!(second - first, refresh);
+    run.events[1].send(Ok(LiveEvent::Applied(cm("b", "x")))).unwrap();
+    let r = report(&mut run.reports).await;
+    assert_eq!(r.desired[0].name, "b");
+    assert_eq!(r.drifts.len(), 1, "b differs from the new commit");
+    assert!(run.reports.try_recv().is_err(), "nothing else was recorded");
+    run.stop.send_replace(true);
+    run.task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_cannot_start_is_tried_again_after_the_refresh_period() {
+    let refresh = Duration::from_secs(60);
+    // No stream prepared: every watch fails.
+    let mut run = start(0, refresh, vec![cm("a", "1")]);
+    let first = run.asked.recv().await.unwrap();
+    let second = run.asked.recv().await.unwrap();
+    assert_eq!(second - first, refresh);
+    run.stop.send_replace(true);
+    run.task.await.unwrap();
+    assert!(run.events.is_empty());
+}

@@ -1,0 +1,120 @@
+//! A sink of an integrator's own: every drift of every report appended to a file as one JSON
+//! line (NDJSON), ready for `jq`, a log shipper or a data lake.
+//!
+//! It implements [`drift_core::DriftSink`] and keeps its contract:
+//! - idempotent per scan id: the scan ids already in the file are read when it opens, and a
+//!   report recorded again writes nothing and answers `replayed`;
+//! - a report is written whole or not at all: its lines are written with one `write_all` on a
+//!   file opened for appending, then flushed to disk;
+//! - Secret values never reach it (the engine hashes them before any sink sees a drift).
+//!
+//! Each report gives one `report` line, then one `drift` line per drift:
+//!
+//! ```text
+//! {"type":"report","scan_id":"…","cluster":"demo","repository":"demo","outcome":"success","drifts":7,"finished_at":"…"}
+//! {"type":"drift","scan_id":"…","cluster":"demo","repository":"demo","drift":{"resource":{…},"drift_type":"replicas_drift",…}}
+//! ```
+
+use std::collections::HashSet;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use drift_core::sink::{RecordOutcome, SinkCapabilities};
+use drift_core::{DriftSink, Error, Result, ScanReport};
+use serde_json::json;
+
+/// Appends every report's drifts to a file as NDJSON.
+#[derive(Debug)]
+pub struct NdjsonSink {
+    path: PathBuf,
+    /// Scan ids already in the file; the lock also makes writes one at a time.
+    seen: Mutex<HashSet<String>>,
+}
+
+impl NdjsonSink {
+    /// Opens (or creates) the file and reads the scan ids it already holds.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        let mut seen = HashSet::new();
+        match std::fs::File::open(&path) {
+            Ok(file) => {
+                for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+                    let line = line.map_err(|e| io_error(&path, &e))?;
+                    let value: serde_json::Value = serde_json::from_str(&line).map_err(|e| {
+                        Error::invalid_input(format!("{}: line {}: not JSON: {e}", path.display(), n + 1))
+                    })?;
+                    if value["type"] == "report"
+                        && let Some(id) = value["scan_id"].as_str()
+                    {
+                        seen.insert(id.to_owned());
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(&path, &e)),
+        }
+        Ok(NdjsonSink { path, seen: Mutex::new(seen) })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> Error {
+    Error::unavailable(format!("{}: {e}", path.display()))
+}
+
+/// The lines of one report.
+pub fn lines(report: &ScanReport) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let head = json!({
+        "type": "report", "scan_id": report.scan_id, "cluster": report.cluster,
+        "repository": report.repository, "outcome": report.outcome.as_str(),
+        "drifts": report.drifts.len(), "finished_at": report.finished_at,
+    });
+    let mut push = |v: &serde_json::Value| -> Result<()> {
+        serde_json::to_writer(&mut out, v).map_err(|e| Error::unexpected(format!("cannot encode: {e}")))?;
+        out.push(b'\n');
+        Ok(())
+    };
+    push(&head)?;
+    for d in &report.drifts {
+        push(&json!({
+            "type": "drift", "scan_id": report.scan_id, "cluster": report.cluster,
+            "repository": report.repository, "drift": d,
+        }))?;
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl DriftSink for NdjsonSink {
+    fn name(&self) -> &str {
+        "ndjson"
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities { readable: false, resolves: false }
+    }
+
+    async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
+        let bytes = lines(report)?;
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if seen.contains(&report.scan_id) {
+            return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
+        }
+        // Small appends to a local file: done inline, under the lock that orders writers.
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| io_error(&self.path, &e))?;
+        file.write_all(&bytes).and_then(|()| file.sync_data()).map_err(|e| io_error(&self.path, &e))?;
+        seen.insert(report.scan_id.clone());
+        Ok(RecordOutcome::default())
+    }
+}

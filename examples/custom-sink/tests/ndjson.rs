@@ -1,0 +1,71 @@
+//! The NDJSON sink on its own, and the example detector run on the demo.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use drift_core::DriftSink;
+use drift_example_custom_sink::NdjsonSink;
+use drift_testkit::fixtures::{drift, key, report, t};
+use serde_json::Value;
+
+fn read(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn reports_are_appended_whole_once_even_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drifts.ndjson");
+    let web = key("Deployment", "shop", "web");
+    let replicas =
+        drift("Deployment", "shop", "web", drift_core::DriftType::ReplicasDrift, "spec.replicas", serde_json::json!(5));
+    let r1 = report("scan-1", t(0), std::slice::from_ref(&web), vec![replicas.clone()]);
+    let sink = NdjsonSink::open(&path).unwrap();
+    assert!(!sink.record(&r1).await.unwrap().replayed);
+    assert!(sink.record(&r1).await.unwrap().replayed, "the same scan id writes nothing again");
+    drop(sink);
+    let sink = NdjsonSink::open(&path).unwrap();
+    assert!(sink.record(&r1).await.unwrap().replayed, "scan ids are read back when the file opens");
+    sink.record(&report("scan-2", t(5), std::slice::from_ref(&web), vec![])).await.unwrap();
+    let lines = read(&path);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["report", "drift", "report"]);
+    assert_eq!(lines[0]["scan_id"], "scan-1");
+    assert_eq!(lines[1]["drift"]["path"], "spec.replicas");
+    assert_eq!(lines[1]["drift"]["cluster_value"], 5);
+    assert_eq!(lines[2]["drifts"], 0);
+}
+
+#[test]
+fn a_file_that_is_not_ndjson_is_refused_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drifts.ndjson");
+    std::fs::write(&path, "{\"type\":\"report\",\"scan_id\":\"a\"}\nnot json\n").unwrap();
+    let err = NdjsonSink::open(&path).unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
+}
+
+#[test]
+fn the_example_detector_appends_the_demo_drifts() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("drifts.ndjson");
+    let run = Command::new(env!("CARGO_BIN_EXE_ndjson-detector"))
+        .arg("--desired")
+        .arg(root.join("examples/demo/desired"))
+        .arg("--live")
+        .arg(root.join("examples/demo/live"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(run.status.code(), Some(1), "drift found: {stdout} {}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains("7 drift(s) appended"), "{stdout}");
+    let lines = read(&out);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "drift").count(), 7);
+    let types: std::collections::BTreeSet<&str> =
+        lines.iter().filter_map(|l| l["drift"]["drift_type"].as_str()).collect();
+    assert!(types.contains("service_port_drift") && types.contains("replicas_drift"), "{types:?}");
+}
