@@ -99,6 +99,27 @@ pub trait LiveSource: Send + Sync + std::fmt::Debug {
     async fn fetch(&self, scope: &Scope) -> Result<LiveSnapshot>;
     /// Watches a scope; sources without [`LiveCapabilities::watch`] return
     /// [`crate::ErrorKind::Unsupported`].
+    ///
+    /// Contract of the stream, per (kind, namespace) pair of the scope (pairs are independent
+    /// and their events may interleave; the events of one pair come in the order of its
+    /// changes):
+    /// - it starts with the initial list: [`LiveEvent::Applied`] for every object of the pair,
+    ///   then [`LiveEvent::Synced`]. Nothing of a pair may be resolved before its first
+    ///   `Synced`;
+    /// - then [`LiveEvent::Applied`] when an object in scope is created or its content changes
+    ///   (a change of `status` or `metadata.resourceVersion` alone need not be reported), and
+    ///   [`LiveEvent::Deleted`] when it goes away; nothing outside the scope is reported;
+    /// - a dropped connection is resumed: no change is lost, and an object that did not change
+    ///   is not announced again;
+    /// - when the pair cannot be followed any more (410 Gone, a refused or failed watch or
+    ///   list, a kind not served), [`LiveEvent::Desynced`] with the reason; the source keeps
+    ///   trying and, once it has listed again, sends `Applied` for what changed meanwhile,
+    ///   `Deleted` for what disappeared (never what did not change), then `Synced`. Between
+    ///   the two, nothing of that pair may be resolved;
+    /// - objects in events are as read: managedFields kept, never normalised;
+    /// - the stream does not end while it is held; dropping it stops the watch.
+    ///
+    /// The conformance cases `watch_*` of drift-testkit's live suite check this contract.
     async fn watch(&self, scope: &Scope) -> Result<LiveEventStream> {
         let _ = scope;
         Err(crate::Error::unsupported(format!("live source for {} cannot watch", self.cluster())))

@@ -92,6 +92,8 @@ pub struct Shared {
     pub requests: Mutex<Vec<RecordedRequest>>,
     /// Becomes true when the server stops.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Bumped to close every open watch (each watch holds a receiver).
+    pub drop_watches: tokio::sync::watch::Sender<u64>,
     /// host:port.
     pub address: String,
 }
@@ -277,6 +279,7 @@ fn admin(shared: &Arc<Shared>, method: &Method, rest: &str, body: &[u8]) -> Resp
             }
             json_response(StatusCode::CREATED, &json!({"created": created}))
         }
+        ("POST", "drop-watches") => json_response(StatusCode::OK, &json!({"dropped": drop_watches(shared)})),
         ("POST", "compact") => {
             let mut st = lock(&shared.state);
             st.compact();
@@ -284,6 +287,12 @@ fn admin(shared: &Arc<Shared>, method: &Method, rest: &str, body: &[u8]) -> Resp
         }
         _ => not_found(),
     }
+}
+
+fn drop_watches(shared: &Shared) -> usize {
+    let open = shared.drop_watches.receiver_count();
+    shared.drop_watches.send_modify(|n| *n += 1);
+    open
 }
 
 /// Create an object through the POST handler, as the field manager `drift-test-apiserver`.
@@ -383,6 +392,7 @@ impl TestApiServer {
             bookmark_interval: opts.bookmark_interval,
             requests: Mutex::new(Vec::new()),
             shutdown: stop_rx.clone(),
+            drop_watches: tokio::sync::watch::Sender::new(0),
             address: addr.to_string(),
         });
         let (dir, kubeconfig) = match &opts.kubeconfig {
@@ -465,6 +475,12 @@ impl TestApiServer {
     /// resourceVersion get 410 Gone.
     pub fn compact(&self) {
         lock(&self.shared.state).compact();
+    }
+
+    /// Closes every watch stream open now, as a lost connection or an API server restart would;
+    /// clients resume from their last resourceVersion. Returns how many were closed.
+    pub fn drop_watches(&self) -> usize {
+        drop_watches(&self.shared)
     }
 
     /// The current (last handed out) resourceVersion.

@@ -1,6 +1,6 @@
 //! Watch streams: newline-delimited JSON events (`ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`,
 //! `ERROR`) from a resourceVersion, with bookmarks, timeouts, 410 Gone for compacted versions,
-//! and injected drops.
+//! and injected drops (a fault rule, or every open watch at once).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -89,6 +89,9 @@ pub struct WatchStart {
     pub rx: broadcast::Receiver<Arc<Change>>,
     /// 410 Gone to send as an ERROR event instead.
     pub gone: Option<ApiError>,
+    /// Changes when the test drops every open watch ([`crate::TestApiServer::drop_watches`]):
+    /// the stream then ends, as after a lost connection.
+    pub drop: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Serve a watch as a streaming response.
@@ -118,6 +121,7 @@ pub fn respond(spec: WatchSpec, start: WatchStart, mut shutdown: tokio::sync::wa
             return;
         }
         let mut rx_live = start.rx;
+        let mut dropped_by_test = start.drop;
         let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
         let mut ticker = tokio::time::interval(spec.bookmark_interval);
         ticker.tick().await;
@@ -131,6 +135,7 @@ pub fn respond(spec: WatchSpec, start: WatchStart, mut shutdown: tokio::sync::wa
             tokio::select! {
                 _ = timeout => return,
                 _ = shutdown.changed() => return,
+                _ = dropped_by_test.changed() => return,
                 _ = ticker.tick(), if spec.bookmarks => {
                     if tx.send(spec.bookmark(last_rv, false)).await.is_err() {
                         return;

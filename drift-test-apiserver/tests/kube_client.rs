@@ -262,6 +262,23 @@ async fn watcher_resumes_after_a_dropped_connection_without_relisting() {
 }
 
 #[tokio::test]
+async fn drop_watches_closes_every_open_stream() {
+    let server = TestApiServer::start(Options::default()).unwrap();
+    namespace(&server, "w");
+    let api: Api<ConfigMap> = Api::namespaced(client(&server).await, "w");
+    let from = server.resource_version().to_string();
+    let mut stream = api.watch(&WatchParams::default(), &from).await.unwrap().boxed();
+    configmap(&server, "w", "a", json!({}));
+    let limit = Duration::from_secs(20);
+    let first = tokio::time::timeout(limit, stream.next()).await.unwrap().unwrap().unwrap();
+    assert!(matches!(&first, WatchEvent::Added(cm) if cm.metadata.name.as_deref() == Some("a")), "{first:?}");
+    assert_eq!(server.drop_watches(), 1, "the one open watch");
+    let end = tokio::time::timeout(limit, stream.next()).await.unwrap();
+    assert!(end.is_none(), "the stream ends, as after a lost connection: {end:?}");
+    assert_eq!(server.drop_watches(), 0, "nothing is left open");
+}
+
+#[tokio::test]
 async fn watcher_relists_after_410_gone() {
     let server = TestApiServer::start(Options::default()).unwrap();
     namespace(&server, "w");

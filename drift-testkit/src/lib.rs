@@ -32,3 +32,47 @@ pub mod desired;
 pub mod fixtures;
 pub mod live;
 pub mod sink;
+
+/// What the suite macros need in the crate that expands them, without it depending on them.
+#[doc(hidden)]
+pub mod __private {
+    pub use tokio;
+}
+
+/// One test per case: `$crate::$suite::$case(&harness)` on a fresh harness, on a tokio runtime
+/// of two workers. The runtime is built here rather than with `#[tokio::test]`, whose
+/// `crate = "..."` option cannot name `$crate`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __case_tests {
+    (($suite:ident, $harness:expr) $($case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::__private::tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime for the case")
+                    .block_on(async {
+                        let harness = $harness.await;
+                        $crate::$suite::$case(&harness).await;
+                    });
+            }
+        )*
+    };
+}
+
+/// Every case in order, each on a fresh harness from the closure `$fresh`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __cases_in_sequence {
+    (($suite:ident, $fresh:expr) $($case:ident),* $(,)?) => {
+        $(
+            {
+                let harness = ($fresh)().await;
+                $crate::$suite::$case(&harness).await;
+            }
+        )*
+    };
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use drift_core::memory::*;
 use drift_core::*;
-use drift_testkit::{desired, fixtures, live, sink};
+use drift_testkit::sink;
 
 #[test]
 fn memory_store_passes_the_sink_suite() {
@@ -14,38 +14,6 @@ fn memory_store_passes_the_sink_suite() {
         let s = Arc::new(MemoryStore::new());
         (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
     }));
-}
-
-struct MemHarness(MemoryLiveSource);
-
-#[async_trait]
-impl live::LiveHarness for MemHarness {
-    fn source(&self) -> &dyn LiveSource {
-        &self.0
-    }
-    async fn apply(&self, object: serde_json::Value) {
-        self.0.apply(Resource::from_object(object).unwrap());
-    }
-}
-
-#[test]
-fn memory_live_source_passes_the_live_suite() {
-    let h = MemHarness(MemoryLiveSource::new("mem", vec![]));
-    futures::executor::block_on(live::conformance(&h));
-}
-
-#[test]
-fn memory_desired_source_passes_the_desired_suite() {
-    let resources: Vec<Resource> = fixtures::live_resources()
-        .into_iter()
-        .map(|r| r.with_provenance(Provenance { path: Some("app.yaml".into()), ..Default::default() }))
-        .collect();
-    let keys = resources.iter().map(|r| r.key.clone()).collect();
-    let src = MemoryDesiredSource::new("repo", resources);
-    futures::executor::block_on(desired::conformance(
-        &src,
-        &desired::DesiredExpectation { must_contain: keys, broken_files: vec![] },
-    ));
 }
 
 /// The suite must catch a sink that resolves drifts it could not see.

@@ -109,9 +109,9 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
-/// Tests that render Kustomize need `kubectl` (or `kustomize`) and fail loudly without it rather
-/// than pass vacuously; `scripts/test` installs a pinned kubectl when it is missing
-/// (CONTRIBUTING.md, "Tests").
+/// The `kubectl` binary renders Kustomize (see docs/sources.md, "Renderers"); tests that render
+/// Kustomize need it and fail loudly without it rather than pass vacuously. `scripts/test`
+/// installs a pinned kubectl when it is missing (CONTRIBUTING.md, "Tests").
 pub fn require_kubectl() {
     assert!(
         on_path("kubectl") || on_path("kustomize"),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use drift_source_k8s::{K8sConfig, K8sSource};
 use drift_test_apiserver::{Options, TestApiServer};
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 pub struct Cluster {
@@ -106,9 +106,9 @@ impl Cluster {
     }
 }
 
-/// Creates an object through kube-rs (a POST, as a client would), after its namespace; the
-/// server-kept fields of a fixture (resourceVersion, uid, managedFields, status) are left out.
-pub async fn create(client: &kube::Client, cluster: &Cluster, mut object: Value) {
+/// The object without the fields the server keeps (resourceVersion, uid, managedFields,
+/// creationTimestamp, status), its namespace created, and the API to send it to.
+fn prepare(client: &kube::Client, cluster: &Cluster, mut object: Value) -> (Api<DynamicObject>, DynamicObject) {
     let meta = object["metadata"].as_object_mut().unwrap();
     for k in ["resourceVersion", "uid", "managedFields", "creationTimestamp"] {
         meta.remove(k);
@@ -133,8 +133,33 @@ pub async fn create(client: &kube::Client, cluster: &Cluster, mut object: Value)
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
     };
-    let obj: DynamicObject = serde_json::from_value(object).unwrap();
+    (api, serde_json::from_value(object).unwrap())
+}
+
+/// Creates an object through kube-rs (a POST, as a client would), after its namespace; the
+/// server-kept fields of a fixture (resourceVersion, uid, managedFields, status) are left out.
+pub async fn create(client: &kube::Client, cluster: &Cluster, object: Value) {
+    let (api, obj) = prepare(client, cluster, object);
     api.create(&PostParams { field_manager: Some("conformance".into()), ..Default::default() }, &obj).await.unwrap();
+}
+
+/// Creates or replaces an object with a server-side apply by the manager `conformance`
+/// (forced), after its namespace.
+pub async fn apply(client: &kube::Client, cluster: &Cluster, object: Value) {
+    let (api, obj) = prepare(client, cluster, object);
+    let name = obj.metadata.name.clone().unwrap();
+    api.patch(&name, &PatchParams::apply("conformance").force(), &Patch::Apply(&obj)).await.unwrap();
+}
+
+/// Deletes an object through kube-rs, its resource found by discovery.
+pub async fn delete(client: &kube::Client, key: &drift_core::ResourceKey) {
+    let group = kube::discovery::group(client, &key.group).await.unwrap();
+    let (ar, _) = group.recommended_kind(&key.kind).expect("the kind is served");
+    let api: Api<DynamicObject> = match &key.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    api.delete(&key.name, &DeleteParams::default()).await.unwrap();
 }
 
 /// Polls an async condition until it holds, at most `limit`.

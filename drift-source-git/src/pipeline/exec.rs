@@ -1,0 +1,298 @@
+//! Running the units: plain files parsed (cached by path and content id), Kustomize and Helm
+//! renders run on a few threads (cached by the content ids of everything they may read);
+//! failures are warnings on the unit, never cached.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use drift_core::manifest::parse_manifests_with;
+use drift_core::{ErrorKind, SourceWarning};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::closure::closure;
+use super::plan::{Unit, UnitKind, display_dir, join, kustomization_file, unit_root};
+use super::{Cache, Parsed, Pipeline, Stats};
+use crate::render;
+use crate::tree::Checkout;
+
+/// A finished external render: slot, unit, cache key, result, success.
+type RenderDone = (usize, Unit, String, Parsed, bool);
+
+impl Pipeline {
+    pub(super) fn exec_plain(
+        &self,
+        checkout: &Checkout<'_>,
+        unit: Unit,
+        old: &Cache,
+        fresh: &mut Cache,
+    ) -> (Unit, Arc<Parsed>) {
+        let UnitKind::Plain(path) = &unit.kind else {
+            return (unit, Arc::new(Parsed::default()));
+        };
+        let Some(entry) = checkout.files.get(path) else {
+            return (unit, Arc::new(Parsed::default()));
+        };
+        let key = (path.clone(), entry.id.clone());
+        if let Some(p) = fresh.files.get(&key).or_else(|| old.files.get(&key)) {
+            Stats::inc(&self.stats.file_cache_hits);
+            let p = Arc::clone(p);
+            fresh.files.insert(key, Arc::clone(&p));
+            return (unit, p);
+        }
+        Stats::inc(&self.stats.files_parsed);
+        let parsed = if entry.size > self.cfg.max_file_bytes {
+            Parsed {
+                resources: Vec::new(),
+                warnings: vec![
+                    SourceWarning::error(
+                        ErrorKind::InvalidInput,
+                        format!(
+                            "file is {} bytes, larger than the limit of {} bytes",
+                            entry.size, self.cfg.max_file_bytes
+                        ),
+                    )
+                    .at(path.clone(), None, None),
+                ],
+            }
+        } else {
+            match checkout.read(path) {
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => {
+                        let m = parse_manifests_with(&text, path, self.limits());
+                        Parsed { resources: m.resources, warnings: m.warnings }
+                    }
+                    Err(_) => Parsed {
+                        resources: Vec::new(),
+                        warnings: vec![SourceWarning::error(ErrorKind::InvalidInput, "file is not UTF-8 text").at(
+                            path.clone(),
+                            None,
+                            None,
+                        )],
+                    },
+                },
+                Err(e) => Parsed {
+                    resources: Vec::new(),
+                    warnings: vec![SourceWarning::error(ErrorKind::Unexpected, format!("cannot read file: {e}")).at(
+                        path.clone(),
+                        None,
+                        None,
+                    )],
+                },
+            }
+        };
+        let parsed = Arc::new(parsed);
+        fresh.files.insert(key, Arc::clone(&parsed));
+        (unit, parsed)
+    }
+
+    /// The cache key of an external render: what it renders, with which options and program,
+    /// and the content ids of every file it may read.
+    fn render_key(&self, checkout: &Checkout<'_>, unit: &Unit) -> String {
+        let mut h = Sha256::new();
+        h.update(format!("{:?}\n", unit.kind).as_bytes());
+        h.update(format!("{:?}\n{:?}\n", self.cfg.kustomize_binary, self.cfg.helm.binary).as_bytes());
+        let mut files = closure(checkout, unit.root()).files;
+        if let UnitKind::Helm { opts, .. } = &unit.kind {
+            files.extend(opts.values_files.iter().cloned());
+        }
+        for f in files {
+            let id = checkout.files.get(&f).map_or("-", |e| e.id.as_str());
+            h.update(f.as_bytes());
+            h.update(b"\0");
+            h.update(id.as_bytes());
+            h.update(b"\n");
+        }
+        hex::encode(h.finalize())
+    }
+
+    pub(super) fn exec_external(
+        &self,
+        checkout: &Checkout<'_>,
+        units: Vec<Unit>,
+        old: &Cache,
+        fresh: &mut Cache,
+    ) -> Vec<(Unit, Arc<Parsed>)> {
+        let mut out: Vec<Option<(Unit, Arc<Parsed>)>> = Vec::with_capacity(units.len());
+        let mut misses: Vec<(usize, Unit, String, String)> = Vec::new();
+        for unit in units {
+            let key = self.render_key(checkout, &unit);
+            if let Some(p) = fresh.renders.get(&key).or_else(|| old.renders.get(&key)) {
+                Stats::inc(&self.stats.render_cache_hits);
+                let p = Arc::clone(p);
+                fresh.renders.insert(key, Arc::clone(&p));
+                out.push(Some((unit, p)));
+            } else {
+                let config_file = match &unit.kind {
+                    UnitKind::Kustomize(dir) => {
+                        kustomization_file(checkout, dir).unwrap_or_else(|| join(dir, "kustomization.yaml"))
+                    }
+                    other => join(unit_root(other), "Chart.yaml"),
+                };
+                misses.push((out.len(), unit, key, config_file));
+                out.push(None);
+            }
+        }
+        if !misses.is_empty() {
+            let root = checkout.materialize();
+            let next = AtomicUsize::new(0);
+            let done: Mutex<Vec<RenderDone>> = Mutex::new(Vec::new());
+            let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4).min(misses.len());
+            std::thread::scope(|scope| {
+                for _ in 0..workers {
+                    scope.spawn(|| {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((slot, unit, key, config_file)) = misses.get(i) else { break };
+                            Stats::inc(&self.stats.renders);
+                            let (parsed, ok) = match &root {
+                                Ok(root) => self.render_unit(root, unit, config_file),
+                                Err(e) => {
+                                    (failure(unit, ErrorKind::Unexpected, format!("cannot write the tree: {e}")), false)
+                                }
+                            };
+                            done.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((
+                                *slot,
+                                unit.clone(),
+                                key.clone(),
+                                parsed,
+                                ok,
+                            ));
+                        }
+                    });
+                }
+            });
+            for (slot, unit, key, parsed, ok) in done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+                let parsed = Arc::new(parsed);
+                if ok {
+                    // Failures are not cached: a missing program may be installed before the next commit.
+                    fresh.renders.insert(key, Arc::clone(&parsed));
+                }
+                out[slot] = Some((unit, parsed));
+            }
+        }
+        out.into_iter().flatten().collect()
+    }
+
+    /// Runs one external render; only the folder on disk is touched, so this runs on any thread.
+    fn render_unit(&self, root: &std::path::Path, unit: &Unit, config_file: &str) -> (Parsed, bool) {
+        match &unit.kind {
+            UnitKind::Plain(_) => (Parsed::default(), true),
+            UnitKind::Kustomize(dir) => match render::kustomize_build(&self.cfg, &root.join(dir)) {
+                Ok(out) => {
+                    let m = parse_manifests_with(&out, config_file, self.limits());
+                    (Parsed { resources: m.resources, warnings: m.warnings }, true)
+                }
+                Err(e) => {
+                    let kind = if e.contains("not found") { ErrorKind::Unsupported } else { ErrorKind::InvalidInput };
+                    (failure(unit, kind, format!("kustomize build of `{}` failed: {e}", display_dir(dir))), false)
+                }
+            },
+            UnitKind::Helm { chart, opts } => {
+                let values: Option<Value> = opts.values.as_deref().and_then(|v| serde_json::from_str(v).ok());
+                let job = render::HelmJob {
+                    release: &opts.release,
+                    chart_dir: root.join(chart),
+                    namespace: opts.namespace.as_deref(),
+                    values_files: opts.values_files.iter().map(|f| root.join(f)).collect(),
+                    inline_values: values.as_ref(),
+                };
+                match render::helm_template(&self.cfg, &job) {
+                    Ok(out) => {
+                        let m = parse_manifests_with(&out, config_file, self.limits());
+                        (Parsed { resources: m.resources, warnings: m.warnings }, true)
+                    }
+                    Err(e) => {
+                        let kind =
+                            if e.contains("not found") { ErrorKind::Unsupported } else { ErrorKind::InvalidInput };
+                        (failure(unit, kind, format!("helm template of `{}` failed: {e}", display_dir(chart))), false)
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn failure(unit: &Unit, kind: ErrorKind, message: String) -> Parsed {
+    let path = match &unit.kind {
+        UnitKind::Plain(p) => p.clone(),
+        UnitKind::Kustomize(d) => d.clone(),
+        UnitKind::Helm { chart, .. } => chart.clone(),
+    };
+    Parsed {
+        resources: Vec::new(),
+        warnings: vec![SourceWarning::error(kind, message).at(display_dir(&path), None, None)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::config::RenderConfig;
+    use crate::pipeline::testing::Tree;
+
+    const CM: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n";
+
+    fn pipeline(cfg: RenderConfig) -> Pipeline {
+        Pipeline::new(cfg, Arc::default())
+    }
+
+    fn plain(path: &str) -> Unit {
+        Unit::new(UnitKind::Plain(path.into()))
+    }
+
+    #[test]
+    fn a_file_is_parsed_once_per_content() {
+        let p = pipeline(RenderConfig::default());
+        let tree = Tree::new(&[("a.yaml", CM)]);
+        let (old, mut fresh) = (Cache::default(), Cache::default());
+        let (_, first) = p.exec_plain(&tree.checkout(), plain("a.yaml"), &old, &mut fresh);
+        assert_eq!(first.resources.len(), 1);
+        // The next build starts from this one's cache.
+        let (old, mut fresh) = (fresh, Cache::default());
+        let (_, again) = p.exec_plain(&tree.checkout(), plain("a.yaml"), &old, &mut fresh);
+        assert!(Arc::ptr_eq(&first, &again), "the same parse is reused");
+        let changed = Tree::new(&[("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")]);
+        let (_, other) = p.exec_plain(&changed.checkout(), plain("a.yaml"), &old, &mut fresh);
+        assert_eq!(other.resources[0].key.name, "b", "a new content is parsed again");
+        let s = p.stats.snapshot();
+        assert_eq!((s.files_parsed, s.file_cache_hits), (2, 1));
+    }
+
+    #[test]
+    fn a_file_over_the_limit_or_not_text_is_a_warning_on_that_file() {
+        let p = pipeline(RenderConfig { max_file_bytes: 20, ..RenderConfig::default() });
+        let mut tree = Tree::new(&[("big.yaml", CM)]);
+        tree.0.insert("binary.yaml".into(), vec![0xff, 0xfe, 0x00]);
+        let checkout = tree.checkout();
+        for (path, says) in [("big.yaml", "larger than the limit of 20 bytes"), ("binary.yaml", "not UTF-8")] {
+            let (_, parsed) = p.exec_plain(&checkout, plain(path), &Cache::default(), &mut Cache::default());
+            assert!(parsed.resources.is_empty());
+            let w = &parsed.warnings[0];
+            assert!(w.fatal && w.kind == ErrorKind::InvalidInput && w.message.contains(says), "{w:?}");
+            assert_eq!(w.path.as_deref(), Some(path));
+        }
+    }
+
+    #[test]
+    fn the_render_key_follows_the_files_a_render_may_read() {
+        let p = pipeline(RenderConfig::default());
+        let unit = Unit::new(UnitKind::Kustomize("app".into()));
+        let key = |files: &[(&str, &str)]| p.render_key(&Tree::new(files).checkout(), &unit);
+        let base = key(&[("app/kustomization.yaml", "resources: [a.yaml]"), ("app/a.yaml", "1"), ("x.yaml", "1")]);
+        let unrelated = key(&[("app/kustomization.yaml", "resources: [a.yaml]"), ("app/a.yaml", "1"), ("x.yaml", "2")]);
+        let edited = key(&[("app/kustomization.yaml", "resources: [a.yaml]"), ("app/a.yaml", "2"), ("x.yaml", "1")]);
+        assert_eq!(base, unrelated, "a file the render cannot read does not change its key");
+        assert_ne!(base, edited, "a file the render reads does");
+    }
+
+    #[test]
+    fn a_failed_render_is_a_warning_on_its_folder() {
+        let f = failure(&Unit::new(UnitKind::Kustomize(String::new())), ErrorKind::Unsupported, "no kustomize".into());
+        assert!(f.resources.is_empty());
+        assert_eq!(f.warnings[0].path.as_deref(), Some("."), "the root is shown as `.`");
+        assert!(f.warnings[0].fatal && f.warnings[0].kind == ErrorKind::Unsupported);
+    }
+}

@@ -1,0 +1,292 @@
+//! From the files of one revision to a [`DesiredSnapshot`], one module per step:
+//!
+//! - `plan`: what to render (plain files, Kustomize folders, Helm charts, applications named
+//!   by Argo CD / Flux objects);
+//! - `closure`: what a Kustomize folder or a chart may read (its cache key, its bases);
+//! - `exec`: parsing and rendering, with per-file and per-application caches;
+//! - `assemble`: objects with their provenance, and objects defined twice;
+//! - `stats`: the counters of a source.
+//!
+//! This module holds the caches and the loop that follows applications (an app of apps) up to
+//! a fixed depth. See `docs/sources.md`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use drift_core::manifest::Limits;
+use drift_core::{DesiredSnapshot, Resource, SourceWarning};
+
+use crate::config::RenderConfig;
+use crate::error::SourceError;
+use crate::gitops::{self, AppRender, NamespaceRule};
+use crate::tree::{Checkout, parent_dir};
+
+mod assemble;
+mod closure;
+mod exec;
+mod plan;
+mod stats;
+
+use plan::{CHART_SKIPPED, Unit, UnitKind, app_units, plan_top, within};
+pub use stats::SourceStats;
+pub(crate) use stats::Stats;
+
+/// How deep Argo CD / Flux objects are followed (an app of apps of apps).
+const MAX_APP_DEPTH: usize = 3;
+
+/// Objects and problems of one file or one rendered application, before provenance.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    resources: Vec<Resource>,
+    warnings: Vec<SourceWarning>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    files: HashMap<(String, String), Arc<Parsed>>,
+    renders: HashMap<String, Arc<Parsed>>,
+}
+
+/// One revision to turn into a snapshot.
+pub(crate) struct BuildInput<'a> {
+    pub checkout: &'a Checkout<'a>,
+    /// Name of the repository in reports and provenance.
+    pub repository: &'a str,
+    /// Normalised URL, for matching Argo CD `repoURL`s (`None`: a local folder).
+    pub repo_url: Option<&'a str>,
+    pub revision: &'a str,
+    /// Normalised sub-folder ("" for the root).
+    pub sub: &'a str,
+}
+
+/// Rendering with caches, shared by every fetch of one source.
+#[derive(Debug)]
+pub(crate) struct Pipeline {
+    pub cfg: RenderConfig,
+    cache: Mutex<Cache>,
+    pub stats: Arc<Stats>,
+}
+
+impl Pipeline {
+    pub fn new(cfg: RenderConfig, stats: Arc<Stats>) -> Self {
+        Pipeline { cfg, cache: Mutex::new(Cache::default()), stats }
+    }
+
+    fn limits(&self) -> Limits {
+        Limits { max_file_bytes: usize::try_from(self.cfg.max_file_bytes).unwrap_or(usize::MAX), ..Limits::default() }
+    }
+
+    /// Builds the snapshot of one revision.
+    pub fn build(&self, input: &BuildInput<'_>) -> Result<DesiredSnapshot, SourceError> {
+        let checkout = input.checkout;
+        if !input.sub.is_empty() && !checkout.contains_dir(input.sub) && !checkout.contains_file(input.sub) {
+            return Err(SourceError::PathNotFound {
+                path: input.sub.to_owned(),
+                repository: input.repository.to_owned(),
+                revision: input.revision.to_owned(),
+            });
+        }
+        let old = std::mem::take(&mut *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let mut fresh = Cache::default();
+        let mut warnings = Vec::new();
+        let mut pending = plan_top(&self.cfg, checkout, input.sub, &mut warnings);
+        let mut results: Vec<(Unit, Arc<Parsed>)> = Vec::new();
+        let mut seen_apps: HashSet<(String, AppRender, NamespaceRule)> = HashSet::new();
+        let dir_exists = |p: &str| checkout.contains_dir(p) || (p.is_empty() && !checkout.files.is_empty());
+        let ctx = gitops::Context { repo_url: input.repo_url, dir_exists: &dir_exists };
+        for depth in 0..=MAX_APP_DEPTH {
+            if pending.is_empty() {
+                break;
+            }
+            if depth == MAX_APP_DEPTH {
+                warnings.push(SourceWarning::note(format!(
+                    "Argo CD / Flux objects nested deeper than {MAX_APP_DEPTH} levels are not followed"
+                )));
+                break;
+            }
+            let (plain, mut external): (Vec<Unit>, Vec<Unit>) =
+                pending.drain(..).partition(|u| matches!(u.kind, UnitKind::Plain(_)));
+            let mut next = Vec::new();
+            let new_plain: Vec<(Unit, Arc<Parsed>)> =
+                plain.into_iter().map(|u| self.exec_plain(checkout, u, &old, &mut fresh)).collect();
+            results.extend(new_plain);
+            if self.cfg.follow_gitops_objects {
+                self.follow(&ctx, checkout, &mut results, &mut external, &mut next, &mut seen_apps, &mut warnings);
+            }
+            let rendered = self.exec_external(checkout, external, &old, &mut fresh);
+            let before = results.len();
+            results.extend(rendered);
+            if self.cfg.follow_gitops_objects && results.len() > before {
+                let mut none = Vec::new();
+                self.follow_from(
+                    &ctx,
+                    checkout,
+                    before,
+                    &mut results,
+                    &mut none,
+                    &mut next,
+                    &mut seen_apps,
+                    &mut warnings,
+                );
+            }
+            pending = next;
+        }
+        if self.cfg.keep_between_fetches {
+            *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+        } else {
+            // Nothing is kept: `results` then holds the only reference to each parse, and
+            // `assemble` moves the objects out instead of copying them.
+            drop(fresh);
+        }
+        drop(old);
+        // A chart the walk skipped but an application renders is not worth a note.
+        let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _)| path).collect();
+        warnings.retain(|w| {
+            !(w.message.starts_with(CHART_SKIPPED)
+                && w.path.as_deref().is_some_and(|p| followed.iter().any(|a| within(parent_dir(p), a))))
+        });
+        Ok(assemble::assemble(input.repository, input.revision, results, warnings))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn follow(
+        &self,
+        ctx: &gitops::Context<'_>,
+        checkout: &Checkout<'_>,
+        results: &mut Vec<(Unit, Arc<Parsed>)>,
+        external: &mut Vec<Unit>,
+        next: &mut Vec<Unit>,
+        seen: &mut HashSet<(String, AppRender, NamespaceRule)>,
+        warnings: &mut Vec<SourceWarning>,
+    ) {
+        self.follow_from(ctx, checkout, 0, results, external, next, seen, warnings);
+    }
+
+    /// Discovers applications in `results[from..]`, drops what they cover and queues their units.
+    #[allow(clippy::too_many_arguments)]
+    fn follow_from(
+        &self,
+        ctx: &gitops::Context<'_>,
+        checkout: &Checkout<'_>,
+        from: usize,
+        results: &mut Vec<(Unit, Arc<Parsed>)>,
+        external: &mut Vec<Unit>,
+        next: &mut Vec<Unit>,
+        seen: &mut HashSet<(String, AppRender, NamespaceRule)>,
+        warnings: &mut Vec<SourceWarning>,
+    ) {
+        let resources: Vec<&Resource> = results[from..].iter().flat_map(|(_, p)| p.resources.iter()).collect();
+        let (apps, notes) = gitops::discover(&resources, ctx);
+        for n in notes {
+            if !warnings.contains(&n) {
+                warnings.push(n);
+            }
+        }
+        for app in apps {
+            if !seen.insert((app.path.clone(), app.render.clone(), app.namespace.clone())) {
+                continue;
+            }
+            tracing::debug!(origin = %app.origin, path = %app.path, "following a GitOps application");
+            let covered = |u: &Unit| within(u.root(), &app.path) && u.root() != app.declared_in;
+            results.retain(|(u, _)| !covered(u));
+            external.retain(|u| !covered(u));
+            next.retain(|u| !covered(u));
+            next.extend(app_units(checkout, &app, warnings));
+        }
+    }
+}
+
+/// An in-memory tree for the unit tests of the pipeline's steps.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::BTreeMap;
+
+    use crate::error::SourceError;
+    use crate::tree::{BlobReader, Checkout, FileEntry};
+
+    /// Files by repository-relative path.
+    #[derive(Debug, Default)]
+    pub struct Tree(pub BTreeMap<String, Vec<u8>>);
+
+    impl Tree {
+        pub fn new(files: &[(&str, &str)]) -> Tree {
+            Tree(files.iter().map(|(p, c)| ((*p).to_owned(), c.as_bytes().to_vec())).collect())
+        }
+
+        /// A checkout of the tree; the content id is the content itself, so a changed file
+        /// has a new id.
+        pub fn checkout(&self) -> Checkout<'_> {
+            let files = self
+                .0
+                .iter()
+                .map(|(p, c)| {
+                    (p.clone(), FileEntry { id: String::from_utf8_lossy(c).into_owned(), size: c.len() as u64 })
+                })
+                .collect();
+            Checkout::in_store(files, self, std::env::temp_dir().join("drift-pipeline-unit-tests-never-written"))
+        }
+    }
+
+    impl BlobReader for Tree {
+        fn read(&self, path: &str) -> Result<Vec<u8>, SourceError> {
+            self.0
+                .get(path)
+                .cloned()
+                .ok_or_else(|| SourceError::io(path.to_owned(), std::io::ErrorKind::NotFound.into()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use drift_core::ErrorKind;
+
+    use super::testing::Tree;
+    use super::*;
+
+    fn build(tree: &Tree, sub: &str) -> Result<DesiredSnapshot, SourceError> {
+        let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
+        let checkout = tree.checkout();
+        pipeline.build(&BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "abc", sub })
+    }
+
+    #[test]
+    fn a_missing_sub_folder_is_an_error_not_an_empty_snapshot() {
+        let tree = Tree::new(&[("apps/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")]);
+        let err = build(&tree, "missing").unwrap_err();
+        assert!(matches!(err, SourceError::PathNotFound { ref path, .. } if path == "missing"), "{err:?}");
+    }
+
+    #[test]
+    fn plain_files_become_objects_with_their_provenance_and_broken_ones_warnings() {
+        let tree = Tree::new(&[
+            ("apps/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\n"),
+            ("apps/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [\n"),
+            ("other/b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n"),
+        ]);
+        let snap = build(&tree, "apps").unwrap();
+        let keys: Vec<String> = snap.resources.iter().map(|r| r.key.to_string()).collect();
+        assert_eq!(keys.len(), 1, "only the sub-folder is read: {keys:?}");
+        let a = &snap.resources[0];
+        assert_eq!(a.provenance.path.as_deref(), Some("apps/a.yaml"));
+        assert_eq!(a.provenance.repository.as_deref(), Some("repo"));
+        assert_eq!(a.provenance.revision.as_deref(), Some("abc"));
+        assert_eq!(snap.revision.as_deref(), Some("abc"));
+        let broken: Vec<&SourceWarning> = snap.warnings.iter().filter(|w| w.fatal).collect();
+        assert_eq!(broken.len(), 1, "{:?}", snap.warnings);
+        assert_eq!(broken[0].path.as_deref(), Some("apps/broken.yaml"));
+        assert_eq!(broken[0].kind, ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_second_build_of_the_same_files_reuses_the_parses() {
+        let tree = Tree::new(&[("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")]);
+        let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
+        let checkout = tree.checkout();
+        let input = BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "1", sub: "" };
+        pipeline.build(&input).unwrap();
+        pipeline.build(&input).unwrap();
+        let stats = pipeline.stats.snapshot();
+        assert_eq!((stats.files_parsed, stats.file_cache_hits), (1, 1));
+    }
+}

@@ -1,0 +1,116 @@
+//! Patches: JSON patch, merge patch and strategic merge patch as Update operations, and
+//! server-side apply (`application/apply-patch+yaml`) with its field ownership and conflicts.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::commit::{Record, check_kind, check_namespace, commit};
+use super::{
+    Ctx, Res, broadcast, content_type, existing, lock, meta, name_of, now, parse_body, scope_of, unsupported_patch,
+};
+use crate::apply::{self, Slot};
+use crate::patch::{self, PatchType};
+use crate::status::{self, ApiError};
+
+pub(super) fn patch_object(ctx: &Ctx<'_>, body: &[u8]) -> Res {
+    let ct = content_type(&ctx.headers);
+    let pt = PatchType::from_content_type(&ct).ok_or_else(|| unsupported_patch(&ct))?;
+    if pt == PatchType::Apply {
+        return server_side_apply(ctx, body);
+    }
+    let manager = ctx.manager();
+    let sub = ctx.req.subresource.clone().unwrap_or_default();
+    let name = ctx.req.name.clone().unwrap_or_default();
+    let (stored, changes) = {
+        let mut st = lock(ctx.shared);
+        let old = existing(ctx, &st)?;
+        let mut new = patch::apply_patch(&ctx.rt.kind, pt, &old, body).map_err(|e| match e {
+            patch::PatchError::Invalid(m) => ApiError::bad_request(m),
+            patch::PatchError::Failed(m) => ApiError::new(422, "Invalid", m),
+        })?;
+        if name_of(&new).is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+        }
+        let old_rv = old.get("metadata").and_then(|m| m.get("resourceVersion")).cloned();
+        let new_rv = new.get("metadata").and_then(|m| m.get("resourceVersion")).cloned();
+        if new_rv.is_some() && new_rv != old_rv {
+            return Err(ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &name));
+        }
+        meta(&mut new).insert("name".into(), json!(name));
+        commit(ctx, &mut st, Some(&old), new, Record::Update { manager: &manager, subresource: &sub }, scope_of(ctx))?
+    };
+    broadcast(ctx.shared, changes);
+    Ok((StatusCode::OK, ctx.out(stored)))
+}
+
+fn server_side_apply(ctx: &Ctx<'_>, body: &[u8]) -> Res {
+    let Some(manager) = ctx.q("fieldManager").map(str::to_owned) else {
+        return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests must specify a fieldManager"));
+    };
+    let force = ctx.q("force") == Some("true");
+    let mut applied = parse_body(body)?;
+    if !ctx.rt.custom {
+        crate::quantity::canonicalize_known_fields(&mut applied);
+    }
+    if !applied.is_object() {
+        return Err(ApiError::bad_request("the applied configuration is not an object"));
+    }
+    check_kind(ctx, &applied)?;
+    let name = ctx.req.name.clone().unwrap_or_default();
+    if name_of(&applied).is_some_and(|n| n != name) {
+        return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
+    }
+    let sub = ctx.req.subresource.clone().unwrap_or_default();
+    let (stored, changes, created) = {
+        let mut st = lock(ctx.shared);
+        let body_ns =
+            applied.get("metadata").and_then(|m| m.get("namespace")).and_then(Value::as_str).map(str::to_owned);
+        check_namespace(ctx, &st, body_ns.as_deref())?;
+        let old = st.get(&ctx.key(), &(ctx.ns(), name.clone())).cloned();
+        if old.is_none() && !sub.is_empty() {
+            return Err(ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &name));
+        }
+        let live = old.clone().unwrap_or_else(
+            || json!({"apiVersion": ctx.api_version(), "kind": ctx.rt.kind, "metadata": {"name": name}}),
+        );
+        let t = now();
+        let api_version = ctx.api_version();
+        let slot =
+            Slot { manager: &manager, operation: "Apply", api_version: &api_version, subresource: &sub, time: &t };
+        let scope = scope_of(ctx);
+        let merged =
+            apply::server_side_apply(&ctx.rt.kind, &live, &applied, slot, force, scope).map_err(|conflicts| {
+                let n = conflicts.len();
+                let lines: Vec<String> = conflicts
+                    .iter()
+                    .map(|c| format!("conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.field))
+                    .collect();
+                let message = if n == 1 {
+                    format!("Apply failed with 1 conflict: {}", lines[0])
+                } else {
+                    format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
+                };
+                let causes: Vec<Value> = conflicts
+                    .iter()
+                    .map(|c| {
+                        json!({"reason": "FieldManagerConflict",
+                        "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version),
+                        "field": c.field})
+                    })
+                    .collect();
+                let mut e = ApiError::new(409, "Conflict", message);
+                let mut d = status::details(&ctx.rt.group, &ctx.rt.plural, &name);
+                if let Some(m) = d.as_object_mut() {
+                    m.insert("causes".into(), Value::Array(causes));
+                }
+                e.details = Some(Box::new(d));
+                e
+            })?;
+        let created = old.is_none();
+        let (stored, changes) = commit(ctx, &mut st, old.as_ref(), merged, Record::Done, scope)?;
+        (stored, changes, created)
+    };
+    broadcast(ctx.shared, changes);
+    let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((code, ctx.out(stored)))
+}
