@@ -1,6 +1,6 @@
 //! # drift-api
 //!
-//! The REST API of the drift detector (DESIGN section 6), as an [`axum::Router`] that the `drift`
+//! The REST API of the drift detector (docs/api.md), as an [`axum::Router`] that the `drift`
 //! binary mounts. The API reads the store only through the [`drift_core::sink::DriftStore`]
 //! trait, starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
 //! metrics through [`Metrics`].

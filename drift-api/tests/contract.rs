@@ -18,7 +18,7 @@ use drift_testkit::fixtures::t;
 use proptest::prelude::*;
 use serde_json::Value;
 
-/// The API of issue 7 and DESIGN section 6, written out by hand.
+/// The API of issue 7 and docs/api.md, written out by hand.
 const EXPECTED: [&str; 8] = [
     "GET /health",
     "GET /ready",

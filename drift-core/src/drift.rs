@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::model::ResourceKey;
 
-/// The kind of a drift (DESIGN section 3). Decided per path by [`crate::rules`].
+/// The kind of a drift (docs/drift-types.md). Decided per path by [`crate::verdict`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DriftType {
@@ -143,7 +143,8 @@ pub struct Attribution {
     pub subresource: Option<String>,
 }
 
-/// What kind of change caused a drift (DESIGN section 4).
+/// What kind of change caused a drift (docs/drift-types.md, "Attribution and decisions").
+/// Decided by [`crate::verdict::classification_of`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Classification {
@@ -279,7 +280,7 @@ impl Drift {
         }
     }
 
-    /// The drift's identity (DESIGN section 5): a SHA-256 over cluster, repository,
+    /// The drift's identity (docs/storage.md, column `fingerprint`): a SHA-256 over cluster, repository,
     /// group/kind/namespace/name, drift type and path. Values are not part of it.
     ///
     /// ```

@@ -1,5 +1,6 @@
 //! The default [`Comparator`]: normalisation, desired-driven diff, three-way awareness,
-//! attribution, drift types, severities and ignore rules, configured by [`EngineConfig`].
+//! attribution and ignore rules, configured by [`EngineConfig`]; each drift's type, severity,
+//! classification and recommended action come from [`crate::verdict`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,7 +16,7 @@ use crate::merge_keys::{MergeKeyRule, MergeKeys};
 use crate::model::{Resource, ResourceKey, split_api_version};
 use crate::normalize::{LAST_APPLIED, SecretHasher, normalize};
 use crate::path::Path;
-use crate::rules::{SeverityTable, TypeRule, drift_type_of, type_rules};
+use crate::verdict::{SeverityTable, Verdict, Verdicts};
 
 /// Configuration of the engine; every field has a default. Deserialised from the `drift`
 /// configuration file.
@@ -76,10 +77,9 @@ impl Default for EngineConfig {
 #[derive(Debug, Clone)]
 pub struct Engine {
     ignore: Vec<CompiledRule>,
-    severity: SeverityTable,
+    verdicts: Verdicts,
     classifier: ManagerClassifier,
     merge_keys: MergeKeys,
-    rules: Vec<TypeRule>,
     hasher: SecretHasher,
     report_controller_fields: bool,
     autoscaler_owns_replicas: bool,
@@ -101,10 +101,9 @@ impl Engine {
     pub fn new(config: &EngineConfig) -> crate::Result<Self> {
         Ok(Engine {
             ignore: config.ignore.iter().map(CompiledRule::new).collect::<crate::Result<_>>()?,
-            severity: SeverityTable { overrides: config.severity.clone() },
+            verdicts: Verdicts::new(SeverityTable { overrides: config.severity.clone() }),
             classifier: ManagerClassifier::new(&config.managers)?,
             merge_keys: MergeKeys::with_extra(&config.merge_keys),
-            rules: type_rules(),
             hasher: SecretHasher::random(),
             report_controller_fields: config.report_controller_fields,
             autoscaler_owns_replicas: config.autoscaler_owns_replicas,
@@ -212,7 +211,7 @@ impl Engine {
                     .or(managers.first())
                     .map(|m| (*m).clone())
             };
-            let drift_type = drift_type_of(&self.rules, kind, &path);
+            let drift_type = self.verdicts.drift_type(kind, &path);
             let drift = self.make(desired, drift_type, &path, git, cluster, attribution);
             out.push((path, drift));
         }
@@ -229,16 +228,9 @@ impl Engine {
         cluster: Option<Value>,
         attribution: Option<Attribution>,
     ) -> Drift {
-        let severity = self.severity.severity(drift_type);
-        let classification = match &attribution {
-            None => Classification::Unknown,
-            Some(a) => match self.classifier.classify(&a.manager) {
-                ManagerClass::Manual | ManagerClass::ClientSideApply => Classification::ManualChange,
-                ManagerClass::Applier => Classification::PendingSync,
-                ManagerClass::Controller => Classification::ControllerManaged,
-            },
-        };
-        let recommended_action = recommend(drift_type, severity, classification);
+        let manager = attribution.as_ref().map(|a| self.classifier.classify(&a.manager));
+        let Verdict { drift_type, severity, classification, recommended_action } =
+            self.verdicts.decide(drift_type, manager);
         Drift {
             resource: ResourceRef {
                 api_version: desired.api_version.clone(),
@@ -263,19 +255,8 @@ impl Engine {
     }
 }
 
-/// What to do about a drift (DESIGN section 4): controllers and pending syncs are observed;
-/// a missing object or a severe manual change is reverted; a milder manual change (a replica
-/// count, a request) looks intentional and belongs in Git.
-pub fn recommend(drift_type: DriftType, severity: Severity, classification: Classification) -> RecommendedAction {
-    match (drift_type, classification) {
-        (DriftType::MissingResource, _) => RecommendedAction::SuggestRevert,
-        (_, Classification::ControllerManaged | Classification::PendingSync) => RecommendedAction::Observe,
-        (_, Classification::ManualChange) if severity >= Severity::High => RecommendedAction::SuggestRevert,
-        (_, Classification::ManualChange) => RecommendedAction::CreatePr,
-        (_, Classification::Unknown) if severity >= Severity::High => RecommendedAction::SuggestRevert,
-        (_, Classification::Unknown) => RecommendedAction::Observe,
-    }
-}
+/// Moved to [`crate::verdict::recommend`], where every part of a drift's verdict is decided.
+pub use crate::verdict::recommend;
 
 /// Objects whose `spec.replicas` a HorizontalPodAutoscaler in the desired set scales.
 fn autoscaled(desired: &[Resource]) -> Vec<ResourceKey> {

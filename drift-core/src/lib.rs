@@ -19,10 +19,19 @@ pub mod normalize;
 pub mod path;
 pub mod quantity;
 pub mod report;
-pub mod rules;
 pub mod scan;
 pub mod sink;
 pub mod source;
+pub mod verdict;
+
+/// The former name of [`verdict`]: the type rule table and the severity table.
+#[deprecated(
+    since = "0.1.0",
+    note = "use `drift_core::verdict`, which also decides classification and recommended action"
+)]
+pub mod rules {
+    pub use crate::verdict::{PathPattern, SeverityTable, TypeRule, drift_type_of, type_rules};
+}
 
 pub use compare::Comparator;
 pub use drift::{

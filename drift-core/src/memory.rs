@@ -140,7 +140,8 @@ impl LiveSource for MemoryLiveSource {
 }
 
 /// The reference store: a [`DriftSink`] and a [`DriftStore`] in memory, with exactly the
-/// semantics of DESIGN section 5 that the database sinks implement in SQL.
+/// semantics of docs/storage.md ("The lifecycle of a drift") that the database sinks
+/// implement in SQL.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<MemoryStoreState>,

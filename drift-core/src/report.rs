@@ -169,7 +169,7 @@ impl ScanReport {
     }
 
     /// Whether an open drift of this object that this report does not list may be marked
-    /// resolved (DESIGN section 5):
+    /// resolved (docs/storage.md, "The lifecycle of a drift"):
     ///
     /// - never when the scan failed;
     /// - for an object of the desired state, only when its (kind, namespace) was read completely;

@@ -81,7 +81,7 @@ impl std::str::FromStr for DriftStatus {
     }
 }
 
-/// A drift as a store keeps it (DESIGN section 5).
+/// A drift as a store keeps it (docs/storage.md, table `drifts`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredDrift {
     /// Row id.

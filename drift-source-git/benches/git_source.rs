@@ -3,7 +3,8 @@
 //!   commit that changes one file, and the folder source's rescan;
 //! - Kustomize render time of the corpus overlays (`kubectl kustomize`), uncached.
 //!
-//! Run: `cargo bench -p drift-source-git --bench git_source`
+//! Run: `DRIFT_CORPUS=$PWD/../shared/corpus cargo bench -p drift-source-git --bench git_source`
+//! (without `DRIFT_CORPUS`, the Kustomize group is skipped).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -138,11 +139,10 @@ fn bench_repository(c: &mut Criterion) {
     group.finish();
 }
 
-fn corpus(repo: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/repos").join(repo)
-}
-
 fn bench_kustomize(c: &mut Criterion) {
+    let Some(repos) = drift_testkit::corpus::dir("kustomize_corpus", "repos") else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let mut group = c.benchmark_group("kustomize_corpus");
     group.sample_size(10).measurement_time(Duration::from_secs(10));
@@ -155,7 +155,7 @@ fn bench_kustomize(c: &mut Criterion) {
         group.bench_function(format!("{repo}/{root}"), |b| {
             b.iter(|| {
                 // A new source each time: no render cache, one `kubectl kustomize` per iteration.
-                let mut cfg = FolderConfig::new(corpus(repo));
+                let mut cfg = FolderConfig::new(repos.join(repo));
                 cfg.path = Some(root.to_owned());
                 let snap = rt.block_on(FolderSource::new(cfg).unwrap().fetch()).unwrap();
                 assert_eq!(snap.resources.len(), objects);

@@ -19,7 +19,7 @@ use crate::config::{GitConfig, Secret, default_cache_dir};
 use crate::error::SourceError;
 use crate::gitops::normalize_repo_url;
 use crate::pipeline::{BuildInput, Pipeline, SourceStats, Stats};
-use crate::source::{LastSnapshot, ensure_crypto_provider, redact_url};
+use crate::source::{LastSnapshot, redact_url, require_crypto_provider};
 use crate::tree::{BlobReader, Checkout, FileEntry, normalize_sub, prune_trees};
 
 /// Reads a git repository through gix.
@@ -29,6 +29,10 @@ use crate::tree::{BlobReader, Checkout, FileEntry, normalize_sub, prune_trees};
 /// names the commit already read, return the earlier snapshot without receiving a pack or
 /// rendering anything. A new commit is read from the object database; files and Kustomize/Helm
 /// applications whose inputs did not change reuse their earlier results.
+///
+/// Over `http://` and `https://` the program must have installed a rustls crypto provider
+/// first (`rustls::crypto::ring::default_provider().install_default()` in `main`); this crate
+/// does not choose one, and building such a source without one is a configuration error.
 #[derive(Debug)]
 pub struct GitSource {
     inner: Arc<Inner>,
@@ -72,7 +76,7 @@ impl GitSource {
     /// (for embedders that keep secrets elsewhere).
     pub fn with_token(cfg: GitConfig, token: Option<Secret>) -> Result<Self> {
         cfg.validate()?;
-        ensure_crypto_provider();
+        require_crypto_provider(&cfg.url)?;
         let url = redact_url(&cfg.url);
         let cache_root = cfg.cache_dir.clone().unwrap_or_else(|| default_cache_dir("git"));
         // One clone per (URL, ref): sources of the same repository at different refs never

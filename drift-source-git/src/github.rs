@@ -28,7 +28,7 @@ use crate::config::{GitHubConfig, Secret, default_cache_dir};
 use crate::error::SourceError;
 use crate::gitops::normalize_repo_url;
 use crate::pipeline::{BuildInput, Pipeline, SourceStats, Stats};
-use crate::source::{LastSnapshot, ensure_crypto_provider};
+use crate::source::LastSnapshot;
 use crate::tree::{BlobReader, Checkout, FileEntry, join_relative, normalize_sub, prune_trees};
 
 /// Largest archive accepted (unpacked), and most files in it.
@@ -73,7 +73,6 @@ impl GitHubSource {
     /// Like [`GitHubSource::new`], with the token given by the caller instead of `token_env`.
     pub fn with_token(cfg: GitHubConfig, token: Option<Secret>) -> Result<Self> {
         cfg.validate()?;
-        ensure_crypto_provider();
         let mut builder = Octocrab::builder()
             .base_uri(cfg.api_url.as_str())
             .map_err(|e| drift_core::Error::config(format!("github source: invalid api_url: {e}")))?

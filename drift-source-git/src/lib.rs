@@ -17,6 +17,11 @@
 //! revision). An unchanged commit is neither read nor rendered again, and in a new commit only
 //! the files and applications whose inputs changed are ([`SourceStats`]).
 //!
+//! The TLS crypto provider is the program's choice: a binary that reads git over HTTP(S)
+//! installs rustls' process-level provider before building a [`GitSource`] (the detector's
+//! `drift` binary installs ring); the library never installs one. [`GitHubSource`] falls back to
+//! ring when none is installed.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), drift_core::Error> {

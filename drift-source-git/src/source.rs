@@ -48,12 +48,21 @@ impl LastSnapshot {
     }
 }
 
-/// Installs rustls' ring provider for the process unless one is installed already; gix's
-/// HTTP transport (reqwest with `rustls-no-provider`) needs one, and ring is the provider the
-/// rest of the workspace uses (two providers in one binary make kube-rs panic).
-pub(crate) fn ensure_crypto_provider() {
-    // An Err only means that a provider is already installed, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+/// A source that talks HTTP(S) through gix (reqwest with `rustls-no-provider`) needs the
+/// process-level rustls crypto provider, which the program installs (only a binary chooses it;
+/// two providers in one binary make kube-rs panic). Without one, reqwest would panic on the
+/// first fetch: say so when the source is built instead.
+pub(crate) fn require_crypto_provider(url: &str) -> drift_core::Result<()> {
+    let http = url.starts_with("http://") || url.starts_with("https://");
+    if http && rustls::crypto::CryptoProvider::get_default().is_none() {
+        return Err(drift_core::Error::config(format!(
+            "git source {}: no rustls crypto provider is installed; the program must install one \
+             before it builds an HTTP(S) git source, for example \
+             `rustls::crypto::ring::default_provider().install_default()`",
+            redact_url(url)
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
-//! Kustomize rendering of the real GitOps repositories of `../shared/corpus/repos/`, compared
-//! as objects with their `rendered/` oracles (what `kubectl kustomize` printed upstream).
+//! Kustomize rendering of the real GitOps repositories of the corpus' `repos/` (the folder
+//! `DRIFT_CORPUS` names, see [`drift_testkit::corpus`]), compared as objects with their
+//! `rendered/` oracles (what `kubectl kustomize` printed upstream). Without `DRIFT_CORPUS`, each
+//! test says that it is skipped.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,13 +14,14 @@ use drift_core::{DesiredSnapshot, ErrorKind};
 use drift_source_git::{FolderConfig, FolderSource, GitConfig, GitSource};
 use serde_json::Value;
 
-fn corpus(repo: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus/repos").join(repo)
+/// The corpus' `repos/` folder, or `None` when the test is skipped (no `DRIFT_CORPUS`).
+fn repos(test: &str) -> Option<PathBuf> {
+    drift_testkit::corpus::dir(test, "repos")
 }
 
 /// The oracle's objects, sorted by identity.
-fn oracle(repo: &str, root: &str) -> Vec<(String, Value)> {
-    let file = corpus(repo).join("rendered").join(format!("{}.yaml", root.replace('/', "__")));
+fn oracle(repos: &Path, repo: &str, root: &str) -> Vec<(String, Value)> {
+    let file = repos.join(repo).join("rendered").join(format!("{}.yaml", root.replace('/', "__")));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let parsed = drift_core::manifest::parse_manifests(&text, "oracle");
     assert!(parsed.warnings.iter().all(|w| !w.fatal), "{:?}", parsed.warnings);
@@ -33,8 +36,8 @@ fn objects(snapshot: &DesiredSnapshot) -> Vec<(String, Value)> {
     v
 }
 
-async fn read_folder(repo: &str, path: &str) -> DesiredSnapshot {
-    let mut cfg = FolderConfig::new(corpus(repo));
+async fn read_folder(repos: &Path, repo: &str, path: &str) -> DesiredSnapshot {
+    let mut cfg = FolderConfig::new(repos.join(repo));
     cfg.path = Some(path.to_owned());
     FolderSource::new(cfg).unwrap().fetch().await.unwrap()
 }
@@ -54,11 +57,12 @@ const RENDERABLE: &[(&str, &str)] = &[
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kustomize_roots_render_the_same_objects_as_the_oracles() {
+    let Some(repos) = repos("kustomize_roots_render_the_same_objects_as_the_oracles") else { return };
     require_kubectl();
     for (repo, root) in RENDERABLE {
-        let snap = read_folder(repo, root).await;
+        let snap = read_folder(&repos, repo, root).await;
         assert!(!drift_source_git::has_errors(&snap), "{repo}/{root}: {:?}", snap.warnings);
-        assert_eq!(objects(&snap), oracle(repo, root), "{repo}/{root}");
+        assert_eq!(objects(&snap), oracle(&repos, repo, root), "{repo}/{root}");
         for r in &snap.resources {
             let path = r.provenance.path.as_deref().unwrap();
             assert!(path.starts_with(root) && path.ends_with("kustomization.yaml"), "{path}");
@@ -68,22 +72,23 @@ async fn kustomize_roots_render_the_same_objects_as_the_oracles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roots_needing_files_left_out_of_the_corpus_fail_alone() {
+    let Some(repos) = repos("roots_needing_files_left_out_of_the_corpus_fail_alone") else { return };
     require_kubectl();
     // deploy/bases/frontend needs shell scripts that were not copied (corpus README): the
     // failure is a warning for that application, and the whole repository still reads.
-    let snap = read_folder("podinfo", "deploy/bases/frontend").await;
+    let snap = read_folder(&repos, "podinfo", "deploy/bases/frontend").await;
     assert!(snap.resources.is_empty());
     let w = snap.warnings.iter().find(|w| w.fatal).unwrap();
     assert_eq!(w.kind, ErrorKind::InvalidInput);
     assert!(w.message.contains("kustomize build of `deploy/bases/frontend` failed"), "{w}");
     assert_eq!(w.path.as_deref(), Some("deploy/bases/frontend"));
 
-    let whole = read_folder("podinfo", "").await;
+    let whole = read_folder(&repos, "podinfo", "").await;
     let failed: Vec<_> = whole.warnings.iter().filter(|w| w.fatal).filter_map(|w| w.path.clone()).collect();
     assert_eq!(failed, vec!["deploy/overlays/dev", "deploy/overlays/production", "deploy/overlays/staging"]);
     // The standalone kustomize/ folder and the plain manifest folders are read.
     let got = objects(&whole);
-    for obj in oracle("podinfo", "kustomize") {
+    for obj in oracle(&repos, "podinfo", "kustomize") {
         assert!(got.contains(&obj), "{} from kustomize/ is read", obj.0);
     }
     assert!(
@@ -95,8 +100,11 @@ async fn roots_needing_files_left_out_of_the_corpus_fail_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flux_cluster_folder_reads_its_flux_objects_and_says_what_it_cannot_follow() {
+    let Some(repos) = repos("a_flux_cluster_folder_reads_its_flux_objects_and_says_what_it_cannot_follow") else {
+        return;
+    };
     require_kubectl();
-    let snap = read_folder("flux2-kustomize-helm-example", "clusters/production").await;
+    let snap = read_folder(&repos, "flux2-kustomize-helm-example", "clusters/production").await;
     assert!(!drift_source_git::has_errors(&snap), "{:?}", snap.warnings);
     let keys = keys(&snap);
     assert!(keys.contains(&"kustomize.toolkit.fluxcd.io/Kustomization flux-system/apps".to_owned()), "{keys:?}");
@@ -109,9 +117,10 @@ async fn a_flux_cluster_folder_reads_its_flux_objects_and_says_what_it_cannot_fo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_repository_through_git_gives_the_same_objects() {
+    let Some(repos) = repos("the_same_repository_through_git_gives_the_same_objects") else { return };
     require_kubectl();
     let origin = Origin::new();
-    let src = corpus("flux2-kustomize-helm-example");
+    let src = repos.join("flux2-kustomize-helm-example");
     let copy = std::process::Command::new("cp")
         .args(["-r", &format!("{}/.", src.display()), origin.work.to_str().unwrap()])
         .status()
@@ -123,7 +132,7 @@ async fn the_same_repository_through_git_gives_the_same_objects() {
         cfg.cache_dir = Some(origin.cache());
         cfg.path = Some(root.to_owned());
         let snap = GitSource::new(cfg).unwrap().fetch().await.unwrap();
-        assert_eq!(objects(&snap), oracle("flux2-kustomize-helm-example", root), "{root}");
+        assert_eq!(objects(&snap), oracle(&repos, "flux2-kustomize-helm-example", root), "{root}");
         assert!(snap.resources.iter().all(|r| r.provenance.revision.as_deref() == Some(commit.as_str())));
     }
 }

@@ -81,6 +81,7 @@ async fn cgi(cgi: Arc<Cgi>, req: Request<Body>) -> Response<Body> {
 
 /// Serves `root` on a free loopback port; returns the base URL.
 async fn serve(root: PathBuf, token: Option<&str>) -> String {
+    install_crypto_provider();
     let auth = token
         .map(|t| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("x-access-token:{t}"))));
     let state = Arc::new(Cgi { root, auth });

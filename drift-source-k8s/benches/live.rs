@@ -239,7 +239,8 @@ fn main() {
         serve(args[1].parse().unwrap());
         return;
     }
-    drift_source_k8s::install_crypto_provider();
+    // The program chooses the process-level TLS crypto provider, not the library.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mode = args.first().cloned().unwrap_or_else(|| "list".into());
     let numbers: Vec<usize> = args.iter().skip(1).filter_map(|a| a.parse().ok()).collect();

@@ -16,6 +16,12 @@
 //!   are not mistaken for drift.
 //! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
 //!
+//! The TLS crypto provider is the program's choice, never this library's: a binary installs
+//! rustls' process-level provider in `main`, before [`K8sSource::connect`] (the `drift` binary
+//! installs ring: `rustls::crypto::ring::default_provider().install_default()`). kube-rs builds
+//! its TLS configuration from that provider; when none is installed, rustls takes the only one
+//! the program's dependencies compile in, and fails if they compile in two.
+//!
 //! ```no_run
 //! use drift_core::{GroupKind, LiveSource, Scope};
 //! use drift_source_k8s::{K8sConfig, K8sSource};
@@ -42,7 +48,7 @@ pub mod watch;
 pub use config::{K8sConfig, live_source_from_config};
 pub use error::K8sError;
 pub use snapshot::SnapshotSource;
-pub use source::{Discovered, K8sSource, KindInfo, install_crypto_provider};
+pub use source::{Discovered, K8sSource, KindInfo};
 pub use watch::{CacheStats, K8sWatch, cache_form};
 
 /// Locks a mutex, going on with the data if another thread panicked while holding it.

@@ -80,13 +80,6 @@ impl std::fmt::Debug for K8sSource {
     }
 }
 
-/// Installs rustls' ring provider as the process default, unless one is installed already. kube
-/// needs a process-level provider; call this before building a client yourself.
-pub fn install_crypto_provider() {
-    // An Err means a provider is already installed, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 #[derive(Debug, Default, Deserialize)]
 struct RawListMeta {
     #[serde(default, rename = "continue")]
@@ -103,7 +96,8 @@ struct RawList {
 
 impl K8sSource {
     /// Connects with a configuration: the in-cluster service account, or a kubeconfig (the
-    /// configured file or the default one) and context. No request is made yet.
+    /// configured file or the default one) and context. No request is made yet. The program
+    /// has installed its rustls crypto provider before (see the crate documentation).
     pub async fn connect(config: K8sConfig) -> drift_core::Result<Self> {
         config.validate()?;
         if config.snapshot.is_some() {
@@ -112,7 +106,6 @@ impl K8sSource {
             )
             .into());
         }
-        install_crypto_provider();
         let (kube_config, default_name) = if config.in_cluster {
             let c = kube::Config::incluster()
                 .map_err(|e| K8sError::Config(format!("in-cluster service account: {}", error_chain(&e))))?;

