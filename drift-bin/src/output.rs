@@ -1,6 +1,6 @@
 //! Printing reports: a coloured table for people, JSON and YAML for tools.
 //!
-//! The JSON shape is stable (DESIGN section 6): `{"drifts": [...], "summary": {...},
+//! The JSON shape is stable (docs/drift-types.md): `{"drifts": [...], "summary": {...},
 //! "warnings": [...]}`; each drift carries `resource` (`apiVersion`, `kind`, `namespace`,
 //! `name`), `drift_type`, `severity`, `path`, `git_value`, `cluster_value`, `changed_by`,
 //! `changed_at`, `classification`, `decision_source`, `recommended_action`.

@@ -53,7 +53,7 @@ fn demo_reports_every_seed_drift_type_as_json() {
             expect("spec_drift", "MEDIUM", "spec.template.spec.containers[name=web].env[name=DEBUG]", "kubectl-edit"),
         ]
     );
-    // The stable shape of DESIGN section 6.
+    // The stable shape of docs/drift-types.md.
     let d = &drifts[0];
     for field in
         ["resource", "drift_type", "severity", "path", "git_value", "cluster_value", "changed_by", "changed_at"]
@@ -84,9 +84,17 @@ fn table_and_yaml_outputs() {
 
 #[test]
 fn in_sync_is_exit_0() {
-    let pair = "../shared/corpus/pairs/ge-smd-deploy-defaults";
-    let (code, out, err) =
-        drift(&["diff", "--desired", &format!("{pair}/desired.yaml"), "--live", &format!("{pair}/live.yaml")]);
+    // A real pair whose live side only has what the API server adds (defaults, status).
+    let Some(pair) = drift_testkit::corpus::dir("in_sync_is_exit_0", "pairs/ge-smd-deploy-defaults") else { return };
+    let file = |f: &str| pair.join(f).display().to_string();
+    let (code, out, err) = drift(&["diff", "--desired", &file("desired.yaml"), "--live", &file("live.yaml")]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("0 drift(s)"), "{out}");
+}
+
+#[test]
+fn the_desired_state_against_itself_is_exit_0() {
+    let (code, out, err) = drift(&["diff", "--desired", "examples/demo/desired", "--live", "examples/demo/desired"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("0 drift(s)"), "{out}");
 }

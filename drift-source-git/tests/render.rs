@@ -141,13 +141,14 @@ async fn helm_template_renders_a_chart_with_release_namespace_and_values() {
     cfg.render.helm.namespace = Some("site-ns".into());
     let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
     assert!(!has_errors(&snap), "{:?}", snap.warnings);
-    // The ConfigMap names `.Release.Namespace`. (The Deployment, which names no namespace, is
-    // left without one here: only Argo CD and Flux objects give a default namespace so far.)
+    // The ConfigMap names `.Release.Namespace`; the Deployment names no namespace and lands in
+    // the release's, as `helm install --namespace` puts it.
     let mut names: Vec<_> = snap.resources.iter().map(|r| (r.key.kind.as_str(), r.key.name.as_str())).collect();
     names.sort();
     assert_eq!(names, vec![("ConfigMap", "site-settings"), ("Deployment", "site-web")]);
     assert_eq!(object(&snap, "ConfigMap", "site-settings").key.namespace.as_deref(), Some("site-ns"));
     let deploy = object(&snap, "Deployment", "site-web");
+    assert_eq!(deploy.key.namespace.as_deref(), Some("site-ns"), "objects without a namespace land in the release's");
     assert_eq!(deploy.object["spec"]["replicas"], 1);
     assert_eq!(deploy.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27");
     assert_eq!(object(&snap, "ConfigMap", "site-settings").object["data"]["mode"], "default");

@@ -235,7 +235,12 @@ pub(super) fn plan_top(
         }
         RendererKind::Helm => {
             if has_chart(checkout, sub) {
-                vec![Unit::new(UnitKind::Helm { chart: sub.to_owned(), opts: default_helm(sub, Some(cfg)) })]
+                let opts = default_helm(sub, Some(cfg));
+                // `helm install --namespace NS` puts every object that names none in NS.
+                let namespace = opts.namespace.clone().map_or(NamespaceRule::Keep, NamespaceRule::Default);
+                let mut unit = Unit::new(UnitKind::Helm { chart: sub.to_owned(), opts });
+                unit.namespace = namespace;
+                vec![unit]
             } else {
                 notes.push(
                     SourceWarning::error(
