@@ -2,42 +2,22 @@
 //! reference store and sinks of the test's own, without any process around it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use common::{Recording, cm};
 use drift_core::memory::{MemoryDesiredSource, MemoryLiveSource, MemoryStore};
 use drift_core::sink::{DriftFilter, DriftStatus, PageRequest, RecordOutcome};
 use drift_core::source::{LiveCapabilities, LiveEvent, LiveEventStream};
 use drift_core::{
-    DesiredSnapshot, DesiredSource, DriftSink, DriftStore, DriftType, LiveSnapshot, LiveSource, Resource, ScanReport,
-    Scope,
+    DesiredSnapshot, DesiredSource, DriftSink, DriftStore, DriftType, LiveSnapshot, LiveSource, ScanReport, Scope,
 };
 use drift_runtime::{Detector, Store};
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
-
-fn cm(name: &str, mode: &str) -> Resource {
-    Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "shop"}, "data": {"mode": mode}}))
-    .unwrap()
-}
-
-/// Hands every report it records to the test.
-#[derive(Debug)]
-struct Recording(mpsc::UnboundedSender<ScanReport>);
-
-#[async_trait]
-impl DriftSink for Recording {
-    fn name(&self) -> &str {
-        "recording"
-    }
-    async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
-        self.0.send(report.clone()).map_err(|_| drift_core::Error::unavailable("test gone"))?;
-        Ok(RecordOutcome::default())
-    }
-}
 
 /// Always fails.
 #[derive(Debug)]
@@ -172,7 +152,7 @@ impl LiveSource for Fed {
     }
     async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
         let rx = self.events.lock().unwrap().take().ok_or_else(|| drift_core::Error::unavailable("watched once"))?;
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })))
+        Ok(common::fed(rx))
     }
 }
 

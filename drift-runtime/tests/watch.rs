@@ -2,28 +2,23 @@
 //! re-reads the desired state every refresh period.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use common::{Recording, cm};
 use drift_core::memory::{MemoryLiveSource, MemoryStore};
-use drift_core::sink::RecordOutcome;
 use drift_core::source::{LiveCapabilities, LiveEvent, LiveEventStream};
-use drift_core::{DesiredSnapshot, DesiredSource, DriftSink, LiveSnapshot, LiveSource, Resource, ScanReport, Scope};
+use drift_core::{DesiredSnapshot, DesiredSource, LiveSnapshot, LiveSource, Resource, ScanReport, Scope};
 use drift_runtime::watch::{RESTART_PAUSE, run_watch};
 use drift_runtime::{Detector, Store};
-use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 type Events = mpsc::UnboundedSender<drift_core::Result<LiveEvent>>;
-
-fn cm(name: &str, mode: &str) -> Resource {
-    Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": "shop"}, "data": {"mode": mode}}))
-    .unwrap()
-}
 
 /// Desired objects the test can change (a new commit).
 #[derive(Debug, Default)]
@@ -75,21 +70,7 @@ impl LiveSource for Streams {
     async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
         self.asked.send(Instant::now()).ok();
         let rx = self.next.lock().unwrap().pop_front().ok_or_else(|| drift_core::Error::unavailable("no more"))?;
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|e| (e, rx)) })))
-    }
-}
-
-#[derive(Debug)]
-struct Recording(mpsc::UnboundedSender<ScanReport>);
-
-#[async_trait]
-impl DriftSink for Recording {
-    fn name(&self) -> &str {
-        "recording"
-    }
-    async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
-        self.0.send(report.clone()).ok();
-        Ok(RecordOutcome::default())
+        Ok(common::fed(rx))
     }
 }
 
