@@ -2,7 +2,7 @@
 //!
 //! Open-drift gauges are read from the store's statistics at scrape time (the store is the
 //! truth: they survive restarts and follow resolutions). Everything about scans, sources and
-//! watch mode is recorded by the binary through [`Metrics::record_scan`],
+//! watch mode is recorded by the runtime (`drift-runtime`) through [`Metrics::record_scan`],
 //! [`Metrics::record_source_error`] and [`Metrics::observe_watch_lag`].
 
 use std::sync::Arc;

@@ -303,8 +303,13 @@ impl Config {
             }
             store.validate().context("`store`")?;
         }
+        if self.retention_days == Some(0) {
+            bail!("`retention_days` must be at least 1 (omit it to keep everything)");
+        }
         if let Some(StoreSetting::Url(url)) = &self.store {
-            StoreConfig::from_url(url).context("`store`")?.validate().context("`store`")?;
+            let mut store = StoreConfig::from_url(url).context("`store`")?;
+            store.set_retention(self.retention_days);
+            store.validate().context("`store`")?;
         }
         drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
         for gk in &self.engine.cluster_scoped {
@@ -460,6 +465,8 @@ mod tests {
 
     #[test]
     fn contradictions_are_refused() {
+        let err = parse("store: sqlite://x.db\nretention_days: 0\n").unwrap_err();
+        assert!(format!("{err:#}").contains("retention_days"), "{err:#}");
         let err = parse("store:\n  type: sqlite\nretention_days: 3\n").unwrap_err();
         assert!(format!("{err:#}").contains("retention_days"), "{err:#}");
         let err = parse("live:\n  snapshot: live\n  context: prod\n").unwrap_err();

@@ -13,8 +13,8 @@ use tokio::sync::watch;
 
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 
-/// How long a running pass may take to finish after a stop before it is abandoned (its report
-/// is one transaction, so an abandoned pass writes nothing).
+/// How long a running pass may take to finish after a stop before it is aborted (its report is
+/// one transaction, so an aborted pass writes nothing).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// Builds a [`Detector`]. A live source, a store and at least one desired source are required;
@@ -112,7 +112,13 @@ impl DetectorBuilder {
             metrics: self.metrics.unwrap_or_default(),
             gate: ScanGate::new(),
         };
-        Ok(Detector { scanner: Arc::new(scanner), interval, watch: self.watch.unwrap_or(true), token: self.token })
+        Ok(Detector {
+            scanner: Arc::new(scanner),
+            interval,
+            watch: self.watch.unwrap_or(true),
+            token: self.token,
+            passes: Arc::default(),
+        })
     }
 }
 
@@ -124,6 +130,14 @@ pub struct Detector {
     interval: Duration,
     watch: bool,
     token: Option<ApiToken>,
+    /// Passes started by `POST /scan` without waiting, so that shutdown can wait for them.
+    passes: Passes,
+}
+
+type Passes = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
+
+fn lock(passes: &Passes) -> std::sync::MutexGuard<'_, tokio::task::JoinSet<()>> {
+    passes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Detector {
@@ -153,7 +167,7 @@ impl Detector {
     pub fn api_state(&self, stop: watch::Receiver<bool>) -> ApiState {
         ApiState::new(
             self.scanner.store.read.clone(),
-            Arc::new(Trigger { scanner: self.scanner.clone(), shutdown: stop }),
+            Arc::new(Trigger { scanner: self.scanner.clone(), shutdown: stop, passes: self.passes.clone() }),
         )
         .with_token(self.token.clone())
         .with_metrics(self.scanner.metrics.clone())
@@ -162,8 +176,9 @@ impl Detector {
 
     /// Serves until `shutdown` completes: the scheduler (a pass now, then every interval plus
     /// jitter), the watch loop (when enabled and the live source can watch) and the REST API on
-    /// `listener`. On shutdown the API stops taking scans, a running pass gets
-    /// [`SHUTDOWN_GRACE`] to finish, then everything stops.
+    /// `listener`. On shutdown the API stops taking scans, a running pass (scheduled or started
+    /// by `POST /scan`) gets [`SHUTDOWN_GRACE`] to finish and is aborted after it (its report,
+    /// one transaction, is then not written), then everything stops.
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let state = self.api_state(stop_rx.clone());
@@ -196,12 +211,22 @@ impl Detector {
         shutdown.await;
         tracing::info!("shutting down: the running scan finishes or is abandoned before its report is written");
         stop_tx.send_replace(true);
-        match tokio::time::timeout(SHUTDOWN_GRACE, sched).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "the scheduler task failed"),
-            Err(_) => tracing::warn!(
-                grace = ?SHUTDOWN_GRACE, "the running scan did not finish in time and is abandoned; its report is not written"
-            ),
+        let mut passes = std::mem::take(&mut *lock(&self.passes));
+        let sched_abort = sched.abort_handle();
+        let finished = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            if let Err(e) = sched.await {
+                tracing::error!(error = %e, "the scheduler task failed");
+            }
+            while passes.join_next().await.is_some() {}
+        })
+        .await;
+        if finished.is_err() {
+            tracing::warn!(
+                grace = ?SHUTDOWN_GRACE, "the running scan did not finish in time and is aborted; its report is not written"
+            );
+            sched_abort.abort();
+            passes.abort_all();
+            while passes.join_next().await.is_some() {}
         }
         if let Some(w) = watcher {
             w.abort();
@@ -218,6 +243,7 @@ impl Detector {
 struct Trigger {
     scanner: Arc<Scanner>,
     shutdown: watch::Receiver<bool>,
+    passes: Passes,
 }
 
 #[async_trait]
@@ -240,7 +266,12 @@ impl ScanTrigger for Trigger {
         }
         let scanner = self.scanner.clone();
         let id = scan_id.clone();
-        tokio::spawn(async move { scanner.pass(id).await });
+        let mut passes = lock(&self.passes);
+        // Finished passes are taken out as new ones come, so the set stays small.
+        while passes.try_join_next().is_some() {}
+        passes.spawn(async move {
+            scanner.pass(id).await;
+        });
         Ok(TriggerOutcome::Started { scan_id })
     }
 }

@@ -111,17 +111,28 @@ impl Scanner {
     /// sink. An extra sink that fails is logged and counted; it never stops the store or the
     /// other sinks.
     pub async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        let outcome = self.record_in_store(report).await;
+        self.deliver(report).await;
+        outcome
+    }
+
+    /// Records one report in the store only; a failure is counted.
+    pub async fn record_in_store(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
         let outcome = self.store.sink.record(report).await;
         if let Err(e) = &outcome {
             self.metrics.record_source_error(e.kind());
         }
+        outcome
+    }
+
+    /// Hands one report to every extra sink, in order; a sink that fails is logged and counted.
+    pub async fn deliver(&self, report: &ScanReport) {
         for sink in &self.sinks {
             if let Err(e) = sink.record(report).await {
                 self.metrics.record_source_error(e.kind());
                 tracing::warn!(sink = sink.name(), scan_id = %report.scan_id, error = %e, "sink failed; report not delivered there");
             }
         }
-        outcome
     }
 
     /// The id of the pass that is running, if one is.

@@ -62,8 +62,10 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
 }
 
 /// Re-compares one object against every repository that holds it and records the reports.
+/// The watch lag is observed when the store has them; the extra sinks get them afterwards.
 async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
     let Some(places) = index.by_key.get(&pending.key) else { return };
+    let mut reports = Vec::with_capacity(places.len());
     for &(repo, i) in places {
         let (repository, revision, resources) = &index.all[repo];
         let options = scanner.settings().options(format!("watch-{}", new_scan_id()));
@@ -77,15 +79,19 @@ async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
             revision.clone(),
             &options,
         );
-        match scanner.record(&report).await {
+        match scanner.record_in_store(&report).await {
             Ok(o) => tracing::info!(
                 object = %pending.key, drifts = report.drifts.len(), opened = o.opened, resolved = o.resolved,
                 "watch: re-compared"
             ),
             Err(e) => tracing::error!(object = %pending.key, error = %e, "watch: store unavailable"),
         }
+        reports.push(report);
     }
     scanner.metrics().observe_watch_lag(pending.since.elapsed());
+    for report in &reports {
+        scanner.deliver(report).await;
+    }
 }
 
 /// Moves events from the stream to the queue, stamped with the time they arrived.

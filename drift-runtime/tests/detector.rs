@@ -217,3 +217,52 @@ async fn serve_scans_reacts_to_watch_events_answers_the_api_and_stops() {
     tokio::time::timeout(Duration::from_secs(30), serving).await.expect("stops").unwrap().unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the API no longer listens");
 }
+
+/// Sets its flag when dropped: the pass that held it was aborted.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A desired source whose fetch never ends.
+#[derive(Debug)]
+struct Stuck {
+    entered: Arc<Notify>,
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl DesiredSource for Stuck {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+    async fn fetch(&self) -> drift_core::Result<DesiredSnapshot> {
+        let _flag = DropFlag(self.dropped.clone());
+        self.entered.notify_one();
+        std::future::pending::<()>().await;
+        unreachable!("never ends")
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pass_still_running_after_the_grace_is_aborted_and_writes_nothing() {
+    let (entered, dropped) = (Arc::new(Notify::new()), Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let store = Arc::new(MemoryStore::new());
+    let detector = Detector::builder()
+        .desired(Arc::new(Stuck { entered: entered.clone(), dropped: dropped.clone() }))
+        .live(Arc::new(MemoryLiveSource::new("c", vec![])))
+        .store(Store::new(store.clone()))
+        .watch(false)
+        .build()
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let started = tokio::time::Instant::now();
+    let serving = tokio::spawn(detector.serve(listener, async move { entered.notified().await }));
+    serving.await.unwrap().unwrap();
+    assert_eq!(started.elapsed(), drift_runtime::SHUTDOWN_GRACE, "it waited the grace, no more");
+    assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "the stuck pass was aborted, not left running");
+    assert!(store.recent_scans(10).await.unwrap().is_empty(), "nothing was written");
+}

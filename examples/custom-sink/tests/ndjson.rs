@@ -30,11 +30,33 @@ async fn reports_are_appended_whole_once_even_across_a_restart() {
     sink.record(&report("scan-2", t(5), std::slice::from_ref(&web), vec![])).await.unwrap();
     let lines = read(&path);
     let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["report", "drift", "report"]);
-    assert_eq!(lines[0]["scan_id"], "scan-1");
-    assert_eq!(lines[1]["drift"]["path"], "spec.replicas");
-    assert_eq!(lines[1]["drift"]["cluster_value"], 5);
+    assert_eq!(kinds, ["drift", "report", "report"], "a report's drifts, then the report line that commits them");
+    assert_eq!(lines[1]["scan_id"], "scan-1");
+    assert_eq!(lines[0]["drift"]["path"], "spec.replicas");
+    assert_eq!(lines[0]["drift"]["cluster_value"], 5);
     assert_eq!(lines[2]["drifts"], 0);
+}
+
+#[tokio::test]
+async fn a_report_cut_short_by_a_crash_is_cut_off_and_can_be_recorded_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("drifts.ndjson");
+    let web = key("Deployment", "shop", "web");
+    let replicas =
+        drift("Deployment", "shop", "web", drift_core::DriftType::ReplicasDrift, "spec.replicas", serde_json::json!(5));
+    let r1 = report("scan-1", t(0), std::slice::from_ref(&web), vec![replicas.clone()]);
+    let r2 = report("scan-2", t(5), std::slice::from_ref(&web), vec![replicas]);
+    NdjsonSink::open(&path).unwrap().record(&r1).await.unwrap();
+    let whole = std::fs::read(&path).unwrap();
+    // A crash while writing scan-2: its drift line is there, its report line is torn.
+    let mut cut = whole.clone();
+    cut.extend_from_slice(&drift_example_custom_sink::lines(&r2).unwrap()[..]);
+    cut.truncate(cut.len() - 10);
+    std::fs::write(&path, &cut).unwrap();
+    let sink = NdjsonSink::open(&path).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), whole, "what followed the last report line is cut off");
+    assert!(!sink.record(&r2).await.unwrap().replayed, "scan-2 was never recorded: it is written now");
+    assert_eq!(read(&path).iter().filter(|l| l["type"] == "report").count(), 2);
 }
 
 #[test]
