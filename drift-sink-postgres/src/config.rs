@@ -107,20 +107,32 @@ impl fmt::Debug for PostgresConfig {
     }
 }
 
-/// The URL with any password replaced by `***` (for logs and errors).
+/// The URL with any password replaced by `***` (for logs and errors): the password of the
+/// user information and the value of every `password` query parameter, read through a URL
+/// parser. A URL that does not parse is shown as its scheme only.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return match url.split_once("://") {
+            Some((scheme, _)) => format!("{scheme}://*** (not a valid URL)"),
+            None => "*** (not a valid URL)".to_owned(),
+        };
     };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_owned(),
-        },
-        None => url.to_owned(),
+    if parsed.password().is_some() {
+        // Cannot fail: the URL has a password, so it has a host and may carry one.
+        let _ = parsed.set_password(Some("***"));
     }
+    if parsed.query_pairs().any(|(k, _)| k.eq_ignore_ascii_case("password")) {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k.eq_ignore_ascii_case("password") { "***".to_owned() } else { v.into_owned() };
+                (k.into_owned(), v)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    // `***` is shown as written, not percent-encoded.
+    parsed.to_string().replace("%2A%2A%2A", "***")
 }
 
 #[cfg(test)]
@@ -134,6 +146,33 @@ mod tests {
         let shown = format!("{c:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("postgres://drift:***@db:5432/drift?sslmode=require"), "{shown}");
+    }
+
+    #[test]
+    fn passwords_are_hidden_wherever_the_url_holds_them() {
+        for url in [
+            "postgres://drift:canary-s3cret@db/drift",
+            "postgres://drift:can/ary?s3cret@db/drift",
+            "postgres://drift:can%2Fary@db:5432/drift?sslmode=require",
+            "postgres://drift@db/drift?password=canary-s3cret&sslmode=require",
+            "postgresql://drift@db/drift?sslmode=require&PASSWORD=canary-s3cret",
+            "postgres://drift:canary@[::1",
+        ] {
+            let shown = redact_url(url);
+            assert!(
+                !shown.contains("canary") && !shown.contains("s3cret") && !shown.contains("ary"),
+                "{url} -> {shown}"
+            );
+            assert!(shown.contains("***"), "{url} -> {shown}");
+        }
+        assert_eq!(
+            redact_url("postgres://drift@db/drift?sslmode=require"),
+            "postgres://drift@db/drift?sslmode=require"
+        );
+        assert_eq!(
+            redact_url("postgres://drift@db/drift?password=x&sslmode=require"),
+            "postgres://drift@db/drift?password=***&sslmode=require"
+        );
     }
 
     #[test]
