@@ -9,6 +9,14 @@ use drift_example_custom_sink::NdjsonSink;
 use drift_testkit::fixtures::{drift, key, report, t};
 use serde_json::Value;
 
+/// A report of `shop/web` at minute `at`, with its replicas drift or none.
+fn scan(id: &str, at: i64, drifted: bool) -> drift_core::ScanReport {
+    let web = key("Deployment", "shop", "web");
+    let replicas =
+        drift("Deployment", "shop", "web", drift_core::DriftType::ReplicasDrift, "spec.replicas", serde_json::json!(5));
+    report(id, t(at), std::slice::from_ref(&web), if drifted { vec![replicas] } else { vec![] })
+}
+
 fn read(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
@@ -17,17 +25,14 @@ fn read(path: &Path) -> Vec<Value> {
 async fn reports_are_appended_whole_once_even_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("drifts.ndjson");
-    let web = key("Deployment", "shop", "web");
-    let replicas =
-        drift("Deployment", "shop", "web", drift_core::DriftType::ReplicasDrift, "spec.replicas", serde_json::json!(5));
-    let r1 = report("scan-1", t(0), std::slice::from_ref(&web), vec![replicas.clone()]);
+    let r1 = scan("scan-1", 0, true);
     let sink = NdjsonSink::open(&path).unwrap();
     assert!(!sink.record(&r1).await.unwrap().replayed);
     assert!(sink.record(&r1).await.unwrap().replayed, "the same scan id writes nothing again");
     drop(sink);
     let sink = NdjsonSink::open(&path).unwrap();
     assert!(sink.record(&r1).await.unwrap().replayed, "scan ids are read back when the file opens");
-    sink.record(&report("scan-2", t(5), std::slice::from_ref(&web), vec![])).await.unwrap();
+    sink.record(&scan("scan-2", 5, false)).await.unwrap();
     let lines = read(&path);
     let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["drift", "report", "report"], "a report's drifts, then the report line that commits them");
@@ -41,11 +46,7 @@ async fn reports_are_appended_whole_once_even_across_a_restart() {
 async fn a_report_cut_short_by_a_crash_is_cut_off_and_can_be_recorded_again() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("drifts.ndjson");
-    let web = key("Deployment", "shop", "web");
-    let replicas =
-        drift("Deployment", "shop", "web", drift_core::DriftType::ReplicasDrift, "spec.replicas", serde_json::json!(5));
-    let r1 = report("scan-1", t(0), std::slice::from_ref(&web), vec![replicas.clone()]);
-    let r2 = report("scan-2", t(5), std::slice::from_ref(&web), vec![replicas]);
+    let (r1, r2) = (scan("scan-1", 0, true), scan("scan-2", 5, true));
     NdjsonSink::open(&path).unwrap().record(&r1).await.unwrap();
     let whole = std::fs::read(&path).unwrap();
     // A crash while writing scan-2: its drift line is there, its report line is torn.
