@@ -117,9 +117,8 @@ pub fn redact_url(url: &str) -> String {
             None => "*** (not a valid URL)".to_owned(),
         };
     };
-    if parsed.password().is_some() {
-        // Cannot fail: the URL has a password, so it has a host and may carry one.
-        let _ = parsed.set_password(Some("***"));
+    if parsed.password().is_some() && parsed.set_password(Some("***")).is_err() {
+        return format!("{}://*** (a password that cannot be hidden)", parsed.scheme());
     }
     if parsed.query_pairs().any(|(k, _)| k.eq_ignore_ascii_case("password")) {
         let pairs: Vec<(String, String)> = parsed

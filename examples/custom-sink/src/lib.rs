@@ -123,9 +123,10 @@ impl DriftSink for NdjsonSink {
             .map_err(|e| io_error(&self.path, &e))?;
         let before = file.metadata().map_err(|e| io_error(&self.path, &e))?.len();
         if let Err(e) = file.write_all(&bytes).and_then(|()| file.sync_data()) {
-            // Whole or not at all: cut off what part of the report was written.
-            let _ = file.set_len(before);
-            return Err(io_error(&self.path, &e));
+            // Whole or not at all: cut off what part of the report was written (and say so when
+            // even that fails: the next open cuts it off then).
+            let cut = file.set_len(before).err().map(|c| format!("; cutting the partial report off failed: {c}"));
+            return Err(Error::unavailable(format!("{}: {e}{}", self.path.display(), cut.unwrap_or_default())));
         }
         seen.insert(report.scan_id.clone());
         Ok(RecordOutcome::default())
