@@ -43,11 +43,8 @@ pub async fn run_schedule<P, Fut>(
         }
         tokio::select! {
             _ = tokio::time::sleep(interval + jitter(interval)) => {}
-            changed = stop.changed() => {
-                // A stop was sent, or every sender is gone: both mean stop.
-                let _ = changed;
-                return;
-            }
+            // A stop was sent, or every sender is gone (an error): both mean stop.
+            _ = stop.changed() => return,
         }
     }
 }
