@@ -4,6 +4,7 @@
 //! implements, and the normalisation + diff engine. No I/O, no runtime, no network.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod act;
 pub mod compare;
 pub mod diff;
 pub mod drift;
@@ -33,6 +34,7 @@ pub mod rules {
     pub use crate::verdict::{PathPattern, SeverityTable, TypeRule, drift_type_of, type_rules};
 }
 
+pub use act::{ActStore, DriftEvent, EventKind};
 pub use compare::Comparator;
 pub use drift::{
     Attribution, Classification, DecisionSource, Drift, DriftType, RecommendedAction, ResourceRef, Severity,

@@ -29,6 +29,12 @@ pub struct RecordOutcome {
     pub resolved: usize,
     /// Whether this scan id had been recorded before (nothing changed).
     pub replayed: bool,
+    /// Events written to the outbox with the report (stores that keep one).
+    #[serde(default)]
+    pub events: usize,
+    /// Drifts of the report under a waiver (not counted as open).
+    #[serde(default)]
+    pub waived: usize,
 }
 
 /// Receives scan reports.
@@ -56,6 +62,10 @@ pub trait DriftSink: Send + Sync + std::fmt::Debug {
 pub enum DriftStatus {
     /// Still seen by the latest scans.
     Open,
+    /// Still seen, but under a waiver (an `accept` decision): recorded, not counted as open in
+    /// statistics, alerts, metrics or exit codes until the waiver expires or the cluster value
+    /// changes again.
+    Waived,
     /// No longer seen by a scan that covered it.
     Resolved,
 }
@@ -65,6 +75,7 @@ impl DriftStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             DriftStatus::Open => "open",
+            DriftStatus::Waived => "waived",
             DriftStatus::Resolved => "resolved",
         }
     }
@@ -75,8 +86,9 @@ impl std::str::FromStr for DriftStatus {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "open" => Ok(DriftStatus::Open),
+            "waived" => Ok(DriftStatus::Waived),
             "resolved" => Ok(DriftStatus::Resolved),
-            _ => Err(crate::Error::invalid_input(format!("unknown status {s:?} (open, resolved)"))),
+            _ => Err(crate::Error::invalid_input(format!("unknown status {s:?} (open, waived, resolved)"))),
         }
     }
 }
