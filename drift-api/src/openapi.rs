@@ -122,6 +122,8 @@ fn schemas() -> Value {
         "classification",
         "decision_source",
         "recommended_action",
+        "waived_until",
+        "acknowledged_at",
     ];
     json!({
         "Error": object(&["error"], json!({"error": {"type": "string"}})),
@@ -152,12 +154,14 @@ fn schemas() -> Value {
             "path": {"type": "string", "description": "dotted path, keyed list items in brackets"},
             "drift_type": drift_type, "severity": severity,
             "git_value": any, "cluster_value": any,
-            "status": {"type": "string", "enum": ["open", "resolved"]},
+            "status": {"type": "string", "enum": ["open", "waived", "resolved"],
+                "description": "waived: still seen, under a waiver (an accept decision), not counted as open"},
             "resolved_at": nullable_time(),
             "resolution": {"type": ["string", "null"], "enum": ["reverted", "accepted", "removed", null],
                 "description": "how a resolved drift went away: the cluster was put back (reverted), Git took the change (accepted), Git no longer holds the object (removed); null while open"},
             "changed_by": nullable("string"), "changed_at": nullable_time(),
             "classification": classification, "decision_source": decision, "recommended_action": action,
+            "waived_until": nullable_time(), "acknowledged_at": nullable_time(),
         })),
         "DriftPage": object(&["items", "next"], json!({
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/StoredDrift"}},

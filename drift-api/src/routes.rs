@@ -89,7 +89,7 @@ fn query(name: &'static str, description: &'static str, schema: Value) -> Param 
 /// The filter parameters of `GET /drifts` and `GET /stats`.
 fn filter_params() -> Vec<Param> {
     vec![
-        query("status", "open or resolved", json!({"type": "string", "enum": ["open", "resolved"]})),
+        query("status", "open, waived or resolved", json!({"type": "string", "enum": ["open", "waived", "resolved"]})),
         query(
             "severity",
             "severity (case-insensitive)",

@@ -358,10 +358,8 @@ impl NewDecision {
     /// past, one further than [`MAX_WAIVER_DAYS`], or a comment over 2,000 characters is an
     /// invalid-input error; an `accept` without a comment is one too (a waiver has a reason).
     pub fn validate(mut self, now: DateTime<Utc>) -> Result<Self> {
-        if let Some(c) = &self.comment {
-            if c.chars().count() > 2000 {
-                return Err(crate::Error::invalid_input("comment is longer than 2000 characters"));
-            }
+        if self.comment.as_ref().is_some_and(|c| c.chars().count() > 2000) {
+            return Err(crate::Error::invalid_input("comment is longer than 2000 characters"));
         }
         if let Some(at) = self.expires_at {
             if at <= now {
@@ -573,6 +571,9 @@ impl Learned {
     }
 }
 
+/// How a notifier routes an event: `Some(due)` takes it, to be sent at `due`; `None` leaves it.
+pub type Route = dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync;
+
 /// The side of a store that acts on drift: the outbox and its deliveries, decisions and
 /// waivers, the audit trail. Both SQL stores implement it; events are written by
 /// [`DriftSink::record`](crate::DriftSink::record) in the transaction of the report.
@@ -594,12 +595,7 @@ pub trait ActStore: Send + Sync + fmt::Debug {
     /// cursor past them, in one transaction (two processes never route the same event twice).
     /// A notifier seen for the first time starts after the newest event. Returns how many
     /// events were read.
-    async fn route(
-        &self,
-        notifier: &str,
-        route: &(dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync),
-        limit: usize,
-    ) -> Result<usize>;
+    async fn route(&self, notifier: &str, route: &Route, limit: usize) -> Result<usize>;
 
     /// Leases to `worker`, until `now + lease`, the pending deliveries of `notifier` that are
     /// due at `now` and belong to the batch of the oldest one (at most `limit`), and returns
@@ -660,8 +656,9 @@ pub trait ActStore: Send + Sync + fmt::Debug {
     /// The decisions about a drift, oldest first.
     async fn decisions(&self, drift_id: i64) -> Result<Vec<Decision>>;
 
-    /// How many drifts similar to this one were last accepted and rejected ([`Similarity`]).
-    async fn similar(&self, similarity: &Similarity) -> Result<Option<Learned>>;
+    /// What the decisions on drifts similar to this one ([`Similarity`]; the drift's own
+    /// decisions left out) teach: how many were last accepted and rejected.
+    async fn similar(&self, drift: &StoredDrift) -> Result<Option<Learned>>;
 
     /// The audit trail, newest first.
     async fn audit(&self, filter: &AuditFilter, page: PageRequest) -> Result<AuditPage>;

@@ -192,6 +192,8 @@ pub fn new_row(report: &ScanReport, drift: &crate::Drift, id: i64) -> StoredDrif
         classification: drift.classification,
         decision_source: drift.decision_source,
         recommended_action: drift.recommended_action,
+        waived_until: None,
+        acknowledged_at: None,
     }
 }
 

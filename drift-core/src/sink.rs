@@ -146,6 +146,12 @@ pub struct StoredDrift {
     pub decision_source: DecisionSource,
     /// What to do.
     pub recommended_action: RecommendedAction,
+    /// When the waiver of a waived drift ends.
+    #[serde(default)]
+    pub waived_until: Option<DateTime<Utc>>,
+    /// When someone said they are on it (an `acknowledge` decision); reminders stop.
+    #[serde(default)]
+    pub acknowledged_at: Option<DateTime<Utc>>,
 }
 
 /// Filters of a drift listing; every field optional.

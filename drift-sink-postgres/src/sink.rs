@@ -2,9 +2,10 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::RecordOutcome;
+use drift_core::act::EventKind;
+use drift_core::sink::DriftStatus;
 use drift_core::{Drift, Result, ScanReport};
-use drift_sink_sql::{Resolver, SqlContext, SqlStore, distinct_drifts};
+use drift_sink_sql::{Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, upsert_change};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};
 
@@ -58,35 +59,57 @@ impl Columns {
     }
 }
 
-/// Inserts new drifts and updates open ones in one statement. `RETURNING occurrences` tells
-/// them apart: a new row has 1, an updated row at least 2.
+/// Inserts new drifts and updates live ones (open or waived) in one statement, and says for
+/// each row what it was before: `old` reads the live rows of the report's fingerprints in the
+/// statement's snapshot (before the upsert), `up` is the upsert; a new row has no `old` row. A
+/// waived row whose cluster value changed is open again (its waiver ends).
 const UPSERT: &str = r#"
-INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type,
-    severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source,
-    recommended_action, desired_digest, detected_at, last_seen, occurrences, cluster, repository, status)
-SELECT d.fingerprint, d.api_group, d.kind, d.namespace, d.name, d.path, d.drift_type, d.severity,
-    d.git_value::jsonb, d.cluster_value::jsonb, d.changed_by, d.changed_at, d.classification,
-    d.decision_source, d.recommended_action, d.desired_digest, $16, $16, 1, $17, $18, 'open'
-FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-    $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::text[], $14::text[],
-    $15::text[], $19::text[])
-    WITH ORDINALITY AS d(fingerprint, api_group, kind, namespace, name, path, drift_type, severity,
-        git_value, cluster_value, changed_by, changed_at, classification, decision_source,
-        recommended_action, desired_digest, ord)
-ORDER BY d.ord
-ON CONFLICT (fingerprint) WHERE status = 'open' DO UPDATE SET
-    last_seen = EXCLUDED.last_seen,
-    occurrences = drifts.occurrences + 1,
-    git_value = EXCLUDED.git_value,
-    cluster_value = EXCLUDED.cluster_value,
-    severity = EXCLUDED.severity,
-    changed_by = EXCLUDED.changed_by,
-    changed_at = EXCLUDED.changed_at,
-    classification = EXCLUDED.classification,
-    recommended_action = EXCLUDED.recommended_action,
-    desired_digest = EXCLUDED.desired_digest
-RETURNING occurrences
+WITH old AS (
+    SELECT id, status, cluster_value, severity FROM drifts
+    WHERE status <> 'resolved' AND fingerprint = ANY($1::text[])
+), up AS (
+    INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type,
+        severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source,
+        recommended_action, desired_digest, detected_at, last_seen, occurrences, cluster, repository, status)
+    SELECT d.fingerprint, d.api_group, d.kind, d.namespace, d.name, d.path, d.drift_type, d.severity,
+        d.git_value::jsonb, d.cluster_value::jsonb, d.changed_by, d.changed_at, d.classification,
+        d.decision_source, d.recommended_action, d.desired_digest, $16, $16, 1, $17, $18, 'open'
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+        $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::text[], $14::text[],
+        $15::text[], $19::text[])
+        WITH ORDINALITY AS d(fingerprint, api_group, kind, namespace, name, path, drift_type, severity,
+            git_value, cluster_value, changed_by, changed_at, classification, decision_source,
+            recommended_action, desired_digest, ord)
+    ORDER BY d.ord
+    ON CONFLICT (fingerprint) WHERE status <> 'resolved' DO UPDATE SET
+        last_seen = EXCLUDED.last_seen,
+        occurrences = drifts.occurrences + 1,
+        git_value = EXCLUDED.git_value,
+        cluster_value = EXCLUDED.cluster_value,
+        severity = EXCLUDED.severity,
+        changed_by = EXCLUDED.changed_by,
+        changed_at = EXCLUDED.changed_at,
+        classification = EXCLUDED.classification,
+        recommended_action = CASE WHEN drifts.decision_source = 'human' THEN drifts.recommended_action
+            ELSE EXCLUDED.recommended_action END,
+        desired_digest = EXCLUDED.desired_digest,
+        status = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
+            THEN 'open' ELSE drifts.status END,
+        waived_until = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
+            THEN NULL ELSE drifts.waived_until END
+    RETURNING id, fingerprint, occurrences, status, cluster_value, severity
+)
+SELECT up.id, up.occurrences, up.status, up.severity, old.status AS old_status, old.severity AS old_severity,
+    old.cluster_value::text AS old_value, old.cluster_value IS DISTINCT FROM up.cluster_value AS value_changed,
+    (old.id IS NULL AND EXISTS (SELECT 1 FROM drifts r WHERE r.status = 'resolved' AND r.fingerprint = up.fingerprint))
+        AS seen_before
+FROM up LEFT JOIN old ON old.id = up.id
 "#;
+
+/// A row the upsert returns: id, occurrences, status, severity, and the live row before
+/// (status, severity, cluster value as JSON text), whether the value changed, whether a
+/// resolved row has the fingerprint.
+type Upserted = (i64, i64, String, String, Option<String>, Option<String>, Option<String>, bool, bool);
 
 #[async_trait]
 impl SqlStore for PostgresSink {
@@ -106,11 +129,11 @@ impl SqlStore for PostgresSink {
 
     /// One upsert of every drift as column arrays, then the resolution; the triggers keep the
     /// rollups.
-    async fn write_drifts(&self, conn: &mut PgConnection, report: &ScanReport) -> Result<RecordOutcome, PgError> {
+    async fn write_drifts(&self, conn: &mut PgConnection, report: &ScanReport) -> Result<Written, PgError> {
         let cols = Columns::of(report, &distinct_drifts(report));
-        let mut outcome = RecordOutcome::default();
+        let mut written = Written::default();
         if !cols.fingerprint.is_empty() {
-            let occurrences: Vec<i64> = sqlx::query_scalar(UPSERT)
+            let rows: Vec<Upserted> = sqlx::query_as(UPSERT)
                 .bind(&cols.fingerprint)
                 .bind(&cols.api_group)
                 .bind(&cols.kind)
@@ -133,11 +156,36 @@ impl SqlStore for PostgresSink {
                 .fetch_all(&mut *conn)
                 .await
                 .ctx("upserting drifts")?;
-            outcome.opened = occurrences.iter().filter(|o| **o == 1).count();
-            outcome.updated = occurrences.len() - outcome.opened;
+            for (id, occurrences, status, severity, old_status, old_severity, old_value, value_changed, seen_before) in
+                rows
+            {
+                let outcome = &mut written.outcome;
+                if occurrences == 1 {
+                    outcome.opened += 1
+                } else {
+                    outcome.updated += 1
+                }
+                let status: DriftStatus = parse(id, "status", &status)?;
+                if status == DriftStatus::Waived {
+                    outcome.waived += 1;
+                }
+                let before = match (old_status, old_severity) {
+                    (Some(s), Some(sev)) => Some(Before {
+                        status: parse(id, "status", &s)?,
+                        severity: parse(id, "severity", &sev)?,
+                        cluster_value: old_value
+                            .map(|v| serde_json::from_str(&v))
+                            .transpose()
+                            .map_err(|e| PgError::corrupt(id, "cluster_value", e))?,
+                    }),
+                    _ => None,
+                };
+                let severity = parse(id, "severity", &severity)?;
+                written.changes.extend(upsert_change(id, before, seen_before, status, value_changed, severity));
+            }
         }
-        outcome.resolved = resolve(conn, report, &cols.fingerprint).await?;
-        Ok(outcome)
+        resolve(conn, report, &cols.fingerprint, &mut written).await?;
+        Ok(written)
     }
 
     async fn prune_drifts(&self, conn: &mut PgConnection, cutoff: DateTime<Utc>) -> Result<u64, PgError> {
@@ -165,11 +213,16 @@ impl SqlStore for PostgresSink {
 /// Resolves the open drifts of the report's cluster and repository that it does not list, where
 /// the report may resolve them. One query fetches the candidates' keys and digests, the
 /// [`Resolver`] decides, one statement resolves.
-async fn resolve(conn: &mut PgConnection, report: &ScanReport, seen: &[String]) -> Result<usize, PgError> {
-    let Some(mut resolver) = Resolver::of(report) else { return Ok(0) };
+async fn resolve(
+    conn: &mut PgConnection,
+    report: &ScanReport,
+    seen: &[String],
+    written: &mut Written,
+) -> Result<(), PgError> {
+    let Some(mut resolver) = Resolver::of(report) else { return Ok(()) };
     let candidates: Vec<(i64, String, String, String, String, Option<String>)> = sqlx::query_as(
         "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
-         WHERE status = 'open' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
+         WHERE status <> 'resolved' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
     )
     .bind(&report.cluster)
     .bind(&report.repository)
@@ -185,18 +238,29 @@ async fn resolve(conn: &mut PgConnection, report: &ScanReport, seen: &[String]) 
         }
     }
     if ids.is_empty() {
-        return Ok(0);
+        return Ok(());
     }
-    let resolved = sqlx::query(
-        "UPDATE drifts SET status = 'resolved', resolved_at = $1, resolution = r.resolution \
-         FROM UNNEST($2::bigint[], $3::text[]) AS r(id, resolution) WHERE drifts.id = r.id AND drifts.status = 'open'",
+    let resolved: Vec<i64> = sqlx::query_scalar(
+        "UPDATE drifts SET status = 'resolved', resolved_at = $1, resolution = r.resolution, waived_until = NULL \
+         FROM UNNEST($2::bigint[], $3::text[]) AS r(id, resolution) \
+         WHERE drifts.id = r.id AND drifts.status <> 'resolved' RETURNING drifts.id",
     )
     .bind(report.finished_at)
     .bind(&ids)
     .bind(&resolutions)
-    .execute(&mut *conn)
+    .fetch_all(&mut *conn)
     .await
-    .ctx("resolving drifts")?
-    .rows_affected();
-    Ok(resolved as usize)
+    .ctx("resolving drifts")?;
+    written.outcome.resolved = resolved.len();
+    written.changes.extend(resolved.into_iter().map(|id| Change {
+        drift_id: id,
+        kind: EventKind::Resolved,
+        previous: None,
+    }));
+    Ok(())
+}
+
+/// A stored enumeration name read back.
+fn parse<T: std::str::FromStr>(id: i64, column: &str, value: &str) -> Result<T, PgError> {
+    value.parse().map_err(|_| PgError::corrupt(id, column, format!("unknown value {value:?}")))
 }

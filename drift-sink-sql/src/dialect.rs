@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use drift_core::ErrorKind;
 use serde_json::Value;
-use sqlx::{Database, Decode, Encode, Type};
+use sqlx::{Database, Decode, Encode, QueryBuilder, Type};
 
 use crate::error::SqlError;
 
@@ -29,6 +29,28 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// Reads a JSON column of a row (`jsonb` in PostgreSQL, `TEXT` in SQLite); `id` names the
     /// row in the error when the value cannot be read.
     fn json(row: &<Self::Db as Database>::Row, id: i64, column: &str) -> Result<Option<Value>, SqlError<Self>>;
+
+    /// What ends a `SELECT` that locks the rows it reads until the transaction ends
+    /// (` FOR UPDATE`); empty where a write transaction locks the whole database already.
+    const FOR_UPDATE: &'static str;
+
+    /// Like [`FOR_UPDATE`](Self::FOR_UPDATE), skipping rows another transaction holds (` FOR
+    /// UPDATE SKIP LOCKED`): how two workers claim different deliveries.
+    const SKIP_LOCKED: &'static str;
+
+    /// A statement that makes the transactions writing events to the outbox commit one after
+    /// the other, so that events commit in the order of their `seq` (a notifier's cursor never
+    /// passes an event still being written); `None` where writers are serialised already.
+    const OUTBOX_LOCK: Option<&'static str>;
+
+    /// Appends a condition that `column` is one of `ids` (one bind parameter).
+    fn push_ids(q: &mut QueryBuilder<Self::Db>, column: &str, ids: Vec<i64>);
+
+    /// Appends a condition that `column` is one of `values` (one bind parameter).
+    fn push_texts(q: &mut QueryBuilder<Self::Db>, column: &str, values: Vec<String>);
+
+    /// Appends a JSON value as a bind parameter, in the form the JSON columns keep.
+    fn push_json(q: &mut QueryBuilder<Self::Db>, value: Value);
 
     /// How many rows a statement changed.
     fn rows_affected(result: &<Self::Db as Database>::QueryResult) -> u64;

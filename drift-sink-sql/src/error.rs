@@ -29,6 +29,9 @@ enum What {
     /// The embedded migrations failed.
     #[error("migrating the schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The request itself is wrong (an unknown id, a decision on a resolved drift, a bad page).
+    #[error("{0}")]
+    Core(Error),
     /// A stored value could not be read back.
     #[error("stored row {id} is invalid: {message}")]
     Corrupt {
@@ -57,6 +60,18 @@ impl<D> SqlError<D> {
     /// A stored value of row `id` (0 when the row has no id) cannot be read back.
     pub fn corrupt(id: i64, column: &str, message: impl fmt::Display) -> Self {
         Self::new(What::Corrupt { id, message: format!("column {column}: {message}") })
+    }
+}
+
+impl<D> From<Error> for SqlError<D> {
+    fn from(e: Error) -> Self {
+        Self::new(What::Core(e))
+    }
+}
+
+impl<D> From<sqlx::Error> for SqlError<D> {
+    fn from(e: sqlx::Error) -> Self {
+        Self::sql("reading a row", e)
     }
 }
 
@@ -125,13 +140,16 @@ impl<D: Dialect> SqlError<D> {
 
 impl<D: Dialect> From<SqlError<D>> for Error {
     fn from(e: SqlError<D>) -> Self {
+        if let What::Core(e) = e.what {
+            return e;
+        }
         match &e.what {
             What::Config(m) => Error::config(m.clone()),
             What::Sql { source, .. } => {
                 let (kind, temporary) = classify::<D>(source);
                 Error::new(kind, e.to_string()).temporary(temporary)
             }
-            What::Migrate(_) | What::Corrupt { .. } => Error::unexpected(e.to_string()),
+            What::Migrate(_) | What::Corrupt { .. } | What::Core(_) => Error::unexpected(e.to_string()),
         }
         .with_context(D::STORE)
     }

@@ -38,6 +38,7 @@
 //! assert!(drift_sink_sql::Resolver::of(&failed).is_none());
 //! ```
 
+mod act;
 mod dialect;
 mod error;
 mod sql;
@@ -49,18 +50,24 @@ pub use dialect::Dialect;
 pub use error::{SqlContext, SqlError, classify};
 pub use sql::{COLUMNS, DIMENSIONS, Sql};
 pub use write::{
-    ATTEMPTS, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, cutoff, distinct_drifts, mean_seconds, record,
+    ATTEMPTS, Before, Change, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, Written, cutoff, distinct_drifts,
+    mean_seconds, record, upsert_change,
 };
 
 #[doc(hidden)]
 pub mod __private {
     pub use async_trait::async_trait;
-    pub use chrono::{DateTime, Utc};
+    pub use chrono::{DateTime, Duration, Utc};
+    pub use drift_core::act::{
+        ActStore, AuditFilter, AuditPage, Decision, Delivery, DeliveryRecord, DeliveryStatus, DriftEvent, Learned,
+        NewDecision, Route, Settle,
+    };
     pub use drift_core::sink::{
         DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, PageRequest, RecordOutcome, ScanRecord,
         SinkCapabilities, StoredDrift,
     };
     pub use drift_core::{Result, ScanReport};
+    pub use std::collections::BTreeMap;
 }
 
 /// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
@@ -127,6 +134,127 @@ macro_rules! impl_drift_store {
             async fn ping(&self) -> $crate::__private::Result<()> {
                 let pool = <$store as $crate::SqlStore>::reader(self);
                 $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::ping(pool).await
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::ActStore for $store {
+            async fn emit(&self, events: &[$crate::__private::DriftEvent]) -> $crate::__private::Result<usize> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::emit(self, events).await?)
+            }
+
+            async fn route(
+                &self,
+                notifier: &str,
+                route: &$crate::__private::Route,
+                limit: usize,
+            ) -> $crate::__private::Result<usize> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::route(self, notifier, route, limit).await?)
+            }
+
+            async fn claim(
+                &self,
+                notifier: &str,
+                worker: &str,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+                lease: $crate::__private::Duration,
+                limit: usize,
+            ) -> $crate::__private::Result<Vec<$crate::__private::Delivery>> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::claim(self, notifier, worker, now, lease, limit)
+                    .await?)
+            }
+
+            async fn settle(
+                &self,
+                notifier: &str,
+                worker: &str,
+                outcomes: &[(String, $crate::__private::Settle)],
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<()> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::settle(self, notifier, worker, outcomes, now)
+                    .await?)
+            }
+
+            async fn notified(
+                &self,
+                notifier: &str,
+                drift_ids: &[i64],
+            ) -> $crate::__private::Result<
+                $crate::__private::BTreeMap<i64, $crate::__private::DateTime<$crate::__private::Utc>>,
+            > {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::notified(self, notifier, drift_ids).await?)
+            }
+
+            async fn stale(
+                &self,
+                notifier: &str,
+                before: $crate::__private::DateTime<$crate::__private::Utc>,
+                limit: usize,
+            ) -> $crate::__private::Result<Vec<$crate::__private::StoredDrift>> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::stale(self, notifier, before, limit).await?)
+            }
+
+            async fn expire_waivers(
+                &self,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<usize> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::expire_waivers(self, now).await?)
+            }
+
+            async fn delivery_counts(
+                &self,
+            ) -> $crate::__private::Result<
+                $crate::__private::BTreeMap<(String, $crate::__private::DeliveryStatus), i64>,
+            > {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::delivery_counts(self).await?)
+            }
+
+            async fn deliveries(
+                &self,
+                drift_id: Option<i64>,
+                status: Option<$crate::__private::DeliveryStatus>,
+                page: $crate::__private::PageRequest,
+            ) -> $crate::__private::Result<Vec<$crate::__private::DeliveryRecord>> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::deliveries(self, drift_id, status, page).await?)
+            }
+
+            async fn requeue(
+                &self,
+                event_id: &str,
+                notifier: &str,
+                actor: &str,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<bool> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::requeue(self, event_id, notifier, actor, now)
+                    .await?)
+            }
+
+            async fn decide(
+                &self,
+                drift_id: i64,
+                decision: &$crate::__private::NewDecision,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<$crate::__private::Decision> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::decide(self, drift_id, decision, now).await?)
+            }
+
+            async fn decisions(&self, drift_id: i64) -> $crate::__private::Result<Vec<$crate::__private::Decision>> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::decisions(self, drift_id).await?)
+            }
+
+            async fn similar(
+                &self,
+                drift: &$crate::__private::StoredDrift,
+            ) -> $crate::__private::Result<Option<$crate::__private::Learned>> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::similar(self, drift).await?)
+            }
+
+            async fn audit(
+                &self,
+                filter: &$crate::__private::AuditFilter,
+                page: $crate::__private::PageRequest,
+            ) -> $crate::__private::Result<$crate::__private::AuditPage> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::audit(self, filter, page).await?)
             }
         }
 

@@ -19,7 +19,7 @@ use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff, mean_seconds};
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
-     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action";
+     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action, waived_until, acknowledged_at";
 
 /// The dimensions of the rollups `drift_counts` and `drift_daily`, under the same column names
 /// as in `drifts`.
@@ -37,6 +37,9 @@ where
     String: for<'q> Encode<'q, D::Db> + for<'r> Decode<'r, D::Db> + Type<D::Db>,
     i64: for<'q> Encode<'q, D::Db> + for<'r> Decode<'r, D::Db> + Type<D::Db>,
     Option<String>: for<'q> Encode<'q, D::Db>,
+    Option<i64>: for<'q> Encode<'q, D::Db>,
+    Option<D::Time>: for<'q> Encode<'q, D::Db>,
+    usize: ColumnIndex<<D::Db as Database>::Row>,
     <D::Db as Database>::Arguments: IntoArguments<D::Db>,
     for<'a> Json<&'a [SourceWarning]>: Encode<'a, D::Db> + Type<D::Db>,
     for<'a> Json<&'a [&'a CoverageEntry]>: Encode<'a, D::Db> + Type<D::Db>,
@@ -107,6 +110,8 @@ where
             classification: parse(id, "classification", text("classification")?)?,
             decision_source: parse(id, "decision_source", text("decision_source")?)?,
             recommended_action: parse(id, "recommended_action", text("recommended_action")?)?,
+            waived_until: opt_at("waived_until")?,
+            acknowledged_at: opt_at("acknowledged_at")?,
         })
     }
 
@@ -300,8 +305,9 @@ where
 
     /// Writes a report in one transaction, once: its scan row (a scan id recorded already is a
     /// replay and changes nothing), the store's own part ([`SqlStore::write_drifts`]), the
-    /// counts of the scan, and retention relative to the report's finish time. A report is
-    /// written whole or not at all.
+    /// counts of the scan, retention relative to the report's finish time, and the events of
+    /// what changed with the scan's audit entry (the outbox). A report is written whole or not
+    /// at all: its events with it.
     pub async fn record_once<S: SqlStore + SqlStats<Dialect = D>>(
         store: &S,
         report: &ScanReport,
@@ -311,11 +317,14 @@ where
             tx.rollback().await.ctx("rolling back a replay")?;
             return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
         }
-        let outcome = store.write_drifts(&mut tx, report).await?;
+        let written = store.write_drifts(&mut tx, report).await?;
+        let mut outcome = written.outcome;
         Self::count_scan(&mut tx, report, &outcome).await?;
         if let Some(cutoff) = cutoff(store.retention_days(), report.finished_at) {
             Self::prune_in(store, &mut tx, cutoff).await?;
         }
+        // Last: the outbox lock it takes is held until the commit.
+        outcome.events = Self::enqueue(&mut tx, report, &written.changes, &outcome).await?;
         tx.commit().await.ctx("committing the scan report")?;
         Ok(outcome)
     }
@@ -338,6 +347,7 @@ where
         cutoff: DateTime<Utc>,
     ) -> Result<PruneOutcome, SqlError<D>> {
         let drifts = store.prune_drifts(&mut *conn, cutoff).await?;
+        Self::prune_act(&mut *conn, cutoff).await?;
         let mut q = QueryBuilder::<D::Db>::new("DELETE FROM scans WHERE finished_at < ");
         q.push_bind(D::time(cutoff));
         let scans = D::rows_affected(&q.build().execute(&mut *conn).await.ctx("deleting old scans")?);

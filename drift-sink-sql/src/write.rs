@@ -6,8 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
-use drift_core::{Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport};
+use drift_core::act::{EventKind, Previous};
+use drift_core::sink::{DriftFilter, DriftStats, DriftStatus, RecordOutcome};
+use drift_core::{Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport, Severity};
 use serde::{Deserialize, Serialize};
 use sqlx::{Database, Pool, Transaction};
 use tracing::Instrument;
@@ -76,6 +77,64 @@ pub fn mean_seconds(sum_ms: i64, n: i64) -> Option<f64> {
     (n > 0).then(|| sum_ms as f64 / 1000.0 / n as f64)
 }
 
+/// One drift a write changed, and the event it yields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// The drift's row id.
+    pub drift_id: i64,
+    /// What happened to it.
+    pub kind: EventKind,
+    /// For `changed`: what it had before.
+    pub previous: Option<Previous>,
+}
+
+/// What a store's part of a write did: the counts, and the changes that become events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    /// The counts.
+    pub outcome: RecordOutcome,
+    /// The drifts the report opened, reopened, changed or resolved.
+    pub changes: Vec<Change>,
+}
+
+/// A live row (open or waived) as it was before a report upserted its drift.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Before {
+    /// Open or waived.
+    pub status: DriftStatus,
+    /// The cluster value.
+    pub cluster_value: Option<serde_json::Value>,
+    /// The severity.
+    pub severity: Severity,
+}
+
+/// The event of a drift a report upserted (row `id`, status after the upsert `status`), from
+/// the live row before it (`None`: the upsert inserted a new row; `seen_before`: a resolved
+/// row has its fingerprint). `value_changed`: the cluster value differs from the row's.
+///
+/// A new row opens (or reopens a drift seen before); a waived row whose value changed is open
+/// again (`reopened`: the waiver ended); an open row whose value or severity changed yields
+/// `changed`; anything else (seen again as it was, or still under its waiver) yields nothing.
+pub fn upsert_change(
+    id: i64,
+    before: Option<Before>,
+    seen_before: bool,
+    status: DriftStatus,
+    value_changed: bool,
+    severity: Severity,
+) -> Option<Change> {
+    let change = |kind, previous| Some(Change { drift_id: id, kind, previous });
+    match before {
+        None if seen_before => change(EventKind::Reopened, None),
+        None => change(EventKind::Opened, None),
+        Some(b) if b.status == DriftStatus::Waived && status == DriftStatus::Open => change(EventKind::Reopened, None),
+        Some(b) if status == DriftStatus::Open && (value_changed || b.severity != severity) => {
+            change(EventKind::Changed, Some(Previous { cluster_value: b.cluster_value, severity: b.severity }))
+        }
+        Some(_) => None,
+    }
+}
+
 /// What a SQL store provides to the shared code, which implements [`drift_core::DriftSink`] and
 /// [`drift_core::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)): its
 /// pools, its part of a write (drifts, resolutions, rollups), its part of retention, and its
@@ -91,12 +150,26 @@ pub trait SqlStore: SqlStats {
     /// Starts the transaction of a write.
     async fn begin(&self) -> Result<Transaction<'static, <Self::Dialect as Dialect>::Db>, SqlError<Self::Dialect>>;
     /// Writes the drifts of a report whose scan row was just inserted, in its transaction:
-    /// opens and updates drifts, resolves those the report may resolve, keeps the rollups.
+    /// opens and updates drifts (a waived drift whose cluster value changed is open again),
+    /// resolves those the report may resolve, keeps the rollups; says what changed
+    /// ([`upsert_change`], and `resolved` for each resolved row).
     async fn write_drifts(
         &self,
         conn: &mut Connection<Self::Dialect>,
         report: &ScanReport,
-    ) -> Result<RecordOutcome, SqlError<Self::Dialect>>;
+    ) -> Result<Written, SqlError<Self::Dialect>>;
+
+    /// Keeps the rollups right around a change of status of rows `ids` outside a report (a
+    /// decision, a waiver's end): called with `-1` before the change and `+1` after, in its
+    /// transaction. Stores whose database keeps the rollups itself (triggers) do nothing.
+    async fn rollup_rows(
+        &self,
+        _conn: &mut Connection<Self::Dialect>,
+        _ids: &[i64],
+        _sign: i64,
+    ) -> Result<(), SqlError<Self::Dialect>> {
+        Ok(())
+    }
     /// Deletes the drifts resolved before `cutoff` (and their share of the rollups); returns
     /// how many.
     async fn prune_drifts(

@@ -4,8 +4,8 @@ use chrono::{DateTime, Utc};
 use drift_core::ErrorKind;
 use drift_sink_sql::{Dialect, SqlError};
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::sqlite::{SqliteQueryResult, SqliteRow};
+use sqlx::{QueryBuilder, Row};
 
 /// SQLite for the shared SQL store code: times are microseconds since the epoch in an
 /// `INTEGER`, JSON values `TEXT`, error codes SQLite's result codes.
@@ -32,6 +32,23 @@ impl Dialect for SqliteDialect {
     fn json(row: &SqliteRow, id: i64, column: &str) -> Result<Option<Value>, SqlError<SqliteDialect>> {
         let text: Option<String> = row.try_get(column).map_err(|e| SqlError::sql("reading a drift row", e))?;
         text.map(|s| serde_json::from_str(&s).map_err(|e| SqlError::corrupt(id, column, e))).transpose()
+    }
+
+    // A write transaction (`BEGIN IMMEDIATE`) holds the database's one write lock.
+    const FOR_UPDATE: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+    const OUTBOX_LOCK: Option<&'static str> = None;
+
+    fn push_ids(q: &mut QueryBuilder<sqlx::Sqlite>, column: &str, ids: Vec<i64>) {
+        q.push(column).push(" IN (SELECT value FROM json_each(").push_bind(sqlx::types::Json(ids)).push("))");
+    }
+
+    fn push_texts(q: &mut QueryBuilder<sqlx::Sqlite>, column: &str, values: Vec<String>) {
+        q.push(column).push(" IN (SELECT value FROM json_each(").push_bind(sqlx::types::Json(values)).push("))");
+    }
+
+    fn push_json(q: &mut QueryBuilder<sqlx::Sqlite>, value: Value) {
+        q.push_bind(value.to_string());
     }
 
     fn rows_affected(result: &SqliteQueryResult) -> u64 {

@@ -92,23 +92,30 @@ impl Delta {
 }
 
 /// The rows of `drifts` an [`adjust`] covers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum Rows {
     /// The resolved rows resolved before this time (µs), which retention deletes.
     ResolvedBefore(i64),
     /// Every row.
     All,
+    /// These rows.
+    Ids(Vec<i64>),
 }
 
 impl Rows {
     /// Appends ` FROM drifts WHERE ...` selecting these rows.
-    fn push_from(self, q: &mut QueryBuilder<Sqlite>) {
+    fn push_from(&self, q: &mut QueryBuilder<Sqlite>) {
         match self {
             Rows::ResolvedBefore(cutoff) => {
-                q.push(" FROM drifts WHERE status = 'resolved' AND resolved_at < ").push_bind(cutoff);
+                q.push(" FROM drifts WHERE status = 'resolved' AND resolved_at < ").push_bind(*cutoff);
             }
             Rows::All => {
                 q.push(" FROM drifts WHERE true");
+            }
+            Rows::Ids(ids) => {
+                q.push(" FROM drifts WHERE id IN (SELECT value FROM json_each(")
+                    .push_bind(sqlx::types::Json(ids.clone()))
+                    .push("))");
             }
         }
     }

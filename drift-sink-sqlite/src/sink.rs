@@ -5,9 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::RecordOutcome;
+use drift_core::act::EventKind;
+use drift_core::sink::DriftStatus;
 use drift_core::{Drift, Resolution, Result, ScanReport};
-use drift_sink_sql::{Resolver, SqlContext, SqlStore, distinct_drifts};
+use drift_sink_sql::{Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, upsert_change};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
@@ -39,29 +40,57 @@ impl SqlStore for SqliteSink {
 
     /// Multi-row upserts of 1,000 drifts, then the resolution; the changes to the rollups are
     /// added up on the way and written at the end.
-    async fn write_drifts(
-        &self,
-        conn: &mut SqliteConnection,
-        report: &ScanReport,
-    ) -> Result<RecordOutcome, SqliteError> {
+    async fn write_drifts(&self, conn: &mut SqliteConnection, report: &ScanReport) -> Result<Written, SqliteError> {
         let drifts = distinct_drifts(report);
         let seen: HashSet<String> = drifts.iter().map(|(fp, _)| fp.clone()).collect();
-        let mut outcome = RecordOutcome::default();
-        // The open rows of the scope as they are before the report: the rows it updates (an
-        // open row with a drift's fingerprint has the report's cluster and repository) and the
+        let mut written = Written::default();
+        // The live rows of the scope as they are before the report: the rows it updates (a
+        // live row with a drift's fingerprint has the report's cluster and repository) and the
         // candidates for resolution.
         let open = open_rows(conn, report).await?;
         let mut delta = Delta::default();
         follow_upsert(report, &drifts, &open, &mut delta);
+        let before: HashMap<&str, &OpenRow> = open.iter().map(|r| (r.1.as_str(), r)).collect();
+        let mut inserted = Vec::new();
         for chunk in drifts.chunks(CHUNK) {
-            let occurrences = upsert(conn, report, chunk).await?;
-            let opened = occurrences.iter().filter(|o| **o == 1).count();
-            outcome.opened += opened;
-            outcome.updated += occurrences.len() - opened;
+            for (id, fingerprint, occurrences, status, value) in upsert(conn, report, chunk).await? {
+                let status: DriftStatus = parse(id, "status", &status)?;
+                written.outcome.waived += usize::from(status == DriftStatus::Waived);
+                let Some(row) = before.get(fingerprint.as_str()) else {
+                    written.outcome.opened += 1;
+                    inserted.push((id, fingerprint));
+                    continue;
+                };
+                written.outcome.updated += 1;
+                debug_assert!(occurrences > 1);
+                let old = Before {
+                    status: parse(id, "status", &row.10)?,
+                    severity: parse(id, "severity", &row.7)?,
+                    cluster_value: row
+                        .11
+                        .as_deref()
+                        .map(serde_json::from_str)
+                        .transpose()
+                        .map_err(|e| SqliteError::corrupt(id, "cluster_value", e))?,
+                };
+                let severity = drifts_severity(&drifts, &fingerprint);
+                let changed = row.11 != value;
+                written.changes.extend(upsert_change(id, Some(old), false, status, changed, severity));
+            }
         }
-        outcome.resolved = resolve(conn, report, &seen, open, &mut delta).await?;
+        let reopened = seen_before(conn, inserted.iter().map(|(_, fp)| fp.as_str())).await?;
+        for (id, fp) in inserted {
+            let kind = if reopened.contains(&fp) { EventKind::Reopened } else { EventKind::Opened };
+            written.changes.push(Change { drift_id: id, kind, previous: None });
+        }
+        resolve(conn, report, &seen, open, &mut delta, &mut written).await?;
         delta.write(conn).await?;
-        Ok(outcome)
+        Ok(written)
+    }
+
+    /// Subtracts (`-1`) or adds (`+1`) the rows' share of the rollups.
+    async fn rollup_rows(&self, conn: &mut SqliteConnection, ids: &[i64], sign: i64) -> Result<(), SqliteError> {
+        rollup::adjust(conn, sign, Rows::Ids(ids.to_vec())).await
     }
 
     /// The rows' share of the rollups is subtracted first, then the rows are deleted.
@@ -105,15 +134,17 @@ fn dims(report: &ScanReport, d: &Drift, severity: &str, status: &str) -> Dims {
     ]
 }
 
-/// An open row: id, fingerprint, group, kind, namespace, name, type, severity, detected_at,
-/// digest of Git's object when last seen.
-type OpenRow = (i64, String, String, String, String, String, String, String, i64, Option<String>);
+/// A live row (open or waived): id, fingerprint, group, kind, namespace, name, type, severity,
+/// detected_at, digest of Git's object when last seen, status, cluster value (JSON text).
+type OpenRow =
+    (i64, String, String, String, String, String, String, String, i64, Option<String>, String, Option<String>);
 
-/// The open rows of the report's cluster and repository (through `drifts_open_scope`).
+/// The live rows of the report's cluster and repository (through `drifts_live_scope`).
 async fn open_rows(conn: &mut SqliteConnection, report: &ScanReport) -> Result<Vec<OpenRow>, SqliteError> {
     sqlx::query_as(
         "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, drift_type, severity, \
-         detected_at, desired_digest FROM drifts WHERE status = 'open' AND cluster = ? AND repository = ?",
+         detected_at, desired_digest, status, cluster_value FROM drifts \
+         WHERE status <> 'resolved' AND cluster = ? AND repository = ?",
     )
     .bind(&report.cluster)
     .bind(&report.repository)
@@ -122,32 +153,80 @@ async fn open_rows(conn: &mut SqliteConnection, report: &ScanReport) -> Result<V
     .ctx("reading open drifts")
 }
 
-/// Adds to `delta` what upserting `drifts` will change in the rollups: a drift without an open
-/// row is a new open row detected now; an open row seen again with another severity moves
-/// between keys.
+/// Adds to `delta` what upserting `drifts` will change in the rollups: a drift without a live
+/// row is a new open row detected now; a live row seen again with another severity, or a
+/// waived row whose cluster value changed (open again), moves between keys.
 fn follow_upsert(report: &ScanReport, drifts: &[(String, &Drift)], open: &[OpenRow], delta: &mut Delta) {
-    let open: HashMap<&str, (&str, i64)> = open.iter().map(|r| (r.1.as_str(), (r.7.as_str(), r.8))).collect();
+    let open: HashMap<&str, &OpenRow> = open.iter().map(|r| (r.1.as_str(), r)).collect();
     let now = micros(report.finished_at);
     for (fp, d) in drifts {
         let severity = d.severity.as_str();
-        match open.get(fp.as_str()) {
-            None => delta.row(dims(report, d, severity, "open"), now, None, 1),
-            Some((old, detected)) if *old != severity => {
-                delta.row(dims(report, d, old, "open"), *detected, None, -1);
-                delta.row(dims(report, d, severity, "open"), *detected, None, 1);
-            }
-            Some(_) => {}
+        let Some(row) = open.get(fp.as_str()) else {
+            delta.row(dims(report, d, severity, "open"), now, None, 1);
+            continue;
+        };
+        let (old_severity, detected, old_status) = (row.7.as_str(), row.8, row.10.as_str());
+        let status = status_after(old_status, row.11.as_deref(), cluster_text(d).as_deref());
+        if old_severity != severity || old_status != status {
+            delta.row(dims(report, d, old_severity, old_status), detected, None, -1);
+            delta.row(dims(report, d, severity, status), detected, None, 1);
         }
     }
 }
 
-/// Inserts new drifts and updates open ones, one multi-row statement per chunk. `RETURNING
-/// occurrences` tells them apart: a new row has 1, an updated row at least 2.
+/// The status of a live row after the upsert, as its `CASE` decides: a waived row whose
+/// cluster value changed is open again.
+fn status_after<'s>(status: &'s str, old_value: Option<&str>, new_value: Option<&str>) -> &'s str {
+    if status == "waived" && old_value != new_value { "open" } else { status }
+}
+
+/// A drift's cluster value as stored.
+fn cluster_text(d: &Drift) -> Option<String> {
+    d.cluster_value.as_ref().map(serde_json::Value::to_string)
+}
+
+/// The severity of the report's drift with this fingerprint.
+fn drifts_severity(drifts: &[(String, &Drift)], fingerprint: &str) -> drift_core::Severity {
+    drifts.iter().find(|(fp, _)| fp == fingerprint).map_or(drift_core::Severity::Low, |(_, d)| d.severity)
+}
+
+/// The fingerprints among these that a resolved row has (drifts seen before).
+async fn seen_before<'a>(
+    conn: &mut SqliteConnection,
+    fingerprints: impl Iterator<Item = &'a str>,
+) -> Result<HashSet<String>, SqliteError> {
+    let fps: Vec<&str> = fingerprints.collect();
+    let mut found = HashSet::new();
+    for chunk in fps.chunks(CHUNK * 10) {
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT fingerprint FROM drifts WHERE status = 'resolved' \
+             AND fingerprint IN (SELECT value FROM json_each(?))",
+        )
+        .bind(sqlx::types::Json(chunk))
+        .fetch_all(&mut *conn)
+        .await
+        .ctx("finding drifts seen before")?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
+/// A stored enumeration name read back.
+fn parse<T: std::str::FromStr>(id: i64, column: &str, value: &str) -> Result<T, SqliteError> {
+    value.parse().map_err(|_| SqliteError::corrupt(id, column, format!("unknown value {value:?}")))
+}
+
+/// A row the upsert returns: id, fingerprint, occurrences, status, cluster value.
+type Upserted = (i64, String, i64, String, Option<String>);
+
+/// Inserts new drifts and updates live ones, one multi-row statement per chunk (a waived row
+/// whose cluster value changed is open again). Rows come back in any order, with their
+/// fingerprint.
 async fn upsert(
     conn: &mut SqliteConnection,
     report: &ScanReport,
     chunk: &[(String, &Drift)],
-) -> Result<Vec<i64>, SqliteError> {
+) -> Result<Vec<Upserted>, SqliteError> {
     let mut q = QueryBuilder::<Sqlite>::new(
         "INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type, \
          severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source, \
@@ -177,17 +256,23 @@ async fn upsert(
             .push_bind(report.repository.clone());
     });
     q.push(
-        " ON CONFLICT (fingerprint) WHERE status = 'open' DO UPDATE SET \
+        " ON CONFLICT (fingerprint) WHERE status <> 'resolved' DO UPDATE SET \
          last_seen = excluded.last_seen, occurrences = drifts.occurrences + 1, git_value = excluded.git_value, \
          cluster_value = excluded.cluster_value, severity = excluded.severity, changed_by = excluded.changed_by, \
          changed_at = excluded.changed_at, classification = excluded.classification, \
-         recommended_action = excluded.recommended_action, desired_digest = excluded.desired_digest \
-         RETURNING occurrences",
+         recommended_action = CASE WHEN drifts.decision_source = 'human' THEN drifts.recommended_action \
+             ELSE excluded.recommended_action END, \
+         desired_digest = excluded.desired_digest, \
+         status = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
+             THEN 'open' ELSE drifts.status END, \
+         waived_until = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
+             THEN NULL ELSE drifts.waived_until END \
+         RETURNING id, fingerprint, occurrences, status, cluster_value",
     );
-    q.build_query_scalar().fetch_all(conn).await.ctx("upserting drifts")
+    q.build_query_as().fetch_all(conn).await.ctx("upserting drifts")
 }
 
-/// Resolves the open drifts of the report's cluster and repository (`open`, read before the
+/// Resolves the live drifts of the report's cluster and repository (`open`, read before the
 /// upsert) that it does not list, where the report may resolve them, and adds the moves to
 /// `delta`.
 async fn resolve(
@@ -196,11 +281,12 @@ async fn resolve(
     seen: &HashSet<String>,
     open: Vec<OpenRow>,
     delta: &mut Delta,
-) -> Result<usize, SqliteError> {
-    let Some(mut resolver) = Resolver::of(report) else { return Ok(0) };
+    written: &mut Written,
+) -> Result<(), SqliteError> {
+    let Some(mut resolver) = Resolver::of(report) else { return Ok(()) };
     let mut ids: HashMap<Resolution, Vec<i64>> = HashMap::new();
     let now = micros(report.finished_at);
-    for (id, fp, group, kind, namespace, name, drift_type, severity, detected, digest) in open {
+    for (id, fp, group, kind, namespace, name, drift_type, severity, detected, digest, status, _) in open {
         if seen.contains(&fp) {
             continue;
         }
@@ -217,23 +303,27 @@ async fn resolve(
                     status.to_owned(),
                 ]
             };
-            delta.row(dims("open"), detected, None, -1);
+            delta.row(dims(&status), detected, None, -1);
             delta.row(dims("resolved"), detected, Some(now), 1);
         }
     }
-    let mut resolved = 0;
     for (resolution, ids) in ids {
-        resolved += sqlx::query(
-            "UPDATE drifts SET status = 'resolved', resolved_at = ?, resolution = ? \
-             WHERE status = 'open' AND id IN (SELECT value FROM json_each(?))",
+        let resolved: Vec<i64> = sqlx::query_scalar(
+            "UPDATE drifts SET status = 'resolved', resolved_at = ?, resolution = ?, waived_until = NULL \
+             WHERE status <> 'resolved' AND id IN (SELECT value FROM json_each(?)) RETURNING id",
         )
         .bind(micros(report.finished_at))
         .bind(resolution.as_str())
         .bind(sqlx::types::Json(&ids))
-        .execute(&mut *conn)
+        .fetch_all(&mut *conn)
         .await
-        .ctx("resolving drifts")?
-        .rows_affected();
+        .ctx("resolving drifts")?;
+        written.outcome.resolved += resolved.len();
+        written.changes.extend(resolved.into_iter().map(|id| Change {
+            drift_id: id,
+            kind: EventKind::Resolved,
+            previous: None,
+        }));
     }
-    Ok(resolved as usize)
+    Ok(())
 }

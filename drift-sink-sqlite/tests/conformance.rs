@@ -38,3 +38,7 @@ mod sink {
 mod store {
     drift_testkit::store_suite!(super::common::harness());
 }
+
+mod act {
+    drift_testkit::act_suite!(super::common::harness());
+}

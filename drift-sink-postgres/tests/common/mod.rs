@@ -42,7 +42,7 @@ pub fn harness() -> Harness<Pg> {
 #[async_trait]
 impl SqlHarness for Pg {
     type Store = PostgresSink;
-    const OPEN_ROW_CONSTRAINT: &'static str = "drifts_open_fingerprint";
+    const OPEN_ROW_CONSTRAINT: &'static str = "drifts_live_fingerprint";
 
     async fn open(&self, retention_days: Option<u32>) -> PostgresSink {
         let url = self.server.create_database().await.unwrap();

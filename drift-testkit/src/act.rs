@@ -1,0 +1,450 @@
+//! The behaviour of a store that acts on drift ([`ActStore`], docs/notifications.md and
+//! docs/decisions.md): the events a report yields, written with it; routing behind a cursor;
+//! leased deliveries; settling, parking and requeueing; waivers, their end and the rollups;
+//! acknowledgements and reminders; the learned confidence; the audit trail. Written once, run
+//! on both SQL stores ([`act_suite!`](crate::act_suite)) through their [`StoreHarness`].
+
+use chrono::{DateTime, Duration, Utc};
+use drift_core::act::{
+    ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, Settle,
+};
+use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
+use drift_core::{Drift, DriftSink, DriftStore, DriftType, ErrorKind, Resolution, ScanReport, Severity};
+use serde_json::json;
+
+use crate::fixtures::{drift, key, report, t};
+use crate::store::StoreHarness;
+
+/// Expands to one test per case of [`crate::act`], named after the case. `$harness` is an
+/// expression of a type implementing [`StoreHarness`] whose store is an [`ActStore`].
+#[macro_export]
+macro_rules! act_suite {
+    ($harness:expr) => {
+        $crate::__act_cases!(
+            $harness;
+            a_report_writes_one_event_per_change_with_stable_ids,
+            a_changed_value_or_severity_yields_changed_with_what_was_before,
+            a_drift_seen_again_after_it_was_resolved_is_reopened,
+            routing_takes_each_event_once_and_a_new_notifier_starts_after_the_newest,
+            a_claim_leases_one_batch_to_one_worker_until_it_settles_or_the_lease_ends,
+            retries_count_attempts_park_and_requeue_with_an_audit_entry_each,
+            a_waiver_takes_a_drift_out_of_the_open_counts_until_its_value_changes,
+            an_expired_waiver_reopens_the_drift_with_an_event,
+            acknowledged_drifts_get_no_reminders_and_notified_ones_do,
+            decisions_are_refused_on_resolved_and_unknown_drifts,
+            the_learned_confidence_counts_the_last_decision_of_similar_drifts,
+            the_audit_trail_filters_and_pages
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __act_cases {
+    ($harness:expr; $($case:ident),+) => {
+        $(
+            #[test]
+            fn $case() {
+                $crate::__private::run(1, async {
+                    let harness = $harness;
+                    $crate::act::$case(&harness).await;
+                });
+            }
+        )+
+    };
+}
+
+fn replicas(name: &str, value: i64) -> Drift {
+    drift("Deployment", "shop", name, DriftType::ReplicasDrift, "spec.replicas", json!(value))
+}
+
+fn scan(id: &str, minutes: i64, drifts: Vec<Drift>) -> ScanReport {
+    let keys = [key("Deployment", "shop", "web"), key("Deployment", "shop", "api")];
+    report(id, t(minutes), &keys, drifts)
+}
+
+/// Routes every new event to `notifier`, due at once, and claims them all.
+async fn take_all<S: ActStore>(store: &S, notifier: &str, now: DateTime<Utc>) -> Vec<DriftEvent> {
+    store.route(notifier, &|e| Some(e.at), 10_000).await.expect("route");
+    let mut events = Vec::new();
+    loop {
+        let claimed = store.claim(notifier, "w", now, Duration::minutes(5), 1000).await.expect("claim");
+        if claimed.is_empty() {
+            return events;
+        }
+        let sent: Vec<_> = claimed.iter().map(|d| (d.event.id.clone(), Settle::Sent)).collect();
+        store.settle(notifier, "w", &sent, now).await.expect("settle");
+        events.extend(claimed.into_iter().map(|d| d.event));
+    }
+}
+
+fn kinds(events: &[DriftEvent]) -> Vec<(EventKind, String)> {
+    let mut k: Vec<_> = events
+        .iter()
+        .map(|e| (e.kind, e.drift.as_ref().map(|d| d.resource_name.clone()).unwrap_or_default()))
+        .collect();
+    k.sort();
+    k
+}
+
+async fn open_count<S: DriftStore>(store: &S) -> i64 {
+    let stats = store.stats(&DriftFilter::default(), t(1000)).await.expect("stats");
+    stats.by_severity.values().sum()
+}
+
+/// Opened and resolved events carry the drift as it was, their ids are stable and a replayed
+/// report writes none.
+pub async fn a_report_writes_one_event_per_change_with_stable_ids<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    // A notifier seen before any event starts at the beginning.
+    assert_eq!(take_all(&*store, "hook", t(0)).await.len(), 0);
+    let first = scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)]);
+    let o = store.record(&first).await.unwrap();
+    assert_eq!((o.opened, o.events), (2, 2));
+    assert_eq!(store.record(&first).await.unwrap().events, 0, "a replay writes no event");
+    let events = take_all(&*store, "hook", t(1)).await;
+    assert_eq!(kinds(&events), [(EventKind::Opened, "api".into()), (EventKind::Opened, "web".into())]);
+    for e in &events {
+        assert_eq!(e.batch, "s1");
+        assert_eq!(e.id, drift_core::act::event_id("s1", &e.drift_id().unwrap().to_string(), e.kind));
+        assert_eq!(e.drift.as_ref().unwrap().status, DriftStatus::Open);
+    }
+    let o = store.record(&scan("s2", 1, vec![replicas("web", 3)])).await.unwrap();
+    assert_eq!((o.updated, o.resolved, o.events), (1, 1, 1), "web seen again as it was: no event");
+    let events = take_all(&*store, "hook", t(2)).await;
+    assert_eq!(kinds(&events), [(EventKind::Resolved, "api".into())]);
+    let api = events[0].drift.as_ref().unwrap();
+    assert_eq!((api.status, api.resolution), (DriftStatus::Resolved, Some(Resolution::Reverted)));
+}
+
+/// A new cluster value or severity of an open drift is a `changed` event saying what was
+/// there before.
+pub async fn a_changed_value_or_severity_yields_changed_with_what_was_before<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    take_all(&*store, "hook", t(0)).await;
+    store.record(&scan("s2", 1, vec![replicas("web", 9)])).await.unwrap();
+    let mut critical = replicas("web", 9);
+    critical.severity = Severity::Critical;
+    store.record(&scan("s3", 2, vec![critical])).await.unwrap();
+    let events = take_all(&*store, "hook", t(3)).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(events.iter().all(|e| e.kind == EventKind::Changed));
+    let by_batch = |b: &str| events.iter().find(|e| e.batch == b).unwrap();
+    let value = by_batch("s2");
+    assert_eq!(value.previous.as_ref().unwrap().cluster_value, Some(json!(3)));
+    assert_eq!(value.drift.as_ref().unwrap().cluster_value, Some(json!(9)));
+    let severity = by_batch("s3");
+    assert_eq!(severity.previous.as_ref().unwrap().severity, Severity::Low);
+    assert_eq!(severity.drift.as_ref().unwrap().severity, Severity::Critical);
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+}
+
+/// A drift that comes back after it was resolved opens a new row, and says it is back.
+pub async fn a_drift_seen_again_after_it_was_resolved_is_reopened<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    take_all(&*store, "hook", t(0)).await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    store.record(&scan("s2", 1, vec![])).await.unwrap();
+    store.record(&scan("s3", 2, vec![replicas("web", 3), replicas("api", 1)])).await.unwrap();
+    let events = take_all(&*store, "hook", t(3)).await;
+    let got: Vec<_> = events.iter().take(2).map(|e| (e.batch.as_str(), e.kind)).collect();
+    assert_eq!(got, [("s1", EventKind::Opened), ("s2", EventKind::Resolved)], "in outbox order");
+    let mut s3: Vec<_> = events.iter().filter(|e| e.batch == "s3").map(|e| e.kind).collect();
+    s3.sort();
+    assert_eq!(s3, [EventKind::Opened, EventKind::Reopened]);
+    let reopened = events.iter().find(|e| e.kind == EventKind::Reopened).unwrap();
+    assert_eq!(reopened.drift.as_ref().unwrap().resource_name, "web");
+}
+
+/// Routing moves a cursor in the transaction that writes deliveries: routing twice takes
+/// nothing twice, events the route declines get no delivery, and a notifier added later
+/// starts after the newest event (it does not replay history).
+pub async fn routing_takes_each_event_once_and_a_new_notifier_starts_after_the_newest<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.route("a", &|e| Some(e.at), 100).await.unwrap();
+    store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    let only_web = |e: &DriftEvent| (e.drift.as_ref()?.resource_name == "web").then_some(e.at);
+    assert_eq!(store.route("a", &only_web, 100).await.unwrap(), 2, "two events read");
+    assert_eq!(store.route("a", &only_web, 100).await.unwrap(), 0, "and not again");
+    let claimed = store.claim("a", "w", t(1), Duration::minutes(1), 100).await.unwrap();
+    assert_eq!(claimed.len(), 1, "one delivery: the route declined api");
+    store.route("late", &|e| Some(e.at), 100).await.unwrap();
+    assert!(store.claim("late", "w", t(1), Duration::minutes(1), 100).await.unwrap().is_empty());
+    store.record(&scan("s2", 1, vec![])).await.unwrap();
+    assert_eq!(store.route("late", &|e| Some(e.at), 100).await.unwrap(), 2, "the two resolutions of s2");
+    // Routing in small steps reads everything once.
+    let other = h.reopen(&store).await;
+    let (mut n, mut rounds) = (0, 0);
+    while let Ok(k @ 1..) = other.route("steps", &|e| Some(e.at), 1).await {
+        n += k;
+        rounds += 1;
+        assert!(rounds < 10);
+    }
+    assert_eq!(n, 0, "`steps` started after the newest event");
+}
+
+/// Two workers never hold the same delivery: a claim leases the oldest due batch; another
+/// worker gets nothing until the lease ends; a delivery due later is not claimed early.
+pub async fn a_claim_leases_one_batch_to_one_worker_until_it_settles_or_the_lease_ends<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.route("n", &|e| Some(e.at), 100).await.unwrap();
+    store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    store.record(&scan("s2", 1, vec![replicas("web", 3)])).await.unwrap();
+    // `for: 10m` on opened events.
+    store.route("n", &|e| Some(e.at + Duration::minutes(10)), 100).await.unwrap();
+    assert!(store.claim("n", "a", t(5), Duration::minutes(1), 100).await.unwrap().is_empty(), "not due yet");
+    let other = h.reopen(&store).await;
+    let a = store.claim("n", "a", t(11), Duration::minutes(1), 100).await.unwrap();
+    assert_eq!(a.len(), 2, "the batch of s1, not the resolution of s2");
+    assert!(a.iter().all(|d| d.event.batch == "s1" && d.status == DeliveryStatus::Pending));
+    let b = other.claim("n", "b", t(11), Duration::minutes(1), 100).await.unwrap();
+    assert_eq!(b.len(), 1, "worker b gets the other batch only");
+    assert_eq!(b[0].event.kind, EventKind::Resolved);
+    assert!(other.claim("n", "b", t(11), Duration::minutes(1), 100).await.unwrap().is_empty());
+    // Worker a died: after its lease, b takes the batch; a late settle by a changes nothing.
+    let again = other.claim("n", "b", t(13), Duration::minutes(1), 100).await.unwrap();
+    assert_eq!(again.len(), 2);
+    let ids: Vec<_> = a.iter().map(|d| (d.event.id.clone(), Settle::Sent)).collect();
+    store.settle("n", "a", &ids, t(13)).await.unwrap();
+    let page = PageRequest { limit: 100, after: None };
+    let pending = store.deliveries(None, Some(DeliveryStatus::Pending), page).await.unwrap();
+    assert_eq!(pending.len(), 3, "a lost its lease: its settle is ignored");
+    other.settle("n", "b", &ids, t(13)).await.unwrap();
+    assert_eq!(store.deliveries(None, Some(DeliveryStatus::Sent), page).await.unwrap().len(), 2);
+}
+
+/// A failed attempt is retried at the time given, counting attempts; the last one parks the
+/// delivery, which the API lists and a person can requeue. Each attempt is in the audit trail.
+pub async fn retries_count_attempts_park_and_requeue_with_an_audit_entry_each<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.route("n", &|e| Some(e.at), 100).await.unwrap();
+    store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    store.route("n", &|e| Some(e.at), 100).await.unwrap();
+    let d = store.claim("n", "w", t(0), Duration::minutes(1), 10).await.unwrap();
+    let id = d[0].event.id.clone();
+    let retry = Settle::Retry { at: t(2), error: "HTTP 503".into() };
+    store.settle("n", "w", &[(id.clone(), retry)], t(0)).await.unwrap();
+    assert!(store.claim("n", "w", t(1), Duration::minutes(1), 10).await.unwrap().is_empty(), "backing off");
+    let d = store.claim("n", "w", t(2), Duration::minutes(1), 10).await.unwrap();
+    assert_eq!(d[0].attempts, 1);
+    assert_eq!(d[0].last_error.as_deref(), Some("HTTP 503"));
+    store.settle("n", "w", &[(id.clone(), Settle::Parked { error: "HTTP 503".into() })], t(2)).await.unwrap();
+    let page = PageRequest { limit: 10, after: None };
+    let parked = store.deliveries(None, Some(DeliveryStatus::Parked), page).await.unwrap();
+    assert_eq!((parked.len(), parked[0].attempts, parked[0].event_id.as_str()), (1, 2, id.as_str()));
+    let counts = store.delivery_counts().await.unwrap();
+    assert_eq!(counts.get(&("n".to_owned(), DeliveryStatus::Parked)), Some(&1));
+    assert!(store.claim("n", "w", t(100), Duration::minutes(1), 10).await.unwrap().is_empty(), "parked stays");
+    assert!(store.requeue(&id, "n", "alice", t(3)).await.unwrap());
+    assert!(!store.requeue(&id, "n", "alice", t(3)).await.unwrap(), "not parked any more");
+    assert_eq!(store.claim("n", "w", t(3), Duration::minutes(1), 10).await.unwrap().len(), 1);
+    let audit = store
+        .audit(&AuditFilter { notifier: Some("n".into()), ..AuditFilter::default() }, PageRequest::default())
+        .await
+        .unwrap();
+    let trail: Vec<_> = audit.items.iter().rev().map(|a| (a.status.as_str(), a.attempts)).collect();
+    assert_eq!(trail, [("retry", Some(1)), ("parked", Some(2)), ("pending", None)]);
+    assert_eq!(audit.items[0].action, AuditAction::Requeue);
+    assert_eq!(audit.items[0].actor, "alice");
+}
+
+fn accept(comment: &str, until: DateTime<Utc>) -> NewDecision {
+    NewDecision {
+        action: DecisionAction::Accept,
+        comment: Some(comment.into()),
+        expires_at: Some(until),
+        actor: "alice".into(),
+    }
+}
+
+/// An accepted drift is waived: recorded, seen again, not counted as open; when its cluster
+/// value changes it is open again with a `reopened` event.
+pub async fn a_waiver_takes_a_drift_out_of_the_open_counts_until_its_value_changes<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    take_all(&*store, "n", t(0)).await;
+    let web = store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap();
+    let web = web.items.iter().find(|d| d.resource_name == "web").unwrap().id;
+    let d = store.decide(web, &accept("hotfix for the sale", t(60 * 24)), t(1)).await.unwrap();
+    assert_eq!((d.action, d.actor.as_str()), (DecisionAction::Accept, "alice"));
+    let row = store.get(web).await.unwrap();
+    assert_eq!((row.status, row.waived_until), (DriftStatus::Waived, Some(t(60 * 24))));
+    assert_eq!(row.decision_source, drift_core::DecisionSource::Human);
+    assert_eq!(open_count(&*store).await, 1);
+    let stats = store.stats(&DriftFilter::default(), t(2)).await.unwrap();
+    assert_eq!(stats.by_status.get("waived"), Some(&1));
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+    let o = store.record(&scan("s2", 2, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    assert_eq!((o.waived, o.events), (1, 0), "still waived, nothing to tell");
+    assert_eq!(store.get(web).await.unwrap().occurrences, 2);
+    let o = store.record(&scan("s3", 3, vec![replicas("web", 4), replicas("api", 5)])).await.unwrap();
+    assert_eq!((o.waived, o.events), (0, 1));
+    let events = take_all(&*store, "n", t(4)).await;
+    assert_eq!(kinds(&events), [(EventKind::Reopened, "web".into())]);
+    let row = store.get(web).await.unwrap();
+    assert_eq!((row.status, row.waived_until), (DriftStatus::Open, None));
+    assert_eq!(open_count(&*store).await, 2);
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+    // A waived drift that goes away is resolved like any other.
+    store.decide(web, &accept("again", t(60)), t(5)).await.unwrap();
+    store.record(&scan("s4", 6, vec![replicas("api", 5)])).await.unwrap();
+    assert_eq!(store.get(web).await.unwrap().status, DriftStatus::Resolved);
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+}
+
+/// A waiver ends by itself at its expiry: the drift is open again, with one
+/// `waiver_expired` event however many processes end it.
+pub async fn an_expired_waiver_reopens_the_drift_with_an_event<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    take_all(&*store, "n", t(0)).await;
+    let id = store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items[0].id;
+    store.decide(id, &accept("load test", t(30)), t(1)).await.unwrap();
+    assert_eq!(store.expire_waivers(t(29)).await.unwrap(), 0);
+    assert_eq!(store.expire_waivers(t(30)).await.unwrap(), 1);
+    let other = h.reopen(&store).await;
+    assert_eq!(other.expire_waivers(t(31)).await.unwrap(), 0);
+    assert_eq!(store.get(id).await.unwrap().status, DriftStatus::Open);
+    let events = take_all(&*store, "n", t(31)).await;
+    assert_eq!(kinds(&events), [(EventKind::WaiverExpired, "web".into())]);
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+    let trail = store
+        .audit(&AuditFilter { drift_id: Some(id), ..AuditFilter::default() }, PageRequest::default())
+        .await
+        .unwrap();
+    let actions: Vec<_> = trail.items.iter().map(|a| a.action).collect();
+    assert!(actions.contains(&AuditAction::WaiverExpired) && actions.contains(&AuditAction::Decision));
+}
+
+/// Reminders go to open drifts a notifier announced and has not told about since; an
+/// acknowledged drift gets none.
+pub async fn acknowledged_drifts_get_no_reminders_and_notified_ones_do<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    take_all(&*store, "n", t(0)).await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    assert!(store.stale("n", t(100), 10).await.unwrap().is_empty(), "never announced");
+    take_all(&*store, "n", t(1)).await;
+    let ids: Vec<i64> =
+        store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items.iter().map(|d| d.id).collect();
+    let notified = store.notified("n", &ids).await.unwrap();
+    assert_eq!(notified.len(), 2);
+    assert!(notified.values().all(|at| *at == t(1)));
+    assert_eq!(store.stale("n", t(1), 10).await.unwrap().len(), 0, "told at t(1)");
+    assert_eq!(store.stale("n", t(2), 10).await.unwrap().len(), 2);
+    let ack = NewDecision { action: DecisionAction::Acknowledge, comment: None, expires_at: None, actor: "bob".into() };
+    store.decide(ids[0], &ack, t(2)).await.unwrap();
+    let stale = store.stale("n", t(3), 10).await.unwrap();
+    assert_eq!(stale.iter().map(|d| d.id).collect::<Vec<_>>(), [ids[1]]);
+    assert!(store.get(ids[0]).await.unwrap().acknowledged_at.is_some());
+    assert_eq!(open_count(&*store).await, 2, "an acknowledged drift is still open");
+}
+
+/// A decision needs a drift that is still there.
+pub async fn decisions_are_refused_on_resolved_and_unknown_drifts<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    store.record(&scan("s2", 1, vec![])).await.unwrap();
+    let id = store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items[0].id;
+    let e = store.decide(id, &accept("x", t(60)), t(2)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    let e = store.decide(id + 1000, &accept("x", t(60)), t(2)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    assert!(store.decisions(id).await.unwrap().is_empty(), "nothing written");
+}
+
+/// The confidence comes from the last accept or reject of each similar drift (same manager,
+/// namespace, type and band of the day), the drift's own decisions left out.
+pub async fn the_learned_confidence_counts_the_last_decision_of_similar_drifts<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    let names = ["a", "b", "c", "d"];
+    let drifts = names.iter().map(|n| replicas(n, 3)).collect();
+    let keys: Vec<_> = names.iter().map(|n| key("Deployment", "shop", n)).collect();
+    store.record(&report("s1", t(0), &keys, drifts)).await.unwrap();
+    let rows = store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items;
+    let id = |n: &str| rows.iter().find(|d| d.resource_name == n).unwrap().id;
+    let reject = NewDecision { action: DecisionAction::Reject, comment: None, expires_at: None, actor: "a".into() };
+    assert_eq!(store.similar(&store.get(id("a")).await.unwrap()).await.unwrap(), None);
+    store.decide(id("b"), &reject, t(1)).await.unwrap();
+    store.decide(id("b"), &accept("on second thought", t(60)), t(2)).await.unwrap();
+    store.decide(id("c"), &accept("fine", t(60)), t(2)).await.unwrap();
+    store.decide(id("d"), &reject, t(2)).await.unwrap();
+    store.decide(id("a"), &reject, t(2)).await.unwrap();
+    let learned = store.similar(&store.get(id("a")).await.unwrap()).await.unwrap().unwrap();
+    assert_eq!((learned.accepted, learned.rejected), (2, 1), "b's last decision counts, a's own not");
+    assert_eq!(learned.explain(), "likely intentional (60%, 2 of 3 similar changes accepted)");
+    let decisions = store.decisions(id("b")).await.unwrap();
+    assert_eq!(
+        decisions.iter().map(|d| d.action).collect::<Vec<_>>(),
+        [DecisionAction::Reject, DecisionAction::Accept]
+    );
+}
+
+/// The audit trail lists scans, decisions and notifications, newest first, filtered and paged.
+pub async fn the_audit_trail_filters_and_pages<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    for i in 0..5 {
+        store.record(&scan(&format!("s{i}"), i, vec![replicas("web", 3)])).await.unwrap();
+    }
+    let scans = AuditFilter { action: Some(AuditAction::Scan), ..AuditFilter::default() };
+    let first = store.audit(&scans, PageRequest { limit: 3, after: None }).await.unwrap();
+    assert_eq!(first.items.len(), 3);
+    assert_eq!(first.items[0].scan_id.as_deref(), Some("s4"), "newest first");
+    assert_eq!(first.items[0].detail["drifts"], json!(1));
+    let rest = store.audit(&scans, PageRequest { limit: 3, after: first.next }).await.unwrap();
+    assert_eq!((rest.items.len(), rest.next), (2, None));
+    let since = AuditFilter { since: Some(t(3)), ..scans.clone() };
+    assert_eq!(store.audit(&since, PageRequest::default()).await.unwrap().items.len(), 2);
+    let by = AuditFilter { actor: Some("nobody".into()), ..AuditFilter::default() };
+    assert!(store.audit(&by, PageRequest::default()).await.unwrap().items.is_empty());
+    let bad = store.audit(&AuditFilter::default(), PageRequest { limit: 0, after: None }).await.unwrap_err();
+    assert_eq!(bad.kind(), ErrorKind::InvalidInput);
+}
