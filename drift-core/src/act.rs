@@ -127,6 +127,9 @@ pub struct DriftEvent {
     /// For a digest: the statistics it summarises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<Box<DriftStats>>,
+    /// What the team's decisions on similar drifts say (filled in when a message is made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<Learned>,
 }
 
 impl DriftEvent {
@@ -143,6 +146,7 @@ impl DriftEvent {
             previous: None,
             notifier: None,
             digest: None,
+            learned: None,
         }
     }
 
@@ -572,7 +576,7 @@ impl Learned {
 }
 
 /// How a notifier routes an event: `Some(due)` takes it, to be sent at `due`; `None` leaves it.
-pub type Route = dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync;
+pub type Route<'a> = dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync + 'a;
 
 /// The side of a store that acts on drift: the outbox and its deliveries, decisions and
 /// waivers, the audit trail. Both SQL stores implement it; events are written by
@@ -595,7 +599,7 @@ pub trait ActStore: Send + Sync + fmt::Debug {
     /// cursor past them, in one transaction (two processes never route the same event twice).
     /// A notifier seen for the first time starts after the newest event. Returns how many
     /// events were read.
-    async fn route(&self, notifier: &str, route: &Route, limit: usize) -> Result<usize>;
+    async fn route(&self, notifier: &str, route: &Route<'_>, limit: usize) -> Result<usize>;
 
     /// Leases to `worker`, until `now + lease`, the pending deliveries of `notifier` that are
     /// due at `now` and belong to the batch of the oldest one (at most `limit`), and returns

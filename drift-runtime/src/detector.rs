@@ -11,6 +11,7 @@ use drift_core::{DesiredSource, DriftSink, Engine, LiveSource, ScanReport};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::notify::{Dispatcher, Outlet, Round};
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 
 /// How long a running pass may take to finish after a stop before it is aborted (its report is
@@ -31,6 +32,8 @@ pub struct DetectorBuilder {
     watch: Option<bool>,
     token: Option<ApiToken>,
     metrics: Option<Metrics>,
+    outlets: Vec<Arc<dyn Outlet>>,
+    notify_tick: Option<Duration>,
 }
 
 impl DetectorBuilder {
@@ -90,6 +93,18 @@ impl DetectorBuilder {
         self.metrics = Some(metrics);
         self
     }
+    /// Adds a notifier: the events of every report are delivered to it (the store must keep
+    /// an outbox: [`Store::acting`]).
+    pub fn notifier(mut self, outlet: Arc<dyn Outlet>) -> Self {
+        self.outlets.push(outlet);
+        self
+    }
+    /// How often the notifier task looks at the outbox when nothing wakes it (default 1 s; a
+    /// report that writes events wakes it at once).
+    pub fn notify_tick(mut self, tick: Duration) -> Self {
+        self.notify_tick = Some(tick);
+        self
+    }
 
     /// Checks what was given and builds the detector.
     pub fn build(self) -> drift_core::Result<Detector> {
@@ -102,6 +117,22 @@ impl DetectorBuilder {
         if interval.is_zero() {
             return Err(drift_core::Error::config("the scan interval must be more than 0"));
         }
+        let metrics = self.metrics.unwrap_or_default();
+        let mut names = std::collections::HashSet::new();
+        if let Some(dup) = self.outlets.iter().find(|o| !names.insert(o.name().to_owned())) {
+            return Err(drift_core::Error::config(format!("two notifiers are named {:?}", dup.name())));
+        }
+        let dispatcher = match (&store.act, self.outlets.is_empty()) {
+            (_, true) => None,
+            (None, false) => {
+                return Err(drift_core::Error::config(
+                    "notifications need a store that keeps an outbox (sqlite or postgres)",
+                ));
+            }
+            (Some(act), false) => Some(Arc::new(
+                Dispatcher::new(act.clone(), store.read.clone(), self.outlets).with_metrics(metrics.clone()),
+            )),
+        };
         let scanner = Scanner {
             desired: self.desired,
             live,
@@ -109,8 +140,9 @@ impl DetectorBuilder {
             settings: self.settings,
             store,
             sinks: self.sinks,
-            metrics: self.metrics.unwrap_or_default(),
+            metrics,
             gate: ScanGate::new(),
+            wake: dispatcher.as_ref().map(|d| d.waker()),
         };
         Ok(Detector {
             scanner: Arc::new(scanner),
@@ -118,6 +150,8 @@ impl DetectorBuilder {
             watch: self.watch.unwrap_or(true),
             token: self.token,
             passes: Arc::default(),
+            dispatcher,
+            notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
         })
     }
 }
@@ -132,6 +166,9 @@ pub struct Detector {
     token: Option<ApiToken>,
     /// Passes started by `POST /scan` without waiting, so that shutdown can wait for them.
     passes: Passes,
+    /// The notifier task, when notifiers are configured.
+    dispatcher: Option<Arc<Dispatcher>>,
+    notify_tick: Duration,
 }
 
 type Passes = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
@@ -160,6 +197,21 @@ impl Detector {
             .await
             .ok_or_else(|| drift_core::Error::unavailable("a scan is already running"))?;
         recorded.into_iter().map(|Recorded { report, outcome }| outcome.map(|_| report)).collect()
+    }
+
+    /// The notifier task, when notifiers are configured.
+    pub fn dispatcher(&self) -> Option<&Arc<Dispatcher>> {
+        self.dispatcher.as_ref()
+    }
+
+    /// One round of the notifier task now (what `drift scan` does after its pass): the events
+    /// that are due are sent; failures stay queued for the next run. Nothing without
+    /// notifiers.
+    pub async fn deliver_now(&self) -> drift_core::Result<Option<Round>> {
+        match &self.dispatcher {
+            Some(d) => d.round(chrono::Utc::now()).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     /// The API's state over this detector's store, metrics and scan trigger; `stop` turns true
@@ -202,6 +254,7 @@ impl Detector {
             tracing::info!("the live source cannot watch; periodic scans only");
             None
         };
+        let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop_rx.clone())));
         let mut stop_api = stop_rx.clone();
         let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
             // Either a stop was sent or every sender is gone: both mean shut down.
@@ -230,6 +283,13 @@ impl Detector {
         }
         if let Some(w) = watcher {
             w.abort();
+        }
+        if let Some(n) = notifier {
+            // A round in flight ends at its next step; a message being sent is sent again by
+            // the next process once its lease ends (at least once).
+            if tokio::time::timeout(Duration::from_secs(5), n).await.is_err() {
+                tracing::warn!("the notifier task did not stop in time; its leased deliveries go out again later");
+            }
         }
         match server.await {
             Ok(result) => result,

@@ -39,9 +39,11 @@
 
 pub mod batch;
 pub mod detector;
+pub mod notify;
 pub mod scanner;
 pub mod schedule;
 pub mod watch;
 
 pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
+pub use notify::{Dispatcher, Outlet, SendFailure};
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};

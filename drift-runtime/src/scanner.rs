@@ -7,21 +7,30 @@ use std::time::Instant;
 use drift_api::{Metrics, ScanGate};
 use drift_core::scan::{ScanOptions, run_scan};
 use drift_core::sink::RecordOutcome;
-use drift_core::{DesiredSource, DriftSink, DriftStore, Engine, GroupKind, LiveSource, ScanReport};
+use drift_core::{ActStore, DesiredSource, DriftSink, DriftStore, Engine, GroupKind, LiveSource, ScanReport};
 
-/// A store seen as a sink (writes) and as the read side (the API, `drift drifts list`).
+/// A store seen as a sink (writes), as the read side (the API, `drift drifts list`) and, for
+/// stores that keep an outbox, decisions and an audit trail, as the acting side.
 #[derive(Debug, Clone)]
 pub struct Store {
     /// Where reports are recorded.
     pub sink: Arc<dyn DriftSink>,
     /// Where the API reads.
     pub read: Arc<dyn DriftStore>,
+    /// The outbox, decisions and audit trail; `None` for a store without them (notifications
+    /// and decisions then cannot be configured).
+    pub act: Option<Arc<dyn ActStore>>,
 }
 
 impl Store {
-    /// A store that is both sides.
+    /// A store that is the sink and the read side.
     pub fn new<S: DriftSink + DriftStore + 'static>(store: Arc<S>) -> Self {
-        Store { sink: store.clone(), read: store }
+        Store { sink: store.clone(), read: store, act: None }
+    }
+
+    /// A store that is all three sides (both SQL stores).
+    pub fn acting<S: DriftSink + DriftStore + ActStore + 'static>(store: Arc<S>) -> Self {
+        Store { sink: store.clone(), read: store.clone(), act: Some(store) }
     }
 }
 
@@ -75,6 +84,8 @@ pub struct Scanner {
     pub(crate) sinks: Vec<Arc<dyn DriftSink>>,
     pub(crate) metrics: Metrics,
     pub(crate) gate: ScanGate,
+    /// Woken when a report wrote events to the outbox (the notifier task).
+    pub(crate) wake: Option<Arc<tokio::sync::Notify>>,
 }
 
 impl Scanner {
@@ -119,8 +130,14 @@ impl Scanner {
     /// Records one report in the store only; a failure is counted.
     pub async fn record_in_store(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
         let outcome = self.store.sink.record(report).await;
-        if let Err(e) = &outcome {
-            self.metrics.record_source_error(e.kind());
+        match &outcome {
+            Err(e) => self.metrics.record_source_error(e.kind()),
+            Ok(o) if o.events > 0 => {
+                if let Some(wake) = &self.wake {
+                    wake.notify_one();
+                }
+            }
+            Ok(_) => {}
         }
         outcome
     }

@@ -214,7 +214,7 @@ where
     pub async fn route<S: SqlStore<Dialect = D>>(
         store: &S,
         notifier: &str,
-        route: &Route,
+        route: &Route<'_>,
         limit: usize,
     ) -> Result<usize, SqlError<D>> {
         let mut tx = store.begin().await?;

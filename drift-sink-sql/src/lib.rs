@@ -146,7 +146,7 @@ macro_rules! impl_drift_store {
             async fn route(
                 &self,
                 notifier: &str,
-                route: &$crate::__private::Route,
+                route: &$crate::__private::Route<'_>,
                 limit: usize,
             ) -> $crate::__private::Result<usize> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::route(self, notifier, route, limit).await?)

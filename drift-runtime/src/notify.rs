@@ -1,0 +1,385 @@
+//! The notifier task: delivers the events of the outbox ([`ActStore`]) to every configured
+//! notifier ([`Outlet`]), at least once, and never loses one.
+//!
+//! Each round, for each notifier: route the new events (its routing, its `for:` hold), emit
+//! its reminders and its daily digest, then claim the due deliveries of one batch at a time
+//! (leased to this process: two processes never send the same delivery at the same time),
+//! decide what is still worth sending, send the batch as one message, and settle each delivery
+//! (sent, retried later with backoff, parked after the last attempt, skipped, deferred by the
+//! rate limit). Waivers that expired are ended first, so their events go out in the same round.
+//!
+//! A process that dies between the store's commit and the receiver's answer leaves its
+//! deliveries leased; the lease ends and another round (this process restarted, or another
+//! replica) sends them again, with the same event ids. docs/notifications.md says more.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use drift_api::Metrics;
+use drift_core::act::{ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Settle, event_id};
+use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest};
+use tokio::sync::{Notify, watch};
+
+/// How long a claimed delivery stays leased to the process that claimed it: longer than a send
+/// may take ([`SEND_TIMEOUT`]), short enough that the deliveries of a process that died go out
+/// again soon after.
+pub const LEASE: chrono::Duration = chrono::Duration::seconds(60);
+
+/// Deliveries claimed at once (one message at most this big; a bigger batch goes out as
+/// several messages).
+pub const CLAIM: usize = 1000;
+
+/// How long a send may take before it counts as a failure that is retried.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How often reminders are looked for.
+const REMINDER_EVERY: chrono::Duration = chrono::Duration::seconds(30);
+
+/// Why a message was not delivered. The message never holds a secret (a webhook URL with its
+/// token, a password): outlets say only what a person may read in logs and the audit trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendFailure {
+    /// Whether trying again may succeed (a 5xx, a timeout, a refused connection).
+    pub retryable: bool,
+    /// What went wrong.
+    pub message: String,
+    /// When the receiver asked to be tried again (a 429's `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl SendFailure {
+    /// A failure worth trying again.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        SendFailure { retryable: true, message: message.into(), retry_after: None }
+    }
+    /// A failure that will fail again (a 4xx, bad credentials).
+    pub fn permanent(message: impl Into<String>) -> Self {
+        SendFailure { retryable: false, message: message.into(), retry_after: None }
+    }
+}
+
+/// One configured notifier as the task sees it: its routing and timing policy, and how it
+/// sends a batch of events as one message. `drift-notify` provides the webhook, Slack and
+/// email ones; an integrator may write their own.
+#[async_trait]
+pub trait Outlet: Send + Sync + std::fmt::Debug {
+    /// The notifier's name (unique; it keys its cursor and deliveries in the store).
+    fn name(&self) -> &str;
+    /// Whether the notifier takes the event and, when it does, when it is due: the event's
+    /// time, plus the `for:` hold for events that announce an open drift.
+    fn route(&self, event: &DriftEvent) -> Option<DateTime<Utc>>;
+    /// Whether announcements are held (`for:` above zero): they are then sent only if the
+    /// drift is still open when they come due.
+    fn holds(&self) -> bool {
+        false
+    }
+    /// How often an open drift, not acknowledged, is announced again (`reminder:`).
+    fn reminder(&self) -> Option<chrono::Duration> {
+        None
+    }
+    /// The day (`YYYY-MM-DD` in the digest's time zone) whose digest is due at `now`, once
+    /// its hour has passed; `None` without a digest or before the hour.
+    fn digest_due(&self, _now: DateTime<Utc>) -> Option<String> {
+        None
+    }
+    /// Whether a message may go now (the rate limit); `Err(at)`: not before `at`.
+    fn admit(&self, _now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
+        Ok(())
+    }
+    /// When to try again after the `attempts`-th failed attempt of a retryable failure;
+    /// `None` parks the delivery (a failure that is not retryable is parked at once).
+    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, failure: &SendFailure) -> Option<DateTime<Utc>>;
+    /// Sends the events of one batch as one message.
+    async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure>;
+}
+
+/// What one round did, for logs, metrics and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Waivers ended.
+    pub waivers_expired: usize,
+    /// Messages sent, by notifier.
+    pub messages: BTreeMap<String, usize>,
+    /// Deliveries settled, by outcome (`sent`, `retry`, `parked`, `skipped`, `deferred`).
+    pub deliveries: BTreeMap<&'static str, usize>,
+}
+
+/// The notifier task.
+#[derive(Debug)]
+pub struct Dispatcher {
+    store: Arc<dyn ActStore>,
+    read: Arc<dyn DriftStore>,
+    outlets: Vec<Arc<dyn Outlet>>,
+    worker: String,
+    metrics: Metrics,
+    wake: Arc<Notify>,
+    /// Per notifier: what this process remembers between rounds.
+    memory: Mutex<HashMap<String, Memory>>,
+}
+
+/// What the task remembers of a notifier between rounds (only to save work: the store's event
+/// ids keep reminders and digests single even when a process forgets).
+#[derive(Debug, Clone, Default)]
+struct Memory {
+    /// When reminders were last looked for.
+    last_look: Option<DateTime<Utc>>,
+    /// The last digest day emitted.
+    last_digest: Option<String>,
+}
+
+impl Dispatcher {
+    /// A dispatcher of `outlets` over a store's acting side and read side.
+    pub fn new(store: Arc<dyn ActStore>, read: Arc<dyn DriftStore>, outlets: Vec<Arc<dyn Outlet>>) -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "drift".to_owned());
+        Dispatcher {
+            store,
+            read,
+            outlets,
+            worker: format!("{host}-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
+            metrics: Metrics::new(),
+            wake: Arc::new(Notify::new()),
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Shares the detector's metrics.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// What wakes the task before its next tick (the scanner notifies it when a report wrote
+    /// events).
+    pub fn waker(&self) -> Arc<Notify> {
+        self.wake.clone()
+    }
+
+    /// The name this process leases deliveries under.
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+
+    /// Runs rounds until `stop` turns true: one at start, then whenever woken or every `tick`.
+    /// A round that fails (the store is down) is logged and tried again next tick; nothing is
+    /// lost, the outbox keeps every event.
+    pub async fn run(self: Arc<Self>, tick: Duration, mut stop: watch::Receiver<bool>) {
+        let mut failing = false;
+        loop {
+            match self.round(Utc::now()).await {
+                Ok(round) => {
+                    if failing {
+                        tracing::info!("notifications: the store answers again");
+                        failing = false;
+                    }
+                    if !round.messages.is_empty() || round.waivers_expired > 0 {
+                        tracing::debug!(?round, "notification round");
+                    }
+                }
+                Err(e) if !failing => {
+                    tracing::warn!(error = %e, "notifications: the store is unavailable; events stay queued");
+                    failing = true;
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(tick) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+    }
+
+    /// One round at `now` (see the module's documentation).
+    pub async fn round(&self, now: DateTime<Utc>) -> drift_core::Result<Round> {
+        let mut round = Round { waivers_expired: self.store.expire_waivers(now).await?, ..Round::default() };
+        for outlet in &self.outlets {
+            self.prepare(outlet.as_ref(), now).await?;
+            self.deliver(outlet.as_ref(), now, &mut round).await?;
+        }
+        Ok(round)
+    }
+
+    /// Emits the reminders and the digest of `outlet` when due, then routes the new events to it.
+    async fn prepare(&self, outlet: &dyn Outlet, now: DateTime<Utc>) -> drift_core::Result<()> {
+        let name = outlet.name();
+        let Memory { last_look, last_digest } = self.remembered(name);
+        if let Some(every) = outlet.reminder().filter(|_| last_look.is_none_or(|t| now - t >= REMINDER_EVERY)) {
+            let stale = self.store.stale(name, now - every, CLAIM).await?;
+            let bucket = now.timestamp() / every.num_seconds().max(1);
+            let batch = format!("reminder:{name}:{bucket}");
+            let events: Vec<DriftEvent> = stale
+                .into_iter()
+                .map(|d| {
+                    let subject = format!("{name}:{}:{bucket}", d.id);
+                    let mut e = DriftEvent::of_drift(EventKind::Reminder, &batch, now, d);
+                    e.id = event_id("reminder", &subject, EventKind::Reminder);
+                    e.notifier = Some(name.to_owned());
+                    e
+                })
+                .collect();
+            self.store.emit(&events).await?;
+            self.remember(name, |m| m.last_look = Some(now));
+        }
+        if let Some(day) = outlet.digest_due(now).filter(|d| last_digest.as_ref() != Some(d)) {
+            let stats = self.read.stats(&DriftFilter::default(), now).await?;
+            let batch = format!("digest:{name}:{day}");
+            let event = DriftEvent {
+                id: event_id("digest", &format!("{name}:{day}"), EventKind::Digest),
+                seq: 0,
+                kind: EventKind::Digest,
+                batch,
+                at: now,
+                drift: None,
+                previous: None,
+                notifier: Some(name.to_owned()),
+                digest: Some(Box::new(stats)),
+                learned: None,
+            };
+            self.store.emit(&[event]).await?;
+            self.remember(name, |m| m.last_digest = Some(day));
+        }
+        let route = |e: &DriftEvent| match &e.notifier {
+            Some(n) if n != name => None,
+            _ => outlet.route(e),
+        };
+        while self.store.route(name, &route, CLAIM).await? == CLAIM {}
+        Ok(())
+    }
+
+    fn remembered(&self, name: &str) -> Memory {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner).get(name).cloned().unwrap_or_default()
+    }
+
+    fn remember(&self, name: &str, f: impl FnOnce(&mut Memory)) {
+        f(self.memory.lock().unwrap_or_else(PoisonError::into_inner).entry(name.to_owned()).or_default());
+    }
+
+    /// Claims and sends the due batches of `outlet`, one message each, until none is due or
+    /// the rate limit says wait.
+    async fn deliver(&self, outlet: &dyn Outlet, now: DateTime<Utc>, round: &mut Round) -> drift_core::Result<()> {
+        let name = outlet.name();
+        loop {
+            let claimed = self.store.claim(name, &self.worker, now, LEASE, CLAIM).await?;
+            if claimed.is_empty() {
+                return Ok(());
+            }
+            let (send, mut outcomes) = self.sift(outlet, claimed, now).await?;
+            let mut limited = false;
+            if !send.is_empty() {
+                match outlet.admit(now) {
+                    Err(at) => {
+                        limited = true;
+                        outcomes.extend(send.iter().map(|d| (d.event.id.clone(), Settle::Defer { at })));
+                    }
+                    Ok(()) => {
+                        let events: Vec<DriftEvent> = send.iter().map(|d| d.event.clone()).collect();
+                        let result = match tokio::time::timeout(SEND_TIMEOUT, outlet.send(&events)).await {
+                            Ok(result) => result,
+                            Err(_) => Err(SendFailure::retryable(format!("no answer within {SEND_TIMEOUT:?}"))),
+                        };
+                        match result {
+                            Ok(()) => {
+                                *round.messages.entry(name.to_owned()).or_default() += 1;
+                                outcomes.extend(events.iter().map(|e| (e.id.clone(), Settle::Sent)));
+                                tracing::info!(notifier = name, events = events.len(), "notification sent");
+                            }
+                            Err(failure) => {
+                                let attempts = send.iter().map(|d| d.attempts).max().unwrap_or(0) + 1;
+                                let next =
+                                    if failure.retryable { outlet.retry_at(attempts, now, &failure) } else { None };
+                                let settle = match next {
+                                    Some(at) => Settle::Retry { at, error: failure.message.clone() },
+                                    None => Settle::Parked { error: failure.message.clone() },
+                                };
+                                tracing::warn!(
+                                    notifier = name, events = events.len(), attempts, error = %failure.message,
+                                    parked = matches!(settle, Settle::Parked { .. }), "notification failed"
+                                );
+                                outcomes.extend(events.iter().map(|e| (e.id.clone(), settle.clone())));
+                            }
+                        }
+                    }
+                }
+            }
+            for (_, s) in &outcomes {
+                let key = match s {
+                    Settle::Sent => "sent",
+                    Settle::Retry { .. } => "retry",
+                    Settle::Parked { .. } => "parked",
+                    Settle::Skipped { .. } => "skipped",
+                    Settle::Defer { .. } => "deferred",
+                };
+                *round.deliveries.entry(key).or_default() += 1;
+            }
+            self.store.settle(name, &self.worker, &outcomes, now).await?;
+            if limited {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Decides, for each claimed delivery, whether it is still worth sending: a held or
+    /// retried announcement of a drift that is no longer open is skipped (a change reverted
+    /// within `for:` stays quiet); a `resolved` goes only to a notifier that announced the
+    /// drift (it waits while the announcement is pending); a reminder only for a drift still
+    /// open and not acknowledged.
+    async fn sift(
+        &self,
+        outlet: &dyn Outlet,
+        claimed: Vec<Delivery>,
+        now: DateTime<Utc>,
+    ) -> drift_core::Result<(Vec<Delivery>, Vec<(String, Settle)>)> {
+        let name = outlet.name();
+        let resolved: Vec<i64> =
+            claimed.iter().filter(|d| d.event.kind == EventKind::Resolved).filter_map(|d| d.event.drift_id()).collect();
+        let notified = if resolved.is_empty() { BTreeMap::new() } else { self.store.notified(name, &resolved).await? };
+        let (mut send, mut outcomes) = (Vec::new(), Vec::new());
+        for d in claimed {
+            let skip = |reason: String| (d.event.id.clone(), Settle::Skipped { reason });
+            let Some(id) = d.event.drift_id() else {
+                send.push(d);
+                continue;
+            };
+            let kind = d.event.kind;
+            if kind == EventKind::Resolved {
+                if notified.contains_key(&id) {
+                    send.push(d);
+                } else if self.announcement_pending(name, id).await? {
+                    outcomes.push((d.event.id.clone(), Settle::Defer { at: now + chrono::Duration::seconds(30) }));
+                } else {
+                    outcomes.push(skip("this notifier never announced the drift".to_owned()));
+                }
+                continue;
+            }
+            let check = kind == EventKind::Reminder || (kind.announces_open() && (outlet.holds() || d.attempts > 0));
+            if !check {
+                send.push(d);
+                continue;
+            }
+            match self.read.get(id).await {
+                Ok(now_drift) if now_drift.status != DriftStatus::Open => {
+                    outcomes.push(skip(format!("the drift is {} now", now_drift.status.as_str())))
+                }
+                Ok(now_drift) if kind == EventKind::Reminder && now_drift.acknowledged_at.is_some() => {
+                    outcomes.push(skip("the drift was acknowledged".to_owned()))
+                }
+                Ok(_) => send.push(d),
+                Err(e) if e.kind() == drift_core::ErrorKind::NotFound => {
+                    outcomes.push(skip("the drift is no longer stored".to_owned()))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((send, outcomes))
+    }
+
+    /// Whether an announcement of the drift to this notifier is still pending.
+    async fn announcement_pending(&self, name: &str, drift_id: i64) -> drift_core::Result<bool> {
+        let page = PageRequest { limit: 100, after: None };
+        let pending = self.store.deliveries(Some(drift_id), Some(DeliveryStatus::Pending), page).await?;
+        Ok(pending.iter().any(|p| p.notifier == name && p.kind.announces_open()))
+    }
+}

@@ -1,0 +1,307 @@
+//! The notifier task over real stores (SQLite in a temporary folder, a throwaway PostgreSQL):
+//! one message per batch, `for:` keeps a reverted change quiet, failed attempts back off and
+//! park, waivers silence and reopen, reminders stop when acknowledged, and two processes on one
+//! PostgreSQL never send the same event twice. The outlet records what it is handed; the real
+//! webhook, Slack and email transports are tested in drift-notify and drift-bin.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use drift_core::act::{ActStore, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision};
+use drift_core::sink::{DriftFilter, PageRequest};
+use drift_core::{DriftSink, DriftStore, DriftType};
+use drift_runtime::notify::{Dispatcher, Outlet, SendFailure};
+use drift_testkit::fixtures::{drift, key, report, t};
+use serde_json::json;
+
+/// A store that is all three sides.
+trait Full: DriftSink + DriftStore + ActStore {}
+impl<T: DriftSink + DriftStore + ActStore> Full for T {}
+
+/// What a test runs on: a store, and a way to open another handle on it (another process).
+struct Bed {
+    store: Arc<dyn Full>,
+    url: String,
+    _keep: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl Bed {
+    async fn sqlite() -> Bed {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("drift.db").display());
+        let store = drift_sink_sqlite::SqliteSink::open(&url).await.unwrap();
+        Bed { store: Arc::new(store), url, _keep: Box::new(dir) }
+    }
+
+    async fn postgres() -> Bed {
+        let server = drift_testkit_pg::PgServer::start().expect("a throwaway PostgreSQL");
+        let url = server.create_database().await.unwrap();
+        let store = drift_sink_postgres::PostgresSink::connect(&url).await.unwrap();
+        Bed { store: Arc::new(store), url, _keep: Box::new(server) }
+    }
+
+    async fn another(&self) -> Arc<dyn Full> {
+        if self.url.starts_with("sqlite:") {
+            Arc::new(drift_sink_sqlite::SqliteSink::open(&self.url).await.unwrap())
+        } else {
+            Arc::new(drift_sink_postgres::PostgresSink::connect(&self.url).await.unwrap())
+        }
+    }
+
+    fn dispatcher(&self, store: Arc<dyn Full>, outlet: Arc<Recorder>) -> Dispatcher {
+        let act: Arc<dyn ActStore> = store.clone() as Arc<dyn ActStore>;
+        let read: Arc<dyn DriftStore> = store as Arc<dyn DriftStore>;
+        Dispatcher::new(act, read, vec![outlet as Arc<dyn Outlet>])
+    }
+}
+
+/// An outlet that records every message, fails as told, holds announcements `hold`, retries
+/// 10 s later up to `attempts` attempts.
+#[derive(Debug, Default)]
+struct Recorder {
+    hold: Duration,
+    reminder: Option<Duration>,
+    attempts: i64,
+    failures: Mutex<VecDeque<SendFailure>>,
+    messages: Mutex<Vec<Vec<DriftEvent>>>,
+}
+
+impl Recorder {
+    fn new() -> Self {
+        Recorder { attempts: 3, ..Recorder::default() }
+    }
+    fn taken(&self) -> Vec<Vec<(EventKind, String)>> {
+        let m = std::mem::take(&mut *self.messages.lock().unwrap());
+        m.iter()
+            .map(|msg| {
+                let mut k: Vec<_> = msg
+                    .iter()
+                    .map(|e| (e.kind, e.drift.as_ref().map(|d| d.resource_name.clone()).unwrap_or_default()))
+                    .collect();
+                k.sort();
+                k
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Outlet for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn route(&self, e: &DriftEvent) -> Option<DateTime<Utc>> {
+        Some(if e.kind.announces_open() { e.at + self.hold } else { e.at })
+    }
+    fn holds(&self) -> bool {
+        self.hold > Duration::zero()
+    }
+    fn reminder(&self) -> Option<Duration> {
+        self.reminder
+    }
+    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, _: &SendFailure) -> Option<DateTime<Utc>> {
+        (attempts < self.attempts).then(|| now + Duration::seconds(10))
+    }
+    async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure> {
+        if let Some(f) = self.failures.lock().unwrap().pop_front() {
+            return Err(f);
+        }
+        self.messages.lock().unwrap().push(events.to_vec());
+        Ok(())
+    }
+}
+
+fn replicas(name: &str, value: i64) -> drift_core::Drift {
+    drift("Deployment", "shop", name, DriftType::ReplicasDrift, "spec.replicas", json!(value))
+}
+
+fn scan(id: &str, minutes: i64, drifts: Vec<drift_core::Drift>) -> drift_core::ScanReport {
+    report(id, t(minutes), &[key("Deployment", "shop", "web"), key("Deployment", "shop", "api")], drifts)
+}
+
+fn at(minutes: i64, seconds: i64) -> DateTime<Utc> {
+    t(minutes) + Duration::seconds(seconds)
+}
+
+fn opened(names: &[&str]) -> Vec<(EventKind, String)> {
+    names.iter().map(|n| (EventKind::Opened, n.to_string())).collect()
+}
+
+macro_rules! on_both {
+    ($($name:ident),+) => {
+        mod sqlite { $( #[tokio::test] async fn $name() { super::$name(super::Bed::sqlite().await).await } )+ }
+        mod postgres { $( #[tokio::test] async fn $name() { super::$name(super::Bed::postgres().await).await } )+ }
+    };
+}
+
+on_both!(
+    a_scan_is_one_message_and_each_event_goes_once,
+    for_keeps_a_change_reverted_in_time_quiet_and_resolved_follows_only_what_was_told,
+    a_receiver_that_is_down_gets_it_later_and_a_dead_one_parks_it,
+    a_waiver_silences_a_drift_until_its_value_changes_and_an_expired_one_tells,
+    reminders_repeat_open_drifts_until_someone_acknowledges,
+    two_processes_never_send_the_same_event_twice
+);
+
+async fn a_scan_is_one_message_and_each_event_goes_once(bed: Bed) {
+    let outlet = Arc::new(Recorder::new());
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    d.round(t(0)).await.unwrap();
+    bed.store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    let round = d.round(at(0, 1)).await.unwrap();
+    assert_eq!(round.messages.get("recorder"), Some(&1));
+    assert_eq!(outlet.taken(), [opened(&["api", "web"])]);
+    d.round(at(0, 2)).await.unwrap();
+    assert!(outlet.taken().is_empty(), "nothing twice");
+    bed.store.record(&scan("s2", 1, vec![replicas("web", 4)])).await.unwrap();
+    d.round(at(1, 1)).await.unwrap();
+    assert_eq!(outlet.taken(), [vec![(EventKind::Changed, "web".into()), (EventKind::Resolved, "api".into())]]);
+}
+
+async fn for_keeps_a_change_reverted_in_time_quiet_and_resolved_follows_only_what_was_told(bed: Bed) {
+    let outlet = Arc::new(Recorder { hold: Duration::minutes(5), ..Recorder::new() });
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    d.round(t(0)).await.unwrap();
+    bed.store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    d.round(at(1, 0)).await.unwrap();
+    assert!(outlet.taken().is_empty(), "held for 5 minutes");
+    // web is put back after 2 minutes: quiet. api stays: told after 5 minutes.
+    bed.store.record(&scan("s2", 2, vec![replicas("api", 5)])).await.unwrap();
+    let round = d.round(at(2, 1)).await.unwrap();
+    assert!(outlet.taken().is_empty());
+    assert_eq!(round.deliveries.get("deferred"), Some(&1), "web's resolution waits for its announcement: {round:?}");
+    d.round(at(5, 0)).await.unwrap();
+    assert_eq!(outlet.taken(), [opened(&["api"])], "web was reverted within for:");
+    bed.store.record(&scan("s3", 6, vec![])).await.unwrap();
+    d.round(at(6, 1)).await.unwrap();
+    assert_eq!(outlet.taken(), [vec![(EventKind::Resolved, "api".into())]]);
+    let skipped = bed.store.deliveries(None, Some(DeliveryStatus::Skipped), PageRequest::default()).await.unwrap();
+    assert_eq!(skipped.len(), 2, "web's opened and resolved: {skipped:?}");
+}
+
+async fn a_receiver_that_is_down_gets_it_later_and_a_dead_one_parks_it(bed: Bed) {
+    let outlet = Arc::new(Recorder::new());
+    outlet.failures.lock().unwrap().extend([SendFailure::retryable("HTTP 503"), SendFailure::retryable("HTTP 503")]);
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    d.round(t(0)).await.unwrap();
+    bed.store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    let r = d.round(at(0, 1)).await.unwrap();
+    assert_eq!(r.deliveries.get("retry"), Some(&1), "{r:?}");
+    let r = d.round(at(0, 5)).await.unwrap();
+    assert!(r.deliveries.is_empty(), "backing off: {r:?}");
+    d.round(at(0, 11)).await.unwrap();
+    d.round(at(0, 21)).await.unwrap();
+    assert_eq!(outlet.taken(), [opened(&["web"])], "sent at the third attempt");
+    let trail = bed.store.audit(&Default::default(), PageRequest::default()).await.unwrap();
+    let attempts: Vec<_> = trail
+        .items
+        .iter()
+        .rev()
+        .filter(|a| a.notifier.is_some())
+        .map(|a| (a.status.as_str(), a.attempts.unwrap_or(0)))
+        .collect();
+    assert_eq!(attempts, [("retry", 1), ("retry", 2), ("sent", 3)]);
+    // A receiver that refuses for good: parked after one attempt, not dropped.
+    outlet.failures.lock().unwrap().push_back(SendFailure::permanent("HTTP 400: bad payload"));
+    bed.store.record(&scan("s2", 1, vec![replicas("web", 3), replicas("api", 1)])).await.unwrap();
+    let r = d.round(at(1, 1)).await.unwrap();
+    assert_eq!(r.deliveries.get("parked"), Some(&1));
+    let parked = bed.store.deliveries(None, Some(DeliveryStatus::Parked), PageRequest::default()).await.unwrap();
+    assert_eq!((parked.len(), parked[0].last_error.as_deref()), (1, Some("HTTP 400: bad payload")));
+    assert!(bed.store.requeue(&parked[0].event_id, "recorder", "ops", at(1, 2)).await.unwrap());
+    d.round(at(1, 3)).await.unwrap();
+    assert_eq!(outlet.taken(), [opened(&["api"])]);
+}
+
+async fn a_waiver_silences_a_drift_until_its_value_changes_and_an_expired_one_tells(bed: Bed) {
+    let outlet = Arc::new(Recorder::new());
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    d.round(t(0)).await.unwrap();
+    bed.store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    d.round(at(0, 1)).await.unwrap();
+    outlet.taken();
+    let rows = bed.store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items;
+    let id = |n: &str| rows.iter().find(|d| d.resource_name == n).unwrap().id;
+    let waiver = |until| NewDecision {
+        action: DecisionAction::Accept,
+        comment: Some("hotfix".into()),
+        expires_at: Some(until),
+        actor: "alice".into(),
+    };
+    bed.store.decide(id("web"), &waiver(t(60)), at(0, 2)).await.unwrap();
+    bed.store.decide(id("api"), &waiver(t(10)), at(0, 2)).await.unwrap();
+    bed.store.record(&scan("s2", 1, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    d.round(at(1, 1)).await.unwrap();
+    assert!(outlet.taken().is_empty(), "waived, same values");
+    bed.store.record(&scan("s3", 2, vec![replicas("web", 7), replicas("api", 5)])).await.unwrap();
+    d.round(at(2, 1)).await.unwrap();
+    assert_eq!(outlet.taken(), [vec![(EventKind::Reopened, "web".into())]]);
+    let r = d.round(t(10)).await.unwrap();
+    assert_eq!(r.waivers_expired, 1);
+    assert_eq!(outlet.taken(), [vec![(EventKind::WaiverExpired, "api".into())]]);
+}
+
+async fn reminders_repeat_open_drifts_until_someone_acknowledges(bed: Bed) {
+    let outlet = Arc::new(Recorder { reminder: Some(Duration::hours(1)), ..Recorder::new() });
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    d.round(t(0)).await.unwrap();
+    bed.store.record(&scan("s1", 0, vec![replicas("web", 3), replicas("api", 5)])).await.unwrap();
+    d.round(at(0, 1)).await.unwrap();
+    outlet.taken();
+    d.round(t(30)).await.unwrap();
+    assert!(outlet.taken().is_empty());
+    d.round(t(61)).await.unwrap();
+    let reminded = outlet.taken();
+    assert_eq!(reminded.len(), 1, "one message for the round: {reminded:?}");
+    assert_eq!(reminded[0].iter().filter(|(k, _)| *k == EventKind::Reminder).count(), 2);
+    let web = bed.store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap();
+    let web = web.items.iter().find(|d| d.resource_name == "web").unwrap().id;
+    let ack = NewDecision { action: DecisionAction::Acknowledge, comment: None, expires_at: None, actor: "bob".into() };
+    bed.store.decide(web, &ack, t(62)).await.unwrap();
+    d.round(t(123)).await.unwrap();
+    assert_eq!(outlet.taken(), [vec![(EventKind::Reminder, "api".into())]]);
+}
+
+async fn two_processes_never_send_the_same_event_twice(bed: Bed) {
+    let outlet = Arc::new(Recorder::new());
+    let a = Arc::new(bed.dispatcher(bed.store.clone(), outlet.clone()));
+    let b = Arc::new(bed.dispatcher(bed.another().await, outlet.clone()));
+    a.round(t(0)).await.unwrap();
+    for s in 0..20 {
+        let drifts = (0..25).map(|i| replicas(&format!("d{i}"), s)).collect();
+        let keys: Vec<_> = (0..25).map(|i| key("Deployment", "shop", &format!("d{i}"))).collect();
+        bed.store.record(&report(&format!("s{s}"), t(s), &keys, drifts)).await.unwrap();
+    }
+    let now = t(30);
+    let (ra, rb) = tokio::join!(
+        {
+            let a = a.clone();
+            async move {
+                for _ in 0..10 {
+                    a.round(now).await.unwrap();
+                }
+            }
+        },
+        {
+            let b = b.clone();
+            async move {
+                for _ in 0..10 {
+                    b.round(now).await.unwrap();
+                }
+            }
+        }
+    );
+    let _ = (ra, rb);
+    let messages = std::mem::take(&mut *outlet.messages.lock().unwrap());
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for e in messages.iter().flatten() {
+        *seen.entry(e.id.clone()).or_default() += 1;
+    }
+    // 25 opened, then 19 scans of 25 changed values.
+    assert_eq!(seen.len(), 25 * 20);
+    assert!(seen.values().all(|n| *n == 1), "an event was sent twice");
+    assert_eq!(messages.len(), 20, "one message per scan");
+}
