@@ -40,6 +40,8 @@ impl Dialect for PgDialect {
     // A transaction-level advisory lock (released at commit); the key is arbitrary and fixed.
     const OUTBOX_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7171962001)");
 
+    const CLAIM_LOCK: Option<&'static str> = Some("SELECT pg_advisory_xact_lock(7171962, hashtext($1))");
+
     fn push_ids(q: &mut QueryBuilder<sqlx::Postgres>, column: &str, ids: Vec<i64>) {
         q.push(column).push(" = ANY(").push_bind(ids).push(")");
     }

@@ -290,6 +290,9 @@ where
         limit: usize,
     ) -> Result<Vec<Delivery>, SqlError<D>> {
         let mut tx = store.begin().await?;
+        if let Some(lock) = D::CLAIM_LOCK {
+            sqlx::query(lock).bind(notifier.to_owned()).execute(&mut *tx).await.ctx::<D>("locking the claims")?;
+        }
         let due = |q: &mut QueryBuilder<D::Db>| {
             q.push(" WHERE notifier = ").push_bind(notifier.to_owned());
             q.push(" AND status = 'pending' AND due_at <= ").push_bind(D::time(now));

@@ -43,6 +43,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// passes an event still being written); `None` where writers are serialised already.
     const OUTBOX_LOCK: Option<&'static str>;
 
+    /// A statement, with the notifier's name as its one bind parameter, that makes the claims
+    /// of one notifier's deliveries wait for each other until their transactions end, so that a
+    /// batch is claimed whole by one worker; `None` where writers are serialised already.
+    const CLAIM_LOCK: Option<&'static str>;
+
     /// Appends a condition that `column` is one of `ids` (one bind parameter).
     fn push_ids(q: &mut QueryBuilder<Self::Db>, column: &str, ids: Vec<i64>);
 

@@ -39,6 +39,8 @@ impl Dialect for SqliteDialect {
     const SKIP_LOCKED: &'static str = "";
     const OUTBOX_LOCK: Option<&'static str> = None;
 
+    const CLAIM_LOCK: Option<&'static str> = None;
+
     fn push_ids(q: &mut QueryBuilder<sqlx::Sqlite>, column: &str, ids: Vec<i64>) {
         q.push(column).push(" IN (SELECT value FROM json_each(").push_bind(sqlx::types::Json(ids)).push("))");
     }
