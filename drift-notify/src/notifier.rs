@@ -36,9 +36,11 @@ pub trait Notifier: Send + Sync + fmt::Debug {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct SendError {
-    /// Whether another attempt may succeed: connection errors, timeouts, HTTP 5xx, 408 and 429,
-    /// SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx (a refused login, a refused
-    /// recipient), TLS failures, a message that cannot be built.
+    /// Whether another attempt may succeed: connection errors (a failed TLS handshake
+    /// included: lettre reports it as one, and a relay can fix its certificate), timeouts,
+    /// HTTP 5xx, 408 and 429, SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx (a refused
+    /// login, a refused recipient), a relay without STARTTLS or AUTH, a message that cannot be
+    /// built. Retryable failures are parked after `attempts` anyway.
     pub retryable: bool,
     /// What happened, for the audit trail (no secret, no URL path).
     pub message: String,
