@@ -66,16 +66,7 @@ pub fn email_content(message: &Message) -> EmailContent {
         t = html_escape(&title)
     );
     if message.is_summary() {
-        html.push_str("<h2>Summary</h2>\n<table>\n");
-        for (label, value) in message.summary_lines() {
-            let _ = writeln!(
-                html,
-                "<tr><th align=\"left\">{}</th><td>{}</td></tr>",
-                html_escape(&label),
-                html_escape(&value)
-            );
-        }
-        html.push_str("</table>\n");
+        labelled_table(&mut html, "Summary", &message.summary_lines());
     }
     let (shown, hidden) = message.shown_groups();
     for group in shown {
@@ -85,16 +76,7 @@ pub fn email_content(message: &Message) -> EmailContent {
         let _ = writeln!(html, "<p>… and {hidden} more objects (the most severe are listed first).</p>");
     }
     for d in message.digests() {
-        html.push_str("<h2>Digest</h2>\n<table>\n");
-        for (label, value) in digest_lines(d) {
-            let _ = writeln!(
-                html,
-                "<tr><th align=\"left\">{}</th><td>{}</td></tr>",
-                html_escape(&label),
-                html_escape(&value)
-            );
-        }
-        html.push_str("</table>\n");
+        labelled_table(&mut html, "Digest", &digest_lines(d));
     }
     let _ = write!(
         html,
@@ -103,6 +85,16 @@ pub fn email_content(message: &Message) -> EmailContent {
         html_escape(message.notifier())
     );
     EmailContent { subject: shorten(&format!("[drift] {title}"), 200), text: plain_text(message), html }
+}
+
+/// A heading and a table of (label, value) rows, escaped.
+fn labelled_table(html: &mut String, heading: &str, rows: &[(String, String)]) {
+    let _ = writeln!(html, "<h2>{}</h2>\n<table>", html_escape(heading));
+    for (label, value) in rows {
+        let _ =
+            writeln!(html, "<tr><th align=\"left\">{}</th><td>{}</td></tr>", html_escape(label), html_escape(value));
+    }
+    html.push_str("</table>\n");
 }
 
 fn group_html(message: &Message, group: &ObjectGroup, html: &mut String) {
