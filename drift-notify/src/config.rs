@@ -138,8 +138,8 @@ impl NotifierKind {
     }
 }
 
-/// `type: webhook`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `type: webhook`. `Debug` shows the URL's scheme and host only (a query may hold a token).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookConfig {
     /// Where to POST (http or https).
@@ -150,7 +150,8 @@ pub struct WebhookConfig {
 
 /// `type: slack`: the incoming-webhook URL, itself a secret, from `url_env` (preferred) or
 /// `url`; exactly one of them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Debug` shows the URL's scheme and host only.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlackConfig {
     /// The environment variable holding the incoming-webhook URL.
@@ -159,6 +160,24 @@ pub struct SlackConfig {
     /// The incoming-webhook URL written in the configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+}
+
+impl std::fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("url", &crate::redact::redact_http_url(&self.url))
+            .field("secret_env", &self.secret_env)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SlackConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackConfig")
+            .field("url_env", &self.url_env)
+            .field("url", &self.url.as_deref().map(crate::redact::redact_http_url))
+            .finish()
+    }
 }
 
 /// How the SMTP connection is encrypted.
@@ -576,6 +595,24 @@ mod tests {
         }
         let both = parse("- type: slack\n  url_env: SLACK_URL\n  url: https://x.example\n");
         assert!(validate(&both, &env).unwrap_err().to_string().contains("notify[0].url_env: set exactly one"));
+    }
+
+    #[test]
+    fn debug_output_hides_url_paths_and_queries() {
+        let c = parse(
+            "
+- type: webhook
+  url: https://hooks.example.com/in/abc?token=t0ken
+  secret_env: SECRET
+- type: slack
+  url: https://hooks.slack.com/services/T0/B0/s3cret-path
+",
+        );
+        let debug = format!("{c:?}");
+        for secret in ["t0ken", "s3cret-path", "/in/abc", "/services/"] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+        assert!(debug.contains("https://hooks.slack.com"), "{debug}");
     }
 
     #[test]
