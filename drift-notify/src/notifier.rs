@@ -1,0 +1,98 @@
+//! The [`Notifier`] trait, its error, and [`build`], the one place that knows every transport.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::config::{NotifierConfig, NotifierKind};
+use crate::email::EmailNotifier;
+use crate::message::Message;
+use crate::redact::Secret;
+use crate::slack::SlackNotifier;
+use crate::webhook::WebhookNotifier;
+
+/// Sends messages somewhere.
+///
+/// Contract:
+/// - `send` sends one message once and says whether the receiver took it; it never retries
+///   by itself (the delivery loop retries with [`crate::backoff`] and parks after
+///   `attempts`), so a receiver may see a message again and must drop repeated message ids;
+/// - an error says whether another attempt could succeed ([`SendError::retryable`]);
+/// - nothing secret (a secret, a password, a Slack webhook URL's path) is ever in an error,
+///   a log line or a `Debug` output.
+#[async_trait]
+pub trait Notifier: Send + Sync + fmt::Debug {
+    /// The notifier's name.
+    fn name(&self) -> &str;
+    /// Its configuration.
+    fn config(&self) -> &NotifierConfig;
+    /// Sends one message.
+    async fn send(&self, message: &Message) -> Result<(), SendError>;
+}
+
+/// Why a message was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SendError {
+    /// Whether another attempt may succeed: connection errors (a failed TLS handshake
+    /// included: lettre reports it as one, and a relay can fix its certificate), timeouts,
+    /// HTTP 5xx, 408 and 429, SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx (a refused
+    /// login, a refused recipient), a relay without STARTTLS or AUTH, a message that cannot be
+    /// built. Retryable failures are parked after `attempts` anyway.
+    pub retryable: bool,
+    /// What happened, for the audit trail (no secret, no URL path).
+    pub message: String,
+    /// How long the receiver asked to wait (HTTP `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl SendError {
+    /// A failure that another attempt may overcome.
+    pub fn temporary(message: impl Into<String>) -> Self {
+        SendError { retryable: true, message: message.into(), retry_after: None }
+    }
+
+    /// A failure that will happen again.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        SendError { retryable: false, message: message.into(), retry_after: None }
+    }
+}
+
+/// A notifier for `config`, reading its secrets from this process's environment.
+pub fn build(config: &NotifierConfig) -> drift_core::Result<Arc<dyn Notifier>> {
+    build_with_env(config, &crate::config::process_env)
+}
+
+/// A notifier for `config`, reading its secrets through `env` (tests pass a map). A missing
+/// variable is a configuration error naming it, never showing a value.
+pub fn build_with_env(
+    config: &NotifierConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> drift_core::Result<Arc<dyn Notifier>> {
+    let name = config.name();
+    let secret = |var: &str| -> drift_core::Result<Secret> {
+        env(var).filter(|v| !v.is_empty()).map(Secret::new).ok_or_else(|| {
+            drift_core::Error::config(format!("notifier {name}: the environment variable {var} is not set or empty"))
+        })
+    };
+    Ok(match &config.kind {
+        NotifierKind::Webhook(w) => Arc::new(WebhookNotifier::new(config.clone(), w, secret(&w.secret_env)?)?),
+        NotifierKind::Slack(s) => {
+            let url = match (&s.url_env, &s.url) {
+                (Some(var), None) => secret(var)?,
+                (None, Some(url)) => Secret::new(url.clone()),
+                _ => {
+                    return Err(drift_core::Error::config(format!(
+                        "notifier {name}: set exactly one of url_env and url"
+                    )));
+                }
+            };
+            Arc::new(SlackNotifier::new(config.clone(), &url)?)
+        }
+        NotifierKind::Email(e) => {
+            Arc::new(EmailNotifier::new(config.clone(), e, secret(&e.username_env)?, secret(&e.password_env)?)?)
+        }
+    })
+}

@@ -1,0 +1,75 @@
+//! The plain-text rendering of a message: the email's text part and the `text` of a Slack
+//! message (which Mattermost and others show instead of the blocks).
+
+use std::fmt::Write;
+
+use crate::message::{MAX_DRIFTS_PER_OBJECT, Message, ObjectGroup, digest_lines};
+
+/// The message as plain text, bounded: the title, the counts when it is a summary, the first
+/// objects with their first drifts, the digests, and the message id.
+///
+/// ```
+/// use drift_core::{EventKind, Severity};
+/// use drift_notify::{Message, fixtures::{drift, event}};
+/// let m = Message::new("ops", vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::Critical))], None);
+/// let text = drift_notify::plain_text(&m);
+/// assert!(text.starts_with("1 drift opened in prod/shop (1 CRITICAL)\n"));
+/// assert!(text.contains("Git: 3\n"));
+/// ```
+pub fn plain_text(message: &Message) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", message.title());
+    if message.is_summary() {
+        let _ = writeln!(out, "\nSummary");
+        for (label, value) in message.summary_lines() {
+            let _ = writeln!(out, "  {label}: {value}");
+        }
+    }
+    let (shown, hidden) = message.shown_groups();
+    for group in shown {
+        out.push('\n');
+        group_text(message, group, &mut out);
+    }
+    if hidden > 0 {
+        let _ = writeln!(out, "\n... and {hidden} more objects (the most severe are listed first)");
+    }
+    for d in message.digests() {
+        let _ = writeln!(out, "\nDigest");
+        for (label, value) in digest_lines(d) {
+            let _ = writeln!(out, "  {label}: {value}");
+        }
+    }
+    let _ = writeln!(out, "\nMessage {} of notifier {}.", message.id(), message.notifier());
+    out
+}
+
+fn group_text(message: &Message, group: &ObjectGroup, out: &mut String) {
+    let repository = group.events.iter().find_map(|e| e.drift.as_ref()).map(|d| d.repository.as_str()).unwrap_or("");
+    let _ = writeln!(out, "{} (cluster {}, repository {repository})", group.key.display(), group.key.cluster);
+    for e in group.events.iter().take(MAX_DRIFTS_PER_OBJECT) {
+        let Some(v) = message.view(e) else { continue };
+        let _ = writeln!(out, "  - {}: {} {} {}", v.path, v.severity, v.drift_type, v.verb);
+        let _ = writeln!(out, "    Git: {}", v.git);
+        match &v.before {
+            Some((before, sev)) => {
+                let _ = writeln!(out, "    cluster: {} (was {before}, {sev})", v.cluster);
+            }
+            None => {
+                let _ = writeln!(out, "    cluster: {}", v.cluster);
+            }
+        }
+        let mut facts: Vec<String> = v.who_when().into_iter().collect();
+        facts.push(v.classification.to_owned());
+        facts.extend(v.resolution.map(|r| format!("resolution: {r}")));
+        let _ = writeln!(out, "    {}", facts.join("; "));
+        if let Some(l) = &v.learned {
+            let _ = writeln!(out, "    {l}");
+        }
+        if let Some(link) = &v.link {
+            let _ = writeln!(out, "    {link}");
+        }
+    }
+    if group.events.len() > MAX_DRIFTS_PER_OBJECT {
+        let _ = writeln!(out, "  ... and {} more drifts of this object", group.events.len() - MAX_DRIFTS_PER_OBJECT);
+    }
+}
