@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use drift_core::act::Outlet;
 use drift_core::{DesiredSource, Engine, GroupKind, LiveSource};
 use drift_runtime::{DetectorBuilder, ScanSettings, Store};
 use drift_source_k8s::K8sConfig;
@@ -15,10 +16,10 @@ use crate::config::{Config, StoreConfig};
 pub async fn open_store(config: &StoreConfig) -> Result<Store> {
     let shown = config.display();
     let store = match config {
-        StoreConfig::Postgres(c) => Store::new(Arc::new(
+        StoreConfig::Postgres(c) => Store::acting(Arc::new(
             drift_sink_postgres::PostgresSink::from_config(c).await.with_context(|| format!("opening {shown}"))?,
         )),
-        StoreConfig::Sqlite(c) => Store::new(Arc::new(
+        StoreConfig::Sqlite(c) => Store::acting(Arc::new(
             drift_sink_sqlite::SqliteSink::from_config(c).await.with_context(|| format!("opening {shown}"))?,
         )),
     };
@@ -87,15 +88,35 @@ pub fn scan_settings(config: &Config) -> ScanSettings {
     }
 }
 
-/// A detector of this configuration with its store, sources and engine; the caller adds the
-/// API token (serve) and builds it.
+/// The notifiers of `notify:`, each with its delivery policy. Their secrets must be in the
+/// environment now: a missing one is an error that names the variable (never a value).
+pub fn notifiers(config: &Config) -> Result<Vec<Arc<dyn Outlet>>> {
+    drift_notify::validate(&config.notify, &drift_notify::process_env).context("`notify`")?;
+    config
+        .notify
+        .iter()
+        .map(|n| {
+            drift_notify::outlet(n, config.notifications.link.clone())
+                .with_context(|| format!("notifier `{}`", n.name()))
+        })
+        .collect()
+}
+
+/// A detector of this configuration with its store, sources, engine and notifiers; the caller
+/// adds the API token (serve) and builds it.
 pub async fn detector(config: &Config, store: Store, long_running: bool) -> Result<DetectorBuilder> {
-    Ok(drift_runtime::Detector::builder()
+    let mut builder = drift_runtime::Detector::builder()
         .desired_all(desired_sources(config, long_running)?)
         .live(live_source(config).await?)
         .engine(engine(config)?)
         .settings(scan_settings(config))
         .store(store)
         .interval(config.interval)
-        .watch(config.watch))
+        .watch(config.watch)
+        .notify_tick(config.notifications.tick)
+        .notify_lease(config.notifications.lease);
+    for outlet in notifiers(config)? {
+        builder = builder.notifier(outlet);
+    }
+    Ok(builder)
 }

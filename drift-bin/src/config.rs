@@ -63,6 +63,43 @@ pub struct Config {
     /// Namespace of desired objects that name none (default `default`).
     #[serde(default = "default_namespace")]
     pub default_namespace: String,
+    /// Notifiers: webhooks, Slack-compatible chats, email (docs/notifications.md).
+    #[serde(default)]
+    pub notify: Vec<drift_notify::NotifierConfig>,
+    /// Settings of the notifier task.
+    #[serde(default)]
+    pub notifications: NotificationSettings,
+}
+
+/// `notifications:`: how the notifier task runs (docs/notifications.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationSettings {
+    /// Where messages point: a drift links to `{link}/drifts/{id}` (the API, or the web page
+    /// in front of it). Default: no link.
+    #[serde(default)]
+    pub link: Option<url::Url>,
+    /// How often the outbox is looked at when no report wakes the task (default 1s).
+    #[serde(default = "default_tick", with = "humantime_serde")]
+    pub tick: Duration,
+    /// How long a delivery claimed by one process stays leased to it (default 60s): what a
+    /// process that dies while sending leaves is sent again after it.
+    #[serde(default = "default_lease", with = "humantime_serde")]
+    pub lease: Duration,
+}
+
+impl Default for NotificationSettings {
+    fn default() -> Self {
+        NotificationSettings { link: None, tick: default_tick(), lease: default_lease() }
+    }
+}
+
+fn default_tick() -> Duration {
+    Duration::from_secs(1)
+}
+
+fn default_lease() -> Duration {
+    Duration::from_secs(60)
 }
 
 /// `store:` as written: a URL, or a store's own settings. `Debug` hides any password.
@@ -312,6 +349,15 @@ impl Config {
             store.validate().context("`store`")?;
         }
         drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
+        // The shape of every notifier; whether its secrets are in the environment is checked
+        // when the notifiers are built (`drift serve`, `drift scan`), not by `config check`.
+        drift_notify::validate(&self.notify, &|_| Some("set".to_owned())).context("`notify`")?;
+        if self.notifications.tick.is_zero() || self.notifications.tick > Duration::from_secs(60) {
+            bail!("`notifications.tick` must be between 1ms and 60s");
+        }
+        if self.notifications.lease < Duration::from_secs(2) {
+            bail!("`notifications.lease` must be at least 2s");
+        }
         for gk in &self.engine.cluster_scoped {
             if !gk.contains('/') {
                 bail!("`engine.cluster_scoped` entry {gk:?} must be group/Kind");

@@ -575,6 +575,72 @@ impl Learned {
     }
 }
 
+/// Why a message was not delivered. The message never holds a secret (a webhook URL with its
+/// token, a password): outlets say only what a person may read in logs and the audit trail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendFailure {
+    /// Whether trying again may succeed (a 5xx, a timeout, a refused connection).
+    pub retryable: bool,
+    /// What went wrong.
+    pub message: String,
+    /// When the receiver asked to be tried again (a 429's `Retry-After`).
+    pub retry_after: Option<std::time::Duration>,
+}
+
+impl fmt::Display for SendFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SendFailure {}
+
+impl SendFailure {
+    /// A failure worth trying again.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        SendFailure { retryable: true, message: message.into(), retry_after: None }
+    }
+    /// A failure that will fail again (a 4xx, bad credentials).
+    pub fn permanent(message: impl Into<String>) -> Self {
+        SendFailure { retryable: false, message: message.into(), retry_after: None }
+    }
+}
+
+/// One configured notifier as the task sees it: its routing and timing policy, and how it
+/// sends a batch of events as one message. `drift-notify` provides the webhook, Slack and
+/// email ones; an integrator may write their own.
+#[async_trait]
+pub trait Outlet: Send + Sync + std::fmt::Debug {
+    /// The notifier's name (unique; it keys its cursor and deliveries in the store).
+    fn name(&self) -> &str;
+    /// Whether the notifier takes the event and, when it does, when it is due: the event's
+    /// time, plus the `for:` hold for events that announce an open drift.
+    fn route(&self, event: &DriftEvent) -> Option<DateTime<Utc>>;
+    /// Whether announcements are held (`for:` above zero): they are then sent only if the
+    /// drift is still open when they come due.
+    fn holds(&self) -> bool {
+        false
+    }
+    /// How often an open drift, not acknowledged, is announced again (`reminder:`).
+    fn reminder(&self) -> Option<chrono::Duration> {
+        None
+    }
+    /// The day (`YYYY-MM-DD` in the digest's time zone) whose digest is due at `now`, once
+    /// its hour has passed; `None` without a digest or before the hour.
+    fn digest_due(&self, _now: DateTime<Utc>) -> Option<String> {
+        None
+    }
+    /// Whether a message may go now (the rate limit); `Err(at)`: not before `at`.
+    fn admit(&self, _now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
+        Ok(())
+    }
+    /// When to try again after the `attempts`-th failed attempt of a retryable failure;
+    /// `None` parks the delivery (a failure that is not retryable is parked at once).
+    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, failure: &SendFailure) -> Option<DateTime<Utc>>;
+    /// Sends the events of one batch as one message.
+    async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure>;
+}
+
 /// How a notifier routes an event: `Some(due)` takes it, to be sent at `due`; `None` leaves it.
 pub type Route<'a> = dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync + 'a;
 

@@ -263,15 +263,29 @@ impl DigestConfig {
     pub fn next_after(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let (time, tz) = self.parse().ok()?;
         let today = now.with_timezone(&tz).date_naive();
-        (0..=2).filter_map(|d| today.checked_add_days(chrono::Days::new(d))).find_map(|day| {
-            let local = day.and_time(time);
-            let at = tz
-                .from_local_datetime(&local)
+        (0..=2)
+            .filter_map(|d| today.checked_add_days(chrono::Days::new(d)))
+            .find_map(|day| Self::at_on(day, time, tz).filter(|at| *at > now))
+    }
+
+    /// The local day (in the digest's zone) whose digest is due at `now`: today, once its time
+    /// has come. `None` before it, or when the configuration does not parse.
+    pub fn due_day(&self, now: DateTime<Utc>) -> Option<chrono::NaiveDate> {
+        let (time, tz) = self.parse().ok()?;
+        let today = now.with_timezone(&tz).date_naive();
+        Self::at_on(today, time, tz).filter(|at| *at <= now).map(|_| today)
+    }
+
+    /// The digest time of a local day, in UTC (a time in a daylight-saving gap an hour later;
+    /// a time that exists twice, the first).
+    fn at_on(day: chrono::NaiveDate, time: NaiveTime, tz: chrono_tz::Tz) -> Option<DateTime<Utc>> {
+        let local = day.and_time(time);
+        Some(
+            tz.from_local_datetime(&local)
                 .earliest()
                 .or_else(|| tz.from_local_datetime(&(local + chrono::Duration::hours(1))).earliest())?
-                .with_timezone(&Utc);
-            (at > now).then_some(at)
-        })
+                .with_timezone(&Utc),
+        )
     }
 }
 

@@ -41,6 +41,8 @@ pub fn drift(id: i64, namespace: &str, name: &str, severity: Severity) -> Stored
         classification: Classification::ManualChange,
         decision_source: DecisionSource::Scanner,
         recommended_action: RecommendedAction::SuggestRevert,
+        waived_until: None,
+        acknowledged_at: None,
     }
 }
 
@@ -71,5 +73,6 @@ pub fn digest_event(notifier: &str) -> DriftEvent {
         previous: None,
         notifier: Some(notifier.into()),
         digest: Some(Box::new(stats)),
+        learned: None,
     }
 }

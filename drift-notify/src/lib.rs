@@ -35,6 +35,7 @@ pub mod fixtures;
 mod http;
 mod message;
 mod notifier;
+mod outlet;
 mod redact;
 mod route;
 mod sign;
@@ -54,6 +55,7 @@ pub use message::{
     MAX_WEBHOOK_EVENTS, Message, ObjectGroup, ObjectKey, SUMMARY_THRESHOLD, digest_lines, shorten, show_value, verb,
 };
 pub use notifier::{Notifier, SendError, build, build_with_env};
+pub use outlet::{NotifierOutlet, outlet};
 pub use redact::{Secret, redact_http_url};
 pub use route::Route;
 pub use sign::{

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -32,33 +31,12 @@ pub trait Notifier: Send + Sync + fmt::Debug {
     async fn send(&self, message: &Message) -> Result<(), SendError>;
 }
 
-/// Why a message was not taken.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct SendError {
-    /// Whether another attempt may succeed: connection errors (a failed TLS handshake
-    /// included: lettre reports it as one, and a relay can fix its certificate), timeouts,
-    /// HTTP 5xx, 408 and 429, SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx (a refused
-    /// login, a refused recipient), a relay without STARTTLS or AUTH, a message that cannot be
-    /// built. Retryable failures are parked after `attempts` anyway.
-    pub retryable: bool,
-    /// What happened, for the audit trail (no secret, no URL path).
-    pub message: String,
-    /// How long the receiver asked to wait (HTTP `Retry-After`).
-    pub retry_after: Option<Duration>,
-}
-
-impl SendError {
-    /// A failure that another attempt may overcome.
-    pub fn temporary(message: impl Into<String>) -> Self {
-        SendError { retryable: true, message: message.into(), retry_after: None }
-    }
-
-    /// A failure that will happen again.
-    pub fn permanent(message: impl Into<String>) -> Self {
-        SendError { retryable: false, message: message.into(), retry_after: None }
-    }
-}
+/// Why a message was not taken: [`drift_core::act::SendFailure`], which the delivery loop
+/// reads (retryable: connection errors, a failed TLS handshake included, since lettre reports
+/// it as one; timeouts; HTTP 5xx, 408 and 429; SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx
+/// such as a refused login or recipient, a relay without STARTTLS or AUTH, a message that
+/// cannot be built. Retryable failures are parked after `attempts` anyway).
+pub use drift_core::act::SendFailure as SendError;
 
 /// A notifier for `config`, reading its secrets from this process's environment.
 pub fn build(config: &NotifierConfig) -> drift_core::Result<Arc<dyn Notifier>> {

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use drift_api::{ApiState, ApiToken, Metrics, ScanGate, ScanTrigger, TriggerOutcome};
+use drift_core::sink::RecordOutcome;
 use drift_core::{DesiredSource, DriftSink, Engine, LiveSource, ScanReport};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::notify::{Dispatcher, Outlet, Round};
+use crate::notify::{Dispatcher, Round};
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
+use drift_core::act::Outlet;
 
 /// How long a running pass may take to finish after a stop before it is aborted (its report is
 /// one transaction, so an aborted pass writes nothing).
@@ -34,6 +36,7 @@ pub struct DetectorBuilder {
     metrics: Option<Metrics>,
     outlets: Vec<Arc<dyn Outlet>>,
     notify_tick: Option<Duration>,
+    notify_lease: Option<Duration>,
 }
 
 impl DetectorBuilder {
@@ -105,6 +108,12 @@ impl DetectorBuilder {
         self.notify_tick = Some(tick);
         self
     }
+    /// How long a delivery claimed by this process stays leased to it (default 60 s): the
+    /// deliveries of a process that died go out again after it.
+    pub fn notify_lease(mut self, lease: Duration) -> Self {
+        self.notify_lease = Some(lease);
+        self
+    }
 
     /// Checks what was given and builds the detector.
     pub fn build(self) -> drift_core::Result<Detector> {
@@ -129,9 +138,14 @@ impl DetectorBuilder {
                     "notifications need a store that keeps an outbox (sqlite or postgres)",
                 ));
             }
-            (Some(act), false) => Some(Arc::new(
-                Dispatcher::new(act.clone(), store.read.clone(), self.outlets).with_metrics(metrics.clone()),
-            )),
+            (Some(act), false) => {
+                let mut d =
+                    Dispatcher::new(act.clone(), store.read.clone(), self.outlets).with_metrics(metrics.clone());
+                if let Some(lease) = self.notify_lease {
+                    d = d.with_lease(chrono::Duration::from_std(lease).unwrap_or(crate::notify::LEASE));
+                }
+                Some(Arc::new(d))
+            }
         };
         let scanner = Scanner {
             desired: self.desired,
@@ -191,12 +205,18 @@ impl Detector {
     /// One pass now, every report recorded: the reports, or the first error of the store (an
     /// extra sink's failure is logged, not returned). Fails when a pass is already running.
     pub async fn scan_once(&self) -> drift_core::Result<Vec<ScanReport>> {
+        Ok(self.scan_once_recorded().await?.into_iter().map(|(report, _)| report).collect())
+    }
+
+    /// [`Detector::scan_once`], with what recording each report did (how many of its drifts
+    /// are under a waiver, how many events it wrote).
+    pub async fn scan_once_recorded(&self) -> drift_core::Result<Vec<(ScanReport, RecordOutcome)>> {
         let recorded = self
             .scanner
             .pass(new_scan_id())
             .await
             .ok_or_else(|| drift_core::Error::unavailable("a scan is already running"))?;
-        recorded.into_iter().map(|Recorded { report, outcome }| outcome.map(|_| report)).collect()
+        recorded.into_iter().map(|Recorded { report, outcome }| outcome.map(|o| (report, o))).collect()
     }
 
     /// The notifier task, when notifiers are configured.

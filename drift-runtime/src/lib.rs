@@ -45,5 +45,6 @@ pub mod schedule;
 pub mod watch;
 
 pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
-pub use notify::{Dispatcher, Outlet, SendFailure};
+pub use drift_core::act::{Outlet, SendFailure};
+pub use notify::Dispatcher;
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};

@@ -16,10 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use drift_api::Metrics;
-use drift_core::act::{ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Settle, event_id};
+use drift_core::act::{
+    ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Outlet, SendFailure, Settle, event_id,
+};
 use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest};
 use tokio::sync::{Notify, watch};
 
@@ -37,64 +38,6 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How often reminders are looked for.
 const REMINDER_EVERY: chrono::Duration = chrono::Duration::seconds(30);
-
-/// Why a message was not delivered. The message never holds a secret (a webhook URL with its
-/// token, a password): outlets say only what a person may read in logs and the audit trail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SendFailure {
-    /// Whether trying again may succeed (a 5xx, a timeout, a refused connection).
-    pub retryable: bool,
-    /// What went wrong.
-    pub message: String,
-    /// When the receiver asked to be tried again (a 429's `Retry-After`).
-    pub retry_after: Option<Duration>,
-}
-
-impl SendFailure {
-    /// A failure worth trying again.
-    pub fn retryable(message: impl Into<String>) -> Self {
-        SendFailure { retryable: true, message: message.into(), retry_after: None }
-    }
-    /// A failure that will fail again (a 4xx, bad credentials).
-    pub fn permanent(message: impl Into<String>) -> Self {
-        SendFailure { retryable: false, message: message.into(), retry_after: None }
-    }
-}
-
-/// One configured notifier as the task sees it: its routing and timing policy, and how it
-/// sends a batch of events as one message. `drift-notify` provides the webhook, Slack and
-/// email ones; an integrator may write their own.
-#[async_trait]
-pub trait Outlet: Send + Sync + std::fmt::Debug {
-    /// The notifier's name (unique; it keys its cursor and deliveries in the store).
-    fn name(&self) -> &str;
-    /// Whether the notifier takes the event and, when it does, when it is due: the event's
-    /// time, plus the `for:` hold for events that announce an open drift.
-    fn route(&self, event: &DriftEvent) -> Option<DateTime<Utc>>;
-    /// Whether announcements are held (`for:` above zero): they are then sent only if the
-    /// drift is still open when they come due.
-    fn holds(&self) -> bool {
-        false
-    }
-    /// How often an open drift, not acknowledged, is announced again (`reminder:`).
-    fn reminder(&self) -> Option<chrono::Duration> {
-        None
-    }
-    /// The day (`YYYY-MM-DD` in the digest's time zone) whose digest is due at `now`, once
-    /// its hour has passed; `None` without a digest or before the hour.
-    fn digest_due(&self, _now: DateTime<Utc>) -> Option<String> {
-        None
-    }
-    /// Whether a message may go now (the rate limit); `Err(at)`: not before `at`.
-    fn admit(&self, _now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
-        Ok(())
-    }
-    /// When to try again after the `attempts`-th failed attempt of a retryable failure;
-    /// `None` parks the delivery (a failure that is not retryable is parked at once).
-    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, failure: &SendFailure) -> Option<DateTime<Utc>>;
-    /// Sends the events of one batch as one message.
-    async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure>;
-}
 
 /// What one round did, for logs, metrics and tests.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,6 +59,7 @@ pub struct Dispatcher {
     worker: String,
     metrics: Metrics,
     wake: Arc<Notify>,
+    lease: chrono::Duration,
     /// Per notifier: what this process remembers between rounds.
     memory: Mutex<HashMap<String, Memory>>,
 }
@@ -141,8 +85,16 @@ impl Dispatcher {
             worker: format!("{host}-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
             metrics: Metrics::new(),
             wake: Arc::new(Notify::new()),
+            lease: LEASE,
             memory: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How long a claimed delivery stays leased (default [`LEASE`]; at least twice
+    /// [`SEND_TIMEOUT`] is wise, or a slow send may be sent again by another process).
+    pub fn with_lease(mut self, lease: chrono::Duration) -> Self {
+        self.lease = lease;
+        self
     }
 
     /// Shares the detector's metrics.
@@ -262,7 +214,7 @@ impl Dispatcher {
     async fn deliver(&self, outlet: &dyn Outlet, now: DateTime<Utc>, round: &mut Round) -> drift_core::Result<()> {
         let name = outlet.name();
         loop {
-            let claimed = self.store.claim(name, &self.worker, now, LEASE, CLAIM).await?;
+            let claimed = self.store.claim(name, &self.worker, now, self.lease, CLAIM).await?;
             if claimed.is_empty() {
                 return Ok(());
             }

@@ -10,10 +10,12 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
-use drift_core::act::{ActStore, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision};
+use drift_core::act::{
+    ActStore, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, Outlet, SendFailure,
+};
 use drift_core::sink::{DriftFilter, PageRequest};
 use drift_core::{DriftSink, DriftStore, DriftType};
-use drift_runtime::notify::{Dispatcher, Outlet, SendFailure};
+use drift_runtime::notify::Dispatcher;
 use drift_testkit::fixtures::{drift, key, report, t};
 use serde_json::json;
 

@@ -22,10 +22,19 @@ pub struct ScanArgs {
     pub output: Format,
 }
 
-/// Scans every repository once and records each report. Returns the reports.
-pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<Vec<ScanReport>> {
+/// Scans every repository once and records each report, then sends the notifications that are
+/// due (a notifier that fails keeps its messages queued for the next `scan` or `serve`).
+/// Returns the reports and how many of their drifts are under a waiver.
+pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<(Vec<ScanReport>, usize)> {
     let detector = compose::detector(config, store, false).await?.build()?;
-    Ok(detector.scan_once().await?)
+    let recorded = detector.scan_once_recorded().await?;
+    match detector.deliver_now().await {
+        Ok(Some(round)) => tracing::info!(?round, "notifications sent"),
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "notifications not sent; they stay queued"),
+    }
+    let waived = recorded.iter().map(|(_, o)| o.waived).sum();
+    Ok((recorded.into_iter().map(|(r, _)| r).collect(), waived))
 }
 
 /// Several repositories' reports as one, for printing.
@@ -46,11 +55,12 @@ pub fn merge(reports: &[ScanReport]) -> Option<ScanReport> {
     Some(merged)
 }
 
-/// Exit code of a report, as `drift diff`.
-pub fn exit_code(report: &ScanReport) -> ExitCode {
+/// Exit code of a report, as `drift diff`: drifts under a waiver (`waived` of them) do not
+/// count.
+pub fn exit_code(report: &ScanReport, waived: usize) -> ExitCode {
     if report.outcome == ScanOutcome::Failed || report.warnings.iter().any(|w| w.fatal) {
         ExitCode::from(2)
-    } else if report.drifts.is_empty() {
+    } else if report.drifts.len() <= waived {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -61,8 +71,11 @@ pub fn exit_code(report: &ScanReport) -> ExitCode {
 pub async fn run(args: &ScanArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let store = compose::open_store(&config.store_config()?).await?;
-    let reports = scan_all(&config, store).await?;
+    let (reports, waived) = scan_all(&config, store).await?;
     let Some(report) = merge(&reports) else { return Ok(ExitCode::SUCCESS) };
     print_report(&report, args.output, &mut std::io::stdout().lock())?;
-    Ok(exit_code(&report))
+    if waived > 0 {
+        eprintln!("{waived} of the drifts are under a waiver and do not count (drift drifts list --status waived)");
+    }
+    Ok(exit_code(&report, waived))
 }

@@ -109,6 +109,16 @@ impl Serve {
         self.log.lock().unwrap().clone()
     }
 
+    /// SIGKILL: dies at once, wherever it is. Returns the log so far.
+    pub fn kill(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        self.log()
+    }
+
     /// SIGTERM, then waits: it must exit cleanly. Returns the whole log.
     pub fn stop(mut self) -> String {
         let pid = self.child.id().to_string();
@@ -206,4 +216,131 @@ impl GitRepo {
 pub fn script(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// What a [`Receiver`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// 200 OK.
+    Ok,
+    /// This status, with a JSON error body.
+    Status(u16),
+    /// Reads the request and never answers (until the connection is closed by the sender).
+    Hang,
+}
+
+/// A request a [`Receiver`] took.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// When its last byte arrived.
+    pub at: Instant,
+    /// Its path.
+    pub path: String,
+    /// Its headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// Its body.
+    pub body: Vec<u8>,
+    /// What it was answered.
+    pub answer: Answer,
+}
+
+impl Received {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    /// The body as JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+/// A local HTTP/1.1 receiver of webhooks on a thread: records every request with its arrival
+/// time and answers as told ([`Receiver::answer`]).
+pub struct Receiver {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    answer: Arc<Mutex<Answer>>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    /// Listens on a free port of the loopback.
+    pub fn start() -> Receiver {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let answer = Arc::new(Mutex::new(Answer::Ok));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (a, r) = (answer.clone(), received.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (a, r) = (a.clone(), r.clone());
+                std::thread::spawn(move || serve_one(stream, &a, &r));
+            }
+        });
+        Receiver { url, answer, received }
+    }
+
+    /// What the next requests get.
+    pub fn answer(&self, answer: Answer) {
+        *self.answer.lock().unwrap() = answer;
+    }
+
+    /// Every request so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+}
+
+fn serve_one(mut stream: TcpStream, answer: &Mutex<Answer>, received: &Mutex<Vec<Received>>) {
+    stream.set_read_timeout(Some(Duration::from_secs(60))).ok();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let path = line.split(' ').nth(1).unwrap_or_default().to_owned();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = h.split_once(':') {
+                headers.push((n.trim().to_ascii_lowercase(), v.trim().to_owned()));
+            }
+        }
+        let len: usize =
+            headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+        let mut body = vec![0; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let a = *answer.lock().unwrap();
+        received.lock().unwrap().push(Received { at: Instant::now(), path, headers, body, answer: a });
+        let reply = match a {
+            Answer::Ok => "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_owned(),
+            Answer::Status(s) => {
+                let body = format!("{{\"error\": \"status {s}\"}}");
+                format!(
+                    "HTTP/1.1 {s} Test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            }
+            Answer::Hang => {
+                // Wait until the sender goes away.
+                let mut sink = Vec::new();
+                let _ = reader.read_to_end(&mut sink);
+                return;
+            }
+        };
+        if stream.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
 }
