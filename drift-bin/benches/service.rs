@@ -9,8 +9,17 @@
 //!   kubectl's return (and from its start) to the drift being readable, median, 99th
 //!   percentile and maximum.
 //!
+//! - `notify-latency [N]`: `drift serve` in watch mode with a webhook notifier (`for: 0s`) to a
+//!   local receiver; N times `kubectl scale`, then the time from kubectl's return to the signed
+//!   webhook carrying the new count arriving at the receiver: median, 99th percentile, maximum.
+//! - `notify-burst [N]`: one `drift scan` that opens N drifts (every object changed in the
+//!   cluster) with two notifiers: the messages each receives, and the time to record the report
+//!   with its N events (from the store's log line) and to send.
+//!
 //! `cargo bench -p drift-bin --bench service -- full-scan 10000`
 //! `cargo bench -p drift-bin --bench service -- watch-latency 100`
+//! `cargo bench -p drift-bin --bench service -- notify-latency 100`
+//! `cargo bench -p drift-bin --bench service -- notify-burst 10000`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../tests/common/mod.rs"]
@@ -20,7 +29,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{GitRepo, Serve, get_json, kubectl, wait_for};
+use common::{Answer, GitRepo, Receiver, Serve, get_json, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::{Value, json};
@@ -215,16 +224,129 @@ fn watch_latency(n: usize) {
     serve.stop();
 }
 
+/// The notifier block of a bench configuration: webhooks to `receivers`, immediate.
+fn notify_block(receivers: &[&Receiver]) -> String {
+    let mut text = String::from("notify:\n");
+    for (i, r) in receivers.iter().enumerate() {
+        text.push_str(&format!(
+            "  - name: hook-{i}\n    type: webhook\n    url: {}/hook\n    secret_env: BENCH_HOOK_SECRET\n",
+            r.url
+        ));
+    }
+    text.push_str("notifications:\n  tick: 1s\n");
+    text
+}
+
+fn notify_latency(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let pg = durable_pg();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
+    for i in [0, 100, 200] {
+        repo.write(&format!("apps/app-{i}.yaml"), &serde_json::to_string(&object(i, false)).unwrap());
+    }
+    repo.commit("bench fixture");
+    let home = dir.path();
+    kubectl(server.kubeconfig_path(), home, &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
+    let db = database(&pg);
+    let receiver = Receiver::start();
+    let cfg = config(home, &repo, &server, true);
+    let text = std::fs::read_to_string(&cfg).unwrap() + &notify_block(&[&receiver]);
+    std::fs::write(&cfg, text).unwrap();
+    let env = [("BENCH_DATABASE_URL", db.as_str()), ("RUST_LOG", "warn"), ("BENCH_HOOK_SECRET", "bench-secret")];
+    let serve = Serve::start(&cfg, &env);
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (common::http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    let mut lags = Vec::with_capacity(n);
+    for k in 0..n {
+        let replicas = 3 + (k % 50) as u64;
+        kubectl(
+            server.kubeconfig_path(),
+            home,
+            &["scale", "deployment/app-0", "-n", "ns-0", &format!("--replicas={replicas}")],
+            &[],
+        );
+        let t0 = Instant::now();
+        let seen = receiver.received().len();
+        let arrived = wait_for(Duration::from_secs(30), "the webhook of the change", || {
+            receiver.received()[seen..].iter().find_map(|r| {
+                let body = r.json();
+                let hit = body["events"].as_array()?.iter().any(|e| e["drift"]["cluster_value"].as_u64() == Some(replicas));
+                hit.then_some(r.at)
+            })
+        });
+        lags.push(arrived.saturating_duration_since(t0));
+    }
+    lags.sort();
+    println!(
+        "notify-latency over {n} kubectl scale changes, kubectl returned -> signed webhook received: median {:.1?}, p99 {:.1?}, max {:.1?}",
+        percentile(&lags, 50.0),
+        percentile(&lags, 99.0),
+        lags[lags.len() - 1]
+    );
+    assert!(receiver.received().iter().all(|r| r.answer == Answer::Ok));
+    serve.stop();
+}
+
+fn notify_burst(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let pg = durable_pg();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    for ns in 0..100.min(n) {
+        server
+            .create_object(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{ns}")}}))
+            .unwrap();
+    }
+    // Every object changed in the cluster: one drift each (ConfigMaps, Deployments, Services).
+    for chunk in 0..n.div_ceil(100) {
+        let mut text = String::new();
+        for i in chunk * 100..((chunk + 1) * 100).min(n) {
+            text.push_str("---\n");
+            text.push_str(&serde_json::to_string(&object(i, false)).unwrap());
+            text.push('\n');
+            server.create_object(&object(i, true)).unwrap();
+        }
+        repo.write(&format!("apps/part-{chunk:04}.yaml"), &text);
+    }
+    repo.commit("bench fixture");
+    let db = database(&pg);
+    let (a, b) = (Receiver::start(), Receiver::start());
+    let cfg = config(dir.path(), &repo, &server, false);
+    let text = std::fs::read_to_string(&cfg).unwrap() + &notify_block(&[&a, &b]);
+    std::fs::write(&cfg, text).unwrap();
+    let env = [("BENCH_DATABASE_URL", db.as_str()), ("RUST_LOG", "info"), ("BENCH_HOOK_SECRET", "bench-secret")];
+    let (timing, out) = timed(&["scan", "--config", cfg.to_str().unwrap(), "--output", "json"], &env);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let log = String::from_utf8_lossy(&out.stderr);
+    let recorded = log.lines().find(|l| l.contains("scan recorded")).unwrap_or("no `scan recorded` line").to_owned();
+    println!("notify-burst: drift scan of {n} objects, {} drifts: {timing}", report["summary"]["drifts"]);
+    println!("  {recorded}");
+    for (name, r) in [("hook-0", &a), ("hook-1", &b)] {
+        let got = r.received();
+        let events: usize = got.iter().map(|m| m.json()["event_ids"].as_array().map_or(0, Vec::len)).sum();
+        let bytes: usize = got.iter().map(|m| m.body.len()).sum();
+        println!("  {name}: {} messages, {events} event ids, {bytes} bytes", got.len());
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let n = |default: usize| args.get(1).and_then(|s| s.parse().ok()).unwrap_or(default);
     match args.first().map(String::as_str) {
         Some("full-scan") => full_scan(n(10_000)),
         Some("watch-latency") => watch_latency(n(100)),
+        Some("notify-latency") => notify_latency(n(100)),
+        Some("notify-burst") => notify_burst(n(10_000)),
         None => {
             full_scan(n(10_000));
             watch_latency(n(100));
         }
-        Some(other) => panic!("unknown benchmark {other:?} (full-scan [N] | watch-latency [N])"),
+        Some(other) => panic!(
+            "unknown benchmark {other:?} (full-scan [N] | watch-latency [N] | notify-latency [N] | notify-burst [N])"
+        ),
     }
 }

@@ -36,6 +36,9 @@ pub const CLAIM: usize = 1000;
 /// How long a send may take before it counts as a failure that is retried.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Messages of at most this many events say what was learned from similar decisions.
+pub const LEARNED_UP_TO: usize = 50;
+
 /// How often reminders are looked for.
 const REMINDER_EVERY: chrono::Duration = chrono::Duration::seconds(30);
 
@@ -227,7 +230,7 @@ impl Dispatcher {
                         outcomes.extend(send.iter().map(|d| (d.event.id.clone(), Settle::Defer { at })));
                     }
                     Ok(()) => {
-                        let events: Vec<DriftEvent> = send.iter().map(|d| d.event.clone()).collect();
+                        let events = self.with_learned(send.iter().map(|d| d.event.clone()).collect()).await;
                         let result = match tokio::time::timeout(SEND_TIMEOUT, outlet.send(&events)).await {
                             Ok(result) => result,
                             Err(_) => Err(SendFailure::retryable(format!("no answer within {SEND_TIMEOUT:?}"))),
@@ -326,6 +329,27 @@ impl Dispatcher {
             }
         }
         Ok((send, outcomes))
+    }
+
+    /// Adds to the events of a message what the team's decisions on similar drifts say
+    /// ([`ActStore::similar`]), for messages of up to [`LEARNED_UP_TO`] drifts (a summary of
+    /// thousands does not show it). A store that fails here costs the line, not the message.
+    async fn with_learned(&self, mut events: Vec<DriftEvent>) -> Vec<DriftEvent> {
+        if events.len() > LEARNED_UP_TO {
+            return events;
+        }
+        for e in &mut events {
+            if e.kind == EventKind::Resolved {
+                continue;
+            }
+            if let Some(d) = &e.drift {
+                match self.store.similar(d).await {
+                    Ok(learned) => e.learned = learned,
+                    Err(err) => tracing::debug!(error = %err, "learned confidence not read"),
+                }
+            }
+        }
+        events
     }
 
     /// Whether an announcement of the drift to this notifier is still pending.

@@ -100,12 +100,14 @@ impl Scanner {
             let id = if self.desired.len() == 1 { scan_id.clone() } else { format!("{scan_id}-{i}") };
             let report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &self.settings.options(id)).await;
             self.metrics.record_scan(&report, started.elapsed());
+            let recording = Instant::now();
             let outcome = self.record(&report).await;
             match &outcome {
                 Ok(o) => tracing::info!(
                     scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository,
                     outcome = report.outcome.as_str(), drifts = report.drifts.len(),
-                    opened = o.opened, resolved = o.resolved, "scan recorded"
+                    opened = o.opened, resolved = o.resolved, waived = o.waived, events = o.events,
+                    record_ms = recording.elapsed().as_millis() as u64, "scan recorded"
                 ),
                 Err(e) => tracing::error!(
                     scan_id = %report.scan_id, repository = %report.repository, error = %e,
