@@ -232,17 +232,7 @@ async fn the_audit_trail_filters_and_pages() {
     assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
 
     // Walking pages of 2 sees every entry once.
-    let mut walked = Vec::new();
-    let mut uri = "/audit?limit=2".to_owned();
-    loop {
-        let page = get(&h.app, &uri).await.json();
-        walked.extend(page["items"].as_array().unwrap().iter().map(|e| e["id"].as_i64().unwrap()));
-        match page["next"].as_i64() {
-            Some(next) => uri = format!("/audit?limit=2&after={next}"),
-            None => break,
-        }
-    }
-    assert_eq!(walked, ids);
+    assert_eq!(walk(&h.app, "/audit?limit=2", "id").await, ids);
 
     let parked = get(&h.app, "/audit?action=notification&status=parked").await.json();
     let parked = parked["items"].as_array().unwrap();
@@ -284,17 +274,7 @@ async fn notifications_list_and_a_parked_one_is_requeued_by_a_named_token() {
     let all = get(&h.app, "/notifications?limit=1000").await.json();
     let all: Vec<i64> = all["items"].as_array().unwrap().iter().map(|d| d["seq"].as_i64().unwrap()).collect();
     assert!(all.windows(2).all(|w| w[0] > w[1]), "{all:?}");
-    let mut walked = Vec::new();
-    let mut uri = "/notifications?limit=1".to_owned();
-    loop {
-        let page = get(&h.app, &uri).await.json();
-        walked.extend(page["items"].as_array().unwrap().iter().map(|d| d["seq"].as_i64().unwrap()));
-        match page["next"].as_i64() {
-            Some(next) => uri = format!("/notifications?limit=1&after={next}"),
-            None => break,
-        }
-    }
-    assert_eq!(walked, all);
+    assert_eq!(walk(&h.app, "/notifications?limit=1", "seq").await, all);
     let web = h.drift_id("web", REPLICAS).await;
     let of_web = get(&h.app, &format!("/notifications?drift_id={web}")).await.json();
     assert!(of_web["items"].as_array().unwrap().iter().all(|d| d["drift_id"] == web));
@@ -414,29 +394,9 @@ async fn metrics_count_waivers_and_pending_and_parked_deliveries() {
     assert_eq!(value(&after, r#"drift_notification_latency_seconds_bucket{le="0.5",notifier="hook"}"#), 1.0);
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn named_tokens_never_appear_in_logs_or_answers() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (logs, _guard) = Captured::start();
     let h = sqlite_harness().await;
     let state = h.state.clone().with_read_token(Some(ApiToken::named("reader", READER).unwrap()));
     let app = router(state.clone());
@@ -451,7 +411,7 @@ async fn named_tokens_never_appear_in_logs_or_answers() {
         answers.push_str(&call(&app, Method::GET, "/audit", &[("authorization", bearer.as_str())]).await.text);
     }
     tracing::info!(state = ?state, "state as the binary might log it");
-    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     assert!(logs.contains("decision recorded") && logs.contains("actor=alice") && logs.contains("actor=bob"), "{logs}");
     assert!(logs.contains("wrong bearer token"), "{logs}");
     assert!(logs.contains(r#"tokens: ["alice", "bob"]"#), "{logs}");

@@ -325,3 +325,51 @@ pub async fn send(app: &Router, method: Method, uri: &str, token: Option<&str>, 
     let bytes = axum::body::to_bytes(response.into_body(), 16 << 20).await.unwrap();
     Answer { status, headers, text: String::from_utf8(bytes.to_vec()).unwrap() }
 }
+
+/// Everything logged through `tracing` while the guard lives, at every level.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Starts capturing the logs of this thread.
+    pub fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+/// Walks the pages of `base` (a URI with `limit`) by their `next` cursor; the `key` of every
+/// item, in order.
+pub async fn walk(app: &Router, base: &str, key: &str) -> Vec<i64> {
+    let mut seen = Vec::new();
+    let mut uri = base.to_owned();
+    loop {
+        let page = get(app, &uri).await.json();
+        seen.extend(page["items"].as_array().unwrap().iter().map(|i| i[key].as_i64().unwrap()));
+        match page["next"].as_i64() {
+            Some(next) => uri = format!("{base}&after={next}"),
+            None => return seen,
+        }
+    }
+}

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::{Args, Subcommand};
 use drift_core::act::{AuditAction, AuditEntry, AuditFilter};
 use drift_core::sink::PageRequest;
 
-use crate::cmd::decide::when;
+use crate::cmd::decide::{TimeArg, parse_time, when};
 use crate::compose;
 use crate::config::Config;
 use crate::output::Format;
@@ -44,8 +44,8 @@ pub struct AuditListArgs {
     #[arg(long)]
     pub status: Option<String>,
     /// Only entries at or after this time: an RFC 3339 time, or a duration ago (1h, 7d).
-    #[arg(long, value_parser = parse_since, value_name = "TIME|DURATION")]
-    pub since: Option<Since>,
+    #[arg(long, value_parser = parse_time, value_name = "TIME|DURATION")]
+    pub since: Option<TimeArg>,
     /// Most entries (1 to 1000).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub limit: u32,
@@ -57,38 +57,14 @@ pub struct AuditListArgs {
     pub output: Format,
 }
 
-/// The start of `--since`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Since {
-    /// That long ago.
-    Ago(chrono::Duration),
-    /// That time.
-    At(DateTime<Utc>),
-}
-
 fn parse_action(s: &str) -> Result<AuditAction, String> {
     s.parse().map_err(|e: drift_core::Error| e.message().to_owned())
-}
-
-fn parse_since(s: &str) -> Result<Since, String> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(Since::At(t.with_timezone(&Utc)));
-    }
-    let d = humantime_serde::re::humantime::parse_duration(s).map_err(|_| {
-        "expected an RFC 3339 time such as 2026-12-01T09:00:00Z, or a duration ago such as 1h or 7d".to_owned()
-    })?;
-    chrono::Duration::from_std(d).map(Since::Ago).map_err(|_| "the duration is too long".to_owned())
 }
 
 /// Runs `drift audit ...`.
 pub async fn run(cmd: &AuditCommand) -> Result<ExitCode> {
     let AuditCommand::List(args) = cmd;
-    let now = Utc::now();
-    let since = match args.since {
-        Some(Since::At(t)) => Some(t),
-        Some(Since::Ago(d)) => Some(now.checked_sub_signed(d).unwrap_or(DateTime::<Utc>::MIN_UTC)),
-        None => None,
-    };
+    let since = args.since.map(|s| s.before(Utc::now()));
     let filter = AuditFilter {
         action: args.action,
         drift_id: args.drift_id,

@@ -34,8 +34,8 @@ pub struct DecideArgs {
     pub comment: Option<String>,
     /// When it ends: a duration from now (7d, 12h, 2w) or an RFC 3339 time. A waiver lasts 7
     /// days without one, 366 days at most.
-    #[arg(long, value_parser = parse_expires, value_name = "DURATION|TIME")]
-    pub expires: Option<Expires>,
+    #[arg(long, value_parser = parse_time, value_name = "DURATION|TIME")]
+    pub expires: Option<TimeArg>,
     /// Who decides (default: $USER, else `cli`).
     #[arg(long = "as", value_name = "NAME")]
     pub actor: Option<String>,
@@ -47,38 +47,47 @@ pub struct DecideArgs {
     pub output: Format,
 }
 
-/// When a decision ends, as given on the command line.
+/// A time on the command line: an RFC 3339 time, or a duration from now (`--expires 7d`) or
+/// ago (`--since 1h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Expires {
-    /// That long after the decision.
-    In(chrono::Duration),
-    /// At that time.
+pub enum TimeArg {
+    /// That long from now, or ago.
+    Duration(chrono::Duration),
+    /// That time.
     At(DateTime<Utc>),
 }
 
-impl Expires {
-    /// The time it names, for a decision made at `now`.
-    pub fn at(self, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
+impl TimeArg {
+    /// The time it names, counting a duration forward from `now`.
+    pub fn after(self, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
         match self {
-            Expires::At(t) => Ok(t),
-            Expires::In(d) => now.checked_add_signed(d).context("--expires is too far away"),
+            TimeArg::At(t) => Ok(t),
+            TimeArg::Duration(d) => now.checked_add_signed(d).context("the time is too far away"),
+        }
+    }
+
+    /// The time it names, counting a duration back from `now`.
+    pub fn before(self, now: DateTime<Utc>) -> DateTime<Utc> {
+        match self {
+            TimeArg::At(t) => t,
+            TimeArg::Duration(d) => now.checked_sub_signed(d).unwrap_or(DateTime::<Utc>::MIN_UTC),
         }
     }
 }
 
-fn parse_action(s: &str) -> Result<DecisionAction, String> {
-    s.parse().map_err(|e: drift_core::Error| e.message().to_owned())
-}
-
 /// `7d`, `12h`, `2w 3d` (humantime), or an RFC 3339 time.
-pub fn parse_expires(s: &str) -> Result<Expires, String> {
+pub fn parse_time(s: &str) -> Result<TimeArg, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Ok(Expires::At(t.with_timezone(&Utc)));
+        return Ok(TimeArg::At(t.with_timezone(&Utc)));
     }
     let d = humantime_serde::re::humantime::parse_duration(s).map_err(|_| {
         "expected a duration such as 7d or 12h, or an RFC 3339 time such as 2026-12-08T09:00:00Z".to_owned()
     })?;
-    chrono::Duration::from_std(d).map(Expires::In).map_err(|_| "the duration is too long".to_owned())
+    chrono::Duration::from_std(d).map(TimeArg::Duration).map_err(|_| "the duration is too long".to_owned())
+}
+
+fn parse_action(s: &str) -> Result<DecisionAction, String> {
+    s.parse().map_err(|e: drift_core::Error| e.message().to_owned())
 }
 
 /// Who decides: `--as`, else `$USER`, else `cli`.
@@ -101,7 +110,7 @@ pub async fn run(args: &DecideArgs) -> Result<ExitCode> {
     let decision = NewDecision {
         action: args.action,
         comment: args.comment.clone(),
-        expires_at: args.expires.map(|e| e.at(now)).transpose()?,
+        expires_at: args.expires.map(|e| e.after(now)).transpose()?,
         actor: actor(args.actor.as_deref())?,
     };
     let decision = match decision.validate(now) {
@@ -165,12 +174,14 @@ mod tests {
     #[test]
     fn expiries_are_durations_or_times() {
         let now = Utc.with_ymd_and_hms(2026, 12, 1, 9, 0, 0).unwrap();
-        assert_eq!(parse_expires("7d").unwrap().at(now).unwrap(), now + chrono::Duration::days(7));
-        assert_eq!(parse_expires("12h").unwrap().at(now).unwrap(), now + chrono::Duration::hours(12));
-        let t = parse_expires("2026-12-08T10:00:00+01:00").unwrap();
-        assert_eq!(t.at(now).unwrap(), Utc.with_ymd_and_hms(2026, 12, 8, 9, 0, 0).unwrap());
+        assert_eq!(parse_time("7d").unwrap().after(now).unwrap(), now + chrono::Duration::days(7));
+        assert_eq!(parse_time("12h").unwrap().after(now).unwrap(), now + chrono::Duration::hours(12));
+        assert_eq!(parse_time("1h").unwrap().before(now), now - chrono::Duration::hours(1));
+        let t = parse_time("2026-12-08T10:00:00+01:00").unwrap();
+        assert_eq!(t.after(now).unwrap(), Utc.with_ymd_and_hms(2026, 12, 8, 9, 0, 0).unwrap());
+        assert_eq!(t.before(now), Utc.with_ymd_and_hms(2026, 12, 8, 9, 0, 0).unwrap());
         for bad in ["soon", "", "7 days later", "2026-12-08"] {
-            assert!(parse_expires(bad).unwrap_err().contains("7d"), "{bad:?}");
+            assert!(parse_time(bad).unwrap_err().contains("7d"), "{bad:?}");
         }
     }
 
