@@ -175,7 +175,7 @@ pub fn endpoints() -> Vec<Endpoint> {
         query("notifier", "only about this notifier", json!({"type": "string", "minLength": 1})),
         query(
             "status",
-            "only with this outcome: a decision's action, a delivery's status (sent, retry, parked, pending), a scan's outcome",
+            "only with this outcome: a decision's action, a delivery attempt's status (sent, retry, parked, skipped), a scan's outcome",
             json!({"type": "string", "minLength": 1}),
         ),
         query(
