@@ -36,7 +36,8 @@ pub struct DecisionRequest {
     /// Why (required for `accept`).
     #[serde(default)]
     pub comment: Option<String>,
-    /// When it ends (a waiver lasts 7 days without one, 366 at most).
+    /// When a waiver ends (7 days without one, 366 at most); recorded with the other
+    /// decisions.
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
 }

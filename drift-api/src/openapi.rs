@@ -201,7 +201,7 @@ fn schemas() -> Value {
                 "action": decision_action,
                 "comment": {"type": ["string", "null"], "maxLength": 2000, "description": "why; required for accept"},
                 "expires_at": {"type": ["string", "null"], "format": "date-time",
-                    "description": "when it ends; a waiver lasts 7 days without one, 366 days at most"},
+                    "description": "when a waiver ends: 7 days without one, 366 days at most; recorded with the other decisions"},
             },
         },
         "Decision": object(&["id", "drift_id", "action", "comment", "actor", "decided_at", "expires_at"], json!({
