@@ -150,9 +150,10 @@ fn a_waiver_decided_from_the_cli_shows_on_the_drift_and_in_the_audit_trail() {
 fn the_actor_is_the_user_and_acknowledge_and_reject_follow() {
     let s = Setup::scanned();
     let b = s.id("b");
-    let (code, out, err) = s.drift_as(&["decide", &b, "ack"], Some("dave"));
+    let (code, out, err) = s.drift_as(&["decide", &b, "ack", "-o", "json"], Some("dave"));
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains(": acknowledge by dave at "), "{out}");
+    let d: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((d["action"].as_str(), d["actor"].as_str()), (Some("acknowledge"), Some("dave")), "{out}");
     let (code, out, err) = s.drift_as(&["decide", &b, "reject", "--comment", "put it back"], None);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(": reject by cli at "), "without $USER: {out}");
