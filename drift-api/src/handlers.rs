@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use drift_core::ScanOutcome;
@@ -14,19 +14,19 @@ use drift_core::sink::ScanRecord;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::auth::{Presented, presented};
+use crate::auth::Actor;
 use crate::error::ApiError;
 use crate::query;
 use crate::state::{ApiState, TriggerOutcome};
 
-type ApiResult = Result<Response, ApiError>;
+pub(crate) type ApiResult = Result<Response, ApiError>;
 
 /// How many recent scans `/ready` looks at to find the last scan of every repository.
 const READY_SCAN_WINDOW: u32 = 100;
 
 /// A store call bounded by the state's store timeout: a store that hangs is a store that is not
 /// available (503), not a request that never ends.
-async fn within<T>(
+pub(crate) async fn within<T>(
     state: &ApiState,
     call: impl std::future::Future<Output = drift_core::Result<T>>,
 ) -> drift_core::Result<T> {
@@ -103,30 +103,7 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
     Ok(Json(json!({"status": "ready", "store": "ok", "scans": shown})).into_response())
 }
 
-pub(crate) async fn scan(State(state): State<ApiState>, headers: HeaderMap, RawQuery(raw): RawQuery) -> ApiResult {
-    let Some(token) = &state.token else {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "POST /scan is disabled: no API token is configured. Put a token in the environment variable \
-             named by api.token_env in the configuration (DRIFT_API_TOKEN by default) and restart drift serve",
-        ));
-    };
-    match presented(&headers) {
-        Presented::Missing => {
-            tracing::info!("POST /scan refused: no Authorization header");
-            return Err(ApiError::unauthorized("missing bearer token: send `Authorization: Bearer <token>`"));
-        }
-        Presented::Malformed => {
-            tracing::info!("POST /scan refused: the Authorization header is not a bearer token");
-            return Err(ApiError::unauthorized("the Authorization header must be `Bearer <token>`"));
-        }
-        Presented::Bearer(candidate) => {
-            if !token.matches(candidate) {
-                tracing::warn!("POST /scan refused: wrong bearer token");
-                return Err(ApiError::unauthorized("invalid bearer token"));
-            }
-        }
-    }
+pub(crate) async fn scan(State(state): State<ApiState>, Actor(actor): Actor, RawQuery(raw): RawQuery) -> ApiResult {
     // Parameters are looked at only once the caller is authenticated.
     let pairs = query::pairs(raw.as_deref(), &["wait"])?;
     let wait = query::flag(&pairs, "wait")?;
@@ -141,7 +118,7 @@ pub(crate) async fn scan(State(state): State<ApiState>, headers: HeaderMap, RawQ
     })?;
     Ok(match outcome {
         TriggerOutcome::Started { scan_id } => {
-            tracing::info!(scan_id = %scan_id, "scan started through the API");
+            tracing::info!(scan_id = %scan_id, actor = %actor, "scan started through the API");
             (StatusCode::ACCEPTED, Json(json!({"status": "started", "scan_id": scan_id}))).into_response()
         }
         TriggerOutcome::AlreadyRunning { scan_id } => (
@@ -172,19 +149,20 @@ pub(crate) async fn drift(
     RawQuery(raw): RawQuery,
 ) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
-    let Path(id) = id.map_err(|_| ApiError::bad_request("the drift id is not valid UTF-8"))?;
-    let id: i64 = id
-        .parse()
-        .ok()
-        .filter(|id| *id > 0)
-        .ok_or_else(|| ApiError::bad_request(format!("drift id {id:?} is not a positive integer")))?;
-    match within(&state, state.store.get(id)).await {
+    let id = path_id(id)?;
+    match within(&state, crate::detail::drift_detail(state.store.as_ref(), state.act.as_deref(), id)).await {
         Ok(d) => Ok(Json(d).into_response()),
         Err(e) if e.kind() == drift_core::ErrorKind::NotFound => {
             Err(ApiError::not_found(format!("no drift with id {id}")))
         }
         Err(e) => Err(ApiError::from_store(&e)),
     }
+}
+
+/// The drift id of a `/drifts/{id}` path: a positive integer, else 400.
+pub(crate) fn path_id(id: Result<Path<String>, PathRejection>) -> Result<i64, ApiError> {
+    let Path(id) = id.map_err(|_| ApiError::bad_request("the drift id is not valid UTF-8"))?;
+    query::positive_id("drift id", &id)
 }
 
 pub(crate) async fn stats(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
@@ -197,7 +175,10 @@ pub(crate) async fn stats(State(state): State<ApiState>, RawQuery(raw): RawQuery
 
 pub(crate) async fn metrics(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
-    let text = state.metrics.render(state.store.as_ref(), state.clock.now(), state.store_timeout).await;
+    let text = state
+        .metrics
+        .render_with(state.store.as_ref(), state.act.as_deref(), state.clock.now(), state.store_timeout)
+        .await;
     Ok(([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], text).into_response())
 }
 

@@ -2,7 +2,7 @@
 //!
 //! The REST API of the drift detector (docs/api.md), as an [`axum::Router`] that the `drift`
 //! binary mounts. The API reads the store only through the [`drift_core::sink::DriftStore`]
-//! trait, starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
+//! trait (and its acting side through [`drift_core::act::ActStore`]), starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
 //! metrics through [`Metrics`].
 //!
 //! | route | what |
@@ -11,12 +11,18 @@
 //! | `GET /ready` | readiness: the store answers, the newest scan is recent, and no repository's recent last scan failed |
 //! | `POST /scan` | starts a scan (bearer token); `?wait=true` answers with the reports |
 //! | `GET /drifts` | drifts, newest first, with filters and keyset pagination |
-//! | `GET /drifts/{id}` | one drift |
+//! | `GET /drifts/{id}` | one drift, with its decisions, notifications and learned confidence |
+//! | `POST /drifts/{id}/decisions` | acknowledge, accept (a waiver) or reject a drift (write token) |
+//! | `GET /audit` | the audit trail, with filters and keyset pagination |
+//! | `GET /notifications` | deliveries of events to notifiers |
+//! | `POST /notifications/{event_id}/requeue` | puts a parked delivery back in the queue (write token) |
 //! | `GET /stats` | counts, 7-day trend, time to resolve |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document, generated from the route table |
 //!
 //! Errors are JSON `{"error": "message"}`. Bad parameters answer 400, a store that fails 503.
+//! Write endpoints need a named write token ([`ApiToken::named`], [`ApiState::with_tokens`]);
+//! reads need the read token only when one is set ([`ApiState::with_read_token`]).
 //! See `docs/api.md` for every parameter and answer.
 //!
 //! ```
@@ -48,7 +54,9 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod act;
 pub mod auth;
+pub mod detail;
 pub mod error;
 pub mod gate;
 mod handlers;
@@ -58,7 +66,9 @@ pub mod query;
 pub mod routes;
 pub mod state;
 
-pub use auth::ApiToken;
+pub use act::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
+pub use auth::{Actor, ApiToken, check_tokens};
+pub use detail::{DriftDetail, LearnedView, drift_detail};
 pub use error::ApiError;
 pub use gate::{ScanGate, ScanPermit};
 pub use metrics::Metrics;

@@ -1,16 +1,20 @@
 //! Prometheus metrics of the detector.
 //!
-//! Open-drift gauges are read from the store's statistics at scrape time (the store is the
-//! truth: they survive restarts and follow resolutions). Everything about scans, sources and
-//! watch mode is recorded by the runtime (`drift-runtime`) through [`Metrics::record_scan`],
-//! [`Metrics::record_source_error`] and [`Metrics::observe_watch_lag`].
+//! Open-drift gauges (waived drifts are not open: they have their own gauge) and the pending
+//! and parked deliveries are read from the store at scrape time (the store is the truth: they
+//! survive restarts and follow resolutions). Everything about scans, sources and watch mode is
+//! recorded by the runtime (`drift-runtime`) through [`Metrics::record_scan`],
+//! [`Metrics::record_source_error`] and [`Metrics::observe_watch_lag`]; the notifier task
+//! records its attempts through [`Metrics::record_notification`] and
+//! [`Metrics::observe_notification_latency`].
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStore};
+use drift_core::act::{ActStore, DeliveryStatus};
+use drift_core::sink::{DriftFilter, DriftStatus, DriftStore};
 use drift_core::{ErrorKind, ScanOutcome, ScanReport};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -31,9 +35,17 @@ pub const SCAN_DURATION_BUCKETS: [f64; 12] = [0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.
 /// Upper bounds of the watch lag histogram, in seconds (the target is under 1 s).
 pub const WATCH_LAG_BUCKETS: [f64; 12] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
+/// Upper bounds of the notification latency histogram, in seconds (event to the receiver's
+/// answer: a `for:` delay and retries count).
+pub const NOTIFICATION_LATENCY_BUCKETS: [f64; 14] =
+    [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 14400.0];
+
+/// The outcomes of a delivery attempt that `drift_notifications_total` counts.
+pub const NOTIFICATION_OUTCOMES: [&str; 4] = ["sent", "retry", "parked", "skipped"];
+
 /// Every metric family the API exports, by its exposed name (histograms add `_bucket`, `_sum`
 /// and `_count`). `docs/api.md`, the dashboard and the alert rules use only these.
-pub const METRIC_NAMES: [&str; 11] = [
+pub const METRIC_NAMES: [&str; 15] = [
     "drift_open_drifts_by_severity",
     "drift_open_drifts_by_type",
     "drift_open_drifts_by_namespace",
@@ -45,6 +57,10 @@ pub const METRIC_NAMES: [&str; 11] = [
     "drift_last_successful_scan_timestamp_seconds",
     "drift_source_errors_total",
     "drift_watch_lag_seconds",
+    "drift_waived_drifts",
+    "drift_deliveries",
+    "drift_notifications_total",
+    "drift_notification_latency_seconds",
 ];
 
 /// The metrics registry and its handles. Cheap to clone; clones share the same values.
@@ -66,6 +82,10 @@ struct Inner {
     last_success: Family<Labels, FloatGauge>,
     source_errors: Family<Labels, Counter>,
     watch_lag: Histogram,
+    waived: Family<Labels, Gauge>,
+    deliveries: Family<Labels, Gauge>,
+    notifications: Family<Labels, Counter>,
+    notification_latency: Family<Labels, Histogram, fn() -> Histogram>,
     /// One scrape at a time: a scrape clears and refills the open-drift gauges.
     scrape: tokio::sync::Mutex<()>,
 }
@@ -97,6 +117,11 @@ impl Metrics {
         let last_success = Family::<Labels, FloatGauge>::default();
         let source_errors = Family::<Labels, Counter>::default();
         let watch_lag = Histogram::new(WATCH_LAG_BUCKETS);
+        let waived = Family::<Labels, Gauge>::default();
+        let deliveries = Family::<Labels, Gauge>::default();
+        let notifications = Family::<Labels, Counter>::default();
+        let notification_latency: Family<Labels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(|| Histogram::new(NOTIFICATION_LATENCY_BUCKETS));
         registry.register(
             "drift_open_drifts_by_severity",
             "Open drifts by severity, read from the store at scrape time",
@@ -143,6 +168,27 @@ impl Metrics {
             Unit::Seconds,
             watch_lag.clone(),
         );
+        registry.register(
+            "drift_waived_drifts",
+            "Drifts under a waiver (accepted, not expired): still seen, not counted as open; read from the store at scrape time",
+            waived.clone(),
+        );
+        registry.register(
+            "drift_deliveries",
+            "Deliveries to notifiers waiting to be sent (pending) or given up after the last attempt (parked), read from the store at scrape time",
+            deliveries.clone(),
+        );
+        registry.register(
+            "drift_notifications",
+            "Delivery attempts by notifier and outcome (sent, retry, parked, skipped)",
+            notifications.clone(),
+        );
+        registry.register_with_unit(
+            "drift_notification_latency",
+            "Time from an event to the receiver's success answer, by notifier",
+            Unit::Seconds,
+            notification_latency.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -157,6 +203,10 @@ impl Metrics {
                 last_success,
                 source_errors,
                 watch_lag,
+                waived,
+                deliveries,
+                notifications,
+                notification_latency,
                 scrape: tokio::sync::Mutex::new(()),
             }),
         }
@@ -198,20 +248,86 @@ impl Metrics {
         self.inner.watch_lag.observe(lag.as_secs_f64());
     }
 
-    /// Refreshes the open-drift gauges from the store and encodes every metric as OpenMetrics
-    /// text. A store that fails or does not answer within `timeout` sets `drift_store_up` to 0
-    /// and drops the open-drift series (rather than exporting stale numbers); the other metrics
-    /// are still exported.
+    /// Counts `n` delivery attempts of `notifier` with an outcome of
+    /// [`NOTIFICATION_OUTCOMES`] (`sent`, `retry`, `parked`, `skipped`):
+    /// `drift_notifications_total{notifier,outcome}`.
+    pub fn record_notification(&self, notifier: &str, outcome: &str, n: u64) {
+        if !NOTIFICATION_OUTCOMES.contains(&outcome) {
+            tracing::warn!(notifier, outcome, "counting a notification outcome that is not documented");
+        }
+        self.inner
+            .notifications
+            .get_or_create(&vec![("notifier", notifier.to_owned()), ("outcome", outcome.to_owned())])
+            .inc_by(n);
+    }
+
+    /// Observes the time from an event (its `at`) to the receiver's success answer:
+    /// `drift_notification_latency_seconds{notifier}`. A negative time (clocks apart) counts
+    /// as 0.
+    pub fn observe_notification_latency(&self, notifier: &str, seconds: f64) {
+        self.inner
+            .notification_latency
+            .get_or_create(&vec![("notifier", notifier.to_owned())])
+            .observe(seconds.max(0.0));
+    }
+
+    /// [`Metrics::render_with`] a store that keeps no deliveries.
     pub async fn render(&self, store: &dyn DriftStore, now: DateTime<Utc>, timeout: Duration) -> String {
+        self.render_with(store, None, now, timeout).await
+    }
+
+    /// Refreshes the gauges read from the store (open drifts, waived drifts and, with `act`,
+    /// pending and parked deliveries) and encodes every metric as OpenMetrics text. A store
+    /// that fails or does not answer within `timeout` sets `drift_store_up` to 0 and drops the
+    /// series read from it (rather than exporting stale numbers); the other metrics are still
+    /// exported.
+    pub async fn render_with(
+        &self,
+        store: &dyn DriftStore,
+        act: Option<&dyn ActStore>,
+        now: DateTime<Utc>,
+        timeout: Duration,
+    ) -> String {
         let i = &self.inner;
         let _one_at_a_time = i.scrape.lock().await;
         let stats = bounded(timeout, store.stats(&DriftFilter::default(), now)).await;
-        for family in [&i.open_by_severity, &i.open_by_type, &i.open_by_namespace, &i.open_by_repository] {
+        for family in [
+            &i.open_by_severity,
+            &i.open_by_type,
+            &i.open_by_namespace,
+            &i.open_by_repository,
+            &i.waived,
+            &i.deliveries,
+        ] {
             family.clear();
+        }
+        if let Some(act) = act {
+            match bounded(timeout, act.delivery_counts()).await {
+                Ok(counts) => {
+                    // Pending and parked of every notifier the store knows, zero included, so
+                    // that an alert on parked deliveries has a series to compare with.
+                    for (notifier, _) in counts.keys() {
+                        for status in [DeliveryStatus::Pending, DeliveryStatus::Parked] {
+                            let n = counts.get(&(notifier.clone(), status)).copied().unwrap_or(0);
+                            i.deliveries
+                                .get_or_create(&vec![
+                                    ("notifier", notifier.clone()),
+                                    ("status", status.as_str().to_owned()),
+                                ])
+                                .set(n);
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "the store did not answer the deliveries of the metrics scrape"),
+            }
         }
         match stats {
             Ok(stats) => {
                 i.store_up.set(1);
+                // Open drifts only: by_severity and the others count open drifts, not waived ones.
+                i.waived
+                    .get_or_create(&vec![])
+                    .set(stats.by_status.get(DriftStatus::Waived.as_str()).copied().unwrap_or(0));
                 let fill = |family: &Family<Labels, Gauge>,
                             label: &'static str,
                             counts: &std::collections::BTreeMap<String, i64>| {

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::routes::endpoints;
+use crate::routes::{Access, endpoints};
 
 /// The document served at `GET /openapi.json`.
 pub fn document() -> Value {
@@ -32,8 +32,14 @@ pub fn document() -> Value {
             "parameters": params,
             "responses": responses,
         });
-        if e.authenticated {
-            op["security"] = json!([{"bearer": []}]);
+        match e.access {
+            Access::Open => {}
+            // The bearer token is needed only when a read token is configured.
+            Access::Read => op["security"] = json!([{}, {"bearer": []}]),
+            Access::Write => op["security"] = json!([{"bearer": []}]),
+        }
+        if let Some(body) = &e.body {
+            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": body}}});
         }
         let item = paths.entry(e.path.to_owned()).or_insert_with(|| json!({}));
         item[e.method.as_str().to_ascii_lowercase()] = op;
@@ -44,7 +50,8 @@ pub fn document() -> Value {
             "title": "drift",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "GitOps drift detector for Kubernetes: drifts between Git and the cluster, scans, \
-                            statistics and metrics. Errors are JSON {\"error\": \"message\"}.",
+                            statistics and metrics, decisions and waivers, notifications and the audit trail. \
+                            Errors are JSON {\"error\": \"message\"}.",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
         "paths": paths,
@@ -76,6 +83,7 @@ fn object(required: &[&str], properties: Value) -> Value {
 }
 
 fn schemas() -> Value {
+    use drift_core::act::{AuditAction, DecisionAction, DeliveryStatus, EventKind};
     use drift_core::{Classification, DecisionSource, DriftType, RecommendedAction, ScanOutcome, Severity};
     let severity = enum_of(Severity::ALL.map(Severity::as_str));
     let drift_type = enum_of(DriftType::ALL.map(DriftType::as_str));
@@ -125,23 +133,7 @@ fn schemas() -> Value {
         "waived_until",
         "acknowledged_at",
     ];
-    json!({
-        "Error": object(&["error"], json!({"error": {"type": "string"}})),
-        "Health": object(&["status"], json!({"status": {"type": "string", "enum": ["ok"]}})),
-        "Ready": object(&["status", "scans"], json!({
-            "status": {"type": "string", "enum": ["ready", "not_ready"]},
-            "store": {"type": "string", "enum": ["ok"]},
-            "error": {"type": "string", "description": "why the service is not ready"},
-            "scans": {"type": "array", "items": object(
-                &["cluster", "repository", "scan_id", "outcome", "finished_at", "age_seconds"],
-                json!({
-                    "cluster": {"type": "string"}, "repository": {"type": "string"},
-                    "scan_id": {"type": "string"}, "outcome": outcome, "finished_at": time,
-                    "age_seconds": {"type": "integer", "minimum": 0},
-                }),
-            )},
-        })),
-        "StoredDrift": object(&stored_fields, json!({
+    let stored_properties = json!({
             "id": {"type": "integer"},
             "fingerprint": {"type": "string", "description": "SHA-256 of the drift's identity"},
             "detected_at": time, "last_seen": time,
@@ -161,7 +153,102 @@ fn schemas() -> Value {
                 "description": "how a resolved drift went away: the cluster was put back (reverted), Git took the change (accepted), Git no longer holds the object (removed); null while open"},
             "changed_by": nullable("string"), "changed_at": nullable_time(),
             "classification": classification, "decision_source": decision, "recommended_action": action,
-            "waived_until": nullable_time(), "acknowledged_at": nullable_time(),
+            "waived_until": {"type": ["string", "null"], "format": "date-time",
+                "description": "when the waiver of a waived drift ends"},
+            "acknowledged_at": {"type": ["string", "null"], "format": "date-time",
+                "description": "when someone acknowledged the drift (reminders stop)"},
+    });
+    let decision_action = enum_of(
+        [DecisionAction::Acknowledge, DecisionAction::Accept, DecisionAction::Reject].map(DecisionAction::as_str),
+    );
+    let mut detail_properties = stored_properties.clone();
+    detail_properties["decisions"] = json!({"type": "array", "items": {"$ref": "#/components/schemas/Decision"},
+        "description": "oldest first"});
+    detail_properties["notifications"] = json!({"type": "array", "items": {"$ref": "#/components/schemas/DeliveryRecord"},
+        "description": "newest first, at most 50"});
+    detail_properties["learned"] = json!({"oneOf": [{"$ref": "#/components/schemas/Learned"}, {"type": "null"}],
+        "description": "what decisions on similar drifts teach; null with none"});
+    let mut detail_fields = stored_fields.to_vec();
+    detail_fields.extend(["decisions", "notifications", "learned"]);
+    json!({
+        "Error": object(&["error"], json!({"error": {"type": "string"}})),
+        "Health": object(&["status"], json!({"status": {"type": "string", "enum": ["ok"]}})),
+        "Ready": object(&["status", "scans"], json!({
+            "status": {"type": "string", "enum": ["ready", "not_ready"]},
+            "store": {"type": "string", "enum": ["ok"]},
+            "error": {"type": "string", "description": "why the service is not ready"},
+            "scans": {"type": "array", "items": object(
+                &["cluster", "repository", "scan_id", "outcome", "finished_at", "age_seconds"],
+                json!({
+                    "cluster": {"type": "string"}, "repository": {"type": "string"},
+                    "scan_id": {"type": "string"}, "outcome": outcome, "finished_at": time,
+                    "age_seconds": {"type": "integer", "minimum": 0},
+                }),
+            )},
+        })),
+        "StoredDrift": object(&stored_fields, stored_properties),
+        "DriftDetail": object(&detail_fields, detail_properties),
+        "Learned": object(&["accepted", "rejected", "intentional", "explanation"], json!({
+            "accepted": {"type": "integer", "minimum": 0, "description": "similar drifts whose last decision was accept"},
+            "rejected": {"type": "integer", "minimum": 0, "description": "similar drifts whose last decision was reject"},
+            "intentional": {"type": "number", "minimum": 0, "maximum": 1,
+                "description": "(accepted + 1) / (accepted + rejected + 2)"},
+            "explanation": {"type": "string", "description": "likely intentional (79%, 10 of 12 similar changes accepted)"},
+        })),
+        "DecisionRequest": {
+            "type": "object", "required": ["action"], "additionalProperties": false,
+            "properties": {
+                "action": decision_action,
+                "comment": {"type": ["string", "null"], "maxLength": 2000, "description": "why; required for accept"},
+                "expires_at": {"type": ["string", "null"], "format": "date-time",
+                    "description": "when a waiver ends: 7 days without one, 366 days at most; recorded with the other decisions"},
+            },
+        },
+        "Decision": object(&["id", "drift_id", "action", "comment", "actor", "decided_at", "expires_at"], json!({
+            "id": {"type": "integer"}, "drift_id": {"type": "integer"}, "action": decision_action,
+            "comment": nullable("string"),
+            "actor": {"type": "string", "description": "the write token's name, or the CLI user"},
+            "decided_at": time, "expires_at": nullable_time(),
+        })),
+        "DeliveryRecord": object(
+            &["seq", "event_id", "kind", "drift_id", "notifier", "status", "attempts", "due_at", "last_error", "sent_at"],
+            json!({
+                "seq": {"type": "integer", "description": "the event's position in the outbox"},
+                "event_id": {"type": "string", "description": "the event's stable id, its idempotency key"},
+                "kind": enum_of(EventKind::ALL.map(EventKind::as_str)),
+                "drift_id": nullable("integer"),
+                "notifier": {"type": "string"},
+                "status": enum_of(DeliveryStatus::ALL.map(DeliveryStatus::as_str)),
+                "attempts": {"type": "integer", "minimum": 0},
+                "due_at": time,
+                "last_error": {"type": ["string", "null"], "description": "the last failure, or why it was skipped"},
+                "sent_at": nullable_time(),
+            }),
+        ),
+        "DeliveryPage": object(&["items", "next"], json!({
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/DeliveryRecord"}},
+            "next": {"type": ["integer", "null"], "description": "cursor of the next page (`after`), null on the last page"},
+        })),
+        "AuditEntry": object(
+            &["id", "at", "action", "actor", "drift_id", "scan_id", "notifier", "event_id", "status", "attempts", "detail"],
+            json!({
+                "id": {"type": "integer"}, "at": time,
+                "action": enum_of(AuditAction::ALL.map(AuditAction::as_str)),
+                "actor": {"type": "string", "description": "a token's name, a CLI user, scanner, or notifier:NAME"},
+                "drift_id": nullable("integer"), "scan_id": nullable("string"),
+                "notifier": nullable("string"), "event_id": nullable("string"),
+                "status": {"type": "string", "description": "a decision's action, a delivery's status, a scan's outcome"},
+                "attempts": nullable("integer"),
+                "detail": {"type": "object", "description": "comment, expiry, error, counts; never a secret"},
+            }),
+        ),
+        "AuditPage": object(&["items", "next"], json!({
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/AuditEntry"}},
+            "next": {"type": ["integer", "null"], "description": "cursor of the next page (`after`), null on the last page"},
+        })),
+        "Requeued": object(&["status", "event_id", "notifier"], json!({
+            "status": {"type": "string", "enum": ["pending"]},
+            "event_id": {"type": "string"}, "notifier": {"type": "string"},
         })),
         "DriftPage": object(&["items", "next"], json!({
             "items": {"type": "array", "items": {"$ref": "#/components/schemas/StoredDrift"}},

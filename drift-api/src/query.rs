@@ -1,6 +1,7 @@
 //! Query-string parsing with clear 400 answers: unknown or repeated parameters, bad values.
 
 use chrono::{DateTime, Utc};
+use drift_core::act::{AuditAction, AuditFilter, DeliveryStatus};
 use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
 use drift_core::{DriftType, Severity};
 
@@ -11,6 +12,10 @@ pub const FILTER_PARAMS: [&str; 8] =
     ["status", "severity", "drift_type", "namespace", "repository", "cluster", "kind", "since"];
 /// The pagination parameters of `GET /drifts`.
 pub const PAGE_PARAMS: [&str; 2] = ["limit", "after"];
+/// The filter parameters of `GET /audit`.
+pub const AUDIT_PARAMS: [&str; 6] = ["action", "drift_id", "actor", "notifier", "status", "since"];
+/// The filter parameters of `GET /notifications`.
+pub const NOTIFICATION_PARAMS: [&str; 2] = ["status", "drift_id"];
 /// Largest page.
 pub const MAX_LIMIT: u32 = 1000;
 /// Page size when `limit` is absent.
@@ -100,6 +105,61 @@ pub fn filter(pairs: &[(String, String)]) -> Result<DriftFilter, ApiError> {
         }
     }
     Ok(f)
+}
+
+/// Reads the filter parameters of `GET /audit` among `pairs` (others are ignored here).
+pub fn audit_filter(pairs: &[(String, String)]) -> Result<AuditFilter, ApiError> {
+    let mut f = AuditFilter::default();
+    for (name, value) in pairs {
+        match name.as_str() {
+            "action" => f.action = Some(value.parse::<AuditAction>().map_err(|e| ApiError::bad_request(e.message()))?),
+            "drift_id" => f.drift_id = Some(positive_id("drift_id", value)?),
+            "actor" => f.actor = Some(non_empty(name, value)?),
+            "notifier" => f.notifier = Some(non_empty(name, value)?),
+            "status" => f.status = Some(non_empty(name, value)?),
+            "since" => f.since = Some(since(value)?),
+            _ => {}
+        }
+    }
+    Ok(f)
+}
+
+/// Reads the filter parameters of `GET /notifications` among `pairs`: the delivery status and
+/// the drift.
+pub fn delivery_filter(pairs: &[(String, String)]) -> Result<(Option<DeliveryStatus>, Option<i64>), ApiError> {
+    let (mut status, mut drift_id) = (None, None);
+    for (name, value) in pairs {
+        match name.as_str() {
+            "status" => {
+                status = Some(value.parse::<DeliveryStatus>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "unknown delivery status {value:?} ({})",
+                        DeliveryStatus::ALL.map(DeliveryStatus::as_str).join(", ")
+                    ))
+                })?)
+            }
+            "drift_id" => drift_id = Some(positive_id("drift_id", value)?),
+            _ => {}
+        }
+    }
+    Ok((status, drift_id))
+}
+
+/// The value of a required parameter, 400 when absent or empty.
+pub fn required(pairs: &[(String, String)], name: &str) -> Result<String, ApiError> {
+    match pairs.iter().find(|(n, _)| n == name) {
+        Some((_, value)) => non_empty(name, value),
+        None => Err(ApiError::bad_request(format!("query parameter {name:?} is required"))),
+    }
+}
+
+/// A positive id (a drift's, a row's), 400 otherwise.
+pub fn positive_id(what: &str, value: &str) -> Result<i64, ApiError> {
+    value
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| ApiError::bad_request(format!("{what} {value:?} is not a positive integer")))
 }
 
 fn since(value: &str) -> Result<DateTime<Utc>, ApiError> {
@@ -226,6 +286,35 @@ mod tests {
     fn empty_namespace_selects_cluster_scoped() {
         let p = pairs(Some("namespace="), &all()).unwrap();
         assert_eq!(filter(&p).unwrap().namespace.as_deref(), Some(""));
+    }
+
+    #[test]
+    fn audit_and_delivery_filters() {
+        let all: Vec<&str> = AUDIT_PARAMS.iter().chain(PAGE_PARAMS.iter()).copied().collect();
+        let p = pairs(
+            Some("action=decision&drift_id=7&actor=alice&notifier=hook&status=accept&since=2026-11-02T12:00:00Z"),
+            &all,
+        )
+        .unwrap();
+        let f = audit_filter(&p).unwrap();
+        assert_eq!(f.action, Some(AuditAction::Decision));
+        assert_eq!(f.drift_id, Some(7));
+        assert_eq!(
+            (f.actor.as_deref(), f.notifier.as_deref(), f.status.as_deref()),
+            (Some("alice"), Some("hook"), Some("accept"))
+        );
+        assert!(f.since.is_some());
+        for q in ["action=vote", "drift_id=0", "drift_id=x", "actor=", "since=today"] {
+            let p = pairs(Some(q), &all).unwrap();
+            assert_eq!(audit_filter(&p).unwrap_err().status(), 400, "{q}");
+        }
+        let p = pairs(Some("status=parked&drift_id=3"), &NOTIFICATION_PARAMS).unwrap();
+        assert_eq!(delivery_filter(&p).unwrap(), (Some(DeliveryStatus::Parked), Some(3)));
+        let p = pairs(Some("status=lost"), &NOTIFICATION_PARAMS).unwrap();
+        assert!(delivery_filter(&p).unwrap_err().message().contains("parked"));
+        assert_eq!(required(&[], "notifier").unwrap_err().status(), 400);
+        let p = pairs(Some("notifier="), &["notifier"]).unwrap();
+        assert_eq!(required(&p, "notifier").unwrap_err().status(), 400);
     }
 
     #[test]

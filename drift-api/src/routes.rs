@@ -2,16 +2,16 @@
 //! so that [`router`] and [`crate::openapi::document`] cannot disagree.
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
-use crate::handlers;
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::state::ApiState;
+use crate::{act, handlers};
 
 /// A parameter of an endpoint.
 #[derive(Debug, Clone)]
@@ -41,6 +41,17 @@ pub struct Answer {
     pub schema: Value,
 }
 
+/// Who may call an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone (`/health`, `/ready`, `/metrics`).
+    Open,
+    /// Anyone while no read token is configured; else the read token or a write token.
+    Read,
+    /// A write token; its name is the actor.
+    Write,
+}
+
 /// One endpoint: method, path, documentation and handler.
 pub struct Endpoint {
     /// HTTP method.
@@ -53,10 +64,12 @@ pub struct Endpoint {
     pub summary: &'static str,
     /// More.
     pub description: &'static str,
-    /// Whether the bearer token is required.
-    pub authenticated: bool,
+    /// Who may call it.
+    pub access: Access,
     /// Parameters.
     pub params: Vec<Param>,
+    /// JSON Schema of the JSON request body, when it takes one.
+    pub body: Option<Value>,
     /// Answers.
     pub answers: Vec<Answer>,
     handler: MethodRouter<ApiState>,
@@ -84,6 +97,31 @@ fn error(status: u16, description: &'static str) -> Answer {
 
 fn query(name: &'static str, description: &'static str, schema: Value) -> Param {
     Param { name, location: "query", required: false, description, schema }
+}
+
+fn drift_id_param() -> Param {
+    Param {
+        name: "id",
+        location: "path",
+        required: true,
+        description: "drift id",
+        schema: json!({"type": "integer", "minimum": 1}),
+    }
+}
+
+fn page_params() -> [Param; 2] {
+    [
+        query(
+            "limit",
+            "page size",
+            json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}),
+        ),
+        query(
+            "after",
+            "cursor: the `next` of the previous page (rows with a smaller id)",
+            json!({"type": "integer", "minimum": 1}),
+        ),
+    ]
 }
 
 /// The filter parameters of `GET /drifts` and `GET /stats`.
@@ -116,17 +154,46 @@ fn filter_params() -> Vec<Param> {
 pub fn endpoints() -> Vec<Endpoint> {
     let bad_request = || error(400, "a parameter is unknown, repeated or malformed");
     let store_down = || error(503, "the store is not available");
+    let read_refused = || error(401, "a read token is configured and the request has none, or a wrong one");
+    let write_refused = || error(401, "no bearer token, or a wrong one");
+    let write_disabled = || error(403, "no API token is configured: the endpoint is disabled");
+    let no_act = || error(501, "the store keeps no decisions, audit trail or deliveries (the in-memory store)");
     let mut drifts_params = filter_params();
-    drifts_params.push(query(
-        "limit",
-        "page size",
-        json!({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}),
-    ));
-    drifts_params.push(query(
-        "after",
-        "cursor: the `next` of the previous page (rows with a smaller id)",
-        json!({"type": "integer", "minimum": 1}),
-    ));
+    drifts_params.extend(page_params());
+    let mut audit_params = vec![
+        query(
+            "action",
+            "what was recorded",
+            json!({"type": "string", "enum": drift_core::act::AuditAction::ALL.map(drift_core::act::AuditAction::as_str)}),
+        ),
+        query("drift_id", "only about this drift", json!({"type": "integer", "minimum": 1})),
+        query(
+            "actor",
+            "only by this actor (a token's name, a CLI user, scanner, notifier:NAME)",
+            json!({"type": "string", "minLength": 1}),
+        ),
+        query("notifier", "only about this notifier", json!({"type": "string", "minLength": 1})),
+        query(
+            "status",
+            "only with this outcome: a decision's action, a delivery attempt's status (sent, retry, parked, skipped), a scan's outcome",
+            json!({"type": "string", "minLength": 1}),
+        ),
+        query(
+            "since",
+            "only entries at or after this RFC 3339 time; write + as %2B",
+            json!({"type": "string", "format": "date-time"}),
+        ),
+    ];
+    audit_params.extend(page_params());
+    let mut notification_params = vec![
+        query(
+            "status",
+            "only deliveries with this status",
+            json!({"type": "string", "enum": drift_core::act::DeliveryStatus::ALL.map(drift_core::act::DeliveryStatus::as_str)}),
+        ),
+        query("drift_id", "only deliveries of events about this drift", json!({"type": "integer", "minimum": 1})),
+    ];
+    notification_params.extend(page_params());
     vec![
         Endpoint {
             method: Method::GET,
@@ -134,8 +201,9 @@ pub fn endpoints() -> Vec<Endpoint> {
             operation_id: "health",
             summary: "Liveness",
             description: "200 whenever the process serves requests; it does not look at the store.",
-            authenticated: false,
+            access: Access::Open,
             params: vec![],
+            body: None,
             answers: vec![answer(200, "the process is alive", "Health")],
             handler: get(handlers::health),
         },
@@ -146,8 +214,9 @@ pub fn endpoints() -> Vec<Endpoint> {
             summary: "Readiness",
             description: "200 when the store answers, the newest scan is recent enough, and no repository whose \
                           last scan is recent had that scan fail; else 503 with the reason in `error`.",
-            authenticated: false,
+            access: Access::Open,
             params: vec![],
+            body: None,
             answers: vec![answer(200, "ready", "Ready"), answer(503, "not ready; `error` says why", "Ready")],
             handler: get(handlers::ready),
         },
@@ -158,18 +227,19 @@ pub fn endpoints() -> Vec<Endpoint> {
             summary: "Start a scan",
             description: "Starts a scan pass now. Needs `Authorization: Bearer <token>`; with no token configured \
                           the endpoint is disabled (403).",
-            authenticated: true,
+            access: Access::Write,
             params: vec![query(
                 "wait",
                 "wait for the scan to finish and answer with its reports",
                 json!({"type": "boolean", "default": false}),
             )],
+            body: None,
             answers: vec![
                 answer(200, "the scan finished (wait=true)", "ScanFinished"),
                 answer(202, "the scan started", "ScanStarted"),
                 bad_request(),
-                error(401, "no bearer token, or a wrong one"),
-                error(403, "no API token is configured: the endpoint is disabled"),
+                write_refused(),
+                write_disabled(),
                 answer(409, "a scan is already running", "ScanConflict"),
                 error(503, "no scan can be started now (shutting down)"),
             ],
@@ -181,9 +251,10 @@ pub fn endpoints() -> Vec<Endpoint> {
             operation_id: "listDrifts",
             summary: "List drifts",
             description: "Drifts newest first (descending id), filtered, one page at a time.",
-            authenticated: false,
+            access: Access::Read,
             params: drifts_params,
-            answers: vec![answer(200, "a page of drifts", "DriftPage"), bad_request(), store_down()],
+            body: None,
+            answers: vec![answer(200, "a page of drifts", "DriftPage"), bad_request(), read_refused(), store_down()],
             handler: get(handlers::drifts),
         },
         Endpoint {
@@ -191,22 +262,125 @@ pub fn endpoints() -> Vec<Endpoint> {
             path: "/drifts/{id}",
             operation_id: "getDrift",
             summary: "One drift",
-            description: "The drift with this id, open or resolved.",
-            authenticated: false,
-            params: vec![Param {
-                name: "id",
-                location: "path",
-                required: true,
-                description: "drift id",
-                schema: json!({"type": "integer", "minimum": 1}),
-            }],
+            description: "The drift with this id, open, waived or resolved, with its decisions (oldest first), its \
+                          notifications (newest first, at most 50) and what the decisions on similar drifts teach \
+                          (`learned`). The drift's own fields are at the top level, as `GET /drifts` lists them. \
+                          With a store that keeps no decisions, the lists are empty and `learned` is null.",
+            access: Access::Read,
+            params: vec![drift_id_param()],
+            body: None,
             answers: vec![
-                answer(200, "the drift", "StoredDrift"),
+                answer(200, "the drift", "DriftDetail"),
                 error(400, "the id is not a positive integer"),
+                read_refused(),
                 error(404, "no drift with this id"),
                 store_down(),
             ],
             handler: get(handlers::drift),
+        },
+        Endpoint {
+            method: Method::POST,
+            path: "/drifts/{id}/decisions",
+            operation_id: "decide",
+            summary: "Decide about a drift",
+            description: "Records a human decision with a write token, whose name is the actor: `acknowledge` \
+                          (someone is on it; reminders stop), `accept` (a waiver: the drift is `waived`, not counted \
+                          as open, until `expires_at` — 7 days by default, 366 at most — or until its cluster value \
+                          changes; needs a `comment`), `reject` (the change must be reverted; ends a waiver). \
+                          Sets `decision_source` to `human`. See docs/decisions.md.",
+            access: Access::Write,
+            params: vec![drift_id_param()],
+            body: Some(schema_ref("DecisionRequest")),
+            answers: vec![
+                answer(201, "the decision, as recorded", "Decision"),
+                error(
+                    400,
+                    "the body is not a valid decision (unknown field, bad action, expiry in the past or more \
+                            than 366 days away, accept without a comment), or a parameter is given",
+                ),
+                write_refused(),
+                write_disabled(),
+                error(404, "no drift with this id"),
+                error(409, "the drift is resolved: nothing to decide"),
+                no_act(),
+                store_down(),
+            ],
+            handler: post(act::decide),
+        },
+        Endpoint {
+            method: Method::GET,
+            path: "/audit",
+            operation_id: "listAudit",
+            summary: "The audit trail",
+            description: "What happened, newest first: scans recorded, decisions, waivers that ended, every \
+                          notification attempt with its status, attempts and error, requeues. Never a secret.",
+            access: Access::Read,
+            params: audit_params,
+            body: None,
+            answers: vec![
+                answer(200, "a page of the audit trail", "AuditPage"),
+                bad_request(),
+                read_refused(),
+                no_act(),
+                store_down(),
+            ],
+            handler: get(act::audit),
+        },
+        Endpoint {
+            method: Method::GET,
+            path: "/notifications",
+            operation_id: "listNotifications",
+            summary: "Deliveries to notifiers",
+            description: "Deliveries of events to notifiers, newest event first: pending ones (with their \
+                          attempts and last error), sent, skipped and parked ones (given up after the last attempt, \
+                          kept until requeued).",
+            access: Access::Read,
+            params: notification_params,
+            body: None,
+            answers: vec![
+                answer(200, "a page of deliveries", "DeliveryPage"),
+                bad_request(),
+                read_refused(),
+                no_act(),
+                store_down(),
+            ],
+            handler: get(act::notifications),
+        },
+        Endpoint {
+            method: Method::POST,
+            path: "/notifications/{event_id}/requeue",
+            operation_id: "requeueNotification",
+            summary: "Requeue a parked delivery",
+            description: "Puts a parked delivery of an event to a notifier back in the queue, due now, with its \
+                          attempts reset; the audit trail records it with the token's name.",
+            access: Access::Write,
+            params: vec![
+                Param {
+                    name: "event_id",
+                    location: "path",
+                    required: true,
+                    description: "the event's id (its idempotency key)",
+                    schema: json!({"type": "string", "minLength": 1}),
+                },
+                Param {
+                    name: "notifier",
+                    location: "query",
+                    required: true,
+                    description: "the notifier's name",
+                    schema: json!({"type": "string", "minLength": 1}),
+                },
+            ],
+            body: None,
+            answers: vec![
+                answer(200, "the delivery is pending again", "Requeued"),
+                bad_request(),
+                write_refused(),
+                write_disabled(),
+                error(404, "no parked delivery of this event to this notifier"),
+                no_act(),
+                store_down(),
+            ],
+            handler: post(act::requeue),
         },
         Endpoint {
             method: Method::GET,
@@ -215,9 +389,10 @@ pub fn endpoints() -> Vec<Endpoint> {
             summary: "Statistics",
             description: "Counts by status; open drifts by severity, type, namespace and repository; a 7-day \
                           trend ending today (UTC); mean and 95th percentile time to resolve.",
-            authenticated: false,
+            access: Access::Read,
             params: filter_params(),
-            answers: vec![answer(200, "the statistics", "DriftStats"), bad_request(), store_down()],
+            body: None,
+            answers: vec![answer(200, "the statistics", "DriftStats"), bad_request(), read_refused(), store_down()],
             handler: get(handlers::stats),
         },
         Endpoint {
@@ -226,8 +401,9 @@ pub fn endpoints() -> Vec<Endpoint> {
             operation_id: "metrics",
             summary: "Prometheus metrics",
             description: "OpenMetrics text. Open-drift gauges are read from the store at scrape time.",
-            authenticated: false,
+            access: Access::Open,
             params: vec![],
+            body: None,
             answers: vec![Answer {
                 status: 200,
                 description: "the metrics",
@@ -242,14 +418,18 @@ pub fn endpoints() -> Vec<Endpoint> {
             operation_id: "openapi",
             summary: "This document",
             description: "The OpenAPI 3.1 document of the API, generated from the route table.",
-            authenticated: false,
+            access: Access::Read,
             params: vec![],
-            answers: vec![Answer {
-                status: 200,
-                description: "the OpenAPI document",
-                content_type: JSON,
-                schema: json!({"type": "object"}),
-            }],
+            body: None,
+            answers: vec![
+                Answer {
+                    status: 200,
+                    description: "the OpenAPI document",
+                    content_type: JSON,
+                    schema: json!({"type": "object"}),
+                },
+                read_refused(),
+            ],
             handler: get(handlers::openapi),
         },
     ]
@@ -258,12 +438,27 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// The API as a router, ready for `axum::serve`. Unknown paths answer 404 and unknown methods
 /// 405, both as JSON. Every request is logged through `tracing` (method, path, status, time;
 /// never headers nor the query string): at `debug`, or `warn` for a 5xx.
+///
+/// Endpoints of [`Access::Read`] pass the read-token check first; those of [`Access::Write`]
+/// authenticate in their handler (the [`crate::auth::Actor`] extractor).
 pub fn router(state: ApiState) -> Router {
     let mut router = Router::new();
     for endpoint in endpoints() {
-        router = router.route(endpoint.path, endpoint.handler.fallback(handlers::method_not_allowed));
+        let mut handler = endpoint.handler;
+        if endpoint.access == Access::Read {
+            handler = handler.route_layer(middleware::from_fn_with_state(state.clone(), require_read));
+        }
+        router = router.route(endpoint.path, handler.fallback(handlers::method_not_allowed));
     }
     router.fallback(handlers::not_found).layer(middleware::from_fn(log_request)).with_state(state)
+}
+
+async fn require_read(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    let what = format!("{} {}", request.method(), request.uri().path());
+    match crate::auth::check_read(&state, request.headers(), &what) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn log_request(request: Request, next: Next) -> Response {

@@ -1,4 +1,5 @@
-//! What the handlers share: the store, the scan trigger, the token, the metrics and a clock.
+//! What the handlers share: the store (and its acting side), the scan trigger, the tokens, the
+//! metrics and a clock.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -6,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use drift_core::ScanReport;
+use drift_core::act::ActStore;
 use drift_core::sink::DriftStore;
 
 use crate::auth::ApiToken;
@@ -97,13 +99,15 @@ pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Everything the handlers need. Cheap to clone.
 ///
-/// `Debug` shows neither the token nor the store (a store's `Debug` may hold a connection
-/// string), so the state can be logged.
+/// `Debug` shows neither the tokens (only their names) nor the store (a store's `Debug` may
+/// hold a connection string), so the state can be logged.
 #[derive(Clone)]
 pub struct ApiState {
     pub(crate) store: Arc<dyn DriftStore>,
+    pub(crate) act: Option<Arc<dyn ActStore>>,
     pub(crate) trigger: Arc<dyn ScanTrigger>,
-    pub(crate) token: Option<Arc<ApiToken>>,
+    pub(crate) tokens: Arc<[ApiToken]>,
+    pub(crate) read_token: Option<Arc<ApiToken>>,
     pub(crate) metrics: Metrics,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_scan_age: Duration,
@@ -112,8 +116,11 @@ pub struct ApiState {
 
 impl std::fmt::Debug for ApiState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.tokens.iter().map(ApiToken::name).collect();
         f.debug_struct("ApiState")
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("tokens", &names)
+            .field("read_token", &self.read_token.as_ref().map(|_| "<redacted>"))
+            .field("decisions", &self.act.is_some())
             .field("trigger", &self.trigger)
             .field("clock", &self.clock)
             .field("max_scan_age", &self.max_scan_age)
@@ -123,23 +130,47 @@ impl std::fmt::Debug for ApiState {
 }
 
 impl ApiState {
-    /// A state over a store and a scan trigger, with no token (`POST /scan` answers 403 until
-    /// one is set), fresh metrics, the system clock, [`DEFAULT_MAX_SCAN_AGE`] and
+    /// A state over a store and a scan trigger, with no token (write endpoints answer 403 until
+    /// one is set; reads are open), no acting side (decisions, audit and notifications answer
+    /// 501), fresh metrics, the system clock, [`DEFAULT_MAX_SCAN_AGE`] and
     /// [`DEFAULT_STORE_TIMEOUT`].
     pub fn new(store: Arc<dyn DriftStore>, trigger: Arc<dyn ScanTrigger>) -> Self {
         ApiState {
             store,
+            act: None,
             trigger,
-            token: None,
+            tokens: Arc::from(Vec::new()),
+            read_token: None,
             metrics: Metrics::new(),
             clock: Arc::new(SystemClock),
             max_scan_age: DEFAULT_MAX_SCAN_AGE,
             store_timeout: DEFAULT_STORE_TIMEOUT,
         }
     }
-    /// The bearer token of `POST /scan`; `None` disables the endpoint (403).
-    pub fn with_token(mut self, token: Option<ApiToken>) -> Self {
-        self.token = token.map(Arc::new);
+    /// The one write token (named [`crate::auth::DEFAULT_TOKEN_NAME`] when made by
+    /// [`ApiToken::new`]); `None` disables the write endpoints (403). Replaces the tokens set
+    /// before.
+    pub fn with_token(self, token: Option<ApiToken>) -> Self {
+        self.with_tokens(token.into_iter().collect())
+    }
+    /// The write tokens (`POST /scan`, decisions, requeues); the name of the token a request
+    /// presents is the actor of what it does. None disables the write endpoints (403). Check
+    /// them first with [`crate::auth::check_tokens`]: with two tokens of one value, the first
+    /// one names the actor.
+    pub fn with_tokens(mut self, tokens: Vec<ApiToken>) -> Self {
+        self.tokens = Arc::from(tokens);
+        self
+    }
+    /// The read token: when set, every `GET` except `/health`, `/ready` and `/metrics` needs it
+    /// or a write token (401 otherwise); when `None`, reads are open.
+    pub fn with_read_token(mut self, token: Option<ApiToken>) -> Self {
+        self.read_token = token.map(Arc::new);
+        self
+    }
+    /// The acting side of the store: decisions, the audit trail, deliveries (both SQL stores
+    /// are one). Without it those endpoints answer 501 and a drift shows no decisions.
+    pub fn with_act(mut self, act: Arc<dyn ActStore>) -> Self {
+        self.act = Some(act);
         self
     }
     /// The metrics to export (keep a clone to record scans).

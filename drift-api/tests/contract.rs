@@ -18,14 +18,18 @@ use drift_testkit::fixtures::t;
 use proptest::prelude::*;
 use serde_json::Value;
 
-/// The API of issue 7 and docs/api.md, written out by hand.
-const EXPECTED: [&str; 8] = [
+/// The API of issues 7 and 12 and docs/api.md, written out by hand.
+const EXPECTED: [&str; 12] = [
     "GET /health",
     "GET /ready",
     "POST /scan",
     "GET /drifts",
     "GET /drifts/{id}",
+    "POST /drifts/{id}/decisions",
     "GET /stats",
+    "GET /audit",
+    "GET /notifications",
+    "POST /notifications/{event_id}/requeue",
     "GET /metrics",
     "GET /openapi.json",
 ];
@@ -41,7 +45,7 @@ fn operations(doc: &Value) -> BTreeSet<String> {
 }
 
 fn concrete(path: &str) -> String {
-    path.replace("{id}", "1")
+    path.replace("{id}", "1").replace("{event_id}", "e1")
 }
 
 #[tokio::test]
@@ -70,7 +74,7 @@ async fn openapi_lists_exactly_the_routes_the_router_serves() {
         assert!(documented.contains_key(a.status.as_str()), "{op} answered undocumented {}", a.status);
     }
     // Other methods on documented paths are not served.
-    for path in ["/health", "/drifts", "/scan", "/drifts/{id}"] {
+    for path in ["/health", "/drifts", "/scan", "/drifts/{id}", "/drifts/{id}/decisions", "/audit"] {
         let a = call(&h.app, Method::PUT, &concrete(path), &[]).await;
         assert_eq!(a.status, StatusCode::METHOD_NOT_ALLOWED, "PUT {path}");
     }
@@ -126,7 +130,15 @@ fn openapi_document_is_well_formed() {
             }
         }
     }
-    assert_eq!(doc["paths"]["/scan"]["post"]["security"][0]["bearer"], Value::Array(vec![]));
+    assert_eq!(doc["paths"]["/scan"]["post"]["security"], serde_json::json!([{"bearer": []}]));
+    assert_eq!(doc["paths"]["/drifts/{id}/decisions"]["post"]["security"], serde_json::json!([{"bearer": []}]));
+    // Reads need a bearer token only when a read token is configured.
+    assert_eq!(doc["paths"]["/audit"]["get"]["security"], serde_json::json!([{}, {"bearer": []}]));
+    assert!(doc["paths"]["/health"]["get"].get("security").is_none());
+    assert_eq!(
+        doc["paths"]["/drifts/{id}/decisions"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/DecisionRequest"
+    );
 }
 
 fn properties(doc: &Value, schema: &str) -> (BTreeSet<String>, BTreeSet<String>) {
@@ -182,6 +194,70 @@ async fn openapi_schemas_match_the_serialised_types() {
         assert_eq!(props, keys(value), "{schema}");
         assert_eq!(required, keys(value), "{schema}");
     }
+    // The acting side, from a real store: a drift with a decision and deliveries, the audit
+    // trail, a page of deliveries.
+    let sh = sqlite_harness().await;
+    let list =
+        serde_json::to_value(sh.store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap()).unwrap();
+    let web = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["path"] == "spec.replicas" && d["resource_name"] == "web")
+        .unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let body = r#"{"action": "accept", "comment": "intended", "expires_at": "2026-11-05T00:00:00Z"}"#;
+    let decision = send(&sh.app, Method::POST, &format!("/drifts/{web}/decisions"), Some(ALICE), body).await.json();
+    let detail = get(&sh.app, &format!("/drifts/{web}")).await.json();
+    let learned =
+        serde_json::to_value(drift_api::LearnedView::from(drift_core::act::Learned::from_counts(3, 1).unwrap()))
+            .unwrap();
+    let audit = get(&sh.app, "/audit?limit=1000").await.json();
+    let deliveries = get(&sh.app, "/notifications?limit=1").await.json();
+    assert!(deliveries["next"].is_i64(), "a page with a next cursor: {deliveries}");
+    let requeued =
+        send(&sh.app, Method::POST, &format!("/notifications/{}/requeue?notifier={HOOK}", sh.parked), Some(ALICE), "")
+            .await
+            .json();
+    let request: serde_json::Map<String, Value> = serde_json::from_str(body).unwrap();
+    let act_cases = [
+        ("Decision", decision.clone()),
+        ("DriftDetail", detail.clone()),
+        ("Learned", learned.clone()),
+        ("AuditPage", audit.clone()),
+        ("DeliveryPage", deliveries.clone()),
+        ("DeliveryRecord", detail["notifications"][0].clone()),
+        ("Requeued", requeued.clone()),
+        ("DecisionRequest", Value::Object(request)),
+    ];
+    let mut audit_with_everything = serde_json::Map::new();
+    for entry in audit["items"].as_array().unwrap() {
+        for (k, v) in entry.as_object().unwrap() {
+            if !v.is_null() {
+                audit_with_everything.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    for (schema, value) in act_cases.iter().chain([("AuditEntry", Value::Object(audit_with_everything.clone()))].iter())
+    {
+        let (props, required) = properties(&doc, schema);
+        assert_eq!(&props, &keys(value), "{schema}: every field, documented");
+        if *schema != "DecisionRequest" {
+            assert_eq!(&required, &keys(value), "{schema}: every field is always there");
+        }
+    }
+    // The DriftDetail adds three fields to the StoredDrift's.
+    let (detail_props, _) = properties(&doc, "DriftDetail");
+    let (stored_props, _) = properties(&doc, "StoredDrift");
+    let added: BTreeSet<&str> = detail_props.difference(&stored_props).map(String::as_str).collect();
+    assert_eq!(added, BTreeSet::from(["decisions", "learned", "notifications"]));
+    // Every audit action and every delivery status of the trail is in its enumeration.
+    for e in audit["items"].as_array().unwrap() {
+        let actions = doc["components"]["schemas"]["AuditEntry"]["properties"]["action"]["enum"].as_array().unwrap();
+        assert!(actions.contains(&e["action"]), "{e}");
+    }
+
     // The answers of the handlers too.
     let h = harness().await;
     let ready = get(&h.app, "/ready").await.json();
@@ -192,11 +268,12 @@ async fn openapi_schemas_match_the_serialised_types() {
 }
 
 /// Every documented query parameter is accepted with a value its schema allows, and rejected
-/// with one it does not.
+/// with one it does not (over a real store that keeps decisions).
 #[tokio::test]
 async fn documented_parameters_are_the_accepted_ones() {
-    let h = harness().await;
-    let bearer = format!("Bearer {TOKEN}");
+    let h = sqlite_harness().await;
+    let bearer = format!("Bearer {ALICE}");
+    let concrete = |path: &str| path.replace("{id}", "1").replace("{event_id}", &h.parked);
     for e in endpoints() {
         for p in e.params.iter().filter(|p| p.location == "query") {
             let good = match (p.schema["type"].as_str().unwrap(), p.schema.get("enum")) {
@@ -207,7 +284,15 @@ async fn documented_parameters_are_the_accepted_ones() {
                 ("string", _) => "x".to_owned(),
                 (other, _) => panic!("{other}"),
             };
-            let uri = format!("{}?{}={good}", concrete(e.path), p.name);
+            // A required parameter goes with the good value of the others.
+            let required: String = e
+                .params
+                .iter()
+                .filter(|r| r.location == "query" && r.required && r.name != p.name)
+                .map(|r| format!("&{}={HOOK}", r.name))
+                .collect();
+            let good = if p.name == "notifier" { HOOK.to_owned() } else { good };
+            let uri = format!("{}?{}={good}{required}", concrete(e.path), p.name);
             let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
             assert!(a.status.is_success(), "{} {uri}: {} {}", e.method, a.status, a.text);
             h.trigger.finish();
@@ -292,7 +377,10 @@ async fn exported() -> BTreeSet<String> {
     }
     metrics.record_source_error(drift_core::ErrorKind::Unavailable);
     metrics.observe_watch_lag(Duration::from_millis(10));
-    let text = metrics.render(filled_store().await.as_ref(), t(95), Duration::from_secs(5)).await;
+    metrics.record_notification(HOOK, "sent", 1);
+    metrics.observe_notification_latency(HOOK, 0.2);
+    let h = sqlite_harness().await;
+    let text = metrics.render_with(h.store.as_ref(), Some(h.store.as_ref()), t(95), Duration::from_secs(5)).await;
     text.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_owned()).collect()
 }
 
@@ -402,6 +490,12 @@ fn query_component() -> impl Strategy<Value = String> {
         Just("limit".to_owned()),
         Just("after".to_owned()),
         Just("wait".to_owned()),
+        Just("action".to_owned()),
+        Just("drift_id".to_owned()),
+        Just("actor".to_owned()),
+        Just("notifier".to_owned()),
+        Just("decision".to_owned()),
+        Just("parked".to_owned()),
         "[a-z_]{0,8}",
         "[ -~]{0,12}",
         "(%[0-9A-Fa-f]{2}){0,4}",
@@ -443,6 +537,53 @@ proptest! {
             let a = call(&h.app, method, &parsed.to_string(), &[("authorization", bearer.as_str())]).await;
             prop_assert!(!a.status.is_server_error(), "{uri}: {} {}", a.status, a.text);
             if a.status.is_client_error() && a.status != StatusCode::CONFLICT {
+                prop_assert!(!a.error().is_empty(), "{uri}");
+            }
+            Ok(())
+        })?;
+    }
+}
+
+fn decision_body() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(r#"{"action": "acknowledge"}"#.to_owned()),
+        Just(r#"{"action": "accept", "comment": "x"}"#.to_owned()),
+        Just(r#"{"action": "reject", "comment": "x", "expires_at": "2026-11-03T00:00:00Z"}"#.to_owned()),
+        Just(r#"{"action": "accept", "comment": "x", "expires_at": "1970-01-01T00:00:00Z"}"#.to_owned()),
+        Just(r#"{"action": "accept", "comment": null, "expires_at": null}"#.to_owned()),
+        "[ -~]{0,40}",
+        "\\{\"action\": \"[a-z]{0,12}\"(, \"[a-z_]{1,10}\": [0-9a-z\"]{0,8})?\\}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The same for the acting side, over a real SQLite store: random query strings, ids and
+    /// decision bodies never make a 5xx, and a 4xx carries a JSON error.
+    #[test]
+    fn random_requests_to_the_acting_side_never_answer_5xx(
+        q in query_string(),
+        id in "[ -~]{0,8}",
+        body in decision_body(),
+        path in 0usize..4,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let h = sqlite_harness().await;
+            let id: String = id.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            let id = if id.is_empty() { "1".to_owned() } else { id };
+            let (method, base) = [
+                (Method::GET, "/audit".to_owned()),
+                (Method::GET, "/notifications".to_owned()),
+                (Method::POST, format!("/drifts/{id}/decisions")),
+                (Method::POST, format!("/notifications/{id}/requeue")),
+            ][path].clone();
+            let uri = format!("{base}?{q}");
+            let Ok(parsed) = uri.parse::<axum::http::Uri>() else { return Ok(()) };
+            let a = send(&h.app, method, &parsed.to_string(), Some(ALICE), &body).await;
+            prop_assert!(!a.status.is_server_error(), "{uri} {body}: {} {}", a.status, a.text);
+            if a.status.is_client_error() {
                 prop_assert!(!a.error().is_empty(), "{uri}");
             }
             Ok(())

@@ -120,3 +120,27 @@ pub async fn detector(config: &Config, store: Store, long_running: bool) -> Resu
     }
     Ok(builder)
 }
+
+/// Opens the store with its acting side (decisions, waivers, the audit trail, deliveries), for
+/// `drift decide`, `drift audit` and `drift drifts get`: the read side and the acting side of
+/// one store (both SQL stores keep decisions). Migrations run on open unless its settings say
+/// otherwise.
+pub async fn open_act_store(
+    config: &StoreConfig,
+) -> Result<(Arc<dyn drift_core::DriftStore>, Arc<dyn drift_core::act::ActStore>)> {
+    fn both<S: drift_core::DriftStore + drift_core::act::ActStore + 'static>(
+        store: S,
+    ) -> (Arc<dyn drift_core::DriftStore>, Arc<dyn drift_core::act::ActStore>) {
+        let store = Arc::new(store);
+        (store.clone(), store)
+    }
+    let shown = config.display();
+    Ok(match config {
+        StoreConfig::Postgres(c) => {
+            both(drift_sink_postgres::PostgresSink::from_config(c).await.with_context(|| format!("opening {shown}"))?)
+        }
+        StoreConfig::Sqlite(c) => {
+            both(drift_sink_sqlite::SqliteSink::from_config(c).await.with_context(|| format!("opening {shown}"))?)
+        }
+    })
+}

@@ -1,6 +1,8 @@
 //! `drift`: finds, explains and tracks configuration drift between Git and Kubernetes.
 //!
-//! Exit codes follow `kubectl diff`: 0 no drift, 1 drift found, 2 or more an error.
+//! Exit codes follow `kubectl diff`: 0 no drift, 1 drift found, 2 or more an error. Commands on
+//! one recorded drift (`drift decide`, `drift drifts get`) exit 1 when the store has no such
+//! drift or refuses the decision, 2 on a usage error.
 
 mod cmd;
 mod compose;
@@ -43,6 +45,11 @@ enum Command {
     /// Recorded drifts.
     #[command(subcommand)]
     Drifts(cmd::store::DriftsCommand),
+    /// Decide about a drift: acknowledge, accept (a waiver) or reject.
+    Decide(cmd::decide::DecideArgs),
+    /// The audit trail: scans, decisions, waivers, notification attempts.
+    #[command(subcommand)]
+    Audit(cmd::audit::AuditCommand),
     /// Configuration files.
     #[command(subcommand)]
     Config(cmd::store::ConfigCommand),
@@ -80,6 +87,8 @@ fn main() -> ExitCode {
         Command::Render(args) => runtime.block_on(cmd::render::run(args)),
         Command::Migrate(args) => runtime.block_on(cmd::store::migrate(args)),
         Command::Drifts(c) => runtime.block_on(cmd::store::drifts(c)),
+        Command::Decide(args) => runtime.block_on(cmd::decide::run(args)),
+        Command::Audit(c) => runtime.block_on(cmd::audit::run(c)),
         Command::Config(c) => cmd::store::config(c),
         Command::Version => {
             println!("drift {}", env!("CARGO_PKG_VERSION"));

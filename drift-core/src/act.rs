@@ -261,6 +261,8 @@ pub struct Delivery {
 /// A delivery without its event: what `GET /drifts/{id}` and `GET /notifications` list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeliveryRecord {
+    /// The event's position in the outbox: the cursor of `GET /notifications` (`after`).
+    pub seq: i64,
     /// The event's id.
     pub event_id: String,
     /// The event's kind.
@@ -284,6 +286,7 @@ pub struct DeliveryRecord {
 impl From<&Delivery> for DeliveryRecord {
     fn from(d: &Delivery) -> Self {
         DeliveryRecord {
+            seq: d.event.seq,
             event_id: d.event.id.clone(),
             kind: d.event.kind,
             drift_id: d.event.drift_id(),

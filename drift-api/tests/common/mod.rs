@@ -246,3 +246,130 @@ pub async fn call(app: &Router, method: Method, uri: &str, headers: &[(&str, &st
 pub async fn get(app: &Router, uri: &str) -> Answer {
     call(app, Method::GET, uri, &[]).await
 }
+
+/// The write tokens of [`sqlite_harness`]: alice's and bob's.
+pub const ALICE: &str = "alice-token-8d2f61";
+pub const BOB: &str = "bob-token-5c90ae";
+/// Its read token.
+pub const READER: &str = "reader-token-31b7c4";
+
+/// A notifier of [`sqlite_harness`]: its first batch (scan-1) was claimed; one delivery was
+/// parked, the others sent; the later batches are pending.
+pub const HOOK: &str = "hook";
+
+/// The API over a real SQLite store (a temporary file) filled with [`reports`], with its acting
+/// side, two named write tokens and no read token.
+pub struct SqliteHarness {
+    pub app: Router,
+    pub store: Arc<drift_sink_sqlite::SqliteSink>,
+    pub trigger: Arc<FakeTrigger>,
+    pub clock: Arc<ManualClock>,
+    pub state: ApiState,
+    /// The event whose delivery to [`HOOK`] is parked.
+    pub parked: String,
+    _dir: tempfile::TempDir,
+}
+
+impl SqliteHarness {
+    /// The id of the drift at `path` of object `name`.
+    pub async fn drift_id(&self, name: &str, path: &str) -> i64 {
+        let page = self.store.list(&DriftFilter::default(), PageRequest { limit: 1000, after: None }).await.unwrap();
+        page.items.iter().find(|d| d.resource_name == name && d.path == path).unwrap().id
+    }
+}
+
+pub async fn sqlite_harness() -> SqliteHarness {
+    use drift_core::act::{ActStore, Settle};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("drift.db").display());
+    let store = Arc::new(drift_sink_sqlite::SqliteSink::open(&url).await.unwrap());
+    // A notifier seen before any event reads them all.
+    store.route(HOOK, &|e| Some(e.at), 1000).await.unwrap();
+    for r in reports() {
+        store.record(&r).await.unwrap();
+    }
+    store.route(HOOK, &|e| Some(e.at), 1000).await.unwrap();
+    let claimed = store.claim(HOOK, "w1", t(91), chrono::Duration::minutes(5), 1000).await.unwrap();
+    assert!(claimed.len() > 1, "the first batch");
+    let parked = claimed[0].event.id.clone();
+    let outcomes: Vec<(String, Settle)> = claimed
+        .iter()
+        .map(|d| {
+            let settle = if d.event.id == parked {
+                Settle::Parked { error: "the receiver answered 503".to_owned() }
+            } else {
+                Settle::Sent
+            };
+            (d.event.id.clone(), settle)
+        })
+        .collect();
+    store.settle(HOOK, "w1", &outcomes, t(91)).await.unwrap();
+    let clock = Arc::new(ManualClock::new(t(95)));
+    let trigger = Arc::new(FakeTrigger::default());
+    let state = ApiState::new(store.clone(), trigger.clone())
+        .with_tokens(vec![ApiToken::named("alice", ALICE).unwrap(), ApiToken::named("bob", BOB).unwrap()])
+        .with_act(store.clone())
+        .with_clock(clock.clone());
+    SqliteHarness { app: router(state.clone()), store, trigger, clock, state, parked, _dir: dir }
+}
+
+/// A request with a JSON body.
+pub async fn send(app: &Router, method: Method, uri: &str, token: Option<&str>, body: &str) -> Answer {
+    let mut req = Request::builder().method(method).uri(uri).header("content-type", "application/json");
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let response = app.clone().oneshot(req.body(Body::from(body.to_owned())).unwrap()).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), 16 << 20).await.unwrap();
+    Answer { status, headers, text: String::from_utf8(bytes.to_vec()).unwrap() }
+}
+
+/// Everything logged through `tracing` while the guard lives, at every level.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Starts capturing the logs of this thread.
+    pub fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+/// Walks the pages of `base` (a URI with `limit`) by their `next` cursor; the `key` of every
+/// item, in order.
+pub async fn walk(app: &Router, base: &str, key: &str) -> Vec<i64> {
+    let mut seen = Vec::new();
+    let mut uri = base.to_owned();
+    loop {
+        let page = get(app, &uri).await.json();
+        seen.extend(page["items"].as_array().unwrap().iter().map(|i| i[key].as_i64().unwrap()));
+        match page["next"].as_i64() {
+            Some(next) => uri = format!("{base}&after={next}"),
+            None => return seen,
+        }
+    }
+}

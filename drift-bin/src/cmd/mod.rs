@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod audit;
+pub mod decide;
 pub mod diff;
 pub mod render;
 pub mod scan;

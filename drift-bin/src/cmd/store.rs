@@ -1,15 +1,18 @@
-//! `drift migrate`, `drift drifts list`, `drift config check`.
+//! `drift migrate`, `drift drifts list`, `drift drifts get`, `drift config check`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use drift_api::DriftDetail;
 use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
-use drift_core::{DriftType, Severity};
+use drift_core::{DriftType, ErrorKind, Severity};
 
+use crate::cmd::decide::when;
 use crate::compose;
 use crate::config::Config;
+use crate::output::Format;
 
 /// Arguments of commands that only need the configuration.
 #[derive(Debug, Args)]
@@ -62,6 +65,22 @@ pub fn config(cmd: &ConfigCommand) -> Result<ExitCode> {
 pub enum DriftsCommand {
     /// List recorded drifts, newest first.
     List(ListArgs),
+    /// Show one drift with its decisions, its notifications and what similar decisions teach.
+    Get(GetArgs),
+}
+
+/// Arguments of `drift drifts get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The drift's id.
+    #[arg(value_parser = clap::value_parser!(i64).range(1..))]
+    pub id: i64,
+    /// Configuration file.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Output format (json: the answer of `GET /drifts/{id}`).
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
 }
 
 /// Filters of `drift drifts list`.
@@ -70,7 +89,7 @@ pub struct ListArgs {
     /// Configuration file.
     #[arg(long, short)]
     pub config: PathBuf,
-    /// open or resolved.
+    /// open, waived or resolved.
     #[arg(long)]
     pub status: Option<DriftStatus>,
     /// LOW, MEDIUM, HIGH or CRITICAL.
@@ -98,7 +117,13 @@ pub struct ListArgs {
 
 /// Runs `drift drifts ...`.
 pub async fn drifts(cmd: &DriftsCommand) -> Result<ExitCode> {
-    let DriftsCommand::List(args) = cmd;
+    match cmd {
+        DriftsCommand::List(args) => list(args).await,
+        DriftsCommand::Get(args) => get(args).await,
+    }
+}
+
+async fn list(args: &ListArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let store = compose::open_store(&config.store_config()?).await?;
     let filter = DriftFilter {
@@ -135,4 +160,89 @@ pub async fn drifts(cmd: &DriftsCommand) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `drift drifts get ID`: exit 0, or 1 when there is no such drift.
+async fn get(args: &GetArgs) -> Result<ExitCode> {
+    let config = Config::load(&args.config)?;
+    let (read, act) = compose::open_act_store(&config.store_config()?).await?;
+    let detail = match drift_api::drift_detail(read.as_ref(), Some(act.as_ref()), args.id).await {
+        Ok(d) => d,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            eprintln!("error: no drift with id {}", args.id);
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match args.output {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&detail)?),
+        Format::Yaml => print!("{}", serde_saphyr::to_string(&serde_json::to_value(&detail)?)?),
+        Format::Table => print_detail(&detail),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn value(v: &Option<serde_json::Value>) -> String {
+    match v {
+        None => "<absent>".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn print_detail(detail: &DriftDetail) {
+    let d = &detail.drift;
+    let ns = if d.namespace.is_empty() { String::new() } else { format!("{}/", d.namespace) };
+    let status = match d.resolution {
+        Some(r) => format!("{}:{}", d.status.as_str(), r.as_str()),
+        None => d.status.as_str().to_owned(),
+    };
+    println!("drift {}  {status}  {}  {}", d.id, d.severity.as_str(), d.drift_type.as_str());
+    println!(
+        "  object:     {} {ns}{}  (cluster {}, repository {})",
+        d.resource_kind, d.resource_name, d.cluster, d.repository
+    );
+    println!("  path:       {}", if d.path.is_empty() { "<object>" } else { &d.path });
+    println!("  - git:      {}", value(&d.git_value));
+    println!("  + cluster:  {}", value(&d.cluster_value));
+    let by = match (&d.changed_by, d.changed_at) {
+        (Some(m), Some(t)) => format!("{m} at {}", when(t)),
+        (Some(m), None) => m.clone(),
+        _ => "unknown".to_owned(),
+    };
+    println!(
+        "  changed by: {by}; {}; {}; decided by {}",
+        d.classification.as_str(),
+        d.recommended_action.as_str(),
+        d.decision_source.as_str()
+    );
+    println!("  seen:       {} to {}, {} time(s)", when(d.detected_at), when(d.last_seen), d.occurrences);
+    if let Some(t) = d.waived_until {
+        println!("  waived until {}", when(t));
+    }
+    if let Some(t) = d.acknowledged_at {
+        println!("  acknowledged at {}", when(t));
+    }
+    match &detail.learned {
+        Some(l) => println!("  learned:    {}", l.explanation),
+        None => println!("  learned:    nothing yet (no decision on similar drifts)"),
+    }
+    println!("decisions:{}", if detail.decisions.is_empty() { " none" } else { "" });
+    for x in &detail.decisions {
+        let until = x.expires_at.map(|t| format!("  until {}", when(t))).unwrap_or_default();
+        let comment = x.comment.as_deref().map(|c| format!("  {c:?}")).unwrap_or_default();
+        println!("  {}  {:<11}  {}{until}{comment}", when(x.decided_at), x.action.as_str(), x.actor);
+    }
+    println!("notifications:{}", if detail.notifications.is_empty() { " none" } else { "" });
+    for n in &detail.notifications {
+        let error = n.last_error.as_deref().map(|e| format!("  {e}")).unwrap_or_default();
+        println!(
+            "  {}  {:<12}  {:<14}  {:<8}  {} attempt(s){error}",
+            when(n.sent_at.unwrap_or(n.due_at)),
+            n.notifier,
+            n.kind.as_str(),
+            n.status.as_str(),
+            n.attempts
+        );
+    }
 }

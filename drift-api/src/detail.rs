@@ -1,0 +1,65 @@
+//! One drift with what people decided about it, what was sent about it and what similar
+//! decisions teach: the answer of `GET /drifts/{id}` and of `drift drifts get`.
+
+use drift_core::act::{ActStore, Decision, DeliveryRecord, Learned};
+use drift_core::sink::{DriftStore, PageRequest, StoredDrift};
+use serde::Serialize;
+
+/// How many deliveries a drift shows, newest first.
+pub const DETAIL_NOTIFICATIONS: u32 = 50;
+
+/// A drift with its decisions, its notifications and the learned confidence. The drift's own
+/// fields stay at the top level (as `GET /drifts` lists them), so a client that reads only
+/// those keeps working.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriftDetail {
+    /// The drift.
+    #[serde(flatten)]
+    pub drift: StoredDrift,
+    /// Its decisions, oldest first.
+    pub decisions: Vec<Decision>,
+    /// Its deliveries to notifiers, newest first, at most [`DETAIL_NOTIFICATIONS`].
+    pub notifications: Vec<DeliveryRecord>,
+    /// What the decisions on similar drifts teach; `null` with none (or a store that keeps no
+    /// decisions).
+    pub learned: Option<LearnedView>,
+}
+
+/// [`Learned`] with its explanation, as shown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LearnedView {
+    /// Similar drifts last accepted.
+    pub accepted: u32,
+    /// Similar drifts last rejected.
+    pub rejected: u32,
+    /// Probability that such a change is intentional, 0 to 1.
+    pub intentional: f64,
+    /// "likely intentional (79%, 10 of 12 similar changes accepted)".
+    pub explanation: String,
+}
+
+impl From<Learned> for LearnedView {
+    fn from(l: Learned) -> Self {
+        LearnedView { accepted: l.accepted, rejected: l.rejected, intentional: l.intentional, explanation: l.explain() }
+    }
+}
+
+/// Reads a drift and, when the store keeps them (`act`), its decisions, its newest
+/// notifications and the learned confidence. `NotFound` for an unknown id.
+pub async fn drift_detail(
+    store: &dyn DriftStore,
+    act: Option<&dyn ActStore>,
+    id: i64,
+) -> drift_core::Result<DriftDetail> {
+    let drift = store.get(id).await?;
+    let Some(act) = act else {
+        return Ok(DriftDetail { drift, decisions: Vec::new(), notifications: Vec::new(), learned: None });
+    };
+    let decisions = act.decisions(id).await?;
+    let mut notifications =
+        act.deliveries(Some(id), None, PageRequest { limit: DETAIL_NOTIFICATIONS, after: None }).await?;
+    // A page holds whole events: one event to several notifiers can go past the limit.
+    notifications.truncate(DETAIL_NOTIFICATIONS as usize);
+    let learned = act.similar(&drift).await?.map(LearnedView::from);
+    Ok(DriftDetail { drift, decisions, notifications, learned })
+}
