@@ -273,7 +273,8 @@ fn notify_latency(n: usize) {
         let arrived = wait_for(Duration::from_secs(30), "the webhook of the change", || {
             receiver.received()[seen..].iter().find_map(|r| {
                 let body = r.json();
-                let hit = body["events"].as_array()?.iter().any(|e| e["drift"]["cluster_value"].as_u64() == Some(replicas));
+                let hit =
+                    body["events"].as_array()?.iter().any(|e| e["drift"]["cluster_value"].as_u64() == Some(replicas));
                 hit.then_some(r.at)
             })
         });
@@ -319,8 +320,8 @@ fn notify_burst(n: usize) {
     std::fs::write(&cfg, text).unwrap();
     let env = [("BENCH_DATABASE_URL", db.as_str()), ("RUST_LOG", "info"), ("BENCH_HOOK_SECRET", "bench-secret")];
     let (timing, out) = timed(&["scan", "--config", cfg.to_str().unwrap(), "--output", "json"], &env);
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let log = String::from_utf8_lossy(&out.stderr);
     let recorded = log.lines().find(|l| l.contains("scan recorded")).unwrap_or("no `scan recorded` line").to_owned();
     println!("notify-burst: drift scan of {n} objects, {} drifts: {timing}", report["summary"]["drifts"]);

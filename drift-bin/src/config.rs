@@ -221,14 +221,56 @@ pub struct ApiConfig {
     /// Listen address (default 127.0.0.1:8080).
     #[serde(default = "default_listen")]
     pub listen: String,
-    /// Name of the environment variable holding the bearer token of `POST /scan`.
+    /// Name of the environment variable holding the bearer token of the write endpoints (a
+    /// token named `api`).
     #[serde(default = "default_token_env")]
+    pub token_env: String,
+    /// More write tokens, each with a name: the actor of what a request with it does (the
+    /// owner of a waiver). A listed token whose variable is unset is an error.
+    #[serde(default)]
+    pub tokens: Vec<NamedToken>,
+    /// Name of the environment variable holding a token every read but `/health`, `/ready`
+    /// and `/metrics` needs (default: reads are open).
+    #[serde(default)]
+    pub read_token_env: Option<String>,
+}
+
+/// A named write token of `api.tokens`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedToken {
+    /// The name (1-64 of letters, digits, `. _ @ -`): a person or a system.
+    pub name: String,
+    /// The environment variable holding the token.
     pub token_env: String,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig { listen: default_listen(), token_env: default_token_env() }
+        ApiConfig { listen: default_listen(), token_env: default_token_env(), tokens: Vec::new(), read_token_env: None }
+    }
+}
+
+impl ApiConfig {
+    /// The write tokens and the read token from the environment, checked together (no name or
+    /// value twice). Errors name the variable, never a value.
+    pub fn tokens(&self) -> Result<(Vec<drift_api::ApiToken>, Option<drift_api::ApiToken>)> {
+        let mut write: Vec<drift_api::ApiToken> = drift_api::ApiToken::from_env(&self.token_env)?.into_iter().collect();
+        for t in &self.tokens {
+            match drift_api::ApiToken::named_from_env(&t.name, &t.token_env)? {
+                Some(token) => write.push(token),
+                None => bail!("`api.tokens`: token `{}`: the variable {} is not set", t.name, t.token_env),
+            }
+        }
+        let read = match &self.read_token_env {
+            Some(var) => match drift_api::ApiToken::named_from_env("read", var)? {
+                Some(token) => Some(token),
+                None => bail!("`api.read_token_env`: the variable {var} is not set"),
+            },
+            None => None,
+        };
+        drift_api::check_tokens(&write, read.as_ref())?;
+        Ok((write, read))
     }
 }
 

@@ -32,7 +32,8 @@ pub struct DetectorBuilder {
     sinks: Vec<Arc<dyn DriftSink>>,
     interval: Option<Duration>,
     watch: Option<bool>,
-    token: Option<ApiToken>,
+    tokens: Vec<ApiToken>,
+    read_token: Option<ApiToken>,
     metrics: Option<Metrics>,
     outlets: Vec<Arc<dyn Outlet>>,
     notify_tick: Option<Duration>,
@@ -86,9 +87,22 @@ impl DetectorBuilder {
         self.watch = Some(watch);
         self
     }
-    /// The bearer token of the API's write endpoints (without one, `POST /scan` is refused).
+    /// The bearer token of the API's write endpoints (without one, `POST /scan` and decisions
+    /// are refused). Replaces the tokens given before.
     pub fn token(mut self, token: Option<ApiToken>) -> Self {
-        self.token = token;
+        self.tokens = token.into_iter().collect();
+        self
+    }
+    /// The write tokens, each with a name: the actor of what a request with it does (a
+    /// decision's owner). Replaces the tokens given before.
+    pub fn tokens(mut self, tokens: Vec<ApiToken>) -> Self {
+        self.tokens = tokens;
+        self
+    }
+    /// A token every read of the API but `/health`, `/ready` and `/metrics` needs (default:
+    /// reads are open).
+    pub fn read_token(mut self, token: Option<ApiToken>) -> Self {
+        self.read_token = token;
         self
     }
     /// Metrics to share with the caller (default: new ones).
@@ -162,7 +176,8 @@ impl DetectorBuilder {
             scanner: Arc::new(scanner),
             interval,
             watch: self.watch.unwrap_or(true),
-            token: self.token,
+            tokens: self.tokens,
+            read_token: self.read_token,
             passes: Arc::default(),
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
@@ -177,7 +192,8 @@ pub struct Detector {
     scanner: Arc<Scanner>,
     interval: Duration,
     watch: bool,
-    token: Option<ApiToken>,
+    tokens: Vec<ApiToken>,
+    read_token: Option<ApiToken>,
     /// Passes started by `POST /scan` without waiting, so that shutdown can wait for them.
     passes: Passes,
     /// The notifier task, when notifiers are configured.
@@ -237,13 +253,18 @@ impl Detector {
     /// The API's state over this detector's store, metrics and scan trigger; `stop` turns true
     /// when the service shuts down (new scans are then refused).
     pub fn api_state(&self, stop: watch::Receiver<bool>) -> ApiState {
-        ApiState::new(
+        let state = ApiState::new(
             self.scanner.store.read.clone(),
             Arc::new(Trigger { scanner: self.scanner.clone(), shutdown: stop, passes: self.passes.clone() }),
         )
-        .with_token(self.token.clone())
+        .with_tokens(self.tokens.clone())
+        .with_read_token(self.read_token.clone())
         .with_metrics(self.scanner.metrics.clone())
-        .with_max_scan_age(self.interval * 3)
+        .with_max_scan_age(self.interval * 3);
+        match &self.scanner.store.act {
+            Some(act) => state.with_act(act.clone()),
+            None => state,
+        }
     }
 
     /// Serves until `shutdown` completes: the scheduler (a pass now, then every interval plus

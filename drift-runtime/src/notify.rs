@@ -237,6 +237,11 @@ impl Dispatcher {
                         };
                         match result {
                             Ok(()) => {
+                                let took = Utc::now();
+                                for e in &events {
+                                    let lag = (took - e.at).num_milliseconds().max(0) as f64 / 1000.0;
+                                    self.metrics.observe_notification_latency(name, lag);
+                                }
                                 *round.messages.entry(name.to_owned()).or_default() += 1;
                                 outcomes.extend(events.iter().map(|e| (e.id.clone(), Settle::Sent)));
                                 tracing::info!(notifier = name, events = events.len(), "notification sent");
@@ -259,6 +264,7 @@ impl Dispatcher {
                     }
                 }
             }
+            let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
             for (_, s) in &outcomes {
                 let key = match s {
                     Settle::Sent => "sent",
@@ -267,9 +273,15 @@ impl Dispatcher {
                     Settle::Skipped { .. } => "skipped",
                     Settle::Defer { .. } => "deferred",
                 };
-                *round.deliveries.entry(key).or_default() += 1;
+                *tally.entry(key).or_default() += 1;
             }
             self.store.settle(name, &self.worker, &outcomes, now).await?;
+            for (key, n) in tally {
+                *round.deliveries.entry(key).or_default() += n;
+                if key != "deferred" {
+                    self.metrics.record_notification(name, key, n as u64);
+                }
+            }
             if limited {
                 return Ok(());
             }

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use drift_api::ApiToken;
 
 use crate::compose;
 use crate::config::Config;
@@ -48,11 +47,14 @@ async fn shutdown_signal() {
 pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let store = compose::open_store(&config.store_config()?).await?;
-    let token = ApiToken::from_env(&config.api.token_env)?;
-    if token.is_none() {
-        tracing::warn!(variable = %config.api.token_env, "no API token in the environment: POST /scan is refused");
+    let (tokens, read_token) = config.api.tokens()?;
+    if tokens.is_empty() {
+        tracing::warn!(
+            variable = %config.api.token_env,
+            "no API token in the environment: POST /scan, decisions and requeues are refused"
+        );
     }
-    let detector = compose::detector(&config, store, true).await?.token(token).build()?;
+    let detector = compose::detector(&config, store, true).await?.tokens(tokens).read_token(read_token).build()?;
     let listener = tokio::net::TcpListener::bind(&config.api.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.api.listen))?;

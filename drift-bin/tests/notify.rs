@@ -1,0 +1,217 @@
+//! Notifications end to end, on both stores: `drift serve` in watch mode over the test API
+//! server, a real git repository and a local webhook receiver that verifies every signature.
+//! A kubectl change reaches the receiver once with a valid signature and its revert follows;
+//! a receiver that is down gets it later (the attempts are in the audit trail); `drift serve`
+//! killed with SIGKILL while it sends delivers every event after a restart; a PostgreSQL
+//! restart loses nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Answer, GitRepo, Received, Receiver, SHOP, Serve, get_json, kubectl, wait_for};
+use drift_test_apiserver::{Options, TestApiServer};
+use drift_testkit_pg::PgServer;
+use serde_json::Value;
+
+const SECRET: &str = "hook-secret-for-tests-only";
+
+/// Where the history goes.
+enum Db {
+    Sqlite,
+    Postgres(PgServer),
+}
+
+struct World {
+    server: TestApiServer,
+    home: tempfile::TempDir,
+    repo: GitRepo,
+    db: Db,
+    db_url: String,
+    config: PathBuf,
+    receiver: Receiver,
+}
+
+impl World {
+    fn start(db: &str) -> World {
+        let home = tempfile::tempdir().unwrap();
+        let (db, db_url) = match db {
+            "postgres" => {
+                let pg = PgServer::start().unwrap();
+                let url = tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap();
+                (Db::Postgres(pg), url)
+            }
+            _ => (Db::Sqlite, format!("sqlite://{}", home.path().join("drift.db").display())),
+        };
+        let server = TestApiServer::start(Options::default()).unwrap();
+        let repo = GitRepo::init(home.path().join("repo"));
+        for (name, text) in SHOP {
+            repo.write(&format!("apps/{name}"), text);
+        }
+        repo.commit("shop: web");
+        let receiver = Receiver::start();
+        let config = home.path().join("drift.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "cluster: e2e\ninterval: 1h\nwatch: true\ndatabase_env: E2E_DATABASE_URL\napi:\n  listen: 127.0.0.1:0\n  token_env: E2E_TOKEN\n\
+                 repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    path: apps\n    cache_dir: {cache}\n\
+                 live:\n  kubeconfig: {kubeconfig}\n\
+                 notify:\n  - name: hook\n    type: webhook\n    url: {hook}/hook\n    secret_env: E2E_HOOK_SECRET\n    backoff: {{initial: 200ms, max: 1s}}\n\
+                 notifications:\n  link: http://drift.example/\n  tick: 100ms\n  lease: 3s\n",
+                repo = repo.dir.display(),
+                cache = home.path().join("cache").display(),
+                kubeconfig = server.kubeconfig_path().display(),
+                hook = receiver.url,
+            ),
+        )
+        .unwrap();
+        let world = World { server, home, repo, db, db_url, config, receiver };
+        world.kubectl(&["apply", "-R", "-f", world.repo.dir.join("apps").to_str().unwrap()]);
+        world
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        kubectl(self.server.kubeconfig_path(), self.home.path(), args, &[])
+    }
+
+    fn serve(&self) -> Serve {
+        let serve = Serve::start(
+            &self.config,
+            &[("E2E_DATABASE_URL", &self.db_url), ("E2E_TOKEN", "t0ken"), ("E2E_HOOK_SECRET", SECRET)],
+        );
+        wait_for(Duration::from_secs(60), "the first pass", || {
+            (common::http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+        });
+        serve
+    }
+
+    fn scale(&self, replicas: u32) {
+        self.kubectl(&["scale", "deployment/web", "-n", "shop", &format!("--replicas={replicas}")]);
+    }
+
+    /// The messages the receiver answered 200, their signatures checked.
+    fn delivered(&self) -> Vec<Value> {
+        self.receiver.received().iter().filter(|r| r.answer == Answer::Ok).map(verified).collect()
+    }
+
+    /// Waits until a delivered message holds an event of `kind` about `spec.replicas`.
+    fn wait_for_event(&self, kind: &str, what: &str) -> Value {
+        wait_for(Duration::from_secs(30), what, || {
+            self.delivered()
+                .into_iter()
+                .flat_map(|m| events(&m))
+                .find(|e| e["kind"] == kind && e["drift"]["path"] == "spec.replicas")
+        })
+    }
+}
+
+/// The JSON body of a request whose signature holds, with the idempotency key it carries.
+fn verified(r: &Received) -> Value {
+    let header = r.header(drift_notify::SIGNATURE_HEADER).expect("a signature header");
+    let now = chrono::Utc::now().timestamp();
+    drift_notify::verify(SECRET.as_bytes(), header, &r.body, now, Duration::from_secs(300))
+        .unwrap_or_else(|e| panic!("signature of a webhook: {e}"));
+    assert!(drift_notify::verify(b"another-secret", header, &r.body, now, Duration::from_secs(300)).is_err());
+    let body = r.json();
+    assert_eq!(r.header("idempotency-key"), body["message_id"].as_str(), "the message id is the idempotency key");
+    body
+}
+
+fn events(message: &Value) -> Vec<Value> {
+    message["events"].as_array().cloned().unwrap_or_default()
+}
+
+/// How many messages each event id was delivered in.
+fn counts(messages: &[Value]) -> BTreeMap<String, usize> {
+    let mut n = BTreeMap::new();
+    for m in messages {
+        for id in m["event_ids"].as_array().unwrap() {
+            *n.entry(id.as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    n
+}
+
+macro_rules! on_both {
+    ($($name:ident),+) => {
+        mod sqlite { $( #[test] fn $name() { super::$name(super::World::start("sqlite")) } )+ }
+        mod postgres { $( #[test] fn $name() { super::$name(super::World::start("postgres")) } )+ }
+    };
+}
+
+on_both!(
+    a_kubectl_change_reaches_the_signed_webhook_once_and_its_revert_follows,
+    a_receiver_that_is_down_gets_it_later_with_the_attempts_in_the_audit_trail,
+    killed_while_sending_it_delivers_every_event_after_a_restart
+);
+
+fn a_kubectl_change_reaches_the_signed_webhook_once_and_its_revert_follows(world: World) {
+    let serve = world.serve();
+    assert!(world.delivered().is_empty(), "in sync: nothing to tell");
+    world.scale(5);
+    let opened = world.wait_for_event("opened", "the opened event of the scale");
+    assert_eq!(opened["drift"]["cluster_value"], 5);
+    assert_eq!(opened["drift"]["git_value"], 2);
+    assert_eq!(opened["drift"]["severity"], "LOW", "replicas_drift is LOW by default");
+    assert!(opened["drift"]["changed_by"].as_str().unwrap().starts_with("kubectl"), "{opened}");
+    let id = opened["drift"]["id"].as_i64().unwrap();
+    assert_eq!(opened["drift"]["link"], format!("http://drift.example/drifts/{id}"));
+    world.scale(2);
+    let resolved = world.wait_for_event("resolved", "the resolution when put back");
+    assert_eq!(resolved["drift"]["resolution"], "reverted");
+    // Each event in exactly one message; the drift shows its notifications.
+    std::thread::sleep(Duration::from_millis(500));
+    let n = counts(&world.delivered());
+    assert!(n.values().all(|c| *c == 1), "{n:?}");
+    let drift = get_json(&serve.addr, &format!("/drifts/{id}"));
+    let sent: Vec<_> = drift["notifications"].as_array().unwrap().iter().map(|d| d["status"].clone()).collect();
+    assert!(sent.iter().all(|s| s == "sent") && sent.len() == 2, "{drift}");
+    serve.stop();
+}
+
+fn a_receiver_that_is_down_gets_it_later_with_the_attempts_in_the_audit_trail(world: World) {
+    let serve = world.serve();
+    world.receiver.answer(Answer::Status(503));
+    world.scale(4);
+    wait_for(Duration::from_secs(30), "three refused attempts", || {
+        (world.receiver.received().iter().filter(|r| r.answer == Answer::Status(503)).count() >= 3).then_some(())
+    });
+    world.receiver.answer(Answer::Ok);
+    let opened = world.wait_for_event("opened", "delivery once the receiver is back");
+    assert_eq!(opened["drift"]["cluster_value"], 4);
+    let audit = get_json(&serve.addr, "/audit?notifier=hook&action=notification");
+    let statuses: Vec<_> = audit["items"].as_array().unwrap().iter().rev().map(|a| a["status"].clone()).collect();
+    assert!(statuses.len() >= 4 && statuses[..3].iter().all(|s| s == "retry"), "{audit}");
+    assert_eq!(statuses.last().unwrap(), "sent");
+    let attempts = audit["items"][0]["attempts"].as_i64().unwrap();
+    assert!(attempts >= 4, "{audit}");
+    serve.stop();
+}
+
+fn killed_while_sending_it_delivers_every_event_after_a_restart(world: World) {
+    let mut serve = world.serve();
+    world.receiver.answer(Answer::Hang);
+    world.scale(6);
+    let taken = wait_for(Duration::from_secs(30), "a send in flight", || {
+        world.receiver.received().into_iter().find(|r| r.answer == Answer::Hang)
+    });
+    let ids: BTreeSet<String> =
+        verified(&taken)["event_ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_owned()).collect();
+    serve.kill();
+    world.receiver.answer(Answer::Ok);
+    // PostgreSQL restarted while nobody serves: nothing is lost either.
+    if let Db::Postgres(pg) = &world.db {
+        pg.restart().unwrap();
+    }
+    let serve = world.serve();
+    let delivered = wait_for(Duration::from_secs(30), "the same events after the lease", || {
+        let got: BTreeSet<String> = counts(&world.delivered()).into_keys().collect();
+        ids.is_subset(&got).then_some(got)
+    });
+    assert!(!delivered.is_empty());
+    serve.stop();
+}
