@@ -350,8 +350,8 @@ pub struct NewDecision {
     /// Why (shown with the drift and in the audit trail).
     #[serde(default)]
     pub comment: Option<String>,
-    /// When a waiver (`accept`) or an acknowledgement ends; a waiver without one lasts
-    /// [`DEFAULT_WAIVER_DAYS`].
+    /// When a waiver (`accept`) ends; a waiver without one lasts [`DEFAULT_WAIVER_DAYS`].
+    /// Refused on the other decisions, which last as long as the drift.
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
     /// Who decides: the name of the API token, or the user running the CLI. Set by the caller,
@@ -362,8 +362,9 @@ pub struct NewDecision {
 
 impl NewDecision {
     /// Checks the decision at `now` and fills in a waiver's default expiry: an expiry in the
-    /// past, one further than [`MAX_WAIVER_DAYS`], or a comment over 2,000 characters is an
-    /// invalid-input error; an `accept` without a comment is one too (a waiver has a reason).
+    /// past, one further than [`MAX_WAIVER_DAYS`], one on a decision other than `accept`, or a
+    /// comment over 2,000 characters is an invalid-input error; an `accept` without a comment
+    /// is one too (a waiver has a reason).
     pub fn validate(mut self, now: DateTime<Utc>) -> Result<Self> {
         if self.comment.as_ref().is_some_and(|c| c.chars().count() > 2000) {
             return Err(crate::Error::invalid_input("comment is longer than 2000 characters"));
@@ -377,6 +378,12 @@ impl NewDecision {
                     "expires_at is more than {MAX_WAIVER_DAYS} days away"
                 )));
             }
+        }
+        if self.action != DecisionAction::Accept && self.expires_at.is_some() {
+            return Err(crate::Error::invalid_input(format!(
+                "expires_at applies to accept (a waiver) only; an {} lasts as long as the drift",
+                self.action.as_str()
+            )));
         }
         if self.action == DecisionAction::Accept {
             if self.comment.as_deref().is_none_or(|c| c.trim().is_empty()) {

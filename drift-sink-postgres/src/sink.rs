@@ -252,11 +252,7 @@ async fn resolve(
     .await
     .ctx("resolving drifts")?;
     written.outcome.resolved = resolved.len();
-    written.changes.extend(resolved.into_iter().map(|id| Change {
-        drift_id: id,
-        kind: EventKind::Resolved,
-        previous: None,
-    }));
+    written.changes.extend(resolved.into_iter().map(|id| Change::of(id, EventKind::Resolved)));
     Ok(())
 }
 

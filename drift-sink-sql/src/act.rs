@@ -190,15 +190,27 @@ where
             events.push(event);
         }
         let written = Self::insert_events(conn, &events).await?;
-        let mut audit = NewAudit::new(AuditAction::Scan, "scanner", report.outcome.as_str());
-        audit.scan_id = Some(report.scan_id.clone());
-        audit.detail = json!({
+        let mut audit: Vec<NewAudit> = changes
+            .iter()
+            .filter(|c| c.ended_waiver)
+            .map(|c| {
+                let mut a = NewAudit::new(AuditAction::WaiverEnded, "scanner", "open");
+                a.drift_id = Some(c.drift_id);
+                a.scan_id = Some(report.scan_id.clone());
+                a.detail = json!({"reason": "the cluster value changed"});
+                a
+            })
+            .collect();
+        let mut scan = NewAudit::new(AuditAction::Scan, "scanner", report.outcome.as_str());
+        scan.scan_id = Some(report.scan_id.clone());
+        scan.detail = json!({
             "cluster": report.cluster, "repository": report.repository, "revision": report.revision,
             "drifts": report.drifts.len(), "warnings": report.warnings.len(),
             "opened": outcome.opened, "updated": outcome.updated, "resolved": outcome.resolved,
             "waived": outcome.waived, "events": written,
         });
-        Self::insert_audit(conn, report.finished_at, &[audit]).await?;
+        audit.push(scan);
+        Self::insert_audit(conn, report.finished_at, &audit).await?;
         Ok(written)
     }
 

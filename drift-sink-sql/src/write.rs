@@ -86,6 +86,15 @@ pub struct Change {
     pub kind: EventKind,
     /// For `changed`: what it had before.
     pub previous: Option<Previous>,
+    /// The change ended a waiver (the cluster value of a waived drift changed).
+    pub ended_waiver: bool,
+}
+
+impl Change {
+    /// A drift that simply opened, reopened or resolved (no previous value, no waiver ended).
+    pub fn of(drift_id: i64, kind: EventKind) -> Self {
+        Change { drift_id, kind, previous: None, ended_waiver: false }
+    }
 }
 
 /// What a store's part of a write did: the counts, and the changes that become events.
@@ -123,11 +132,13 @@ pub fn upsert_change(
     value_changed: bool,
     severity: Severity,
 ) -> Option<Change> {
-    let change = |kind, previous| Some(Change { drift_id: id, kind, previous });
+    let change = |kind, previous| Some(Change { drift_id: id, kind, previous, ended_waiver: false });
     match before {
         None if seen_before => change(EventKind::Reopened, None),
         None => change(EventKind::Opened, None),
-        Some(b) if b.status == DriftStatus::Waived && status == DriftStatus::Open => change(EventKind::Reopened, None),
+        Some(b) if b.status == DriftStatus::Waived && status == DriftStatus::Open => {
+            Some(Change { drift_id: id, kind: EventKind::Reopened, previous: None, ended_waiver: true })
+        }
         Some(b) if status == DriftStatus::Open && (value_changed || b.severity != severity) => {
             change(EventKind::Changed, Some(Previous { cluster_value: b.cluster_value, severity: b.severity }))
         }

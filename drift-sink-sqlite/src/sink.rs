@@ -81,7 +81,7 @@ impl SqlStore for SqliteSink {
         let reopened = seen_before(conn, inserted.iter().map(|(_, fp)| fp.as_str())).await?;
         for (id, fp) in inserted {
             let kind = if reopened.contains(&fp) { EventKind::Reopened } else { EventKind::Opened };
-            written.changes.push(Change { drift_id: id, kind, previous: None });
+            written.changes.push(Change::of(id, kind));
         }
         resolve(conn, report, &seen, open, &mut delta, &mut written).await?;
         delta.write(conn).await?;
@@ -319,11 +319,7 @@ async fn resolve(
         .await
         .ctx("resolving drifts")?;
         written.outcome.resolved += resolved.len();
-        written.changes.extend(resolved.into_iter().map(|id| Change {
-            drift_id: id,
-            kind: EventKind::Resolved,
-            previous: None,
-        }));
+        written.changes.extend(resolved.into_iter().map(|id| Change::of(id, EventKind::Resolved)));
     }
     Ok(())
 }

@@ -313,6 +313,9 @@ where
     let row = store.get(web).await.unwrap();
     assert_eq!((row.status, row.waived_until), (DriftStatus::Open, None));
     assert_eq!(open_count(&*store).await, 2);
+    let ended = AuditFilter { action: Some(AuditAction::WaiverEnded), ..AuditFilter::default() };
+    let ended = store.audit(&ended, PageRequest::default()).await.unwrap().items;
+    assert_eq!((ended.len(), ended[0].drift_id, ended[0].scan_id.as_deref()), (1, Some(web), Some("s3")));
     assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
     // A waived drift that goes away is resolved like any other.
     store.decide(web, &accept("again", t(60)), t(5)).await.unwrap();
