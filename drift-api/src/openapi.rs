@@ -105,6 +105,13 @@ fn schemas() -> Value {
     let outcome = enum_of([ScanOutcome::Success, ScanOutcome::Partial, ScanOutcome::Failed].map(ScanOutcome::as_str));
     let time = json!({"type": "string", "format": "date-time"});
     let any = json!({});
+    let waiver = object(
+        &["path", "owner", "reason", "expires_at"],
+        json!({
+            "path": {"type": "string"}, "owner": {"type": "string"}, "reason": {"type": "string"},
+            "expires_at": {"type": "string", "format": "date-time"},
+        }),
+    );
     let stored_fields = [
         "id",
         "fingerprint",
@@ -131,6 +138,7 @@ fn schemas() -> Value {
         "decision_source",
         "recommended_action",
         "waived_until",
+        "waived_by",
         "acknowledged_at",
     ];
     let stored_properties = json!({
@@ -155,6 +163,8 @@ fn schemas() -> Value {
             "classification": classification, "decision_source": decision, "recommended_action": action,
             "waived_until": {"type": ["string", "null"], "format": "date-time",
                 "description": "when the waiver of a waived drift ends"},
+            "waived_by": {"type": ["string", "null"],
+                "description": "who waived it: the token or CLI user of the accept decision, git:<owner> for a waiver in Git"},
             "acknowledged_at": {"type": ["string", "null"], "format": "date-time",
                 "description": "when someone acknowledged the drift (reminders stop)"},
     });
@@ -309,6 +319,7 @@ fn schemas() -> Value {
                 "attribution": {"type": "object"},
                 "classification": classification, "decision_source": decision, "recommended_action": action,
                 "source_path": {"type": "string"},
+                "waiver": waiver,
             }),
         ),
     })

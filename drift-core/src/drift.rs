@@ -267,6 +267,10 @@ pub struct Drift {
     /// Repository file the desired object came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_path: Option<String>,
+    /// The waiver written in Git that covers this drift, when one does ([`crate::waiver`]):
+    /// the drift is then recorded as waived and does not count as open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiver: Option<crate::waiver::Waiver>,
 }
 
 impl Drift {

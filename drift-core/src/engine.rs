@@ -251,6 +251,7 @@ impl Engine {
             decision_source: DecisionSource::Scanner,
             recommended_action,
             source_path: desired.provenance.path.clone(),
+            waiver: None,
         }
     }
 }

@@ -108,9 +108,13 @@ impl ObjectIgnores {
             out.pointers.extend(r.pointers.iter().cloned());
             out.managers.extend(r.managers.iter().cloned());
         }
-        if let Some(ann) =
-            desired.pointer("/metadata/annotations").and_then(|a| a.get(IGNORE_ANNOTATION)).and_then(Value::as_str)
-        {
+        let annotations = desired.pointer("/metadata/annotations");
+        // Waivers in Git are the detector's own notes: never a drift, wherever they are applied.
+        if annotations.is_some_and(|a| a.get(crate::waiver::WAIVERS_ANNOTATION).is_some()) {
+            out.pointers
+                .push(format!("/metadata/annotations/{}", crate::waiver::WAIVERS_ANNOTATION.replace('/', "~1")));
+        }
+        if let Some(ann) = annotations.and_then(|a| a.get(IGNORE_ANNOTATION)).and_then(Value::as_str) {
             out.pointers
                 .extend(ann.split([',', '\n']).map(str::trim).filter(|p| p.starts_with('/')).map(str::to_owned));
         }

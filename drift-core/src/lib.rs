@@ -24,6 +24,7 @@ pub mod scan;
 pub mod sink;
 pub mod source;
 pub mod verdict;
+pub mod waiver;
 
 /// The former name of [`verdict`]: the type rule table and the severity table.
 #[deprecated(

@@ -193,6 +193,7 @@ pub fn new_row(report: &ScanReport, drift: &crate::Drift, id: i64) -> StoredDrif
         decision_source: drift.decision_source,
         recommended_action: drift.recommended_action,
         waived_until: None,
+        waived_by: None,
         acknowledged_at: None,
     }
 }

@@ -175,6 +175,7 @@ fn compare_into(
         .collect();
     report.drifts = comparator.compare_all(&comparable, &live_snapshot.resources);
     report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
+    crate::waiver::apply(&mut report, &comparable, (options.clock)());
     let compared = comparable.len();
     report.coverage = live_snapshot.coverage;
     let fatal = report.warnings.iter().any(|w| w.fatal);
@@ -218,6 +219,7 @@ pub fn targeted_report(
     report.coverage.set(&desired.key.group_kind(), desired.key.namespace.as_deref(), crate::CoverageStatus::Complete);
     report.drifts = comparator.compare_in(all_desired, desired, live);
     report.drifts.sort_by(|a, b| (&a.path, a.drift_type).cmp(&(&b.path, b.drift_type)));
+    crate::waiver::apply(&mut report, std::slice::from_ref(desired), (options.clock)());
     report.outcome = ScanOutcome::Success;
     finish(report, 1, options)
 }

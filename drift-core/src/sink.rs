@@ -149,6 +149,10 @@ pub struct StoredDrift {
     /// When the waiver of a waived drift ends.
     #[serde(default)]
     pub waived_until: Option<DateTime<Utc>>,
+    /// Who waived it: the name of the token or CLI user of the `accept` decision, or
+    /// `git:<owner>` for a waiver written in Git.
+    #[serde(default)]
+    pub waived_by: Option<String>,
     /// When someone said they are on it (an `acknowledge` decision); reminders stop.
     #[serde(default)]
     pub acknowledged_at: Option<DateTime<Utc>>,

@@ -42,6 +42,7 @@ pub fn drift(id: i64, namespace: &str, name: &str, severity: Severity) -> Stored
         decision_source: DecisionSource::Scanner,
         recommended_action: RecommendedAction::SuggestRevert,
         waived_until: None,
+        waived_by: None,
         acknowledged_at: None,
     }
 }

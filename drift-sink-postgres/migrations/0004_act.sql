@@ -8,6 +8,8 @@ ALTER TABLE drifts DROP CONSTRAINT drifts_status_check;
 ALTER TABLE drifts ADD CONSTRAINT drifts_status_check CHECK (status IN ('open', 'waived', 'resolved'));
 ALTER TABLE drifts ADD COLUMN waived_until timestamptz;
 ALTER TABLE drifts ADD COLUMN acknowledged_at timestamptz;
+-- Who waived it: the token's name or CLI user of an accept decision, `git:<owner>` for a waiver in Git.
+ALTER TABLE drifts ADD COLUMN waived_by text;
 ALTER TABLE drifts ADD CONSTRAINT drifts_waived_until CHECK ((status = 'waived') = (waived_until IS NOT NULL));
 
 DROP INDEX drifts_open_fingerprint;

@@ -96,7 +96,9 @@ WITH old AS (
         status = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
             THEN 'open' ELSE drifts.status END,
         waived_until = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
-            THEN NULL ELSE drifts.waived_until END
+            THEN NULL ELSE drifts.waived_until END,
+        waived_by = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
+            THEN NULL ELSE drifts.waived_by END
     RETURNING id, fingerprint, occurrences, status, cluster_value, severity
 )
 SELECT up.id, up.occurrences, up.status, up.severity, old.status AS old_status, old.severity AS old_severity,
@@ -241,7 +243,8 @@ async fn resolve(
         return Ok(());
     }
     let resolved: Vec<i64> = sqlx::query_scalar(
-        "UPDATE drifts SET status = 'resolved', resolved_at = $1, resolution = r.resolution, waived_until = NULL \
+        "UPDATE drifts SET status = 'resolved', resolved_at = $1, resolution = r.resolution, waived_until = NULL, \
+         waived_by = NULL \
          FROM UNNEST($2::bigint[], $3::text[]) AS r(id, resolution) \
          WHERE drifts.id = r.id AND drifts.status <> 'resolved' RETURNING drifts.id",
     )

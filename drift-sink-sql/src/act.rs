@@ -3,7 +3,7 @@
 //! events to notifiers behind a locked cursor, leased deliveries, decisions and waivers, and the
 //! audit trail. docs/notifications.md and docs/decisions.md describe the behaviour.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use drift_core::act::{
@@ -11,13 +11,14 @@ use drift_core::act::{
     DeliveryStatus, DriftEvent, EventKind, Learned, NewDecision, Route, Settle, Similarity, event_id,
 };
 use drift_core::sink::{DriftStatus, PageRequest, StoredDrift};
+use drift_core::waiver::Waiver;
 use drift_core::{CoverageEntry, ScanReport, SourceWarning};
 use serde_json::{Value, json};
 use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, QueryBuilder, Row, Type};
 
 use crate::error::{SqlContext, SqlError};
-use crate::{COLUMNS, Change, Dialect, Sql, SqlStore};
+use crate::{COLUMNS, Change, Dialect, Sql, SqlStore, Written};
 
 /// Events, deliveries and audit rows per multi-row statement (SQLite allows 32,766 parameters).
 const ROWS: usize = 500;
@@ -552,7 +553,7 @@ where
         }
         let ids: Vec<i64> = expired.iter().map(|d| d.id).collect();
         Self::restatus(store, &mut tx, &ids, |q| {
-            q.push("status = 'open', waived_until = NULL");
+            q.push("status = 'open', waived_until = NULL, waived_by = NULL");
         })
         .await?;
         let batch = format!("waivers:{}", now.timestamp());
@@ -672,7 +673,24 @@ where
                 drift_core::Error::invalid_input(format!("drift {drift_id} is resolved; nothing to decide")).into()
             );
         }
-        let sim = Similarity::of(&drift);
+        let decision = Self::apply_decision(store, &mut tx, &drift, decision, now, json!({})).await?;
+        tx.commit().await.ctx::<D>("committing a decision")?;
+        Ok(decision)
+    }
+
+    /// Records a decision about a live drift in the transaction of `conn`: the decision row,
+    /// its effect on the drift (with the rollups kept), `decision_source = human`, and its
+    /// audit entry (with `detail` added).
+    async fn apply_decision<S: SqlStore<Dialect = D>>(
+        store: &S,
+        conn: &mut Conn<D>,
+        drift: &StoredDrift,
+        decision: &NewDecision,
+        now: DateTime<Utc>,
+        detail: Value,
+    ) -> Result<Decision, SqlError<D>> {
+        let drift_id = drift.id;
+        let sim = Similarity::of(drift);
         let mut q = QueryBuilder::<D::Db>::new(
             "INSERT INTO decisions (drift_id, action, comment, actor, decided_at, expires_at, manager, namespace, \
              drift_type, band) VALUES (",
@@ -683,27 +701,27 @@ where
         q.push(", ").push_bind(sim.manager).push(", ").push_bind(sim.namespace);
         q.push(", ").push_bind(sim.drift_type.as_str().to_owned()).push(", ").push_bind(i64::from(sim.band));
         q.push(") RETURNING id");
-        let id: i64 = q.build().fetch_one(&mut *tx).await.ctx::<D>("recording a decision")?.try_get(0)?;
-        let expires = decision.expires_at;
+        let id: i64 = q.build().fetch_one(&mut *conn).await.ctx("recording a decision")?.try_get(0)?;
+        let (expires, actor) = (decision.expires_at, decision.actor.clone());
         match decision.action {
             DecisionAction::Accept => {
-                Self::restatus(store, &mut tx, &[drift_id], |q| {
+                Self::restatus(store, conn, &[drift_id], |q| {
                     q.push("decision_source = 'human', status = 'waived', waived_until = ");
-                    q.push_bind(expires.map(D::time));
+                    q.push_bind(expires.map(D::time)).push(", waived_by = ").push_bind(actor);
                 })
                 .await?
             }
             DecisionAction::Acknowledge => {
-                Self::restatus(store, &mut tx, &[drift_id], |q| {
+                Self::restatus(store, conn, &[drift_id], |q| {
                     q.push("decision_source = 'human', acknowledged_at = ").push_bind(D::time(now));
                 })
                 .await?
             }
             DecisionAction::Reject => {
-                Self::restatus(store, &mut tx, &[drift_id], |q| {
+                Self::restatus(store, conn, &[drift_id], |q| {
                     q.push(
                         "decision_source = 'human', recommended_action = 'suggest_revert', status = 'open', \
-                         waived_until = NULL",
+                         waived_until = NULL, waived_by = NULL",
                     );
                 })
                 .await?
@@ -711,9 +729,12 @@ where
         }
         let mut a = NewAudit::new(AuditAction::Decision, decision.actor.clone(), decision.action.as_str());
         a.drift_id = Some(drift_id);
-        a.detail = json!({"comment": decision.comment, "expires_at": decision.expires_at, "decision_id": id});
-        Self::insert_audit(&mut tx, now, &[a]).await?;
-        tx.commit().await.ctx::<D>("committing a decision")?;
+        let mut d = json!({"comment": decision.comment, "expires_at": decision.expires_at, "decision_id": id});
+        if let (Some(d), Value::Object(extra)) = (d.as_object_mut(), detail) {
+            d.extend(extra);
+        }
+        a.detail = d;
+        Self::insert_audit(conn, now, &[a]).await?;
         Ok(Decision {
             id,
             drift_id,
@@ -723,6 +744,85 @@ where
             decided_at: now,
             expires_at: decision.expires_at,
         })
+    }
+
+    /// The waivers written in Git of a report ([`drift_core::waiver`]), in its transaction,
+    /// after the store's write: a drift a waiver covers is waived (an `accept` decision by
+    /// `git:<owner>` with the waiver's reason and expiry, when it was not already waived so);
+    /// a drift waived from Git that the report shows without its waiver (removed from Git, or
+    /// expired) is open again with a `waiver_expired` event. The events of drifts that end up
+    /// waived are dropped: a waiver keeps them quiet.
+    pub(crate) async fn git_waivers<S: SqlStore<Dialect = D>>(
+        store: &S,
+        conn: &mut Conn<D>,
+        report: &ScanReport,
+        written: &mut Written,
+    ) -> Result<(), SqlError<D>> {
+        let drifts = crate::distinct_drifts(report);
+        let waivers: HashMap<&str, &Waiver> =
+            drifts.iter().filter_map(|(fp, d)| Some((fp.as_str(), d.waiver.as_ref()?))).collect();
+        let seen: HashSet<&str> = drifts.iter().map(|(fp, _)| fp.as_str()).collect();
+        let mut q = QueryBuilder::<D::Db>::new("SELECT ");
+        q.push(COLUMNS)
+            .push(" FROM drifts WHERE status <> 'resolved' AND cluster = ")
+            .push_bind(report.cluster.clone());
+        q.push(" AND repository = ").push_bind(report.repository.clone());
+        q.push(" AND (waived_by LIKE 'git:%'");
+        if !waivers.is_empty() {
+            q.push(" OR ");
+            D::push_texts(&mut q, "fingerprint", waivers.keys().map(|f| (*f).to_owned()).collect());
+        }
+        q.push(")");
+        let rows = q.build().fetch_all(&mut *conn).await.ctx("reading drifts waived in Git")?;
+        let (mut quiet, mut ended) = (HashSet::new(), Vec::new());
+        for row in &rows {
+            let drift = Self::decode(row)?;
+            match waivers.get(drift.fingerprint.as_str()) {
+                Some(w) => {
+                    quiet.insert(drift.id);
+                    let actor = format!("git:{}", w.owner);
+                    let same = drift.status == DriftStatus::Waived
+                        && drift.waived_until == Some(w.expires_at)
+                        && drift.waived_by.as_deref() == Some(actor.as_str());
+                    if !same {
+                        written.outcome.waived += usize::from(drift.status != DriftStatus::Waived);
+                        let decision = NewDecision {
+                            action: DecisionAction::Accept,
+                            comment: Some(w.reason.clone()),
+                            expires_at: Some(w.expires_at),
+                            actor,
+                        };
+                        let detail = json!({"source": "git", "path": w.path, "scan_id": report.scan_id});
+                        Self::apply_decision(store, conn, &drift, &decision, report.finished_at, detail).await?;
+                    }
+                }
+                None if seen.contains(drift.fingerprint.as_str()) && drift.status == DriftStatus::Waived => {
+                    ended.push(drift.id)
+                }
+                None => {}
+            }
+        }
+        written.changes.retain(|c| !(quiet.contains(&c.drift_id) && c.kind != EventKind::Resolved));
+        if !ended.is_empty() {
+            written.outcome.waived = written.outcome.waived.saturating_sub(ended.len());
+            Self::restatus(store, conn, &ended, |q| {
+                q.push("status = 'open', waived_until = NULL, waived_by = NULL");
+            })
+            .await?;
+            let audit: Vec<NewAudit> = ended
+                .iter()
+                .map(|id| {
+                    let mut a = NewAudit::new(AuditAction::WaiverEnded, "scanner", "open");
+                    a.drift_id = Some(*id);
+                    a.scan_id = Some(report.scan_id.clone());
+                    a.detail = json!({"reason": "the waiver in Git was removed or has expired"});
+                    a
+                })
+                .collect();
+            Self::insert_audit(conn, report.finished_at, &audit).await?;
+            written.changes.extend(ended.into_iter().map(|id| Change::of(id, EventKind::WaiverExpired)));
+        }
+        Ok(())
     }
 
     /// [`ActStore::decisions`](drift_core::ActStore::decisions).

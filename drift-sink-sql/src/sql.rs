@@ -19,7 +19,7 @@ use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff, mean_seconds};
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
-     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action, waived_until, acknowledged_at";
+     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action, waived_until, waived_by, acknowledged_at";
 
 /// The dimensions of the rollups `drift_counts` and `drift_daily`, under the same column names
 /// as in `drifts`.
@@ -111,6 +111,7 @@ where
             decision_source: parse(id, "decision_source", text("decision_source")?)?,
             recommended_action: parse(id, "recommended_action", text("recommended_action")?)?,
             waived_until: opt_at("waived_until")?,
+            waived_by: opt_text("waived_by")?,
             acknowledged_at: opt_at("acknowledged_at")?,
         })
     }
@@ -317,7 +318,8 @@ where
             tx.rollback().await.ctx("rolling back a replay")?;
             return Ok(RecordOutcome { replayed: true, ..RecordOutcome::default() });
         }
-        let written = store.write_drifts(&mut tx, report).await?;
+        let mut written = store.write_drifts(&mut tx, report).await?;
+        Self::git_waivers(store, &mut tx, report, &mut written).await?;
         let mut outcome = written.outcome;
         Self::count_scan(&mut tx, report, &outcome).await?;
         if let Some(cutoff) = cutoff(store.retention_days(), report.finished_at) {

@@ -33,6 +33,7 @@ CREATE TABLE drifts_new (
     desired_digest     TEXT,
     waived_until       INTEGER,
     acknowledged_at    INTEGER,
+    waived_by          TEXT,
     CHECK ((status = 'resolved') = (resolved_at IS NOT NULL)),
     CHECK ((status = 'waived') = (waived_until IS NOT NULL))
 );

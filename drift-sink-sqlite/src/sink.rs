@@ -266,7 +266,9 @@ async fn upsert(
          status = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
              THEN 'open' ELSE drifts.status END, \
          waived_until = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
-             THEN NULL ELSE drifts.waived_until END \
+             THEN NULL ELSE drifts.waived_until END, \
+         waived_by = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
+             THEN NULL ELSE drifts.waived_by END \
          RETURNING id, fingerprint, occurrences, status, cluster_value",
     );
     q.build_query_as().fetch_all(conn).await.ctx("upserting drifts")
@@ -309,7 +311,7 @@ async fn resolve(
     }
     for (resolution, ids) in ids {
         let resolved: Vec<i64> = sqlx::query_scalar(
-            "UPDATE drifts SET status = 'resolved', resolved_at = ?, resolution = ?, waived_until = NULL \
+            "UPDATE drifts SET status = 'resolved', resolved_at = ?, resolution = ?, waived_until = NULL, waived_by = NULL \
              WHERE status <> 'resolved' AND id IN (SELECT value FROM json_each(?)) RETURNING id",
         )
         .bind(micros(report.finished_at))

@@ -33,7 +33,8 @@ macro_rules! act_suite {
             acknowledged_drifts_get_no_reminders_and_notified_ones_do,
             decisions_are_refused_on_resolved_and_unknown_drifts,
             the_learned_confidence_counts_the_last_decision_of_similar_drifts,
-            the_audit_trail_filters_and_pages
+            the_audit_trail_filters_and_pages,
+            a_waiver_written_in_git_waives_quietly_and_its_removal_reopens
         );
     };
 }
@@ -450,4 +451,57 @@ where
     assert!(store.audit(&by, PageRequest::default()).await.unwrap().items.is_empty());
     let bad = store.audit(&AuditFilter::default(), PageRequest { limit: 0, after: None }).await.unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::InvalidInput);
+}
+
+/// A waiver written in Git waives its drift from the first report, without an event; it is one
+/// decision by `git:<owner>` however many scans repeat it (a new expiry is a new decision); the
+/// report that shows the drift without it opens it again with a `waiver_expired` event.
+pub async fn a_waiver_written_in_git_waives_quietly_and_its_removal_reopens<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    take_all(&*store, "n", t(0)).await;
+    let waived = |until: i64| {
+        let mut d = replicas("web", 3);
+        d.waiver = Some(drift_core::waiver::Waiver {
+            path: "spec.replicas".into(),
+            owner: "alice".into(),
+            reason: "load test".into(),
+            expires_at: t(until),
+        });
+        d
+    };
+    let o = store.record(&scan("s1", 0, vec![waived(600), replicas("api", 5)])).await.unwrap();
+    assert_eq!((o.opened, o.waived, o.events), (2, 1, 1), "only api is told");
+    let rows = store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items;
+    let web = rows.iter().find(|d| d.resource_name == "web").unwrap().clone();
+    assert_eq!(
+        (web.status, web.waived_by.as_deref(), web.waived_until),
+        (DriftStatus::Waived, Some("git:alice"), Some(t(600)))
+    );
+    assert_eq!(open_count(&*store).await, 1);
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+    store.record(&scan("s2", 1, vec![waived(600), replicas("api", 5)])).await.unwrap();
+    store.record(&scan("s3", 2, vec![waived(900), replicas("api", 5)])).await.unwrap();
+    let decisions = store.decisions(web.id).await.unwrap();
+    let by: Vec<_> = decisions.iter().map(|d| (d.actor.as_str(), d.expires_at)).collect();
+    assert_eq!(by, [("git:alice", Some(t(600))), ("git:alice", Some(t(900)))], "one decision per waiver as written");
+    assert_eq!(decisions[0].comment.as_deref(), Some("load test"));
+    // A new cluster value under a waiver in Git stays waived: the waiver names the path.
+    let mut changed = waived(900);
+    changed.cluster_value = Some(json!(7));
+    let o = store.record(&scan("s4", 3, vec![changed, replicas("api", 5)])).await.unwrap();
+    assert_eq!((o.waived, o.events), (1, 0));
+    assert_eq!(store.get(web.id).await.unwrap().status, DriftStatus::Waived);
+    let o = store.record(&scan("s5", 4, vec![replicas("web", 7), replicas("api", 5)])).await.unwrap();
+    assert_eq!((o.waived, o.events), (0, 1));
+    let events = take_all(&*store, "n", t(5)).await;
+    assert_eq!(kinds(&events), [(EventKind::Opened, "api".into()), (EventKind::WaiverExpired, "web".into())]);
+    let row = store.get(web.id).await.unwrap();
+    assert_eq!((row.status, row.waived_by), (DriftStatus::Open, None));
+    assert!(h.check_rollups(&store).await || h.count_rows(&store).await.is_none());
+    let ended = AuditFilter { action: Some(AuditAction::WaiverEnded), ..AuditFilter::default() };
+    assert_eq!(store.audit(&ended, PageRequest::default()).await.unwrap().items.len(), 1);
 }

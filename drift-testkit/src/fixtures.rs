@@ -71,6 +71,7 @@ pub fn drift(kind: &str, namespace: &str, name: &str, drift_type: DriftType, pat
         decision_source: DecisionSource::Scanner,
         recommended_action: RecommendedAction::SuggestRevert,
         source_path: None,
+        waiver: None,
     }
 }
 
