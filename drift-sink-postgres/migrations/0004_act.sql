@@ -20,6 +20,8 @@ CREATE INDEX drifts_live_scope ON drifts (cluster, repository) WHERE status <> '
 CREATE INDEX drifts_resolved_fingerprint ON drifts (fingerprint) WHERE status = 'resolved';
 -- Waivers that end.
 CREATE INDEX drifts_waived_until ON drifts (waived_until) WHERE status = 'waived';
+-- The waived drifts of a scope (a report looks for those waived in Git).
+CREATE INDEX drifts_waived_scope ON drifts (cluster, repository) WHERE status = 'waived';
 
 -- The outbox: one row per event, written in the transaction of the report (or of the decision,
 -- the waiver expiry, the reminder round) that caused it. `id` is the stable idempotency key.

@@ -762,15 +762,15 @@ where
         let waivers: HashMap<&str, &Waiver> =
             drifts.iter().filter_map(|(fp, d)| Some((fp.as_str(), d.waiver.as_ref()?))).collect();
         let seen: HashSet<&str> = drifts.iter().map(|(fp, _)| fp.as_str()).collect();
+        // Two index ranges: the waived rows of the scope (few), the live rows of the waivers.
         let mut q = QueryBuilder::<D::Db>::new("SELECT ");
-        q.push(COLUMNS)
-            .push(" FROM drifts WHERE status <> 'resolved' AND cluster = ")
-            .push_bind(report.cluster.clone());
+        q.push(COLUMNS).push(" FROM drifts WHERE cluster = ").push_bind(report.cluster.clone());
         q.push(" AND repository = ").push_bind(report.repository.clone());
-        q.push(" AND (waived_by LIKE 'git:%'");
+        q.push(" AND ((status = 'waived' AND waived_by LIKE 'git:%')");
         if !waivers.is_empty() {
-            q.push(" OR ");
+            q.push(" OR (status <> 'resolved' AND ");
             D::push_texts(&mut q, "fingerprint", waivers.keys().map(|f| (*f).to_owned()).collect());
+            q.push(")");
         }
         q.push(")");
         let rows = q.build().fetch_all(&mut *conn).await.ctx("reading drifts waived in Git")?;

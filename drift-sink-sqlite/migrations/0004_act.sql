@@ -58,6 +58,8 @@ CREATE INDEX drifts_resolved_ttr ON drifts (((resolved_at - detected_at) / 1000)
     resource_kind, drift_type, severity) WHERE status = 'resolved';
 CREATE INDEX drifts_resolved_fingerprint ON drifts (fingerprint) WHERE status = 'resolved';
 CREATE INDEX drifts_waived_until ON drifts (waived_until) WHERE status = 'waived';
+-- The waived drifts of a scope (a report looks for those waived in Git).
+CREATE INDEX drifts_waived_scope ON drifts (cluster, repository) WHERE status = 'waived';
 
 CREATE TABLE events (
     seq      INTEGER PRIMARY KEY AUTOINCREMENT,
