@@ -165,19 +165,36 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-fn watch_latency(n: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = TestApiServer::start(Options::default()).unwrap();
-    let pg = durable_pg();
-    let repo = GitRepo::init(dir.path().join("repo"));
-    repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
-    for i in [0, 100, 200] {
-        repo.write(&format!("apps/app-{i}.yaml"), &serde_json::to_string(&object(i, false)).unwrap());
+/// The fixture of the latency benchmarks: three objects in a namespace, in Git and applied.
+struct Small {
+    dir: tempfile::TempDir,
+    server: TestApiServer,
+    _pg: PgServer,
+    repo: GitRepo,
+    db: String,
+}
+
+impl Small {
+    fn start() -> Small {
+        let dir = tempfile::tempdir().unwrap();
+        let server = TestApiServer::start(Options::default()).unwrap();
+        let pg = durable_pg();
+        let repo = GitRepo::init(dir.path().join("repo"));
+        repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
+        for i in [0, 100, 200] {
+            repo.write(&format!("apps/app-{i}.yaml"), &serde_json::to_string(&object(i, false)).unwrap());
+        }
+        repo.commit("bench fixture");
+        let apps = repo.dir.join("apps");
+        kubectl(server.kubeconfig_path(), dir.path(), &["apply", "-R", "-f", apps.to_str().unwrap()], &[]);
+        let db = database(&pg);
+        Small { dir, server, _pg: pg, repo, db }
     }
-    repo.commit("bench fixture");
+}
+
+fn watch_latency(n: usize) {
+    let Small { dir, server, _pg, repo, db } = Small::start();
     let home = dir.path();
-    kubectl(server.kubeconfig_path(), home, &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
-    let db = database(&pg);
     let serve = Serve::start(&config(home, &repo, &server, true), &[("BENCH_DATABASE_URL", &db), ("RUST_LOG", "warn")]);
     wait_for(Duration::from_secs(60), "the first pass", || {
         (common::http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
@@ -238,18 +255,8 @@ fn notify_block(receivers: &[&Receiver]) -> String {
 }
 
 fn notify_latency(n: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = TestApiServer::start(Options::default()).unwrap();
-    let pg = durable_pg();
-    let repo = GitRepo::init(dir.path().join("repo"));
-    repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
-    for i in [0, 100, 200] {
-        repo.write(&format!("apps/app-{i}.yaml"), &serde_json::to_string(&object(i, false)).unwrap());
-    }
-    repo.commit("bench fixture");
+    let Small { dir, server, _pg, repo, db } = Small::start();
     let home = dir.path();
-    kubectl(server.kubeconfig_path(), home, &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
-    let db = database(&pg);
     let receiver = Receiver::start();
     let cfg = config(home, &repo, &server, true);
     let text = std::fs::read_to_string(&cfg).unwrap() + &notify_block(&[&receiver]);

@@ -21,6 +21,7 @@ pub mod path;
 pub mod quantity;
 pub mod report;
 pub mod scan;
+pub mod secret;
 pub mod sink;
 pub mod source;
 pub mod verdict;

@@ -1,37 +1,9 @@
 //! Secrets in memory and HTTP URLs in messages: a Slack incoming-webhook URL is a secret (its
 //! path is the credential), so errors and logs show `scheme://host[:port]` only.
 
-use std::fmt;
-
 use url::Url;
 
-/// A secret value read from the environment: `Debug` and `Display` print `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that uses it (signing, authenticating, connecting).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
+pub use drift_core::secret::Secret;
 
 /// `scheme://host[:port]` of an HTTP URL, without user information, path, query or fragment;
 /// `(invalid URL)` when it does not parse (the text itself is never shown).

@@ -9,10 +9,19 @@ use std::process::Command;
 use drift_core::{EventKind, Severity};
 use drift_notify::fixtures::{drift, event};
 
-fn fenced_block(doc: &str, lang: &str) -> String {
-    let start = doc.find(&format!("```{lang}\n")).unwrap_or_else(|| panic!("no {lang} block")) + lang.len() + 4;
-    let len = doc[start..].find("```").unwrap();
-    doc[start..start + len].to_owned()
+/// The first fenced block of `lang` that holds `holding`.
+fn fenced_block(doc: &str, lang: &str, holding: &str) -> String {
+    let fence = format!("```{lang}\n");
+    let mut rest = doc;
+    while let Some(at) = rest.find(&fence) {
+        let body = &rest[at + fence.len()..];
+        let len = body.find("```").unwrap();
+        if body[..len].contains(holding) {
+            return body[..len].to_owned();
+        }
+        rest = &body[len..];
+    }
+    panic!("no {lang} block holding {holding:?}")
 }
 
 fn doc() -> String {
@@ -26,7 +35,7 @@ struct File {
 
 #[test]
 fn the_documented_notify_block_parses_and_validates() {
-    let file: File = serde_saphyr::from_str(&fenced_block(&doc(), "yaml")).unwrap();
+    let file: File = serde_saphyr::from_str(&fenced_block(&doc(), "yaml", "notify:")).unwrap();
     let names: Vec<&str> = file.notify.iter().map(|n| n.name()).collect();
     assert_eq!(names, ["ops-webhook", "team-chat", "oncall-mail"]);
     let env = |name: &str| match name {
@@ -55,7 +64,7 @@ fn the_documented_python_receiver_checks_real_signatures() {
     let script = format!(
         "{}\nimport sys\nbody = open(sys.argv[1], 'rb').read()\nprint(verify(b'doc-secret', sys.argv[2], body), \
          verify(b'doc-secret', sys.argv[2], body + b' '), verify(b'other', sys.argv[2], body))\n",
-        fenced_block(&doc(), "python")
+        fenced_block(&doc(), "python", "")
     );
     let out = Command::new(python)
         .args(["-c", &script, dir.path().join("body.json").to_str().unwrap(), &header])

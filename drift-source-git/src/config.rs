@@ -4,7 +4,6 @@
 //! [`SourceConfig::validate`]. Tokens are never part of the configuration: only the *name* of the
 //! environment variable that holds one is, and the value is read into a [`Secret`].
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -351,35 +350,11 @@ pub struct HelmConfig {
     pub binary: Option<String>,
 }
 
-/// A secret read from the environment; its `Debug` and `Display` never show the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub use drift_core::secret::Secret;
 
-impl Secret {
-    /// Wraps a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    /// Reads the variable `name`; `None` when unset or empty.
-    pub fn from_env(name: &str) -> Option<Self> {
-        std::env::var(name).ok().filter(|v| !v.trim().is_empty()).map(|v| Secret(v.trim().to_owned()))
-    }
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
+/// The secret in the environment variable `name`, trimmed; `None` when unset or empty.
+pub fn secret_from_env(name: &str) -> Option<Secret> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty()).map(|v| Secret::new(v.trim()))
 }
 
 fn validate_env_name(name: &str) -> Result<(), SourceError> {

@@ -61,7 +61,7 @@ impl GitSource {
     /// is read from the environment; nothing is fetched until the first [`DesiredSource::fetch`].
     pub fn new(cfg: GitConfig) -> Result<Self> {
         let token = match &cfg.token_env {
-            Some(var) => Some(Secret::from_env(var).ok_or_else(|| {
+            Some(var) => Some(crate::config::secret_from_env(var).ok_or_else(|| {
                 drift_core::Error::config(format!(
                     "git source {}: environment variable {var} is not set",
                     redact_url(&cfg.url)

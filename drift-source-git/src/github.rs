@@ -66,7 +66,7 @@ struct State {
 impl GitHubSource {
     /// A GitHub source; the token is read from the variable named by `token_env` (unset: anonymous).
     pub fn new(cfg: GitHubConfig) -> Result<Self> {
-        let token = Secret::from_env(&cfg.token_env);
+        let token = crate::config::secret_from_env(&cfg.token_env);
         Self::with_token(cfg, token)
     }
 
