@@ -66,6 +66,10 @@ impl Bed {
 struct Recorder {
     hold: Duration,
     reminder: Option<Duration>,
+    /// The digest of a day is due from this time of that day on.
+    digest_at: Option<chrono::NaiveTime>,
+    /// Messages may not go before this time (a rate limit that is exhausted).
+    limited_until: Mutex<Option<DateTime<Utc>>>,
     attempts: i64,
     failures: Mutex<VecDeque<SendFailure>>,
     messages: Mutex<Vec<Vec<DriftEvent>>>,
@@ -103,6 +107,16 @@ impl Outlet for Recorder {
     }
     fn reminder(&self) -> Option<Duration> {
         self.reminder
+    }
+    fn digest_due(&self, now: DateTime<Utc>) -> Option<String> {
+        let at = self.digest_at?;
+        (now.time() >= at).then(|| now.date_naive().to_string())
+    }
+    fn admit(&self, now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
+        match *self.limited_until.lock().unwrap() {
+            Some(until) if now < until => Err(until),
+            _ => Ok(()),
+        }
     }
     fn retry_at(&self, attempts: i64, now: DateTime<Utc>, _: &SendFailure) -> Option<DateTime<Utc>> {
         (attempts < self.attempts).then(|| now + Duration::seconds(10))
@@ -145,7 +159,8 @@ on_both!(
     a_receiver_that_is_down_gets_it_later_and_a_dead_one_parks_it,
     a_waiver_silences_a_drift_until_its_value_changes_and_an_expired_one_tells,
     reminders_repeat_open_drifts_until_someone_acknowledges,
-    two_processes_never_send_the_same_event_twice
+    two_processes_never_send_the_same_event_twice,
+    the_digest_goes_once_a_day_and_a_rate_limit_defers_without_dropping
 );
 
 async fn a_scan_is_one_message_and_each_event_goes_once(bed: Bed) {
@@ -312,4 +327,33 @@ async fn two_processes_never_send_the_same_event_twice(bed: Bed) {
     assert_eq!(seen.len(), 25 * 20);
     assert!(seen.values().all(|n| *n == 1), "an event was sent twice");
     assert_eq!(messages.len(), 20, "one message per scan");
+}
+
+async fn the_digest_goes_once_a_day_and_a_rate_limit_defers_without_dropping(bed: Bed) {
+    let outlet = Arc::new(Recorder { digest_at: chrono::NaiveTime::from_hms_opt(14, 0, 0), ..Recorder::new() });
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    let day = t(0).date_naive();
+    let at = |h: u32, m: u32| day.and_hms_opt(h, m, 0).unwrap().and_utc();
+    d.round(at(11, 0)).await.unwrap();
+    bed.store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    // The scan is at 12:00; the rate limit is exhausted until 12:30: the message waits, it is not dropped.
+    *outlet.limited_until.lock().unwrap() = Some(at(12, 30));
+    let r = d.round(at(12, 10)).await.unwrap();
+    assert_eq!(r.deliveries.get("deferred"), Some(&1), "{r:?}");
+    d.round(at(12, 20)).await.unwrap();
+    assert!(outlet.taken().is_empty());
+    d.round(at(12, 30)).await.unwrap();
+    assert_eq!(outlet.taken(), [opened(&["web"])]);
+    // The digest: not before 14:00, once after, whatever the number of rounds or processes.
+    let other = bed.dispatcher(bed.another().await, outlet.clone());
+    for round in [at(13, 59), at(14, 0), at(14, 1), at(18, 0)] {
+        d.round(round).await.unwrap();
+        other.round(round).await.unwrap();
+    }
+    let messages = std::mem::take(&mut *outlet.messages.lock().unwrap());
+    assert_eq!(messages.len(), 1, "one digest: {messages:?}");
+    let digest = &messages[0][0];
+    assert_eq!(digest.kind, EventKind::Digest);
+    let stats = digest.digest.as_ref().expect("the digest carries the statistics");
+    assert_eq!(stats.by_status.get("open"), Some(&1));
 }
