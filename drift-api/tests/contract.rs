@@ -414,6 +414,7 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         BTreeSet::from([
             "DriftCriticalDriftOpened",
             "DriftLastSuccessfulScanTooOld",
+            "DriftNotificationsParked",
             "DriftScansFailing",
             "DriftWatchLagHigh"
         ])
