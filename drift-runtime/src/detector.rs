@@ -227,12 +227,24 @@ impl Detector {
     /// [`Detector::scan_once`], with what recording each report did (how many of its drifts
     /// are under a waiver, how many events it wrote).
     pub async fn scan_once_recorded(&self) -> drift_core::Result<Vec<(ScanReport, RecordOutcome)>> {
+        self.register_notifiers().await;
         let recorded = self
             .scanner
             .pass(new_scan_id())
             .await
             .ok_or_else(|| drift_core::Error::unavailable("a scan is already running"))?;
         recorded.into_iter().map(|Recorded { report, outcome }| outcome.map(|o| (report, o))).collect()
+    }
+
+    /// Makes the notifiers known to the store before a first scan, so that its events reach
+    /// them; a store that fails here is logged (the scan records anyway, and its events wait
+    /// in the outbox).
+    async fn register_notifiers(&self) {
+        if let Some(d) = &self.dispatcher {
+            if let Err(e) = d.register().await {
+                tracing::warn!(error = %e, "notifiers not registered; this scan's events may not reach new notifiers");
+            }
+        }
     }
 
     /// The notifier task, when notifiers are configured.
@@ -275,6 +287,7 @@ impl Detector {
     pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let state = self.api_state(stop_rx.clone());
+        self.register_notifiers().await;
         let sched = {
             let scanner = self.scanner.clone();
             tokio::spawn(crate::schedule::run_schedule(

@@ -29,9 +29,12 @@ use tokio::sync::{Notify, watch};
 /// again soon after.
 pub const LEASE: chrono::Duration = chrono::Duration::seconds(60);
 
-/// Deliveries claimed at once (one message at most this big; a bigger batch goes out as
-/// several messages).
-pub const CLAIM: usize = 1000;
+/// Deliveries claimed at once: one message holds at most this many events (a scan that opens
+/// more goes out as several messages; each renders a bounded summary).
+pub const CLAIM: usize = 20_000;
+
+/// Events routed per transaction.
+const ROUTE: usize = 5_000;
 
 /// How long a send may take before it counts as a failure that is retried.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(20);
@@ -117,6 +120,16 @@ impl Dispatcher {
         &self.worker
     }
 
+    /// Makes each notifier known to the store (its cursor), so that it takes every event
+    /// written from now on: call it before the first scan (a notifier seen for the first time
+    /// starts after the newest event, so that adding one does not replay history).
+    pub async fn register(&self) -> drift_core::Result<()> {
+        for outlet in &self.outlets {
+            self.store.route(outlet.name(), &|_| None, 0).await?;
+        }
+        Ok(())
+    }
+
     /// Runs rounds until `stop` turns true: one at start, then whenever woken or every `tick`.
     /// A round that fails (the store is down) is logged and tried again next tick; nothing is
     /// lost, the outbox keeps every event.
@@ -200,7 +213,7 @@ impl Dispatcher {
             Some(n) if n != name => None,
             _ => outlet.route(e),
         };
-        while self.store.route(name, &route, CLAIM).await? == CLAIM {}
+        while self.store.route(name, &route, ROUTE).await? == ROUTE {}
         Ok(())
     }
 

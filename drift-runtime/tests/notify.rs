@@ -160,7 +160,8 @@ on_both!(
     a_waiver_silences_a_drift_until_its_value_changes_and_an_expired_one_tells,
     reminders_repeat_open_drifts_until_someone_acknowledges,
     two_processes_never_send_the_same_event_twice,
-    the_digest_goes_once_a_day_and_a_rate_limit_defers_without_dropping
+    the_digest_goes_once_a_day_and_a_rate_limit_defers_without_dropping,
+    a_scan_that_opens_thousands_of_drifts_is_one_message
 );
 
 async fn a_scan_is_one_message_and_each_event_goes_once(bed: Bed) {
@@ -356,4 +357,47 @@ async fn the_digest_goes_once_a_day_and_a_rate_limit_defers_without_dropping(bed
     assert_eq!(digest.kind, EventKind::Digest);
     let stats = digest.digest.as_ref().expect("the digest carries the statistics");
     assert_eq!(stats.by_status.get("open"), Some(&1));
+}
+
+async fn a_scan_that_opens_thousands_of_drifts_is_one_message(bed: Bed) {
+    let outlet = Arc::new(Recorder::new());
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone());
+    d.register().await.unwrap();
+    let n = 2_500;
+    let drifts = (0..n).map(|i| replicas(&format!("d{i}"), 3)).collect();
+    let keys: Vec<_> = (0..n).map(|i| key("Deployment", "shop", &format!("d{i}"))).collect();
+    let o = bed.store.record(&report("big", t(0), &keys, drifts)).await.unwrap();
+    assert_eq!(o.events, n);
+    let r = d.round(t(1)).await.unwrap();
+    assert_eq!(r.messages.get("recorder"), Some(&1), "{r:?}");
+    let messages = std::mem::take(&mut *outlet.messages.lock().unwrap());
+    assert_eq!(messages[0].len(), n);
+}
+
+/// `drift scan` on a fresh store: the notifiers are known before the scan, so its events reach
+/// them (a notifier seen for the first time otherwise starts after the newest event).
+#[tokio::test]
+async fn the_first_scan_of_a_detector_reaches_its_notifiers() {
+    use drift_core::memory::{MemoryDesiredSource, MemoryLiveSource};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("drift.db").display());
+    let store = Arc::new(drift_sink_sqlite::SqliteSink::open(&url).await.unwrap());
+    let cm = |mode: &str| {
+        drift_core::Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "shop"}, "data": {"mode": mode}}))
+        .unwrap()
+    };
+    let outlet = Arc::new(Recorder::new());
+    let detector = drift_runtime::Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("fast")])))
+        .live(Arc::new(MemoryLiveSource::new("homelab", vec![cm("slow")])))
+        .store(drift_runtime::Store::acting(store))
+        .notifier(outlet.clone())
+        .build()
+        .unwrap();
+    let recorded = detector.scan_once_recorded().await.unwrap();
+    assert_eq!(recorded[0].1.events, 1);
+    let round = detector.deliver_now().await.unwrap().unwrap();
+    assert_eq!(round.messages.get("recorder"), Some(&1));
+    assert_eq!(outlet.taken(), [vec![(EventKind::Opened, "settings".to_owned())]]);
 }

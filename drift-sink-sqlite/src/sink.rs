@@ -51,6 +51,8 @@ impl SqlStore for SqliteSink {
         let mut delta = Delta::default();
         follow_upsert(report, &drifts, &open, &mut delta);
         let before: HashMap<&str, &OpenRow> = open.iter().map(|r| (r.1.as_str(), r)).collect();
+        let severity_of: HashMap<&str, drift_core::Severity> =
+            drifts.iter().map(|(fp, d)| (fp.as_str(), d.severity)).collect();
         let mut inserted = Vec::new();
         for chunk in drifts.chunks(CHUNK) {
             for (id, fingerprint, occurrences, status, value) in upsert(conn, report, chunk).await? {
@@ -73,7 +75,7 @@ impl SqlStore for SqliteSink {
                         .transpose()
                         .map_err(|e| SqliteError::corrupt(id, "cluster_value", e))?,
                 };
-                let severity = drifts_severity(&drifts, &fingerprint);
+                let severity = severity_of.get(fingerprint.as_str()).copied().unwrap_or(drift_core::Severity::Low);
                 let changed = row.11 != value;
                 written.changes.extend(upsert_change(id, Some(old), false, status, changed, severity));
             }
@@ -183,11 +185,6 @@ fn status_after<'s>(status: &'s str, old_value: Option<&str>, new_value: Option<
 /// A drift's cluster value as stored.
 fn cluster_text(d: &Drift) -> Option<String> {
     d.cluster_value.as_ref().map(serde_json::Value::to_string)
-}
-
-/// The severity of the report's drift with this fingerprint.
-fn drifts_severity(drifts: &[(String, &Drift)], fingerprint: &str) -> drift_core::Severity {
-    drifts.iter().find(|(fp, _)| fp == fingerprint).map_or(drift_core::Severity::Low, |(_, d)| d.severity)
 }
 
 /// The fingerprints among these that a resolved row has (drifts seen before).
