@@ -240,10 +240,9 @@ impl Detector {
     /// them; a store that fails here is logged (the scan records anyway, and its events wait
     /// in the outbox).
     async fn register_notifiers(&self) {
-        if let Some(d) = &self.dispatcher {
-            if let Err(e) = d.register().await {
-                tracing::warn!(error = %e, "notifiers not registered; this scan's events may not reach new notifiers");
-            }
+        let Some(d) = &self.dispatcher else { return };
+        if let Err(e) = d.register().await {
+            tracing::warn!(error = %e, "notifiers not registered; this scan's events may not reach new notifiers");
         }
     }
 
