@@ -48,14 +48,20 @@ impl SqlStore for SqliteSink {
         // live row with a drift's fingerprint has the report's cluster and repository) and the
         // candidates for resolution.
         let open = open_rows(conn, report).await?;
+        // Each drift's cluster value as stored, serialised once: bound by the upsert, compared
+        // with the stored one.
+        let values: HashMap<&str, Option<String>> = drifts
+            .iter()
+            .map(|(fp, d)| (fp.as_str(), d.cluster_value.as_ref().map(serde_json::Value::to_string)))
+            .collect();
         let mut delta = Delta::default();
-        follow_upsert(report, &drifts, &open, &mut delta);
+        follow_upsert(report, &drifts, &open, &values, &mut delta);
         let before: HashMap<&str, &OpenRow> = open.iter().map(|r| (r.1.as_str(), r)).collect();
         let severity_of: HashMap<&str, drift_core::Severity> =
             drifts.iter().map(|(fp, d)| (fp.as_str(), d.severity)).collect();
         let mut inserted = Vec::new();
         for chunk in drifts.chunks(CHUNK) {
-            for (id, fingerprint, occurrences, status, value) in upsert(conn, report, chunk).await? {
+            for (id, fingerprint, occurrences, status) in upsert(conn, report, chunk, &values).await? {
                 let status: DriftStatus = parse(id, "status", &status)?;
                 written.outcome.waived += usize::from(status == DriftStatus::Waived);
                 let Some(row) = before.get(fingerprint.as_str()) else {
@@ -65,9 +71,15 @@ impl SqlStore for SqliteSink {
                 };
                 written.outcome.updated += 1;
                 debug_assert!(occurrences > 1);
+                let (old_status, old_severity) = (parse(id, "status", &row.10)?, parse(id, "severity", &row.7)?);
+                let severity = severity_of.get(fingerprint.as_str()).copied().unwrap_or(drift_core::Severity::Low);
+                let changed = values.get(fingerprint.as_str()).is_some_and(|v| *v != row.11);
+                if !changed && old_severity == severity && old_status == status {
+                    continue; // seen again as it was: no event (the common case, kept cheap)
+                }
                 let old = Before {
-                    status: parse(id, "status", &row.10)?,
-                    severity: parse(id, "severity", &row.7)?,
+                    status: old_status,
+                    severity: old_severity,
                     cluster_value: row
                         .11
                         .as_deref()
@@ -75,8 +87,6 @@ impl SqlStore for SqliteSink {
                         .transpose()
                         .map_err(|e| SqliteError::corrupt(id, "cluster_value", e))?,
                 };
-                let severity = severity_of.get(fingerprint.as_str()).copied().unwrap_or(drift_core::Severity::Low);
-                let changed = row.11 != value;
                 written.changes.extend(upsert_change(id, Some(old), false, status, changed, severity));
             }
         }
@@ -158,7 +168,13 @@ async fn open_rows(conn: &mut SqliteConnection, report: &ScanReport) -> Result<V
 /// Adds to `delta` what upserting `drifts` will change in the rollups: a drift without a live
 /// row is a new open row detected now; a live row seen again with another severity, or a
 /// waived row whose cluster value changed (open again), moves between keys.
-fn follow_upsert(report: &ScanReport, drifts: &[(String, &Drift)], open: &[OpenRow], delta: &mut Delta) {
+fn follow_upsert(
+    report: &ScanReport,
+    drifts: &[(String, &Drift)],
+    open: &[OpenRow],
+    values: &HashMap<&str, Option<String>>,
+    delta: &mut Delta,
+) {
     let open: HashMap<&str, &OpenRow> = open.iter().map(|r| (r.1.as_str(), r)).collect();
     let now = micros(report.finished_at);
     for (fp, d) in drifts {
@@ -168,7 +184,8 @@ fn follow_upsert(report: &ScanReport, drifts: &[(String, &Drift)], open: &[OpenR
             continue;
         };
         let (old_severity, detected, old_status) = (row.7.as_str(), row.8, row.10.as_str());
-        let status = status_after(old_status, row.11.as_deref(), cluster_text(d).as_deref());
+        let value = values.get(fp.as_str()).and_then(Option::as_deref);
+        let status = status_after(old_status, row.11.as_deref(), value);
         if old_severity != severity || old_status != status {
             delta.row(dims(report, d, old_severity, old_status), detected, None, -1);
             delta.row(dims(report, d, severity, status), detected, None, 1);
@@ -180,11 +197,6 @@ fn follow_upsert(report: &ScanReport, drifts: &[(String, &Drift)], open: &[OpenR
 /// cluster value changed is open again.
 fn status_after<'s>(status: &'s str, old_value: Option<&str>, new_value: Option<&str>) -> &'s str {
     if status == "waived" && old_value != new_value { "open" } else { status }
-}
-
-/// A drift's cluster value as stored.
-fn cluster_text(d: &Drift) -> Option<String> {
-    d.cluster_value.as_ref().map(serde_json::Value::to_string)
 }
 
 /// The fingerprints among these that a resolved row has (drifts seen before).
@@ -213,8 +225,8 @@ fn parse<T: std::str::FromStr>(id: i64, column: &str, value: &str) -> Result<T, 
     value.parse().map_err(|_| SqliteError::corrupt(id, column, format!("unknown value {value:?}")))
 }
 
-/// A row the upsert returns: id, fingerprint, occurrences, status, cluster value.
-type Upserted = (i64, String, i64, String, Option<String>);
+/// A row the upsert returns: id, fingerprint, occurrences, status.
+type Upserted = (i64, String, i64, String);
 
 /// Inserts new drifts and updates live ones, one multi-row statement per chunk (a waived row
 /// whose cluster value changed is open again). Rows come back in any order, with their
@@ -223,6 +235,7 @@ async fn upsert(
     conn: &mut SqliteConnection,
     report: &ScanReport,
     chunk: &[(String, &Drift)],
+    values: &HashMap<&str, Option<String>>,
 ) -> Result<Vec<Upserted>, SqliteError> {
     let mut q = QueryBuilder::<Sqlite>::new(
         "INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type, \
@@ -240,7 +253,7 @@ async fn upsert(
             .push_bind(d.drift_type.as_str())
             .push_bind(d.severity.as_str())
             .push_bind(d.git_value.as_ref().map(serde_json::Value::to_string))
-            .push_bind(d.cluster_value.as_ref().map(serde_json::Value::to_string))
+            .push_bind(values.get(fp.as_str()).cloned().flatten())
             .push_bind(d.changed_by.clone())
             .push_bind(d.changed_at.map(micros))
             .push_bind(d.classification.as_str())
@@ -266,7 +279,7 @@ async fn upsert(
              THEN NULL ELSE drifts.waived_until END, \
          waived_by = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
              THEN NULL ELSE drifts.waived_by END \
-         RETURNING id, fingerprint, occurrences, status, cluster_value",
+         RETURNING id, fingerprint, occurrences, status",
     );
     q.build_query_as().fetch_all(conn).await.ctx("upserting drifts")
 }

@@ -32,8 +32,8 @@ pub struct DecideArgs {
     /// Why (shown with the drift and in the audit trail; required for accept).
     #[arg(long)]
     pub comment: Option<String>,
-    /// When it ends: a duration from now (7d, 12h, 2w) or an RFC 3339 time. A waiver lasts 7
-    /// days without one, 366 days at most.
+    /// When a waiver (accept) ends: a duration from now (7d, 12h, 2w) or an RFC 3339 time. A
+    /// waiver lasts 7 days without one, 366 days at most; acknowledge and reject take none.
     #[arg(long, value_parser = parse_time, value_name = "DURATION|TIME")]
     pub expires: Option<TimeArg>,
     /// Who decides (default: $USER, else `cli`).
