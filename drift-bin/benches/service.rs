@@ -92,28 +92,34 @@ fn database(pg: &PgServer) -> String {
     tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap()
 }
 
-fn full_scan(n: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let server = TestApiServer::start(Options::default()).unwrap();
-    let pg = durable_pg();
-    let repo = GitRepo::init(dir.path().join("repo"));
-    let started = Instant::now();
+/// N objects over 100 namespaces: in Git, 100 per file (not committed), and in the test API
+/// server, changed there where `changed(i)` says so.
+fn fill(server: &TestApiServer, repo: &GitRepo, n: usize, changed: impl Fn(usize) -> bool) {
     for ns in 0..100.min(n) {
         server
             .create_object(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{ns}")}}))
             .unwrap();
     }
-    // 100 objects per file; 1 object in 100 is changed in the cluster.
     for chunk in 0..n.div_ceil(100) {
         let mut text = String::new();
         for i in chunk * 100..((chunk + 1) * 100).min(n) {
             text.push_str("---\n");
             text.push_str(&serde_json::to_string(&object(i, false)).unwrap());
             text.push('\n');
-            server.create_object(&object(i, i % 100 == 7)).unwrap();
+            server.create_object(&object(i, changed(i))).unwrap();
         }
         repo.write(&format!("apps/part-{chunk:04}.yaml"), &text);
     }
+}
+
+fn full_scan(n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let pg = durable_pg();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    let started = Instant::now();
+    // 100 objects per file; 1 object in 100 is changed in the cluster.
+    fill(&server, &repo, n, |i| i % 100 == 7);
     repo.commit("bench fixture");
     println!("fixture: {n} objects in git and in the test API server in {:.1?}", started.elapsed());
     let db = database(&pg);
@@ -303,22 +309,8 @@ fn notify_burst(n: usize) {
     let server = TestApiServer::start(Options::default()).unwrap();
     let pg = durable_pg();
     let repo = GitRepo::init(dir.path().join("repo"));
-    for ns in 0..100.min(n) {
-        server
-            .create_object(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{ns}")}}))
-            .unwrap();
-    }
     // Every object changed in the cluster: one drift each (ConfigMaps, Deployments, Services).
-    for chunk in 0..n.div_ceil(100) {
-        let mut text = String::new();
-        for i in chunk * 100..((chunk + 1) * 100).min(n) {
-            text.push_str("---\n");
-            text.push_str(&serde_json::to_string(&object(i, false)).unwrap());
-            text.push('\n');
-            server.create_object(&object(i, true)).unwrap();
-        }
-        repo.write(&format!("apps/part-{chunk:04}.yaml"), &text);
-    }
+    fill(&server, &repo, n, |_| true);
     repo.commit("bench fixture");
     let db = database(&pg);
     let (a, b) = (Receiver::start(), Receiver::start());
