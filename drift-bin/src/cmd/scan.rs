@@ -29,7 +29,7 @@ pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<(V
     let detector = compose::detector(config, store, false).await?.build()?;
     let recorded = detector.scan_once_recorded().await?;
     match detector.deliver_now().await {
-        Ok(Some(round)) => tracing::info!(?round, "notifications sent"),
+        Ok(Some(round)) => tracing::info!(?round, "notification round after the scan (failures stay queued)"),
         Ok(None) => {}
         Err(e) => tracing::warn!(error = %e, "notifications not sent; they stay queued"),
     }
