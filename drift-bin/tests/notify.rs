@@ -163,13 +163,15 @@ fn a_kubectl_change_reaches_the_signed_webhook_once_and_its_revert_follows(world
     world.scale(2);
     let resolved = world.wait_for_event("resolved", "the resolution when put back");
     assert_eq!(resolved["drift"]["resolution"], "reverted");
-    // Each event in exactly one message; the drift shows its notifications.
-    std::thread::sleep(Duration::from_millis(500));
+    // The drift shows both notifications sent once they are settled (after the receiver's
+    // answer); each event went in exactly one message.
+    wait_for(Duration::from_secs(30), "both notifications settled as sent", || {
+        let drift = get_json(&serve.addr, &format!("/drifts/{id}"));
+        let sent: Vec<_> = drift["notifications"].as_array()?.iter().map(|d| d["status"].clone()).collect();
+        (sent.len() == 2 && sent.iter().all(|s| s == "sent")).then_some(())
+    });
     let n = counts(&world.delivered());
     assert!(n.values().all(|c| *c == 1), "{n:?}");
-    let drift = get_json(&serve.addr, &format!("/drifts/{id}"));
-    let sent: Vec<_> = drift["notifications"].as_array().unwrap().iter().map(|d| d["status"].clone()).collect();
-    assert!(sent.iter().all(|s| s == "sent") && sent.len() == 2, "{drift}");
     serve.stop();
 }
 
@@ -183,7 +185,11 @@ fn a_receiver_that_is_down_gets_it_later_with_the_attempts_in_the_audit_trail(wo
     world.receiver.answer(Answer::Ok);
     let opened = world.wait_for_event("opened", "delivery once the receiver is back");
     assert_eq!(opened["drift"]["cluster_value"], 4);
-    let audit = get_json(&serve.addr, "/audit?notifier=hook&action=notification");
+    // The receiver answers before the delivery is settled: wait for the settle's audit entry.
+    let audit = wait_for(Duration::from_secs(30), "the sent attempt in the audit trail", || {
+        let audit = get_json(&serve.addr, "/audit?notifier=hook&action=notification");
+        (audit["items"][0]["status"] == "sent").then_some(audit)
+    });
     let statuses: Vec<_> = audit["items"].as_array().unwrap().iter().rev().map(|a| a["status"].clone()).collect();
     assert!(statuses.len() >= 4 && statuses[..3].iter().all(|s| s == "retry"), "{audit}");
     assert_eq!(statuses.last().unwrap(), "sent");
