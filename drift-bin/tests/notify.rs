@@ -221,3 +221,24 @@ fn killed_while_sending_it_delivers_every_event_after_a_restart(world: World) {
     assert!(!delivered.is_empty());
     serve.stop();
 }
+
+/// Two `drift serve` processes on one PostgreSQL, both watching: a change is recorded by both,
+/// opened once, and its event is delivered once (claims are leased to one process).
+#[test]
+fn two_serve_processes_on_one_postgres_deliver_each_event_once() {
+    let world = World::start("postgres");
+    let (a, b) = (world.serve(), world.serve());
+    world.scale(7);
+    world.wait_for_event("opened", "the opened event of the scale");
+    world.scale(2);
+    world.wait_for_event("resolved", "the resolution when put back");
+    world.scale(8);
+    // The same drift again, after its resolution: a new row, told as reopened.
+    world.wait_for_event("reopened", "the drift back");
+    std::thread::sleep(Duration::from_millis(300));
+    let n = counts(&world.delivered());
+    assert!(n.len() >= 3, "{n:?}");
+    assert!(n.values().all(|c| *c == 1), "an event went out twice: {n:?}");
+    a.stop();
+    b.stop();
+}
