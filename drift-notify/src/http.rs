@@ -60,7 +60,8 @@ impl HttpPoster {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
-        let answer = response.text().await.unwrap_or_default();
+        // The answer's body only adds detail to the error: one that cannot be read says so.
+        let answer = response.text().await.unwrap_or_else(|e| format!("(the body could not be read: {e})"));
         let answer: String =
             answer.chars().filter(|c| !c.is_control()).take(MAX_ANSWER_CHARS).collect::<String>().trim().to_owned();
         let text = if answer.is_empty() {

@@ -415,13 +415,15 @@ where
             }
         }
         // One statement per kind of outcome and value (a message's events share them).
-        let mut groups: BTreeMap<String, (Settle, Vec<i64>)> = BTreeMap::new();
+        let mut groups: Vec<(&Settle, Vec<i64>)> = Vec::new();
         let mut audit = Vec::new();
         let mut announced = Vec::new();
         for (id, settle) in outcomes {
             let Some((seq, drift_id, kind, attempts)) = held.get(id) else { continue };
-            let key = serde_json::to_string(settle).unwrap_or_default();
-            groups.entry(key).or_insert_with(|| (settle.clone(), Vec::new())).1.push(*seq);
+            match groups.iter_mut().find(|(s, _)| *s == settle) {
+                Some((_, seqs)) => seqs.push(*seq),
+                None => groups.push((settle, vec![*seq])),
+            }
             let attempts = attempts + i64::from(!matches!(settle, Settle::Skipped { .. } | Settle::Defer { .. }));
             let (status, detail) = match settle {
                 Settle::Sent => ("sent", json!({"kind": kind})),
@@ -443,7 +445,7 @@ where
             a.detail = detail;
             audit.push(a);
         }
-        for (settle, seqs) in groups.into_values() {
+        for (settle, seqs) in groups {
             let mut q = QueryBuilder::<D::Db>::new("UPDATE deliveries SET locked_by = NULL, locked_until = NULL");
             match settle {
                 Settle::Sent => {
@@ -451,17 +453,17 @@ where
                     q.push_bind(D::time(now));
                 }
                 Settle::Retry { at, error } => {
-                    q.push(", attempts = attempts + 1, due_at = ").push_bind(D::time(at));
-                    q.push(", last_error = ").push_bind(error);
+                    q.push(", attempts = attempts + 1, due_at = ").push_bind(D::time(*at));
+                    q.push(", last_error = ").push_bind(error.clone());
                 }
                 Settle::Parked { error } => {
-                    q.push(", status = 'parked', attempts = attempts + 1, last_error = ").push_bind(error);
+                    q.push(", status = 'parked', attempts = attempts + 1, last_error = ").push_bind(error.clone());
                 }
                 Settle::Skipped { reason } => {
-                    q.push(", status = 'skipped', last_error = ").push_bind(reason);
+                    q.push(", status = 'skipped', last_error = ").push_bind(reason.clone());
                 }
                 Settle::Defer { at } => {
-                    q.push(", due_at = ").push_bind(D::time(at));
+                    q.push(", due_at = ").push_bind(D::time(*at));
                 }
             }
             q.push(" WHERE notifier = ").push_bind(notifier.to_owned());
