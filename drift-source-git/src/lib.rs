@@ -44,6 +44,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
+mod edit;
 mod error;
 mod folder;
 mod git;
@@ -56,6 +57,7 @@ mod source;
 mod tree;
 
 pub use config::{FolderConfig, GitConfig, GitHubConfig, HelmConfig, RenderConfig, RendererKind, Secret, SourceConfig};
+pub use edit::FileEdit;
 pub use folder::FolderSource;
 pub use git::GitSource;
 pub use github::GitHubSource;
