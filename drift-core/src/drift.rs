@@ -271,6 +271,12 @@ pub struct Drift {
     /// the drift is then recorded as waived and does not count as open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiver: Option<crate::waiver::Waiver>,
+    /// How to put the field back to Git's value by hand: an RFC 6902 patch on the live object
+    /// and the `kubectl` command that sends it ([`crate::remedy`]). Absent for a missing object
+    /// (that is a sync), for Secrets (the patch would carry the value), and from comparators that
+    /// do not make one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert: Option<crate::remedy::Revert>,
 }
 
 impl Drift {

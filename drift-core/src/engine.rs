@@ -212,7 +212,8 @@ impl Engine {
                     .map(|m| (*m).clone())
             };
             let drift_type = self.verdicts.drift_type(kind, &path);
-            let drift = self.make(desired, drift_type, &path, git, cluster, attribution);
+            let mut drift = self.make(desired, drift_type, &path, git, cluster, attribution);
+            drift.revert = crate::remedy::revert_of(desired, live, &path);
             out.push((path, drift));
         }
         out.sort_by(|a, b| a.1.path.cmp(&b.1.path));
@@ -252,6 +253,7 @@ impl Engine {
             recommended_action,
             source_path: desired.provenance.path.clone(),
             waiver: None,
+            revert: None,
         }
     }
 }

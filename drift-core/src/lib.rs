@@ -19,6 +19,7 @@ pub mod model;
 pub mod normalize;
 pub mod path;
 pub mod quantity;
+pub mod remedy;
 pub mod report;
 pub mod scan;
 pub mod secret;

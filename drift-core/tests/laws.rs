@@ -211,6 +211,53 @@ proptest! {
     }
 
     #[test]
+    fn the_revert_patch_of_every_drift_puts_the_live_object_back_to_git(
+        d in deployment(),
+        mutations in prop::collection::vec((0usize..9, 1u32..1000), 1..6),
+        reverse in any::<bool>(),
+    ) {
+        let mut live = as_api_server_returns(&d);
+        let mut owned = serde_json::Map::new();
+        for (which, n) in mutations {
+            let cs = live["spec"]["template"]["spec"]["containers"].as_array_mut().unwrap();
+            let i = n as usize % cs.len();
+            let name = cs[i]["name"].as_str().unwrap().to_owned();
+            let c = &mut cs[i];
+            match which {
+                0 => live["spec"]["replicas"] = json!(n + 20),
+                1 => c["image"] = json!(format!("other:{n}")),
+                2 => c["resources"]["limits"]["memory"] = json!(format!("{}Ki", 1024 * 8192 + n)),
+                3 => { c["resources"].as_object_mut().unwrap().remove("requests"); }
+                4 => { c["env"].as_array_mut().unwrap().pop(); }
+                5 => {
+                    // A variable only the cluster has, added by hand (kubectl edit owns it).
+                    c["env"].as_array_mut().unwrap().push(json!({"name": format!("ZZ{n}"), "value": "x"}));
+                    owned.insert(format!("k:{{\"name\":\"{name}\"}}"), json!({"f:env": {format!("k:{{\"name\":\"ZZ{n}\"}}"): {}}}));
+                }
+                6 => { live["metadata"]["labels"].as_object_mut().unwrap().remove("app"); }
+                7 => c["ports"][0]["containerPort"] = json!(9000 + n),
+                _ => live["spec"]["selector"]["matchLabels"]["app"] = json!(format!("y{n}")),
+            }
+        }
+        if reverse {
+            live["spec"]["template"]["spec"]["containers"].as_array_mut().unwrap().reverse();
+        }
+        if !owned.is_empty() {
+            live["metadata"]["managedFields"].as_array_mut().unwrap().push(json!({"manager": "kubectl-edit",
+                "operation": "Update", "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": owned}}}}}));
+        }
+        let (desired, live) = (res(d), res(live));
+        let paths: Vec<_> = engine().compare_paths(&desired, Some(&live)).into_iter().map(|(p, _)| p).collect();
+        prop_assume!(!paths.is_empty());
+        let patch = drift_core::remedy::revert_patch(&desired, &live, &paths).unwrap();
+        let mut fixed = live.object.clone();
+        json_patch::patch(&mut fixed, &patch).map_err(|e| TestCaseError::fail(format!("{e}: {patch:?}")))?;
+        let left = engine().compare(&desired, Some(&res(fixed)));
+        prop_assert!(left.is_empty(), "{:?}\npatch: {}", left, serde_json::to_string(&patch).unwrap());
+    }
+
+    #[test]
     fn no_secret_value_appears_in_any_output(
         desired_vals in prop::collection::btree_map("[a-z]{1,6}", "[A-Za-z0-9]{6,24}", 1..5),
         live_vals in prop::collection::btree_map("[a-z]{1,6}", "[A-Za-z0-9]{6,24}", 0..5),

@@ -72,6 +72,7 @@ pub fn drift(kind: &str, namespace: &str, name: &str, drift_type: DriftType, pat
         recommended_action: RecommendedAction::SuggestRevert,
         source_path: None,
         waiver: None,
+        revert: None,
     }
 }
 
