@@ -167,6 +167,7 @@ fn schemas() -> Value {
                 "description": "who waived it: the token or CLI user of the accept decision, git:<owner> for a waiver in Git"},
             "acknowledged_at": {"type": ["string", "null"], "format": "date-time",
                 "description": "when someone acknowledged the drift (reminders stop)"},
+            "revert": {"$ref": "#/components/schemas/Revert"},
     });
     let decision_action = enum_of(
         [DecisionAction::Acknowledge, DecisionAction::Accept, DecisionAction::Reject].map(DecisionAction::as_str),
@@ -195,6 +196,15 @@ fn schemas() -> Value {
                     "age_seconds": {"type": "integer", "minimum": 0},
                 }),
             )},
+        })),
+        "Revert": object(&["patch", "command"], json!({
+            "patch": {"type": "array", "description": "RFC 6902 operations on the live object that restore Git's value, each change after a test of the value it replaces",
+                "items": object(&["op", "path"], json!({
+                    "op": {"type": "string", "enum": ["add", "remove", "replace", "test"]},
+                    "path": {"type": "string", "description": "JSON pointer (RFC 6901)"},
+                    "value": {},
+                }))},
+            "command": {"type": "string", "description": "the kubectl patch command that sends the patch (field manager drift-detector)"},
         })),
         "StoredDrift": object(&stored_fields, stored_properties),
         "DriftDetail": object(&detail_fields, detail_properties),

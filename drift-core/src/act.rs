@@ -430,17 +430,24 @@ pub enum AuditAction {
     Scan,
     /// A parked delivery was put back in the queue by hand.
     Requeue,
+    /// A revert of a drift (status `reverted`, `dry_run`, `would_revert` for self-heal's dry-run
+    /// mode, `refused` or `failed`).
+    Revert,
+    /// A change accepted into Git (status `proposed`, `updated`, `refused` or `failed`).
+    Accept,
 }
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [AuditAction; 6] = [
+    pub const ALL: [AuditAction; 8] = [
         AuditAction::Decision,
         AuditAction::WaiverExpired,
         AuditAction::WaiverEnded,
         AuditAction::Notification,
         AuditAction::Scan,
         AuditAction::Requeue,
+        AuditAction::Revert,
+        AuditAction::Accept,
     ];
 
     /// snake_case name.
@@ -452,6 +459,8 @@ impl AuditAction {
             AuditAction::Notification => "notification",
             AuditAction::Scan => "scan",
             AuditAction::Requeue => "requeue",
+            AuditAction::Revert => "revert",
+            AuditAction::Accept => "accept",
         }
     }
 }
@@ -742,6 +751,25 @@ pub trait ActStore: Send + Sync + fmt::Debug {
 
     /// The audit trail, newest first.
     async fn audit(&self, filter: &AuditFilter, page: PageRequest) -> Result<AuditPage>;
+
+    /// Appends one entry to the audit trail at `now` (what the remediation did: a revert, an
+    /// accepted change, a refusal), and returns its id. `detail` never holds a Secret value.
+    async fn note(&self, entry: &AuditNote, now: DateTime<Utc>) -> Result<i64>;
+}
+
+/// An audit entry to append ([`ActStore::note`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditNote {
+    /// What.
+    pub action: AuditAction,
+    /// Who: a token's name, a CLI user, or `heal`.
+    pub actor: String,
+    /// The drift it is about.
+    pub drift_id: Option<i64>,
+    /// The outcome.
+    pub status: String,
+    /// The rest: paths, the pull request, the refusal's reason.
+    pub detail: Value,
 }
 
 #[cfg(test)]

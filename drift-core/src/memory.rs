@@ -195,6 +195,7 @@ pub fn new_row(report: &ScanReport, drift: &crate::Drift, id: i64) -> StoredDrif
         waived_until: None,
         waived_by: None,
         acknowledged_at: None,
+        revert: drift.revert.clone(),
     }
 }
 
@@ -294,6 +295,7 @@ impl DriftSink for MemoryStore {
                 row.occurrences += 1;
                 row.git_value = drift.git_value.clone();
                 row.cluster_value = drift.cluster_value.clone();
+                row.revert = drift.revert.clone();
                 row.severity = drift.severity;
                 row.changed_by = drift.changed_by.clone();
                 row.changed_at = drift.changed_at;

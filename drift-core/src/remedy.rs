@@ -10,18 +10,25 @@
 //!   the guarded removals of fields only the cluster has (a server-side apply cannot remove a
 //!   field another manager owns).
 //!
+//! - The traits the runtime acts through ([`ClusterWriter`]: reads one object and sends a plan;
+//!   [`ChangeProposer`]: proposes a change of the desired source as a branch or pull request)
+//!   and what a revert or an accept answers ([`RevertOutcome`], [`AcceptOutcome`], [`Refusal`]).
+//!
 //! Values come from the objects as read (not normalised): Git's value as written in Git, the
 //! cluster's as the API server returned it. Paths are the engine's [`Path`]s; list items with a
 //! merge key are found by their key in each object, so an item's position may differ between Git
 //! and the cluster. docs/remediation.md describes how these are used and the safety rules.
 
 use json_patch::jsonptr::PointerBuf;
+use std::fmt;
+
+use async_trait::async_trait;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::diff::lookup;
-use crate::model::Resource;
+use crate::model::{Resource, ResourceKey};
 use crate::path::{Path, Seg, scalar_text};
 
 /// The field manager of every write the detector makes (`managedFields` shows it).
@@ -61,6 +68,195 @@ impl RevertPlan {
     pub fn is_empty(&self) -> bool {
         self.apply.is_none() && self.remove.0.is_empty()
     }
+}
+
+/// Reads and writes the cluster for a revert. `drift-source-k8s`'s `K8sSource` implements it;
+/// an integrator with another way to reach the cluster implements it too.
+#[async_trait]
+pub trait ClusterWriter: Send + Sync + fmt::Debug {
+    /// Reads one object now (not from a cache); `None` when it does not exist.
+    async fn get(&self, api_version: &str, key: &ResourceKey) -> crate::Result<Option<Resource>>;
+    /// Sends a plan (see [`RevertPlan`]) with field manager [`FIELD_MANAGER`]; with `dry_run`
+    /// the server changes nothing. Returns the object as the server answered the last request
+    /// (for a dry run: what the object would become).
+    async fn send(&self, plan: &RevertPlan, live: &Resource, dry_run: bool) -> crate::Result<Resource>;
+}
+
+/// One field whose Git value must become the cluster's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldChange {
+    /// The engine's path of the field.
+    pub path: Path,
+    /// The cluster's value as the API server returned it; `None`: the cluster does not have the
+    /// field, so Git must stop setting it.
+    pub value: Option<Value>,
+}
+
+/// A change of the desired source that makes Git say what the cluster has, for one object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeRequest {
+    /// The object (as the scan keys it).
+    pub key: ResourceKey,
+    /// Its apiVersion.
+    pub api_version: String,
+    /// The fields, several drifts of the object in one change.
+    pub changes: Vec<FieldChange>,
+    /// The branch to write (the same for every request about the object, so that a second
+    /// request updates the first proposal).
+    pub branch: String,
+    /// Title of the pull request and first line of the commit.
+    pub title: String,
+    /// Markdown body: the drifts (object, field, values, who changed it and when, a link).
+    /// The proposer adds where each change was placed, and what it could not place.
+    pub body: String,
+}
+
+/// What a proposer did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    /// The pull request's address, or the compare address of the pushed branch when the server
+    /// is known; `None` when there is no address to show.
+    pub url: Option<String>,
+    /// The pull request's number, when one was opened or updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<u64>,
+    /// The branch written.
+    pub branch: String,
+    /// Whether an earlier proposal (same branch, open pull request) was updated instead of a new
+    /// one being opened.
+    pub updated: bool,
+    /// Where each field was placed (`spec.replicas: apps/web.yaml, edited in place`).
+    pub placed: Vec<String>,
+    /// What could not be placed, with the value to put where.
+    pub unplaced: Vec<String>,
+}
+
+/// Proposes changes to one repository's desired state. `drift-source-git` implements it for git
+/// servers and GitHub.
+#[async_trait]
+pub trait ChangeProposer: Send + Sync + fmt::Debug {
+    /// The repository name (as reports name it) this proposer writes to.
+    fn repository(&self) -> &str;
+    /// Plans the change in a checkout of the source at its configured ref and publishes it.
+    /// Nothing is published when nothing can be placed: the answer then has no branch written
+    /// (`url` `None`, `placed` empty) and says what to put where in `unplaced`.
+    async fn propose(&self, request: &ChangeRequest) -> crate::Result<Proposal>;
+}
+
+/// Why a revert or an accept was refused (docs/remediation.md, the safety rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// The drift is resolved already.
+    Resolved,
+    /// The drift is under a waiver.
+    Waived,
+    /// The object is missing from the cluster: that is a sync, not a patch.
+    MissingObject,
+    /// A Secret (not reverted unless allowed; never accepted into Git).
+    Secret,
+    /// A controller owns the field: it would put its value back.
+    ControllerManaged,
+    /// Git no longer declares the object.
+    NotInGit,
+    /// Git and the cluster agree now; the next scan resolves the drift.
+    NoLongerDrifted,
+    /// The server's dry run does not show the intended change (an admission webhook, a
+    /// defaulting rule or a validation stands in the way).
+    DryRunMismatch,
+    /// Remediation of this kind is not configured (no cluster writer, no proposer for the
+    /// repository, self-heal off).
+    NotConfigured,
+    /// None of the changes could be placed in the desired source.
+    Unplaceable,
+}
+
+impl Refusal {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Resolved => "resolved",
+            Refusal::Waived => "waived",
+            Refusal::MissingObject => "missing_object",
+            Refusal::Secret => "secret",
+            Refusal::ControllerManaged => "controller_managed",
+            Refusal::NotInGit => "not_in_git",
+            Refusal::NoLongerDrifted => "no_longer_drifted",
+            Refusal::DryRunMismatch => "dry_run_mismatch",
+            Refusal::NotConfigured => "not_configured",
+            Refusal::Unplaceable => "unplaceable",
+        }
+    }
+}
+
+/// A refusal with its sentence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Refused {
+    /// Why.
+    pub refusal: Refusal,
+    /// A sentence naming the drift and the reason.
+    pub message: String,
+}
+
+/// Why a revert or an accept did not happen: refused by a safety rule, or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Fault {
+    /// A safety rule refused it (an answer, not an error of the service).
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The store, the cluster or the git server failed.
+    #[error(transparent)]
+    Failed(#[from] crate::Error),
+}
+
+impl Fault {
+    /// A refusal with a sentence.
+    pub fn refused(refusal: Refusal, message: impl Into<String>) -> Self {
+        Fault::Refused(Refused { refusal, message: message.into() })
+    }
+}
+
+/// How a revert went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RevertStatus {
+    /// Sent: the next scan or watch event resolves the drift as `reverted`.
+    Reverted,
+    /// Dry run only: the server showed the intended change; nothing changed.
+    DryRun,
+}
+
+/// What a revert did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevertOutcome {
+    /// The drift asked about.
+    pub drift_id: i64,
+    /// Reverted or dry run.
+    pub status: RevertStatus,
+    /// The object, `group/kind namespace/name`.
+    pub object: String,
+    /// The drift paths the revert covers.
+    pub paths: Vec<String>,
+    /// The plan sent; absent for a Secret (it carries values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<RevertPlan>,
+    /// Who asked.
+    pub actor: String,
+}
+
+/// What an accept did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcceptOutcome {
+    /// The drifts the change covers (the ones asked about and earlier accepted drifts of the
+    /// same object that are still live).
+    pub drift_ids: Vec<i64>,
+    /// The object, `group/kind namespace/name`.
+    pub object: String,
+    /// What the proposer did.
+    pub proposal: Proposal,
+    /// Who asked.
+    pub actor: String,
 }
 
 /// Why no patch or plan can be made.

@@ -156,6 +156,10 @@ pub struct StoredDrift {
     /// When someone said they are on it (an `acknowledge` decision); reminders stop.
     #[serde(default)]
     pub acknowledged_at: Option<DateTime<Utc>>,
+    /// The patch and kubectl command that put the field back to Git's value, as the last scan
+    /// made them ([`crate::Drift::revert`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revert: Option<crate::remedy::Revert>,
 }
 
 /// Filters of a drift listing; every field optional.

@@ -44,6 +44,7 @@ pub fn drift(id: i64, namespace: &str, name: &str, severity: Severity) -> Stored
         waived_until: None,
         waived_by: None,
         acknowledged_at: None,
+        revert: None,
     }
 }
 

@@ -40,6 +40,7 @@
 pub mod batch;
 pub mod detector;
 pub mod notify;
+pub mod remedy;
 pub mod scanner;
 pub mod schedule;
 pub mod watch;
@@ -47,4 +48,5 @@ pub mod watch;
 pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
 pub use drift_core::act::{Outlet, SendFailure};
 pub use notify::Dispatcher;
+pub use remedy::{HealPolicy, Remedies};
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};

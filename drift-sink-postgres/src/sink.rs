@@ -31,6 +31,7 @@ struct Columns {
     decision_source: Vec<&'static str>,
     recommended_action: Vec<&'static str>,
     desired_digest: Vec<Option<String>>,
+    revert: Vec<Option<String>>,
 }
 
 impl Columns {
@@ -54,6 +55,7 @@ impl Columns {
             c.decision_source.push(d.decision_source.as_str());
             c.recommended_action.push(d.recommended_action.as_str());
             c.desired_digest.push(report.desired_digest(&d.key()).map(str::to_owned));
+            c.revert.push(d.revert.as_ref().and_then(|r| serde_json::to_string(r).ok()));
         }
         c
     }
@@ -70,16 +72,16 @@ WITH old AS (
 ), up AS (
     INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type,
         severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source,
-        recommended_action, desired_digest, detected_at, last_seen, occurrences, cluster, repository, status)
+        recommended_action, desired_digest, detected_at, last_seen, occurrences, cluster, repository, status, revert)
     SELECT d.fingerprint, d.api_group, d.kind, d.namespace, d.name, d.path, d.drift_type, d.severity,
         d.git_value::jsonb, d.cluster_value::jsonb, d.changed_by, d.changed_at, d.classification,
-        d.decision_source, d.recommended_action, d.desired_digest, $16, $16, 1, $17, $18, 'open'
+        d.decision_source, d.recommended_action, d.desired_digest, $16, $16, 1, $17, $18, 'open', d.revert::jsonb
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
         $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::text[], $14::text[],
-        $15::text[], $19::text[])
+        $15::text[], $19::text[], $20::text[])
         WITH ORDINALITY AS d(fingerprint, api_group, kind, namespace, name, path, drift_type, severity,
             git_value, cluster_value, changed_by, changed_at, classification, decision_source,
-            recommended_action, desired_digest, ord)
+            recommended_action, desired_digest, revert, ord)
     ORDER BY d.ord
     ON CONFLICT (fingerprint) WHERE status <> 'resolved' DO UPDATE SET
         last_seen = EXCLUDED.last_seen,
@@ -93,6 +95,7 @@ WITH old AS (
         recommended_action = CASE WHEN drifts.decision_source = 'human' THEN drifts.recommended_action
             ELSE EXCLUDED.recommended_action END,
         desired_digest = EXCLUDED.desired_digest,
+        revert = EXCLUDED.revert,
         status = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
             THEN 'open' ELSE drifts.status END,
         waived_until = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS DISTINCT FROM EXCLUDED.cluster_value
@@ -155,6 +158,7 @@ impl SqlStore for PostgresSink {
                 .bind(&report.cluster)
                 .bind(&report.repository)
                 .bind(&cols.desired_digest)
+                .bind(&cols.revert)
                 .fetch_all(&mut *conn)
                 .await
                 .ctx("upserting drifts")?;

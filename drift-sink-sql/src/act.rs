@@ -656,6 +656,32 @@ where
         Ok(done)
     }
 
+    /// [`ActStore::note`](drift_core::ActStore::note).
+    pub async fn note<S: SqlStore<Dialect = D>>(
+        store: &S,
+        entry: &drift_core::act::AuditNote,
+        now: DateTime<Utc>,
+    ) -> Result<i64, SqlError<D>> {
+        let mut tx = store.begin().await?;
+        let mut q =
+            QueryBuilder::<D::Db>::new("INSERT INTO audit (at, action, actor, drift_id, status, detail) VALUES (");
+        q.push_bind(D::time(now))
+            .push(", ")
+            .push_bind(entry.action.as_str().to_owned())
+            .push(", ")
+            .push_bind(entry.actor.clone())
+            .push(", ")
+            .push_bind(entry.drift_id)
+            .push(", ")
+            .push_bind(entry.status.clone())
+            .push(", ");
+        D::push_json(&mut q, entry.detail.clone());
+        q.push(") RETURNING id");
+        let id: i64 = q.build_query_scalar().fetch_one(&mut *tx).await.ctx::<D>("writing an audit entry")?;
+        tx.commit().await.ctx::<D>("committing an audit entry")?;
+        Ok(id)
+    }
+
     /// [`ActStore::decide`](drift_core::ActStore::decide).
     pub async fn decide<S: SqlStore<Dialect = D>>(
         store: &S,

@@ -59,8 +59,8 @@ pub mod __private {
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Duration, Utc};
     pub use drift_core::act::{
-        ActStore, AuditFilter, AuditPage, Decision, Delivery, DeliveryRecord, DeliveryStatus, DriftEvent, Learned,
-        NewDecision, Route, Settle,
+        ActStore, AuditFilter, AuditNote, AuditPage, Decision, Delivery, DeliveryRecord, DeliveryStatus, DriftEvent,
+        Learned, NewDecision, Route, Settle,
     };
     pub use drift_core::sink::{
         DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, PageRequest, RecordOutcome, ScanRecord,
@@ -255,6 +255,14 @@ macro_rules! impl_drift_store {
                 page: $crate::__private::PageRequest,
             ) -> $crate::__private::Result<$crate::__private::AuditPage> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::audit(self, filter, page).await?)
+            }
+
+            async fn note(
+                &self,
+                entry: &$crate::__private::AuditNote,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<i64> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::note(self, entry, now).await?)
             }
         }
 

@@ -19,7 +19,7 @@ use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff, mean_seconds};
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
-     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action, waived_until, waived_by, acknowledged_at";
+     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action, waived_until, waived_by, acknowledged_at, revert";
 
 /// The dimensions of the rollups `drift_counts` and `drift_daily`, under the same column names
 /// as in `drifts`.
@@ -113,6 +113,8 @@ where
             waived_until: opt_at("waived_until")?,
             waived_by: opt_text("waived_by")?,
             acknowledged_at: opt_at("acknowledged_at")?,
+            // A patch this version cannot read is left out, never an error of the whole row.
+            revert: D::json(row, id, "revert")?.and_then(|v| serde_json::from_value(v).ok()),
         })
     }
 

@@ -240,7 +240,7 @@ async fn upsert(
     let mut q = QueryBuilder::<Sqlite>::new(
         "INSERT INTO drifts (fingerprint, api_group, resource_kind, namespace, resource_name, path, drift_type, \
          severity, git_value, cluster_value, changed_by, changed_at, classification, decision_source, \
-         recommended_action, desired_digest, detected_at, last_seen, cluster, repository) ",
+         recommended_action, desired_digest, detected_at, last_seen, cluster, repository, revert) ",
     );
     let at = micros(report.finished_at);
     q.push_values(chunk, |mut row, (fp, d)| {
@@ -263,7 +263,8 @@ async fn upsert(
             .push_bind(at)
             .push_bind(at)
             .push_bind(report.cluster.clone())
-            .push_bind(report.repository.clone());
+            .push_bind(report.repository.clone())
+            .push_bind(d.revert.as_ref().and_then(|r| serde_json::to_string(r).ok()));
     });
     q.push(
         " ON CONFLICT (fingerprint) WHERE status <> 'resolved' DO UPDATE SET \
@@ -272,7 +273,7 @@ async fn upsert(
          changed_at = excluded.changed_at, classification = excluded.classification, \
          recommended_action = CASE WHEN drifts.decision_source = 'human' THEN drifts.recommended_action \
              ELSE excluded.recommended_action END, \
-         desired_digest = excluded.desired_digest, \
+         desired_digest = excluded.desired_digest, revert = excluded.revert, \
          status = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \
              THEN 'open' ELSE drifts.status END, \
          waived_until = CASE WHEN drifts.status = 'waived' AND drifts.cluster_value IS NOT excluded.cluster_value \

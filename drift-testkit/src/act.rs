@@ -451,6 +451,28 @@ where
     assert!(store.audit(&by, PageRequest::default()).await.unwrap().items.is_empty());
     let bad = store.audit(&AuditFilter::default(), PageRequest { limit: 0, after: None }).await.unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::InvalidInput);
+    // What the remediation writes: one entry each, read back by action, actor and drift.
+    let drift_id = crate::store::rows(&*store).await[0].id;
+    let note = |status: &str| drift_core::act::AuditNote {
+        action: AuditAction::Revert,
+        actor: "heal".into(),
+        drift_id: Some(drift_id),
+        status: status.into(),
+        detail: json!({"paths": ["spec.replicas"]}),
+    };
+    let first = store.note(&note("would_revert"), t(10)).await.unwrap();
+    let second = store.note(&note("reverted"), t(11)).await.unwrap();
+    assert!(second > first, "ids grow");
+    let heal = AuditFilter { action: Some(AuditAction::Revert), actor: Some("heal".into()), ..AuditFilter::default() };
+    let got = store.audit(&heal, PageRequest::default()).await.unwrap().items;
+    assert_eq!(
+        got.iter().map(|e| (e.id, e.status.as_str())).collect::<Vec<_>>(),
+        [(second, "reverted"), (first, "would_revert")]
+    );
+    assert_eq!(
+        (got[0].drift_id, got[0].at, &got[0].detail),
+        (Some(drift_id), t(11), &json!({"paths": ["spec.replicas"]}))
+    );
 }
 
 /// A waiver written in Git waives its drift from the first report, without an event; it is one

@@ -228,17 +228,25 @@ pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_
     let caps = store.capabilities();
     assert!(caps.readable && caps.resolves, "a store says it can be read back and resolves drifts");
     let web = [deployment("shop", "web")];
+    let with_revert = |live: i64| {
+        let mut d = replicas("shop", "web", live);
+        d.revert = Some(drift_core::remedy::Revert {
+            patch: serde_json::from_value(serde_json::json!([{"op": "test", "path": "/spec/replicas", "value": live},
+                {"op": "replace", "path": "/spec/replicas", "value": 3}]))
+            .unwrap(),
+            command: format!("kubectl patch deployment.v1.apps web --namespace shop ... {live}"),
+        });
+        d
+    };
     for (i, live) in [5, 6, 7].into_iter().enumerate() {
-        store
-            .record(&report(&format!("s{i}"), t(i as i64 * 5), &web, vec![replicas("shop", "web", live)]))
-            .await
-            .unwrap();
+        store.record(&report(&format!("s{i}"), t(i as i64 * 5), &web, vec![with_revert(live)])).await.unwrap();
     }
     let rows = rows(&*store).await;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].occurrences, 3);
     assert_eq!((rows[0].detected_at, rows[0].last_seen), (t(0), t(10)));
     assert_eq!(rows[0].cluster_value, Some(7.into()), "the latest cluster value is kept");
+    assert_eq!(rows[0].revert, with_revert(7).revert, "the latest revert patch is kept");
     if let Some(n) = h.count_rows(&store).await {
         assert_eq!(n, 1, "one row in the table itself");
     }

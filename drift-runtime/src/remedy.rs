@@ -1,0 +1,699 @@
+//! Acting on a drift, both directions (docs/remediation.md):
+//!
+//! - **revert** ([`Remedies::revert`]): the cluster back to Git. The drift is read from the store,
+//!   the safety rules refuse what must not be touched, the object is read fresh from Git and
+//!   from the cluster and compared again, and the plan of only the drifted field
+//!   ([`drift_core::remedy::revert_plan`]) goes to the cluster as a dry run first, then for real
+//!   when the dry run shows the intended change. The next scan or watch event resolves the drift
+//!   as `reverted`.
+//! - **accept** ([`Remedies::accept`]): Git to the cluster. The cluster's values of the object's
+//!   drifts go to the repository's [`ChangeProposer`], which places them in the desired source and
+//!   opens (or updates) a pull request. After the merge, the next scan resolves them as
+//!   `accepted`.
+//! - **self-heal** ([`Remedies::heal_round`], [`run_heal`]): opt-in reverts of the drifts a
+//!   [`HealPolicy`] names, after a grace period, under a rate limit; a `reject` decision makes a
+//!   drift a candidate at once.
+//!
+//! Every revert and accept, done, dry-run or refused, is written to the audit trail with who
+//! asked. Secret values are never written there, nor in answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use drift_core::act::{AuditAction, AuditFilter, AuditNote};
+use drift_core::diff::lookup;
+use drift_core::remedy::{
+    AcceptOutcome, ChangeProposer, ChangeRequest, ClusterWriter, Fault, FieldChange, Refusal, RevertOutcome,
+    RevertStatus, revert_plan,
+};
+use drift_core::sink::{DriftFilter, DriftStatus, PageRequest, StoredDrift};
+use drift_core::{
+    ActStore, Classification, DecisionSource, DriftType, RecommendedAction, Resource, ResourceKey, Severity,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::scanner::Scanner;
+
+/// The actor of self-heal's reverts in the audit trail.
+pub const HEAL_ACTOR: &str = "heal";
+
+/// What self-heal may revert, and how fast (drift.yaml `heal:`). Empty lists allow everything;
+/// the defaults heal manual changes of any namespace, type and severity, ten an hour, after ten
+/// minutes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealPolicy {
+    /// Only write what would be done to the audit trail (`would_revert`); send nothing but the
+    /// server's dry run.
+    pub dry_run: bool,
+    /// Only these namespaces (empty: all).
+    pub namespaces: Vec<String>,
+    /// Only these drift types (empty: all).
+    pub drift_types: Vec<DriftType>,
+    /// Only these severities (empty: all).
+    pub severities: Vec<Severity>,
+    /// Only these classifications (default: `manual_change`). `controller_managed` is never
+    /// reverted, whatever this says.
+    pub classifications: Vec<Classification>,
+    /// A drift is healed only when it is still open and not acknowledged this long after it was
+    /// detected (a `reject` decision skips the wait).
+    #[serde(with = "humantime_serde")]
+    pub grace: Duration,
+    /// At most this many reverts per [`HealPolicy::per`] (across every process on the store).
+    pub max: u32,
+    /// The window of the rate limit.
+    #[serde(with = "humantime_serde")]
+    pub per: Duration,
+}
+
+impl Default for HealPolicy {
+    fn default() -> Self {
+        HealPolicy {
+            dry_run: false,
+            namespaces: Vec::new(),
+            drift_types: Vec::new(),
+            severities: Vec::new(),
+            classifications: vec![Classification::ManualChange],
+            grace: Duration::from_secs(600),
+            max: 10,
+            per: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl HealPolicy {
+    /// Whether the policy's filters let a drift through (namespaces, types, severities).
+    pub fn covers(&self, d: &StoredDrift) -> bool {
+        (self.namespaces.is_empty() || self.namespaces.contains(&d.namespace))
+            && (self.drift_types.is_empty() || self.drift_types.contains(&d.drift_type))
+            && (self.severities.is_empty() || self.severities.contains(&d.severity))
+    }
+
+    /// Checks the policy.
+    pub fn validate(&self) -> drift_core::Result<()> {
+        if self.max == 0 || self.per.is_zero() {
+            return Err(drift_core::Error::config("heal: max and per must be more than 0"));
+        }
+        Ok(())
+    }
+}
+
+/// What one round of self-heal did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HealRound {
+    /// Open drifts the policy covers.
+    pub candidates: usize,
+    /// Reverted.
+    pub reverted: usize,
+    /// Written as `would_revert` (dry-run mode).
+    pub would_revert: usize,
+    /// Refused by a safety rule (written to the audit trail once per drift and grace period).
+    pub refused: usize,
+    /// Failed (the cluster or the store).
+    pub failed: usize,
+    /// Left for later by the rate limit.
+    pub limited: usize,
+}
+
+/// The remediation of a detector: its scanner (sources, engine, store), a cluster writer and
+/// the proposers of the repositories.
+#[derive(Debug, Clone)]
+pub struct Remedies {
+    scanner: Arc<Scanner>,
+    writer: Option<Arc<dyn ClusterWriter>>,
+    proposers: Vec<Arc<dyn ChangeProposer>>,
+    allow_secrets: bool,
+    heal: Option<HealPolicy>,
+    link: Option<String>,
+}
+
+type Outcome<T> = Result<T, Fault>;
+
+fn object_of(d: &StoredDrift) -> String {
+    let gk =
+        if d.api_group.is_empty() { d.resource_kind.clone() } else { format!("{}/{}", d.api_group, d.resource_kind) };
+    if d.namespace.is_empty() {
+        format!("{gk} {}", d.resource_name)
+    } else {
+        format!("{gk} {}/{}", d.namespace, d.resource_name)
+    }
+}
+
+fn key_of(d: &StoredDrift) -> ResourceKey {
+    ResourceKey::new(
+        d.api_group.as_str(),
+        d.resource_kind.as_str(),
+        (!d.namespace.is_empty()).then_some(d.namespace.as_str()),
+        d.resource_name.as_str(),
+    )
+}
+
+fn is_secret(d: &StoredDrift) -> bool {
+    d.api_group.is_empty() && d.resource_kind == "Secret"
+}
+
+/// Whether a human rejected the drift (a `reject` decision): revert it.
+fn rejected(d: &StoredDrift) -> bool {
+    d.decision_source == DecisionSource::Human && d.recommended_action == RecommendedAction::SuggestRevert
+}
+
+impl Remedies {
+    /// Remediation over a detector's scanner; nothing can be done until a writer or proposers
+    /// are given.
+    pub fn new(scanner: Arc<Scanner>) -> Self {
+        Remedies { scanner, writer: None, proposers: Vec::new(), allow_secrets: false, heal: None, link: None }
+    }
+    /// The cluster writer (reverts need one).
+    pub fn with_writer(mut self, writer: Arc<dyn ClusterWriter>) -> Self {
+        self.writer = Some(writer);
+        self
+    }
+    /// Adds the proposer of a repository (accepts need one for the drift's repository).
+    pub fn with_proposer(mut self, proposer: Arc<dyn ChangeProposer>) -> Self {
+        self.proposers.push(proposer);
+        self
+    }
+    /// Allows reverting Secrets (off by default).
+    pub fn allow_secrets(mut self, allow: bool) -> Self {
+        self.allow_secrets = allow;
+        self
+    }
+    /// Turns self-heal on with a policy.
+    pub fn with_heal(mut self, policy: HealPolicy) -> Self {
+        self.heal = Some(policy);
+        self
+    }
+    /// The address of the API or page, for the link back in pull requests (`{link}/drifts/{id}`).
+    pub fn with_link(mut self, link: Option<String>) -> Self {
+        self.link = link;
+        self
+    }
+    /// The self-heal policy, when on.
+    pub fn heal(&self) -> Option<&HealPolicy> {
+        self.heal.as_ref()
+    }
+
+    fn act(&self) -> Result<&Arc<dyn ActStore>, Fault> {
+        self.scanner.store.act.as_ref().ok_or_else(|| {
+            Fault::Failed(drift_core::Error::config(
+                "remediation needs a store with an audit trail (sqlite or postgres)",
+            ))
+        })
+    }
+
+    async fn note(&self, action: AuditAction, actor: &str, drift_id: i64, status: &str, detail: serde_json::Value) {
+        let Ok(act) = self.act() else { return };
+        let entry =
+            AuditNote { action, actor: actor.to_owned(), drift_id: Some(drift_id), status: status.to_owned(), detail };
+        if let Err(e) = act.note(&entry, Utc::now()).await {
+            tracing::error!(error = %e, drift_id, action = action.as_str(), "the audit entry of a remediation was not written");
+        }
+    }
+
+    /// The desired object of a drift, read from its repository's source now and prepared the
+    /// way a scan prepares it (namespaces).
+    async fn desired_object(&self, d: &StoredDrift) -> Outcome<Resource> {
+        let source = self.scanner.desired.iter().find(|s| s.name() == d.repository).ok_or_else(|| {
+            Fault::refused(
+                Refusal::NotConfigured,
+                format!("no desired source of this detector is named {:?}", d.repository),
+            )
+        })?;
+        let mut snapshot = source.fetch().await?;
+        drift_core::scan::prepare(&mut snapshot, &self.scanner.settings.options("remedy"));
+        let key = key_of(d);
+        snapshot.resources.into_iter().find(|r| r.key == key).ok_or_else(|| {
+            Fault::refused(Refusal::NotInGit, format!("{} is no longer in Git ({})", object_of(d), d.repository))
+        })
+    }
+
+    /// The live object, read now.
+    async fn live_object(&self, d: &StoredDrift, api_version: &str) -> Outcome<Resource> {
+        let key = key_of(d);
+        let live = match &self.writer {
+            Some(w) => w.get(api_version, &key).await?,
+            None => {
+                let snapshot = self.scanner.live.fetch(&drift_core::Scope::default()).await?;
+                snapshot.resources.into_iter().find(|r| r.key == key)
+            }
+        };
+        live.ok_or_else(|| {
+            Fault::refused(
+                Refusal::MissingObject,
+                format!("{} is missing from the cluster: that is a sync, not a patch", object_of(d)),
+            )
+        })
+    }
+
+    /// The rules that refuse a revert before anything is read.
+    fn check_revert(&self, d: &StoredDrift, now: DateTime<Utc>) -> Result<(), Fault> {
+        let what = format!("drift {} ({} {})", d.id, object_of(d), d.path);
+        if d.status == DriftStatus::Resolved {
+            return Err(Fault::refused(Refusal::Resolved, format!("{what} is resolved already")));
+        }
+        if d.status == DriftStatus::Waived || d.waived_until.is_some_and(|u| u > now) {
+            let until = d.waived_until.map(|u| format!(" until {}", u.to_rfc3339())).unwrap_or_default();
+            return Err(Fault::refused(
+                Refusal::Waived,
+                format!("{what} is under a waiver{until}; it is not reverted"),
+            ));
+        }
+        if d.drift_type == DriftType::MissingResource {
+            return Err(Fault::refused(
+                Refusal::MissingObject,
+                format!("{what}: the object is missing from the cluster; that is a sync, not a patch"),
+            ));
+        }
+        if is_secret(d) && !self.allow_secrets {
+            return Err(Fault::refused(
+                Refusal::Secret,
+                format!("{what} is a Secret; Secrets are reverted only with remediation.allow_secrets"),
+            ));
+        }
+        if d.classification == Classification::ControllerManaged {
+            return Err(Fault::refused(
+                Refusal::ControllerManaged,
+                format!(
+                    "{what}: a controller owns the field ({}); it would put its value back",
+                    d.changed_by.as_deref().unwrap_or("unknown")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reverts one drift: dry run first, then (unless `dry_run`) the real apply, both with field
+    /// manager `drift-detector`; written to the audit trail with `actor`, refusals included.
+    pub async fn revert(&self, id: i64, actor: &str, dry_run: bool) -> Outcome<RevertOutcome> {
+        let d = self.scanner.store.read.get(id).await?;
+        let result = self.revert_drift(&d, actor, dry_run).await;
+        let (status, detail) = match &result {
+            Ok(o) => (
+                if o.status == RevertStatus::Reverted { "reverted" } else { "dry_run" },
+                json!({"paths": o.paths, "object": o.object}),
+            ),
+            Err(Fault::Refused(r)) => ("refused", json!({"refusal": r.refusal, "reason": r.message})),
+            Err(Fault::Failed(e)) => ("failed", json!({"error": e.to_string()})),
+        };
+        self.note(AuditAction::Revert, actor, id, status, detail).await;
+        result
+    }
+
+    async fn revert_drift(&self, d: &StoredDrift, actor: &str, dry_run: bool) -> Outcome<RevertOutcome> {
+        self.check_revert(d, Utc::now())?;
+        let writer = self.writer.as_ref().ok_or_else(|| {
+            Fault::refused(
+                Refusal::NotConfigured,
+                "no cluster to write to: reverts need a cluster (live.kubeconfig or in-cluster)",
+            )
+        })?;
+        let desired = self.desired_object(d).await?;
+        let live = self.live_object(d, &desired.api_version).await?;
+        let engine = &self.scanner.engine;
+        let fresh = engine.compare_paths(&desired, Some(&live));
+        let Some((path, now)) = fresh.iter().find(|(_, f)| f.path == d.path) else {
+            return Err(Fault::refused(
+                Refusal::NoLongerDrifted,
+                format!("{} {}: Git and the cluster agree now; the next scan resolves the drift", object_of(d), d.path),
+            ));
+        };
+        if now.classification == Classification::ControllerManaged {
+            return Err(Fault::refused(
+                Refusal::ControllerManaged,
+                format!("{} {}: a controller owns the field now; it would put its value back", object_of(d), d.path),
+            ));
+        }
+        let plan = revert_plan(&desired, &live, std::slice::from_ref(path)).map_err(drift_core::Error::from)?;
+        let preview = writer.send(&plan, &live, true).await?;
+        if let Some((_, left)) =
+            engine.compare_paths(&desired, Some(&preview)).into_iter().find(|(_, f)| f.path == d.path)
+        {
+            let shown = if is_secret(d) {
+                String::from("a value other than Git's")
+            } else {
+                left.cluster_value.map(|v| v.to_string()).unwrap_or_else(|| "absent".to_owned())
+            };
+            return Err(Fault::refused(
+                Refusal::DryRunMismatch,
+                format!(
+                    "{} {}: the server's dry run does not show Git's value (the field would be {shown}); nothing was changed",
+                    object_of(d),
+                    d.path
+                ),
+            ));
+        }
+        if !dry_run {
+            writer.send(&plan, &live, false).await?;
+            tracing::info!(drift_id = d.id, object = %object_of(d), path = %d.path, actor, "reverted");
+        }
+        Ok(RevertOutcome {
+            drift_id: d.id,
+            status: if dry_run { RevertStatus::DryRun } else { RevertStatus::Reverted },
+            object: object_of(d),
+            paths: plan.paths.clone(),
+            plan: (!is_secret(d)).then_some(plan),
+            actor: actor.to_owned(),
+        })
+    }
+
+    /// The live drifts of the same object that were accepted before (an open proposal), so that
+    /// a new request updates the proposal with all of them.
+    async fn accepted_before(&self, d: &StoredDrift, act: &Arc<dyn ActStore>) -> drift_core::Result<Vec<StoredDrift>> {
+        let mut out = Vec::new();
+        for status in [DriftStatus::Open, DriftStatus::Waived] {
+            let filter = DriftFilter {
+                status: Some(status),
+                namespace: Some(d.namespace.clone()),
+                repository: Some(d.repository.clone()),
+                cluster: Some(d.cluster.clone()),
+                kind: Some(d.resource_kind.clone()),
+                ..DriftFilter::default()
+            };
+            let mut after = None;
+            loop {
+                let page = self.scanner.store.read.list(&filter, PageRequest { limit: 1000, after }).await?;
+                for other in page.items {
+                    if other.id == d.id || other.resource_name != d.resource_name || other.api_group != d.api_group {
+                        continue;
+                    }
+                    let asked = AuditFilter {
+                        action: Some(AuditAction::Accept),
+                        drift_id: Some(other.id),
+                        ..AuditFilter::default()
+                    };
+                    let entries = act.audit(&asked, PageRequest { limit: 20, after: None }).await?;
+                    if entries.items.iter().any(|e| e.status == "proposed" || e.status == "updated") {
+                        out.push(other);
+                    }
+                }
+                match page.next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Proposes the cluster's values of drifts of one object as a change of Git (a pull request
+    /// on GitHub, a pushed branch elsewhere); earlier accepted drifts of the object that are
+    /// still live go in the same change. Written to the audit trail for each drift.
+    pub async fn accept(&self, ids: &[i64], actor: &str) -> Outcome<AcceptOutcome> {
+        if ids.is_empty() {
+            return Err(Fault::Failed(drift_core::Error::invalid_input("no drift to accept")));
+        }
+        let result = self.accept_drifts(ids, actor).await;
+        let (status, detail) = match &result {
+            Ok(o) => (
+                if o.proposal.updated { "updated" } else { "proposed" },
+                json!({"object": o.object, "url": o.proposal.url, "pull_request": o.proposal.pull_request,
+                       "branch": o.proposal.branch, "placed": o.proposal.placed, "unplaced": o.proposal.unplaced}),
+            ),
+            Err(Fault::Refused(r)) => ("refused", json!({"refusal": r.refusal, "reason": r.message})),
+            Err(Fault::Failed(e)) => ("failed", json!({"error": e.to_string()})),
+        };
+        let noted: Vec<i64> = match &result {
+            Ok(o) => o.drift_ids.clone(),
+            Err(_) => ids.to_vec(),
+        };
+        for id in noted {
+            self.note(AuditAction::Accept, actor, id, status, detail.clone()).await;
+        }
+        result
+    }
+
+    async fn accept_drifts(&self, ids: &[i64], actor: &str) -> Outcome<AcceptOutcome> {
+        let act = self.act()?.clone();
+        let mut drifts = Vec::with_capacity(ids.len());
+        for id in ids {
+            drifts.push(self.scanner.store.read.get(*id).await?);
+        }
+        let d = drifts[0].clone();
+        let same = |o: &StoredDrift| {
+            (&o.cluster, &o.repository, &o.api_group, &o.resource_kind, &o.namespace, &o.resource_name)
+                == (&d.cluster, &d.repository, &d.api_group, &d.resource_kind, &d.namespace, &d.resource_name)
+        };
+        if let Some(other) = drifts.iter().find(|o| !same(o)) {
+            return Err(Fault::Failed(drift_core::Error::invalid_input(format!(
+                "drifts {} and {} are about different objects; one change is about one object",
+                d.id, other.id
+            ))));
+        }
+        for o in &drifts {
+            let what = format!("drift {} ({} {})", o.id, object_of(o), o.path);
+            if o.status == DriftStatus::Resolved {
+                return Err(Fault::refused(Refusal::Resolved, format!("{what} is resolved already")));
+            }
+            if is_secret(o) {
+                return Err(Fault::refused(
+                    Refusal::Secret,
+                    format!(
+                        "{what} is a Secret: its value is never written to Git; change it where the Secret comes from"
+                    ),
+                ));
+            }
+            if o.drift_type == DriftType::MissingResource {
+                return Err(Fault::refused(
+                    Refusal::MissingObject,
+                    format!(
+                        "{what}: the object is missing from the cluster; accepting that means deleting it from Git, which is left to a person"
+                    ),
+                ));
+            }
+        }
+        let proposer = self.proposers.iter().find(|p| p.repository() == d.repository).ok_or_else(|| {
+            Fault::refused(
+                Refusal::NotConfigured,
+                format!("no pull requests are configured for repository {:?} (remediation.accept)", d.repository),
+            )
+        })?;
+        for earlier in self.accepted_before(&d, &act).await? {
+            if !drifts.iter().any(|o| o.id == earlier.id) {
+                drifts.push(earlier);
+            }
+        }
+        let desired = self.desired_object(&d).await?;
+        let live = self.live_object(&d, &desired.api_version).await?;
+        let fresh = self.scanner.engine.compare_paths(&desired, Some(&live));
+        let mut changes = Vec::new();
+        let mut covered = Vec::new();
+        for o in &drifts {
+            if let Some((path, _)) = fresh.iter().find(|(_, f)| f.path == o.path) {
+                changes.push(FieldChange { path: path.clone(), value: lookup(&live.object, path).cloned() });
+                covered.push(o);
+            }
+        }
+        if changes.is_empty() {
+            return Err(Fault::refused(
+                Refusal::NoLongerDrifted,
+                format!("{}: Git and the cluster agree now; the next scan resolves the drifts", object_of(&d)),
+            ));
+        }
+        let request = ChangeRequest {
+            key: desired.key.clone(),
+            api_version: desired.api_version.clone(),
+            changes,
+            branch: branch_of(&d),
+            title: format!(
+                "drift: accept the live {} into Git ({})",
+                object_of(&d),
+                covered.iter().map(|o| o.path.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            body: self.body(&d, &covered, actor),
+        };
+        let proposal = proposer.propose(&request).await?;
+        if proposal.placed.is_empty() {
+            return Err(Fault::refused(
+                Refusal::Unplaceable,
+                format!(
+                    "{}: the change cannot be placed in the desired source; put it there by hand: {}",
+                    object_of(&d),
+                    proposal.unplaced.join("; ")
+                ),
+            ));
+        }
+        tracing::info!(object = %object_of(&d), url = ?proposal.url, updated = proposal.updated, actor, "change proposed");
+        Ok(AcceptOutcome {
+            drift_ids: covered.iter().map(|o| o.id).collect(),
+            object: object_of(&d),
+            proposal,
+            actor: actor.to_owned(),
+        })
+    }
+
+    /// The pull request's body: one row per drift, and where it comes from.
+    fn body(&self, d: &StoredDrift, drifts: &[&StoredDrift], actor: &str) -> String {
+        let value = |v: &Option<serde_json::Value>| match v {
+            Some(v) => format!("`{}`", v.to_string().replace('`', "'")),
+            None => "(absent)".to_owned(),
+        };
+        let mut body = format!(
+            "The drift detector found that the cluster `{}` differs from Git for **{}**, and {} asked to accept the cluster's values into Git.\n\n\
+             | field | Git value | cluster value | changed by | when | drift |\n|---|---|---|---|---|---|\n",
+            d.cluster,
+            object_of(d),
+            actor
+        );
+        for o in drifts {
+            let link = match &self.link {
+                Some(base) => format!("[{}]({}/drifts/{})", o.id, base.trim_end_matches('/'), o.id),
+                None => o.id.to_string(),
+            };
+            body.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} | {} |\n",
+                o.path,
+                value(&o.git_value),
+                value(&o.cluster_value),
+                o.changed_by.as_deref().unwrap_or("unknown"),
+                o.changed_at.map(|t| t.to_rfc3339()).unwrap_or_else(|| "unknown".into()),
+                link
+            ));
+        }
+        body.push_str("\nAfter this is merged, the next scan resolves these drifts as `accepted`.\n");
+        body
+    }
+
+    /// One round of self-heal at `now`: the open drifts the policy covers, past the grace period
+    /// (or rejected by a person), reverted up to the rate limit. Nothing without a policy.
+    pub async fn heal_round(&self, now: DateTime<Utc>) -> drift_core::Result<HealRound> {
+        let Some(policy) = &self.heal else { return Ok(HealRound::default()) };
+        let act = match self.act() {
+            Ok(a) => a.clone(),
+            Err(Fault::Failed(e)) => return Err(e),
+            Err(Fault::Refused(r)) => return Err(drift_core::Error::config(r.message)),
+        };
+        let grace = chrono::Duration::from_std(policy.grace).unwrap_or(chrono::Duration::minutes(10));
+        let per = chrono::Duration::from_std(policy.per).unwrap_or(chrono::Duration::hours(1));
+        let mut round = HealRound::default();
+        let mut candidates = Vec::new();
+        let mut after = None;
+        loop {
+            let filter = DriftFilter { status: Some(DriftStatus::Open), ..DriftFilter::default() };
+            let page = self.scanner.store.read.list(&filter, PageRequest { limit: 1000, after }).await?;
+            for d in page.items {
+                if !policy.covers(&d)
+                    || d.drift_type == DriftType::MissingResource
+                    || d.classification == Classification::ControllerManaged
+                    || (is_secret(&d) && !self.allow_secrets)
+                {
+                    continue;
+                }
+                let due = rejected(&d)
+                    || (policy.classifications.is_empty() || policy.classifications.contains(&d.classification))
+                        && d.acknowledged_at.is_none()
+                        && d.detected_at + grace <= now;
+                if due {
+                    candidates.push(d);
+                }
+            }
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        round.candidates = candidates.len();
+        if candidates.is_empty() {
+            return Ok(round);
+        }
+        // The rate limit counts reverts (and would-be reverts) of every process on the store.
+        let recent = AuditFilter {
+            action: Some(AuditAction::Revert),
+            actor: Some(HEAL_ACTOR.to_owned()),
+            since: Some(now - per),
+            ..AuditFilter::default()
+        };
+        let limit = policy.max as usize;
+        let done = act.audit(&recent, PageRequest { limit: (limit + 1).min(1000) as u32, after: None }).await?;
+        let mut budget = limit
+            .saturating_sub(done.items.iter().filter(|e| e.status == "reverted" || e.status == "would_revert").count());
+        // Oldest first: the longest-standing drifts are healed first.
+        candidates.sort_by_key(|d| d.detected_at);
+        for d in candidates {
+            // One attempt per drift and grace period (in dry-run mode, one entry per drift).
+            let mine = AuditFilter {
+                action: Some(AuditAction::Revert),
+                actor: Some(HEAL_ACTOR.to_owned()),
+                drift_id: Some(d.id),
+                since: (!policy.dry_run).then_some(now - grace),
+                ..AuditFilter::default()
+            };
+            if !act.audit(&mine, PageRequest { limit: 1, after: None }).await?.items.is_empty() {
+                continue;
+            }
+            if budget == 0 {
+                round.limited += 1;
+                continue;
+            }
+            match self.revert_drift(&d, HEAL_ACTOR, policy.dry_run).await {
+                Ok(o) => {
+                    budget -= 1;
+                    let status = if policy.dry_run { "would_revert" } else { "reverted" };
+                    if policy.dry_run {
+                        round.would_revert += 1;
+                    } else {
+                        round.reverted += 1;
+                    }
+                    let detail = json!({"paths": o.paths, "object": o.object, "rejected": rejected(&d)});
+                    self.note(AuditAction::Revert, HEAL_ACTOR, d.id, status, detail).await;
+                }
+                Err(Fault::Refused(r)) => {
+                    round.refused += 1;
+                    let detail = json!({"refusal": r.refusal, "reason": r.message});
+                    self.note(AuditAction::Revert, HEAL_ACTOR, d.id, "refused", detail).await;
+                }
+                Err(Fault::Failed(e)) => {
+                    round.failed += 1;
+                    tracing::warn!(drift_id = d.id, error = %e, "self-heal could not revert a drift");
+                    self.note(AuditAction::Revert, HEAL_ACTOR, d.id, "failed", json!({"error": e.to_string()})).await;
+                }
+            }
+        }
+        Ok(round)
+    }
+}
+
+/// The branch of the accepted changes of one object: the same for every request about it.
+pub fn branch_of(d: &StoredDrift) -> String {
+    let mut h = Sha256::new();
+    for part in [&d.cluster, &d.repository, &d.api_group, &d.resource_kind, &d.namespace, &d.resource_name] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    let name: String = d
+        .resource_name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '-' })
+        .take(40)
+        .collect();
+    format!("drift/accept/{}-{name}-{}", d.resource_kind.to_ascii_lowercase(), &hex::encode(h.finalize())[..10])
+}
+
+/// The self-heal task: a round every `tick` until `stop` turns true.
+pub async fn run_heal(remedies: Arc<Remedies>, tick: Duration, mut stop: watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        match remedies.heal_round(Utc::now()).await {
+            Ok(r) if r.reverted + r.would_revert + r.refused + r.failed > 0 => tracing::info!(
+                candidates = r.candidates,
+                reverted = r.reverted,
+                would_revert = r.would_revert,
+                refused = r.refused,
+                failed = r.failed,
+                limited = r.limited,
+                "self-heal round"
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "self-heal round failed; retried at the next tick"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = stop.changed() => {}
+        }
+    }
+}
