@@ -63,6 +63,7 @@ mod handlers;
 pub mod metrics;
 pub mod openapi;
 pub mod query;
+pub mod remedy;
 pub mod routes;
 pub mod state;
 
@@ -72,5 +73,6 @@ pub use detail::{DriftDetail, LearnedView, drift_detail};
 pub use error::ApiError;
 pub use gate::{ScanGate, ScanPermit};
 pub use metrics::Metrics;
+pub use remedy::{NO_REMEDIES, Remediate};
 pub use routes::router;
 pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};

@@ -86,6 +86,7 @@ fn schemas() -> Value {
     use drift_core::act::{AuditAction, DecisionAction, DeliveryStatus, EventKind};
     use drift_core::{Classification, DecisionSource, DriftType, RecommendedAction, ScanOutcome, Severity};
     let severity = enum_of(Severity::ALL.map(Severity::as_str));
+    let refusals = drift_core::remedy::Refusal::ALL.map(drift_core::remedy::Refusal::as_str);
     let drift_type = enum_of(DriftType::ALL.map(DriftType::as_str));
     let classification = enum_of(
         [
@@ -205,6 +206,31 @@ fn schemas() -> Value {
                     "value": {},
                 }))},
             "command": {"type": "string", "description": "the kubectl patch command that sends the patch (field manager drift-detector)"},
+        })),
+        "Refused": object(&["error", "refusal"], json!({
+            "error": {"type": "string", "description": "a sentence naming the drift and the rule"},
+            "refusal": {"type": "string", "enum": refusals},
+        })),
+        "RevertOutcome": object(&["drift_id", "status", "object", "paths", "actor"], json!({
+            "drift_id": {"type": "integer"},
+            "status": {"type": "string", "enum": ["reverted", "dry_run"]},
+            "object": {"type": "string", "description": "group/kind namespace/name"},
+            "paths": {"type": "array", "items": {"type": "string"}},
+            "plan": {"type": "object", "description": "what was sent: the server-side apply body (`apply`) and the guarded removals (`remove`, RFC 6902); absent for a Secret"},
+            "actor": {"type": "string"},
+        })),
+        "AcceptOutcome": object(&["drift_ids", "object", "proposal", "actor"], json!({
+            "drift_ids": {"type": "array", "items": {"type": "integer"}, "description": "the drifts the change covers"},
+            "object": {"type": "string"},
+            "proposal": object(&["branch", "updated", "placed", "unplaced"], json!({
+                "url": {"type": ["string", "null"], "description": "the pull request, or the compare address of the branch"},
+                "pull_request": {"type": "integer"},
+                "branch": {"type": "string"},
+                "updated": {"type": "boolean", "description": "an open pull request of the object was updated"},
+                "placed": {"type": "array", "items": {"type": "string"}},
+                "unplaced": {"type": "array", "items": {"type": "string"}},
+            })),
+            "actor": {"type": "string"},
         })),
         "StoredDrift": object(&stored_fields, stored_properties),
         "DriftDetail": object(&detail_fields, detail_properties),

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::query::{DEFAULT_LIMIT, MAX_LIMIT};
 use crate::state::ApiState;
-use crate::{act, handlers};
+use crate::{act, handlers, remedy};
 
 /// A parameter of an endpoint.
 #[derive(Debug, Clone)]
@@ -93,6 +93,10 @@ fn answer(status: u16, description: &'static str, schema: &str) -> Answer {
 
 fn error(status: u16, description: &'static str) -> Answer {
     answer(status, description, "Error")
+}
+
+fn refusal(status: u16, description: &'static str) -> Answer {
+    answer(status, description, "Refused")
 }
 
 fn query(name: &'static str, description: &'static str, schema: Value) -> Param {
@@ -306,6 +310,67 @@ pub fn endpoints() -> Vec<Endpoint> {
                 store_down(),
             ],
             handler: post(act::decide),
+        },
+        Endpoint {
+            method: Method::POST,
+            path: "/drifts/{id}/revert",
+            operation_id: "revert",
+            summary: "Revert a drift: the cluster back to Git",
+            description: "With a write token (its name is recorded as who asked): reads the object from Git and \
+                          from the cluster now, and sends a server-side apply of only the drifted field (field \
+                          manager `drift-detector`) as a dry run, then for real when the dry run shows Git's value. \
+                          `dry_run=true` stops after the dry run. The next scan or watch event resolves the drift as \
+                          `reverted`. Refused (409, `refusal` names the rule): resolved drifts, drifts under a \
+                          waiver, missing objects (a sync, not a patch), Secrets unless allowed, fields a \
+                          controller owns, a dry run that does not show the change. See docs/remediation.md.",
+            access: Access::Write,
+            params: vec![
+                drift_id_param(),
+                query(
+                    "dry_run",
+                    "only the server's dry run; nothing changes (default false)",
+                    json!({"type": "boolean"}),
+                ),
+            ],
+            body: None,
+            answers: vec![
+                answer(200, "what was sent (the plan is left out for a Secret)", "RevertOutcome"),
+                error(400, "a parameter is malformed or unknown"),
+                write_refused(),
+                write_disabled(),
+                error(404, "no drift with this id"),
+                refusal(409, "a safety rule refused the revert"),
+                refusal(501, "this service does not remediate (no cluster writer or no audit trail)"),
+                error(502, "the cluster did not accept the request"),
+            ],
+            handler: post(remedy::revert),
+        },
+        Endpoint {
+            method: Method::POST,
+            path: "/drifts/{id}/accept",
+            operation_id: "accept",
+            summary: "Accept a drift into Git: a pull request",
+            description: "With a write token: places the cluster's value of the field (and of the other accepted \
+                          drifts of the same object that are still live) in the desired source — in place in a \
+                          plain manifest, in the Kustomize overlay, in the Helm values key — and opens a pull \
+                          request on GitHub or pushes a branch elsewhere; a second request updates the same pull \
+                          request. After the merge, the next scan resolves the drift as `accepted`. Refused \
+                          (409): resolved drifts, Secrets, missing objects, changes that cannot be placed (the \
+                          answer says what to put where). See docs/remediation.md.",
+            access: Access::Write,
+            params: vec![drift_id_param()],
+            body: None,
+            answers: vec![
+                answer(200, "the proposal", "AcceptOutcome"),
+                error(400, "a parameter is given"),
+                write_refused(),
+                write_disabled(),
+                error(404, "no drift with this id"),
+                refusal(409, "a safety rule refused the change"),
+                refusal(501, "no pull requests are configured for the drift's repository"),
+                error(502, "the git server did not accept the change"),
+            ],
+            handler: post(remedy::accept),
         },
         Endpoint {
             method: Method::GET,

@@ -105,6 +105,7 @@ pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ApiState {
     pub(crate) store: Arc<dyn DriftStore>,
     pub(crate) act: Option<Arc<dyn ActStore>>,
+    pub(crate) remedies: Option<Arc<dyn crate::remedy::Remediate>>,
     pub(crate) trigger: Arc<dyn ScanTrigger>,
     pub(crate) tokens: Arc<[ApiToken]>,
     pub(crate) read_token: Option<Arc<ApiToken>>,
@@ -121,6 +122,7 @@ impl std::fmt::Debug for ApiState {
             .field("tokens", &names)
             .field("read_token", &self.read_token.as_ref().map(|_| "<redacted>"))
             .field("decisions", &self.act.is_some())
+            .field("remedies", &self.remedies.is_some())
             .field("trigger", &self.trigger)
             .field("clock", &self.clock)
             .field("max_scan_age", &self.max_scan_age)
@@ -138,6 +140,7 @@ impl ApiState {
         ApiState {
             store,
             act: None,
+            remedies: None,
             trigger,
             tokens: Arc::from(Vec::new()),
             read_token: None,
@@ -171,6 +174,11 @@ impl ApiState {
     /// are one). Without it those endpoints answer 501 and a drift shows no decisions.
     pub fn with_act(mut self, act: Arc<dyn ActStore>) -> Self {
         self.act = Some(act);
+        self
+    }
+    /// Remediation (`POST /drifts/{id}/revert` and `/accept`); without it they answer 501.
+    pub fn with_remedies(mut self, remedies: Arc<dyn crate::remedy::Remediate>) -> Self {
+        self.remedies = Some(remedies);
         self
     }
     /// The metrics to export (keep a clone to record scans).

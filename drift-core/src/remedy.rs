@@ -172,6 +172,20 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// Every refusal.
+    pub const ALL: [Refusal; 10] = [
+        Refusal::Resolved,
+        Refusal::Waived,
+        Refusal::MissingObject,
+        Refusal::Secret,
+        Refusal::ControllerManaged,
+        Refusal::NotInGit,
+        Refusal::NoLongerDrifted,
+        Refusal::DryRunMismatch,
+        Refusal::NotConfigured,
+        Refusal::Unplaceable,
+    ];
+
     /// snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {

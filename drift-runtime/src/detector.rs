@@ -13,8 +13,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::notify::{Dispatcher, Round};
+use crate::remedy::{HealPolicy, Remedies};
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 use drift_core::act::Outlet;
+use drift_core::remedy::{ChangeProposer, ClusterWriter};
 
 /// How long a running pass may take to finish after a stop before it is aborted (its report is
 /// one transaction, so an aborted pass writes nothing).
@@ -38,6 +40,12 @@ pub struct DetectorBuilder {
     outlets: Vec<Arc<dyn Outlet>>,
     notify_tick: Option<Duration>,
     notify_lease: Option<Duration>,
+    writer: Option<Arc<dyn ClusterWriter>>,
+    proposers: Vec<Arc<dyn ChangeProposer>>,
+    allow_secrets: bool,
+    heal: Option<HealPolicy>,
+    heal_tick: Option<Duration>,
+    link: Option<String>,
 }
 
 impl DetectorBuilder {
@@ -129,6 +137,34 @@ impl DetectorBuilder {
         self
     }
 
+    /// The cluster writer of reverts (`drift-source-k8s`'s `K8sSource`): `POST
+    /// /drifts/{id}/revert`, `drift fix --revert` and self-heal need one.
+    pub fn cluster_writer(mut self, writer: Arc<dyn ClusterWriter>) -> Self {
+        self.writer = Some(writer);
+        self
+    }
+    /// Adds the proposer of a repository's changes (`POST /drifts/{id}/accept`).
+    pub fn proposer(mut self, proposer: Arc<dyn ChangeProposer>) -> Self {
+        self.proposers.push(proposer);
+        self
+    }
+    /// Allows reverting Secrets (off by default).
+    pub fn allow_secret_reverts(mut self, allow: bool) -> Self {
+        self.allow_secrets = allow;
+        self
+    }
+    /// Turns self-heal on (off by default) with a policy, a round every `tick` (default 30 s).
+    pub fn heal(mut self, policy: HealPolicy, tick: Option<Duration>) -> Self {
+        self.heal = Some(policy);
+        self.heal_tick = tick;
+        self
+    }
+    /// The address of the API or page, for links back (pull request bodies).
+    pub fn link(mut self, link: Option<String>) -> Self {
+        self.link = link;
+        self
+    }
+
     /// Checks what was given and builds the detector.
     pub fn build(self) -> drift_core::Result<Detector> {
         let live = self.live.ok_or_else(|| drift_core::Error::config("the detector needs a live source"))?;
@@ -161,6 +197,17 @@ impl DetectorBuilder {
                 Some(Arc::new(d))
             }
         };
+        if let Some(policy) = &self.heal {
+            policy.validate()?;
+            if self.writer.is_none() {
+                return Err(drift_core::Error::config(
+                    "heal needs a cluster to write to (live.kubeconfig or in-cluster)",
+                ));
+            }
+            if store.act.is_none() {
+                return Err(drift_core::Error::config("heal needs a store with an audit trail (sqlite or postgres)"));
+            }
+        }
         let scanner = Scanner {
             desired: self.desired,
             live,
@@ -172,8 +219,24 @@ impl DetectorBuilder {
             gate: ScanGate::new(),
             wake: dispatcher.as_ref().map(|d| d.waker()),
         };
+        let scanner = Arc::new(scanner);
+        let remedies = scanner.store.act.is_some().then(|| {
+            let mut r = Remedies::new(scanner.clone()).allow_secrets(self.allow_secrets).with_link(self.link.clone());
+            if let Some(w) = self.writer {
+                r = r.with_writer(w);
+            }
+            for p in self.proposers {
+                r = r.with_proposer(p);
+            }
+            if let Some(h) = self.heal {
+                r = r.with_heal(h);
+            }
+            Arc::new(r)
+        });
         Ok(Detector {
-            scanner: Arc::new(scanner),
+            remedies,
+            heal_tick: self.heal_tick.unwrap_or(Duration::from_secs(30)),
+            scanner,
             interval,
             watch: self.watch.unwrap_or(true),
             tokens: self.tokens,
@@ -199,6 +262,9 @@ pub struct Detector {
     /// The notifier task, when notifiers are configured.
     dispatcher: Option<Arc<Dispatcher>>,
     notify_tick: Duration,
+    /// Remediation, with a store that keeps an audit trail.
+    remedies: Option<Arc<Remedies>>,
+    heal_tick: Duration,
 }
 
 type Passes = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
@@ -246,6 +312,11 @@ impl Detector {
         }
     }
 
+    /// Remediation (reverts, accepts, self-heal), with a store that keeps an audit trail.
+    pub fn remedies(&self) -> Option<&Arc<Remedies>> {
+        self.remedies.as_ref()
+    }
+
     /// The notifier task, when notifiers are configured.
     pub fn dispatcher(&self) -> Option<&Arc<Dispatcher>> {
         self.dispatcher.as_ref()
@@ -272,8 +343,12 @@ impl Detector {
         .with_read_token(self.read_token.clone())
         .with_metrics(self.scanner.metrics.clone())
         .with_max_scan_age(self.interval * 3);
-        match &self.scanner.store.act {
+        let state = match &self.scanner.store.act {
             Some(act) => state.with_act(act.clone()),
+            None => state,
+        };
+        match &self.remedies {
+            Some(r) => state.with_remedies(r.clone()),
             None => state,
         }
     }
@@ -308,6 +383,11 @@ impl Detector {
             None
         };
         let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop_rx.clone())));
+        let healer = self
+            .remedies
+            .clone()
+            .filter(|r| r.heal().is_some())
+            .map(|r| tokio::spawn(crate::remedy::run_heal(r, self.heal_tick, stop_rx.clone())));
         let mut stop_api = stop_rx.clone();
         let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
             // Either a stop was sent or every sender is gone: both mean shut down.
@@ -336,6 +416,10 @@ impl Detector {
         }
         if let Some(w) = watcher {
             w.abort();
+        }
+        if let Some(h) = healer {
+            // A revert in flight is one request; the next process's heal round picks up the rest.
+            h.abort();
         }
         if let Some(n) = notifier {
             // A round in flight ends at its next step; a message being sent is sent again by

@@ -656,6 +656,16 @@ impl Remedies {
     }
 }
 
+#[async_trait::async_trait]
+impl drift_api::Remediate for Remedies {
+    async fn revert(&self, id: i64, actor: &str, dry_run: bool) -> Result<RevertOutcome, Fault> {
+        Remedies::revert(self, id, actor, dry_run).await
+    }
+    async fn accept(&self, ids: &[i64], actor: &str) -> Result<AcceptOutcome, Fault> {
+        Remedies::accept(self, ids, actor).await
+    }
+}
+
 /// The branch of the accepted changes of one object: the same for every request about it.
 pub fn branch_of(d: &StoredDrift) -> String {
     let mut h = Sha256::new();
