@@ -142,3 +142,28 @@ async fn refusals_and_errors_name_the_problem_without_the_token() {
     assert!(fake.pulls.lock().unwrap().is_empty());
     assert_eq!(git(&fake.origin.bare, &["for-each-ref", "--format=%(refname)", "refs/heads/drift"]), "");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_executable_stays_executable() {
+    let origin = repo_with_two_files();
+    origin.write("scripts/check.sh", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(origin.work.join("scripts/check.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    origin.commit("a script");
+    let (fake, base) = start(origin).await;
+    let ws = open(&fake, &base, "main").await;
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(ws.root().join("scripts/check.sh")).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o111, 0o111, "unpacked executable");
+    let mut p = proposal("t", "2");
+    p.edits.push(FileEdit {
+        path: "scripts/check.sh".into(),
+        content: b"#!/bin/sh\nexit 1\n".to_vec(),
+        created: false,
+    });
+    ws.publish(&p).await.unwrap();
+    let bare = &fake.origin.bare;
+    assert!(git(bare, &["ls-tree", "refs/heads/drift/accept/0a1b2c3d", "scripts/check.sh"]).starts_with("100755 "));
+    assert!(git(bare, &["ls-tree", "refs/heads/drift/accept/0a1b2c3d", "apps/a.yaml"]).starts_with("100644 "));
+}

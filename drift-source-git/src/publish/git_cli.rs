@@ -155,9 +155,12 @@ impl GitRemote {
             .map_err(|_| SourceError::Publish(format!("`{}` is not a valid git branch name", proposal.branch)))?;
         // A private index, so that the working tree (which the planner may have read or
         // written) stays as it is and only the edits enter the commit.
-        let index = self.scratch.join(format!("publish-{}.index", std::process::id()));
-        let _ = std::fs::remove_file(&index);
-        let index_str = index.to_string_lossy().into_owned();
+        // One folder per publish, so that two publishes of one workspace never share an index.
+        let index_dir = tempfile::Builder::new()
+            .prefix("index-")
+            .tempdir_in(&self.scratch)
+            .map_err(|e| SourceError::io(format!("creating a folder in {}", self.scratch.display()), e))?;
+        let index_str = index_dir.path().join("index").to_string_lossy().into_owned();
         let env = [("GIT_INDEX_FILE", index_str.as_str())];
         self.run(&self.root, &["read-tree", base], None, &env, "read-tree")?;
         for edit in &proposal.edits {
@@ -179,7 +182,7 @@ impl GitRemote {
             self.run(&self.root, &["update-index", "--add", "--cacheinfo", &info], None, &env, "update-index")?;
         }
         let tree = self.run(&self.root, &["write-tree"], None, &env, "write-tree")?;
-        let _ = std::fs::remove_file(&index);
+        drop(index_dir);
         let base_tree = self.run(&self.root, &["rev-parse", &format!("{base}^{{tree}}")], None, &[], "rev-parse")?;
         if tree == base_tree {
             return Err(SourceError::Publish(format!(

@@ -9,6 +9,7 @@
 //! 5. `GET .../pulls?head={owner}:{branch}&state=open`: `PATCH .../pulls/{n}` (title and body)
 //!    when one is open, else `POST .../pulls` against the base branch.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use base64::Engine;
@@ -27,6 +28,26 @@ pub(crate) struct GitHubRemote {
     source: GitHubSource,
     owner: String,
     repo: String,
+    /// Files that are executable at the base commit (they stay executable when edited).
+    executables: BTreeSet<String>,
+}
+
+/// The executable files of a GitHub archive (one top folder `owner-repo-sha/`), by path.
+fn executables(archive: &[u8]) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(archive));
+    let Ok(entries) = tar.entries() else { return found };
+    for entry in entries.flatten() {
+        let header = entry.header();
+        let executable = header.entry_type().is_file() && header.mode().is_ok_and(|m| m & 0o111 != 0);
+        if executable
+            && let Ok(path) = entry.path()
+            && let Some((_, rest)) = path.to_string_lossy().split_once('/')
+        {
+            found.insert(rest.to_owned());
+        }
+    }
+    found
 }
 
 /// The HTTP verbs used for writes.
@@ -51,7 +72,8 @@ impl GitHubRemote {
             )));
         }
         let source = GitHubSource::with_token(cfg.clone(), token).map_err(|e| SourceError::Config(e.to_string()))?;
-        let remote = GitHubRemote { source, owner: cfg.owner.clone(), repo: cfg.repo.clone() };
+        let mut remote =
+            GitHubRemote { source, owner: cfg.owner.clone(), repo: cfg.repo.clone(), executables: BTreeSet::new() };
         let base_branch = if cfg.reference == "HEAD" {
             let what = format!("repository {}/{}", cfg.owner, cfg.repo);
             let info = remote.get_json(&remote.path(""), &what).await?;
@@ -62,9 +84,11 @@ impl GitHubRemote {
             cfg.reference.strip_prefix("refs/heads/").unwrap_or(&cfg.reference).to_owned()
         };
         let (sha, archive) = remote.source.archive_of_ref().await?;
+        remote.executables = executables(&archive);
         let repository = remote.source.web_url();
         let target = root.to_path_buf();
         let revision = sha.clone();
+        let executable = remote.executables.clone();
         tokio::task::spawn_blocking(move || -> Result<(), SourceError> {
             let (files, mut contents, _notes) = unpack(&archive, &repository, &revision)?;
             for path in files.keys() {
@@ -75,6 +99,12 @@ impl GitHubRemote {
                 }
                 let data = contents.remove(path).unwrap_or_default();
                 std::fs::write(&file, data).map_err(|e| SourceError::io(format!("writing {}", file.display()), e))?;
+                #[cfg(unix)]
+                if executable.contains(path) {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))
+                        .map_err(|e| SourceError::io(format!("making {} executable", file.display()), e))?;
+                }
             }
             std::fs::create_dir_all(&target).map_err(|e| SourceError::io(format!("creating {}", target.display()), e))
         })
@@ -168,7 +198,8 @@ impl GitHubRemote {
             let blob = self
                 .write(Write::Post, &self.path("/git/blobs"), &json!({"content": content, "encoding": "base64"}), &what)
                 .await?;
-            entries.push(json!({"path": edit.path, "mode": "100644", "type": "blob", "sha": sha_of(&blob, &what)?}));
+            let mode = if self.executables.contains(&edit.path) { "100755" } else { "100644" };
+            entries.push(json!({"path": edit.path, "mode": mode, "type": "blob", "sha": sha_of(&blob, &what)?}));
         }
         let what = format!("tree of branch {}", proposal.branch);
         let tree = self
