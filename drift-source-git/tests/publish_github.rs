@@ -167,3 +167,16 @@ async fn an_edited_executable_stays_executable() {
     assert!(git(bare, &["ls-tree", "refs/heads/drift/accept/0a1b2c3d", "scripts/check.sh"]).starts_with("100755 "));
     assert!(git(bare, &["ls-tree", "refs/heads/drift/accept/0a1b2c3d", "apps/a.yaml"]).starts_with("100644 "));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enterprise_api_url_keeps_its_path_for_writes() {
+    let (fake, base) = start(repo_with_two_files()).await;
+    let mut cfg = config(&fake, &base, "main");
+    cfg.api_url = format!("{base}/api/v3");
+    let ws = Workspace::open_with_token(&SourceConfig::Github(cfg), Some(Secret::new("good-token"))).await.unwrap();
+    let published = ws.publish(&proposal("Accept", "2")).await.unwrap();
+    assert!(matches!(published, Published::PullRequest { number: 1, updated: false, .. }), "{published:?}");
+    assert_eq!(fake.pulls.lock().unwrap()[0].head, "drift/accept/0a1b2c3d");
+    let writes = fake.writes.lock().unwrap().clone();
+    assert!(!writes.is_empty() && writes.iter().all(|w| w.starts_with("/api/v3 ")), "{writes:?}");
+}

@@ -178,8 +178,10 @@ fn git_in(fake: &Fake, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]
     out.status.success().then(|| String::from_utf8(out.stdout).unwrap().trim().to_owned())
 }
 
-fn record(fake: &Fake, what: String) {
-    fake.writes.lock().unwrap().push(what);
+/// Records a write; those that came through the Enterprise prefix `/api/v3` say so.
+fn record(fake: &Fake, headers: &HeaderMap, what: String) {
+    let entry = if headers.contains_key("x-fake-enterprise") { format!("/api/v3 {what}") } else { what };
+    fake.writes.lock().unwrap().push(entry);
 }
 
 async fn repository(State(fake): S, Path((owner, repo)): Path<(String, String)>, headers: HeaderMap) -> Response {
@@ -199,7 +201,7 @@ async fn create_blob(
     if let Some(r) = check(&fake, &headers, &owner, &repo) {
         return r;
     }
-    record(&fake, "POST git/blobs".into());
+    record(&fake, &headers, "POST git/blobs".into());
     let content = body["content"].as_str().unwrap();
     let data = match body["encoding"].as_str() {
         Some("base64") => base64::engine::general_purpose::STANDARD.decode(content).unwrap(),
@@ -234,7 +236,7 @@ async fn create_tree(
     if let Some(r) = check(&fake, &headers, &owner, &repo) {
         return r;
     }
-    record(&fake, "POST git/trees".into());
+    record(&fake, &headers, "POST git/trees".into());
     let n = fake.indexes.fetch_add(1, Ordering::SeqCst);
     let index = fake.origin.dir.path().join(format!("fake-index-{n}"));
     let index = index.to_str().unwrap().to_owned();
@@ -278,7 +280,7 @@ async fn create_commit(
     if let Some(r) = check(&fake, &headers, &owner, &repo) {
         return r;
     }
-    record(&fake, "POST git/commits".into());
+    record(&fake, &headers, "POST git/commits".into());
     let tree = body["tree"].as_str().unwrap();
     let mut args = vec!["commit-tree".to_owned(), tree.to_owned()];
     for p in body["parents"].as_array().unwrap() {
@@ -330,7 +332,7 @@ async fn create_ref(
         return r;
     }
     let full = body["ref"].as_str().unwrap().to_owned();
-    record(&fake, format!("POST git/refs {full}"));
+    record(&fake, &headers, format!("POST git/refs {full}"));
     if ref_sha(&fake, &full).is_some() {
         return json_error(StatusCode::UNPROCESSABLE_ENTITY, "Reference already exists");
     }
@@ -349,7 +351,7 @@ async fn update_ref(
         return r;
     }
     let full = format!("refs/{rest}");
-    record(&fake, format!("PATCH git/refs {full}"));
+    record(&fake, &headers, format!("PATCH git/refs {full}"));
     let Some(old) = ref_sha(&fake, &full) else {
         return json_error(StatusCode::UNPROCESSABLE_ENTITY, "Reference does not exist");
     };
@@ -393,7 +395,7 @@ async fn create_pull(
     if let Some(r) = check(&fake, &headers, &owner, &repo) {
         return r;
     }
-    record(&fake, "POST pulls".into());
+    record(&fake, &headers, "POST pulls".into());
     let head = body["head"].as_str().unwrap().to_owned();
     let base = body["base"].as_str().unwrap().to_owned();
     if ref_sha(&fake, &format!("refs/heads/{head}")).is_none()
@@ -427,7 +429,7 @@ async fn update_pull(
     if let Some(r) = check(&fake, &headers, &owner, &repo) {
         return r;
     }
-    record(&fake, format!("PATCH pulls/{number}"));
+    record(&fake, &headers, format!("PATCH pulls/{number}"));
     let mut pulls = fake.pulls.lock().unwrap();
     let Some(pull) = pulls.iter_mut().find(|p| p.number == number) else {
         return json_error(StatusCode::NOT_FOUND, "Not Found");
@@ -512,7 +514,13 @@ pub async fn start(origin: Origin) -> (Arc<Fake>, String) {
         .route("/repos/{owner}/{repo}/pulls/{number}", axum::routing::patch(update_pull))
         .route("/repos/{owner}/{repo}/pulls/{number}/merge", put(merge_pull));
     let app = axum::Router::new()
-        .nest("/api/v3", api.clone())
+        .nest(
+            "/api/v3",
+            api.clone().layer(axum::middleware::map_request(|mut req: axum::extract::Request| async move {
+                req.headers_mut().insert("x-fake-enterprise", axum::http::HeaderValue::from_static("1"));
+                req
+            })),
+        )
         .merge(api)
         .route("/codeload/{sha}", get(codeload))
         .with_state(Arc::clone(&fake));
