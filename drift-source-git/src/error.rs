@@ -26,6 +26,12 @@ pub(crate) enum SourceError {
     Archive { repository: String, revision: String, message: String },
     #[error("background task failed: {0}")]
     Join(String),
+    /// A change that cannot be proposed as asked (bad path, bad branch name, nothing changed).
+    #[error("cannot publish the change: {0}")]
+    Publish(String),
+    /// An operation the source kind does not have (a folder has no remote).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl SourceError {
@@ -42,6 +48,8 @@ fn git_kind(message: &str) -> (ErrorKind, bool) {
         || m.contains("authentication")
         || m.contains("permission denied")
         || m.contains("credentials")
+        || m.contains("could not read username")
+        || m.contains("could not read password")
     {
         (ErrorKind::PermissionDenied, false)
     } else if m.contains("404")
@@ -78,6 +86,8 @@ impl From<SourceError> for Error {
             SourceError::GitHubTransport { .. } | SourceError::RateLimited { .. } => Error::unavailable(message),
             SourceError::Archive { .. } => Error::new(ErrorKind::InvalidInput, message),
             SourceError::Join(_) => Error::unexpected(message),
+            SourceError::Publish(_) => Error::invalid_input(message),
+            SourceError::Unsupported(_) => Error::unsupported(message),
         }
     }
 }

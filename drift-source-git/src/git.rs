@@ -129,7 +129,7 @@ fn git_err(operation: &'static str, url: &str, e: impl std::fmt::Display) -> Sou
     SourceError::Git { operation, url: url.to_owned(), message }
 }
 
-fn is_commit_id(reference: &str) -> bool {
+pub(crate) fn is_commit_id(reference: &str) -> bool {
     reference.len() == 40 && reference.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

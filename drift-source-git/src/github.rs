@@ -110,6 +110,45 @@ impl GitHubSource {
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()
     }
+
+    /// The configured octocrab client (base URL, token, timeouts), for the publishing side.
+    pub(crate) fn client(&self) -> &Octocrab {
+        &self.inner.client
+    }
+
+    /// The repository's web address (`https://github.com/owner/repo` or the Enterprise host's).
+    pub(crate) fn web_url(&self) -> String {
+        web_url(&self.inner.cfg)
+    }
+
+    /// Resolves the configured ref and downloads the archive of its commit, with the same rate
+    /// limit handling as a fetch: returns the commit id and the `.tar.gz` bytes.
+    pub(crate) async fn archive_of_ref(&self) -> Result<(String, bytes::Bytes), SourceError> {
+        let mut state = self.state.lock().await;
+        // A fresh resolution: the workspace needs the commit, not a 304 against an old ETag.
+        state.etag = None;
+        let sha = self.inner.resolve(&mut state).await?;
+        let archive = self.inner.download(&mut state, &sha).await?;
+        Ok((sha, archive))
+    }
+
+    /// One GET of the API (rate limits honoured as for a fetch); returns the status and body.
+    pub(crate) async fn api_get(&self, path: &str, what: &str) -> Result<(StatusCode, bytes::Bytes), SourceError> {
+        let mut state = self.state.lock().await;
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::ACCEPT, HeaderValue::from_static("application/vnd.github+json"));
+        let answer = self.inner.get(&mut state, path, headers, what).await?;
+        Ok((answer.status, answer.body))
+    }
+}
+
+/// The error for a GitHub answer that is not a success: status and GitHub's `message`.
+pub(crate) fn status_error(status: StatusCode, body: &[u8], what: &str) -> SourceError {
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
+    SourceError::GitHubStatus { status: status.as_u16(), what: what.to_owned(), message }
 }
 
 /// `https://github.com/owner/repo`, or `https://HOST/owner/repo` for Enterprise.
@@ -204,11 +243,7 @@ impl Inner {
     }
 
     fn status_error(&self, answer: &Answer, what: &str) -> SourceError {
-        let message = serde_json::from_slice::<serde_json::Value>(&answer.body)
-            .ok()
-            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| answer.status.canonical_reason().unwrap_or("error").to_owned());
-        SourceError::GitHubStatus { status: answer.status.as_u16(), what: what.to_owned(), message }
+        status_error(answer.status, &answer.body, what)
     }
 
     /// Resolves the ref to a commit id (conditional request).
@@ -274,10 +309,10 @@ impl BlobReader for MemBlobs {
 }
 
 /// Files, their contents and notes about skipped entries.
-type Unpacked = (BTreeMap<String, FileEntry>, HashMap<String, Vec<u8>>, Vec<SourceWarning>);
+pub(crate) type Unpacked = (BTreeMap<String, FileEntry>, HashMap<String, Vec<u8>>, Vec<SourceWarning>);
 
 /// Unpacks a `.tar.gz` archive as GitHub serves it (one top folder `owner-repo-sha/`).
-fn unpack(archive: &[u8], repository: &str, revision: &str) -> Result<Unpacked, SourceError> {
+pub(crate) fn unpack(archive: &[u8], repository: &str, revision: &str) -> Result<Unpacked, SourceError> {
     let bad = |message: String| SourceError::Archive {
         repository: repository.to_owned(),
         revision: revision.to_owned(),

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod fake_github;
+pub mod smart_http;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
