@@ -114,7 +114,12 @@ pub async fn detector(config: &Config, store: Store, long_running: bool) -> Resu
         .interval(config.interval)
         .watch(config.watch)
         .notify_tick(config.notifications.tick)
-        .notify_lease(config.notifications.lease);
+        .notify_lease(config.notifications.lease)
+        .allow_secret_reverts(config.remediation.allow_secrets)
+        .link(config.notifications.link.as_ref().map(|u| u.as_str().trim_end_matches('/').to_owned()));
+    if let Some(policy) = &config.heal {
+        builder = builder.heal(policy.clone());
+    }
     for outlet in notifiers(config)? {
         builder = builder.notifier(outlet);
     }

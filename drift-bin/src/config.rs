@@ -69,6 +69,34 @@ pub struct Config {
     /// Settings of the notifier task.
     #[serde(default)]
     pub notifications: NotificationSettings,
+    /// Reverts and accepted changes (docs/remediation.md).
+    #[serde(default)]
+    pub remediation: RemediationSettings,
+    /// Self-heal: reverts the detector makes by itself (off unless given; docs/remediation.md).
+    #[serde(default)]
+    pub heal: Option<drift_runtime::HealPolicy>,
+}
+
+/// `remediation:`: how reverts and accepted changes are made.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RemediationSettings {
+    /// Allow reverting Secrets (default false; a Secret is never accepted into Git).
+    pub allow_secrets: bool,
+    /// The author of the commits of accepted changes.
+    pub author_name: String,
+    /// The author's email.
+    pub author_email: String,
+}
+
+impl Default for RemediationSettings {
+    fn default() -> Self {
+        RemediationSettings {
+            allow_secrets: false,
+            author_name: "drift-detector".to_owned(),
+            author_email: "drift-detector@users.noreply.github.com".to_owned(),
+        }
+    }
 }
 
 /// `notifications:`: how the notifier task runs (docs/notifications.md).

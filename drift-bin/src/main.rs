@@ -47,6 +47,8 @@ enum Command {
     Drifts(cmd::store::DriftsCommand),
     /// Decide about a drift: acknowledge, accept (a waiver) or reject.
     Decide(cmd::decide::DecideArgs),
+    /// Act on a drift: revert the cluster to Git, or accept the cluster's value into Git.
+    Fix(cmd::fix::FixArgs),
     /// The audit trail: scans, decisions, waivers, notification attempts.
     #[command(subcommand)]
     Audit(cmd::audit::AuditCommand),
@@ -88,6 +90,7 @@ fn main() -> ExitCode {
         Command::Migrate(args) => runtime.block_on(cmd::store::migrate(args)),
         Command::Drifts(c) => runtime.block_on(cmd::store::drifts(c)),
         Command::Decide(args) => runtime.block_on(cmd::decide::run(args)),
+        Command::Fix(args) => runtime.block_on(cmd::fix::run(args)),
         Command::Audit(c) => runtime.block_on(cmd::audit::run(c)),
         Command::Config(c) => cmd::store::config(c),
         Command::Version => {

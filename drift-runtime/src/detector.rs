@@ -44,7 +44,6 @@ pub struct DetectorBuilder {
     proposers: Vec<Arc<dyn ChangeProposer>>,
     allow_secrets: bool,
     heal: Option<HealPolicy>,
-    heal_tick: Option<Duration>,
     link: Option<String>,
 }
 
@@ -153,10 +152,9 @@ impl DetectorBuilder {
         self.allow_secrets = allow;
         self
     }
-    /// Turns self-heal on (off by default) with a policy, a round every `tick` (default 30 s).
-    pub fn heal(mut self, policy: HealPolicy, tick: Option<Duration>) -> Self {
+    /// Turns self-heal on (off by default) with a policy.
+    pub fn heal(mut self, policy: HealPolicy) -> Self {
         self.heal = Some(policy);
-        self.heal_tick = tick;
         self
     }
     /// The address of the API or page, for links back (pull request bodies).
@@ -235,7 +233,6 @@ impl DetectorBuilder {
         });
         Ok(Detector {
             remedies,
-            heal_tick: self.heal_tick.unwrap_or(Duration::from_secs(30)),
             scanner,
             interval,
             watch: self.watch.unwrap_or(true),
@@ -264,7 +261,6 @@ pub struct Detector {
     notify_tick: Duration,
     /// Remediation, with a store that keeps an audit trail.
     remedies: Option<Arc<Remedies>>,
-    heal_tick: Duration,
 }
 
 type Passes = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
@@ -386,8 +382,8 @@ impl Detector {
         let healer = self
             .remedies
             .clone()
-            .filter(|r| r.heal().is_some())
-            .map(|r| tokio::spawn(crate::remedy::run_heal(r, self.heal_tick, stop_rx.clone())));
+            .and_then(|r| r.heal().map(|h| (h.tick, r.clone())))
+            .map(|(tick, r)| tokio::spawn(crate::remedy::run_heal(r, tick, stop_rx.clone())));
         let mut stop_api = stop_rx.clone();
         let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
             // Either a stop was sent or every sender is gone: both mean shut down.

@@ -68,6 +68,9 @@ pub struct HealPolicy {
     /// The window of the rate limit.
     #[serde(with = "humantime_serde")]
     pub per: Duration,
+    /// How often a round looks for drifts to heal.
+    #[serde(with = "humantime_serde")]
+    pub tick: Duration,
 }
 
 impl Default for HealPolicy {
@@ -81,6 +84,7 @@ impl Default for HealPolicy {
             grace: Duration::from_secs(600),
             max: 10,
             per: Duration::from_secs(3600),
+            tick: Duration::from_secs(30),
         }
     }
 }
@@ -95,8 +99,8 @@ impl HealPolicy {
 
     /// Checks the policy.
     pub fn validate(&self) -> drift_core::Result<()> {
-        if self.max == 0 || self.per.is_zero() {
-            return Err(drift_core::Error::config("heal: max and per must be more than 0"));
+        if self.max == 0 || self.per.is_zero() || self.tick.is_zero() {
+            return Err(drift_core::Error::config("heal: max, per and tick must be more than 0"));
         }
         Ok(())
     }

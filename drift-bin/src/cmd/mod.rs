@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod decide;
 pub mod diff;
+pub mod fix;
 pub mod render;
 pub mod scan;
 pub mod serve;
