@@ -223,6 +223,12 @@ fn print_detail(detail: &DriftDetail) {
     if let Some(t) = d.acknowledged_at {
         println!("  acknowledged at {}", when(t));
     }
+    if let Some(r) = &d.revert
+        && d.status.as_str() != "resolved"
+    {
+        println!("  revert:     {}", r.command);
+        println!("              (or: drift fix {} --revert; to keep the cluster's value: drift fix {} --accept)", d.id, d.id);
+    }
     match &detail.learned {
         Some(l) => println!("  learned:    {}", l.explanation),
         None => println!("  learned:    nothing yet (no decision on similar drifts)"),

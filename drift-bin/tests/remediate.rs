@@ -1,0 +1,415 @@
+//! Remediation as an operator uses it (docs/remediation.md): a real git repository, the test API
+//! server driven by the real kubectl, SQLite. Hand changes are reverted from the CLI (dry run
+//! first), through the API, by the printed kubectl command, and by self-heal (after a grace
+//! period, under a rate limit, at once after a `reject`, or only written down in dry-run mode);
+//! every refusal names its rule; a live change accepted into Git is a pushed branch whose merge
+//! resolves the drift as `accepted`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, script, wait_for};
+use drift_test_apiserver::{Options, TestApiServer};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "fix-token-2b81d4";
+
+const SECRET: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: shop\nstringData:\n  password: git-secret-value-1\n";
+
+struct World {
+    server: TestApiServer,
+    home: tempfile::TempDir,
+    repo: GitRepo,
+    config: PathBuf,
+}
+
+impl World {
+    /// The shop applied from a repository (and a Secret), with a configuration whose end is
+    /// `extra` (heal settings).
+    fn start(watch: bool, extra: &str) -> World {
+        let home = tempfile::tempdir().unwrap();
+        let server = TestApiServer::start(Options::default()).unwrap();
+        let repo = GitRepo::init(home.path().join("repo"));
+        for (name, text) in SHOP {
+            repo.write(&format!("apps/{name}"), text);
+        }
+        repo.write("apps/web/secret.yaml", SECRET);
+        repo.commit("shop: web");
+        let config = home.path().join("drift.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "cluster: fix\ninterval: 1h\nwatch: {watch}\ndatabase: sqlite://{db}\napi:\n  listen: 127.0.0.1:0\n  token_env: FIX_TOKEN\n\
+                 repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    path: apps\n    cache_dir: {cache}\n\
+                 live:\n  kubeconfig: {kubeconfig}\n{extra}",
+                db = home.path().join("drift.db").display(),
+                repo = repo.dir.display(),
+                cache = home.path().join("cache").display(),
+                kubeconfig = server.kubeconfig_path().display(),
+            ),
+        )
+        .unwrap();
+        let world = World { server, home, repo, config };
+        world.kubectl(&["apply", "-R", "-f", world.repo.dir.join("apps").to_str().unwrap()]);
+        world
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        kubectl(self.server.kubeconfig_path(), self.home.path(), args, &[])
+    }
+
+    fn json_of(&self, args: &[&str]) -> Value {
+        serde_json::from_str(&self.kubectl(args)).unwrap()
+    }
+
+    /// `kubectl edit` of the ConfigMap with a sed script as the editor.
+    fn edit_configmap(&self, from: &str, to: &str) {
+        let editor = self.home.path().join(format!("edit-{to}.sh"));
+        script(&editor, &format!("#!/bin/sh\nsed -i 's/mode: {from}/mode: {to}/' \"$1\"\n"));
+        kubectl(
+            self.server.kubeconfig_path(),
+            self.home.path(),
+            &["edit", "configmap", "settings", "-n", "shop"],
+            &[("KUBE_EDITOR", &editor)],
+        );
+    }
+
+    fn mode(&self) -> String {
+        self.json_of(&["get", "configmap", "settings", "-n", "shop", "-o", "json"])["data"]["mode"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn replicas(&self) -> i64 {
+        self.json_of(&["get", "deployment", "web", "-n", "shop", "-o", "json"])["spec"]["replicas"].as_i64().unwrap()
+    }
+
+    /// `drift ARGS --config FILE` as user carol: exit code, stdout, stderr.
+    fn drift(&self, args: &[&str]) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+            .args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .env("USER", "carol")
+            .env("NO_COLOR", "1")
+            .env("HOME", self.home.path())
+            .output()
+            .unwrap();
+        (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    }
+
+    fn drift_json(&self, args: &[&str]) -> Value {
+        let (code, out, err) = self.drift(args);
+        assert_eq!(code, 0, "{args:?}: {out}{err}");
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+    }
+
+    /// The drifts with this status, as JSON rows.
+    fn rows(&self, status: &str) -> Vec<Value> {
+        self.drift_json(&["drifts", "list", "--status", status, "--json"])["items"].as_array().unwrap().clone()
+    }
+
+    /// The id of the live drift of `kind` at `path`.
+    fn id(&self, kind: &str, path: &str) -> String {
+        let rows = self.rows("open");
+        let d = rows
+            .iter()
+            .find(|d| d["resource_kind"] == kind && d["path"] == path)
+            .unwrap_or_else(|| panic!("no open drift of {kind} at {path}: {rows:?}"));
+        d["id"].as_i64().unwrap().to_string()
+    }
+
+    fn serve(&self) -> Serve {
+        Serve::start(&self.config, &[("FIX_TOKEN", TOKEN)])
+    }
+}
+
+/// The managers of an object's managedFields, with their operation.
+fn managers(object: &Value) -> Vec<(String, String)> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["manager"].as_str().unwrap().to_owned(), m["operation"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_hand_change_is_reverted_from_the_cli_after_a_dry_run_and_the_next_scan_says_reverted() {
+    let w = World::start(false, "");
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "two drifts: {out}{err}");
+    let cm = w.id("ConfigMap", "data.mode");
+    let replicas = w.id("Deployment", "spec.replicas");
+
+    // Every drift carries its patch and the command a person can paste.
+    let detail = w.drift_json(&["drifts", "get", &cm, "-o", "json"]);
+    assert_eq!(
+        detail["revert"]["patch"],
+        json!([{"op": "test", "path": "/data/mode", "value": "slow"}, {"op": "replace", "path": "/data/mode", "value": "fast"}])
+    );
+    assert_eq!(
+        detail["revert"]["command"],
+        r#"kubectl patch configmap settings --namespace shop --type json --field-manager drift-detector -p '[{"op":"test","path":"/data/mode","value":"slow"},{"op":"replace","path":"/data/mode","value":"fast"}]'"#
+    );
+
+    // A dry run changes nothing.
+    let (code, out, err) = w.drift(&["fix", &cm, "--revert", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("dry run: the server would revert ConfigMap shop/settings (data.mode) for drift {cm}")), "{out}");
+    assert_eq!(w.mode(), "slow");
+
+    let (code, out, err) = w.drift(&["fix", &cm, "--revert", "-o", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let outcome: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((outcome["status"].as_str(), outcome["actor"].as_str()), (Some("reverted"), Some("carol")));
+    assert_eq!(outcome["plan"]["apply"]["data"], json!({"mode": "fast"}), "only the drifted field is applied");
+    assert_eq!(w.mode(), "fast");
+    let object = w.json_of(&["get", "configmap", "settings", "-n", "shop", "-o", "json"]);
+    let managers = managers(&object);
+    assert!(managers.contains(&("drift-detector".into(), "Apply".into())), "{managers:?}");
+    assert!(managers.iter().any(|(m, _)| m == "kubectl-client-side-apply"), "the applier keeps its fields: {managers:?}");
+
+    // The printed command works as it is.
+    let command = w.drift_json(&["drifts", "get", &replicas, "-o", "json"])["revert"]["command"].as_str().unwrap().to_owned();
+    let kubeconfig = w.server.kubeconfig_path().display().to_string();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", w.home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command}: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(w.replicas(), 2);
+
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 0, "nothing left: {out}{err}");
+    let resolved = w.rows("resolved");
+    assert_eq!(resolved.len(), 2, "{resolved:?}");
+    assert!(resolved.iter().all(|d| d["resolution"] == "reverted"), "{resolved:?}");
+
+    let audit = w.drift_json(&["audit", "list", "--action", "revert", "-o", "json"]);
+    let entries: Vec<(String, String)> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["actor"].as_str().unwrap().to_owned(), e["status"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(entries, [("carol".to_owned(), "reverted".to_owned()), ("carol".to_owned(), "dry_run".to_owned())]);
+    // A resolved drift is not reverted again.
+    let (code, _, err) = w.drift(&["fix", &cm, "--revert"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("refused (resolved): "), "{err}");
+}
+
+#[test]
+fn every_refusal_names_its_rule_and_changes_nothing() {
+    let w = World::start(false, "");
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["patch", "secret", "creds", "-n", "shop", "-p", r#"{"stringData":{"password":"hand-set-secret-2"}}"#]);
+    // A controller (any manager that is neither an applier nor a person) changes the image.
+    w.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "shop",
+        "--field-manager",
+        "image-updater",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.99"}]"#,
+    ]);
+    w.kubectl(&["delete", "service", "web", "-n", "shop"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let refused = |id: &str, rule: &str| {
+        let (code, out, err) = w.drift(&["fix", id, "--revert"]);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(err.starts_with(&format!("refused ({rule}): ")), "{rule}: {err}");
+        assert!(!err.contains("secret-value") && !err.contains("hand-set-secret"), "no Secret value: {err}");
+        err
+    };
+
+    let secret = w.id("Secret", "data.password");
+    assert!(w.drift_json(&["drifts", "get", &secret, "-o", "json"]).get("revert").is_none(), "no patch for a Secret");
+    refused(&secret, "secret");
+    let image = w.rows("open").into_iter().find(|d| d["drift_type"] == "image_tag_drift").unwrap()["id"].to_string();
+    let err = refused(&image, "controller_managed");
+    assert!(err.contains("image-updater"), "{err}");
+    let missing = w.id("Service", "");
+    refused(&missing, "missing_object");
+    let cm = w.id("ConfigMap", "data.mode");
+    let (code, _, err) = w.drift(&["decide", &cm, "accept", "--comment", "slow during the sale"]);
+    assert_eq!(code, 0, "{err}");
+    let err = refused(&cm, "waived");
+    assert!(err.contains("under a waiver until "), "{err}");
+
+    // Nothing changed in the cluster.
+    assert_eq!(w.mode(), "slow");
+    let secret = w.json_of(&["get", "secret", "creds", "-n", "shop", "-o", "json"]);
+    assert_ne!(secret["data"]["password"], json!("Z2l0LXNlY3JldC12YWx1ZS0x"), "git-secret-value-1 in base64");
+    // Each refusal is in the audit trail, with its rule.
+    let audit = w.drift_json(&["audit", "list", "--action", "revert", "--status", "refused", "-o", "json"]);
+    let mut rules: Vec<String> =
+        audit["items"].as_array().unwrap().iter().map(|e| e["detail"]["refusal"].as_str().unwrap().to_owned()).collect();
+    rules.sort();
+    assert_eq!(rules, ["controller_managed", "missing_object", "secret", "waived"]);
+    let (code, _, err) = w.drift(&["fix", "999", "--revert"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no drift with id 999"), "{err}");
+}
+
+#[test]
+fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
+    let w = World::start(true, "");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(()));
+    w.edit_configmap("fast", "slow");
+    let id = wait_for(Duration::from_secs(30), "the watch to record the drift", || {
+        let page = get_json(&serve.addr, "/drifts?status=open");
+        page["items"].as_array().unwrap().first().map(|d| d["id"].as_i64().unwrap())
+    });
+    let path = format!("/drifts/{id}/revert");
+    assert_eq!(http(&serve.addr, "POST", &path, None).0, 401);
+    assert_eq!(http(&serve.addr, "POST", &format!("{path}?dry_run=maybe"), Some(TOKEN)).0, 400);
+    let (status, body) = http(&serve.addr, "POST", &format!("{path}?dry_run=true"), Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["status"], "dry_run");
+    assert_eq!(w.mode(), "slow");
+    let (status, body) = http(&serve.addr, "POST", &path, Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let outcome: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((outcome["status"].as_str(), outcome["actor"].as_str()), (Some("reverted"), Some("default")));
+    assert_eq!(w.mode(), "fast");
+    let resolved = wait_for(Duration::from_secs(30), "the watch to resolve the drift", || {
+        let d = get_json(&serve.addr, &format!("/drifts/{id}"));
+        (d["status"] == "resolved").then_some(d)
+    });
+    assert_eq!(resolved["resolution"], "reverted");
+    // A second request is refused: the drift is resolved.
+    let (status, body) = http(&serve.addr, "POST", &path, Some(TOKEN));
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["refusal"], "resolved");
+    assert_eq!(http(&serve.addr, "POST", "/drifts/424242/revert", Some(TOKEN)).0, 404);
+    serve.stop();
+}
+
+#[test]
+fn self_heal_reverts_a_rejected_drift_at_once_and_waits_out_the_grace_period_for_the_rest() {
+    let w = World::start(true, "heal:\n  grace: 1h\n  tick: 200ms\n");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(()));
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let open = |kind: &str| {
+        let page = get_json(&serve.addr, "/drifts?status=open");
+        page["items"].as_array().unwrap().iter().find(|d| d["resource_kind"] == kind).map(|d| d["id"].as_i64().unwrap())
+    };
+    let cm = wait_for(Duration::from_secs(30), "the ConfigMap drift", || open("ConfigMap"));
+    let deployment = wait_for(Duration::from_secs(30), "the Deployment drift", || open("Deployment"));
+    let (status, body) = http_json(&serve.addr, &format!("/drifts/{cm}/decisions"), &json!({"action": "reject"}));
+    assert_eq!(status, 201, "{body}");
+    wait_for(Duration::from_secs(30), "self-heal to revert the rejected drift", || (w.mode() == "fast").then_some(()));
+    let resolved = wait_for(Duration::from_secs(30), "the watch to resolve it", || {
+        let d = get_json(&serve.addr, &format!("/drifts/{cm}"));
+        (d["status"] == "resolved").then_some(d)
+    });
+    assert_eq!(resolved["resolution"], "reverted");
+    let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal");
+    let items = audit["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!((items[0]["status"].as_str(), items[0]["drift_id"].as_i64()), (Some("reverted"), Some(cm)));
+    assert_eq!(items[0]["detail"]["rejected"], true);
+    // The other drift is within its grace period: left alone.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(w.replicas(), 5);
+    assert_eq!(get_json(&serve.addr, &format!("/drifts/{deployment}"))["status"], "open");
+    serve.stop();
+}
+
+#[test]
+fn self_heal_in_dry_run_mode_only_writes_what_it_would_do_once_within_its_rate_limit() {
+    let w = World::start(true, "heal:\n  dry_run: true\n  grace: 1s\n  tick: 200ms\n  max: 1\n  per: 1h\n");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(()));
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let entries = wait_for(Duration::from_secs(30), "a would_revert entry", || {
+        let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal");
+        let items = audit["items"].as_array().unwrap().clone();
+        (!items.is_empty()).then_some(items)
+    });
+    // Several more rounds: still one entry (one drift, once; the other is over the limit).
+    std::thread::sleep(Duration::from_secs(2));
+    let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal");
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    assert_eq!(entries[0]["status"], "would_revert");
+    assert_eq!((w.mode().as_str(), w.replicas()), ("slow", 5), "nothing was changed");
+    assert_eq!(get_json(&serve.addr, "/drifts?status=open")["items"].as_array().unwrap().len(), 2);
+    serve.stop();
+}
+
+#[test]
+fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as_accepted() {
+    let w = World::start(false, "");
+    let before = std::fs::read_to_string(w.repo.dir.join("apps/web/configmap.yaml")).unwrap();
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let cm = w.id("ConfigMap", "data.mode");
+    let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("branch drift/accept/configmap-settings-"), "{out}");
+    assert!(out.contains(&format!("for ConfigMap shop/settings (drifts {cm})")), "{out}");
+    let branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    // The file on the branch: the value edited in place, every other byte as it was.
+    let on_branch = w.repo.git(&["show", &format!("{branch}:apps/web/configmap.yaml")]);
+    assert_eq!(on_branch, before.replace("mode: fast", "mode: slow"));
+    let changed = w.repo.git(&["diff", "--name-only", &format!("main...{branch}")]);
+    assert_eq!(changed, "apps/web/configmap.yaml\n");
+    // A second request updates the same branch.
+    let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("branch {branch} updated")), "{out}");
+    let audit = w.drift_json(&["audit", "list", "--action", "accept", "-o", "json"]);
+    let statuses: Vec<&str> = audit["items"].as_array().unwrap().iter().map(|e| e["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["updated", "proposed"]);
+    // A Secret is never written to Git.
+    let replicas = w.id("Deployment", "spec.replicas");
+    w.repo.git(&["merge", "-q", "--ff-only", &branch]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "the replicas drift is left: {out}{err}");
+    let resolved = w.rows("resolved");
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!((resolved[0]["id"].to_string(), resolved[0]["resolution"].as_str()), (cm, Some("accepted")));
+    assert_eq!(w.id("Deployment", "spec.replicas"), replicas);
+}
+
+/// `POST path` with the token and a JSON body.
+fn http_json(addr: &str, path: &str, body: &Value) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let text = body.to_string();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
