@@ -80,7 +80,8 @@ fn hand_changes(cluster: &Cluster) {
 
 /// `kubectl get -o json` of an object.
 fn kubectl_get(cluster: &Cluster, kind: &str, name: &str) -> Value {
-    serde_json::from_str(&cluster.kubectl(&["get", kind, name, "-n", "shop", "-o", "json", "--show-managed-fields"])).unwrap()
+    serde_json::from_str(&cluster.kubectl(&["get", kind, name, "-n", "shop", "-o", "json", "--show-managed-fields"]))
+        .unwrap()
 }
 
 async fn read(source: &K8sSource, git: &Value) -> Resource {
@@ -337,4 +338,83 @@ async fn a_missing_object_is_a_clear_error_and_is_not_created() {
     }
     let out = cluster.kubectl_command(&["get", "deployment/web", "-n", "shop"]).output().unwrap();
     assert!(!out.status.success(), "the revert did not create the object");
+}
+
+fn git_secret() -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "db", "namespace": "shop"},
+        "type": "Opaque", "stringData": {"password": "git-pass"}})
+}
+
+#[tokio::test]
+async fn a_secret_written_with_string_data_is_reverted_and_its_values_stay_out_of_errors() {
+    let cluster = Cluster::start();
+    gitops_apply(&cluster);
+    cluster.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager", "argocd-controller", "-f", "-"],
+        &git_secret().to_string(),
+    );
+    cluster.kubectl(&["patch", "secret/db", "-n", "shop", "-p", r#"{"stringData":{"password":"hand-pass"}}"#]);
+    let source = cluster.source().await;
+    let engine = Engine::default();
+    let live = read(&source, &git_secret()).await;
+    assert_eq!(drift_paths(&engine, &git_secret(), &live), vec!["data.password".to_owned()]);
+    let secret_plan = plan(&engine, &git_secret(), &live);
+
+    // An API server that refuses the apply: the error says so and quotes no value.
+    cluster.server.set_faults(
+        serde_json::from_value(json!({"faults": [{"match": {"verb": "patch", "resource": "secrets"},
+            "action": {"type": "error", "code": 422,
+                "message": "Secret \"db\" is invalid: data[password]: Invalid value: \"git-pass\""}}]}))
+        .unwrap(),
+    );
+    let err = source.send_revert(&secret_plan, &live, false).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("Secret shop/db") && text.contains("HTTP 422") && text.contains("invalid"), "{text}");
+    assert!(!text.contains("git-pass") && !text.contains("hand-pass"), "no Secret value in errors: {text}");
+    cluster.server.clear_faults();
+
+    // The revert puts Git's value back as the API server stores it, in `data`.
+    source.send_revert(&secret_plan, &live, false).await.unwrap();
+    let after = kubectl_get(&cluster, "secret", "db");
+    assert_eq!(after["data"]["password"], "Z2l0LXBhc3M=", "base64 of git-pass");
+    assert_eq!(drift_paths(&engine, &git_secret(), &res(after)), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn conflicts_and_invalid_objects_are_errors_that_say_so() {
+    let cluster = Cluster::start();
+    gitops_apply(&cluster);
+    hand_changes(&cluster);
+    let source = cluster.source().await;
+    let engine = Engine::default();
+    let dep = read(&source, &git_deployment()).await;
+    let dep_plan = plan(&engine, &git_deployment(), &dep);
+    cluster.server.set_faults(
+        serde_json::from_value(json!({"faults": [{"match": {"verb": "patch", "resource": "deployments"},
+            "action": {"type": "error", "code": 409, "message": "Operation cannot be fulfilled"}}]}))
+        .unwrap(),
+    );
+    let err = source.send_revert(&dep_plan, &dep, false).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("apps/Deployment shop/web") && text.contains("HTTP 409") && text.contains("conflict"),
+        "{text}"
+    );
+    assert!(text.contains("Operation cannot be fulfilled"), "the server's message is shown for other kinds: {text}");
+
+    cluster.server.set_faults(
+        serde_json::from_value(json!({"faults": [{"match": {"verb": "patch", "resource": "deployments"},
+            "action": {"type": "error", "code": 422, "message": "spec.replicas: Invalid value: -1"}}]}))
+        .unwrap(),
+    );
+    let err = source.send_revert(&dep_plan, &dep, true).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("dry run of the revert of apps/Deployment shop/web") && text.contains("HTTP 422"), "{text}");
+    assert!(text.contains("spec.replicas: Invalid value"), "{text}");
+    cluster.server.clear_faults();
+    assert_eq!(kubectl_get(&cluster, "deployment", "web")["spec"]["replicas"], 5, "nothing was changed");
 }
