@@ -545,7 +545,7 @@ mod tests {
         let plan = revert_plan(&git, &live, &ps).unwrap();
         // Git's value, encoded as the API server stores stringData; the key is not removed.
         assert_eq!(plan.apply.unwrap()["data"], json!({"password": "Z2l0LXZhbHVl"}));
-        assert!(plan.remove.0.is_empty(), "{:?}", plan.remove);
+        assert!(plan.remove.0.is_empty(), "nothing is removed");
         assert_eq!(plan.paths, vec!["data.password".to_owned()]);
     }
 }

@@ -122,6 +122,9 @@ impl K8sSource {
                 })
             });
             current = Some(sent.map_err(|e| revert_error(e, Step::Remove, mode, &what, secret))?);
+            if plan.apply.is_none() {
+                tracing::info!(cluster = %self.cluster, object = %what, dry_run, paths = plan.paths.len(), "revert sent");
+            }
         }
 
         // 2. The apply of Git's values, on an object that exists.
@@ -153,6 +156,8 @@ impl K8sSource {
             })
             .await
             .map_err(|e| revert_error(e, Step::Apply, mode, &what, secret))?;
+        // Never the plan itself: a Secret's plan carries values.
+        tracing::info!(cluster = %self.cluster, object = %what, dry_run, paths = plan.paths.len(), "revert sent");
         let mut out = applied;
         if dry_run && current.is_some() {
             // The dry-run apply ran on the stored object, which still has the fields the

@@ -224,7 +224,7 @@ async fn a_revert_puts_back_only_the_drifted_fields_under_drift_detector() {
     assert_eq!(
         fields_of(&after, "argocd-controller", "Apply").unwrap()["f:data"],
         json!({"f:mode": {}}),
-        "the applier lost only the field forced back by the revert"
+        "the applier lost level to the hand change and nothing else"
     );
 
     // Service: a port only the cluster has; removals only, no apply.
