@@ -161,14 +161,26 @@ impl K8sSource {
         let mut out = applied;
         if dry_run && current.is_some() {
             // The dry-run apply ran on the stored object, which still has the fields the
-            // removals take away: the outcome is the apply's answer without them.
-            json_patch::patch(&mut out, &plan.remove).map_err(|e| {
-                drift_core::Error::conflict(format!(
-                    "{mode} of {what}: the removals do not fit the object the apply would give ({e}); read the object again and plan anew"
-                ))
-            })?;
+            // removals take away: the outcome is the apply's answer without them. Their `test`s
+            // passed on the server; a field the apply already dropped (one only drift-detector
+            // had applied) is simply gone.
+            remove_present(&mut out, &plan.remove);
         }
         Ok(self.to_resource(&info, out)?)
+    }
+}
+
+/// Applies the `remove` operations of a patch whose target is still there, in order, and skips
+/// its `test`s (the server checked them on the stored object).
+fn remove_present(object: &mut Value, patch: &json_patch::Patch) {
+    for op in &patch.0 {
+        if let json_patch::PatchOperation::Remove(r) = op
+            && object.pointer(r.path.as_str()).is_some()
+        {
+            let single = json_patch::Patch(vec![op.clone()]);
+            // The target exists: the removal cannot fail.
+            let _ = json_patch::patch(object, &single);
+        }
     }
 }
 

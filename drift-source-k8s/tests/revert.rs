@@ -418,3 +418,42 @@ async fn conflicts_and_invalid_objects_are_errors_that_say_so() {
     cluster.server.clear_faults();
     assert_eq!(kubectl_get(&cluster, "deployment", "web")["spec"]["replicas"], 5, "nothing was changed");
 }
+
+#[tokio::test]
+async fn a_field_git_dropped_after_the_detector_set_it_is_removed_in_the_dry_run_and_for_real() {
+    let cluster = Cluster::start();
+    gitops_apply(&cluster);
+    let source = cluster.source().await;
+    let engine = Engine::default();
+    // A first revert: drift-detector takes `level` from the hand change.
+    cluster.kubectl(&["patch", "configmap/settings", "-n", "shop", "-p", r#"{"data":{"level":"debug"}}"#]);
+    let live = read(&source, &git_configmap()).await;
+    source.send_revert(&plan(&engine, &git_configmap(), &live), &live, false).await.unwrap();
+    assert_eq!(
+        fields_of(&kubectl_get(&cluster, "configmap", "settings"), "drift-detector", "Apply"),
+        Some(json!({"f:data": {"f:level": {}}}))
+    );
+    // Git drops `level`; somebody changes `mode` by hand.
+    let mut git = git_configmap();
+    git["data"].as_object_mut().unwrap().remove("level");
+    cluster.kubectl(&["patch", "configmap/settings", "-n", "shop", "-p", r#"{"data":{"mode":"slow"}}"#]);
+    let live = read(&source, &git).await;
+    // The engine reports `mode`; a field only the cluster has that a non-manual manager
+    // (drift-detector is one by default) added is not drift for it, so `level` is asked for here.
+    assert_eq!(drift_paths(&engine, &git, &live), vec!["data.mode".to_owned()]);
+    let desired = res(git.clone());
+    let mut paths: Vec<_> = engine.compare_paths(&desired, Some(&live)).into_iter().map(|(p, _)| p).collect();
+    paths.push(drift_core::path::Path::root().field("data").field("level"));
+    let both = revert_plan(&desired, &live, &paths).unwrap();
+    assert!(both.apply.is_some() && !both.remove.0.is_empty());
+    let before = kubectl_get(&cluster, "configmap", "settings");
+    let dry = source.send_revert(&both, &live, true).await.unwrap();
+    assert_eq!(dry.object["data"], json!({"mode": "fast"}));
+    assert_eq!(kubectl_get(&cluster, "configmap", "settings"), before);
+    let done = source.send_revert(&both, &live, false).await.unwrap();
+    let after = kubectl_get(&cluster, "configmap", "settings");
+    assert_eq!(after["data"], json!({"mode": "fast"}));
+    assert_eq!(done.object["data"], after["data"]);
+    assert_eq!(fields_of(&after, "drift-detector", "Apply"), Some(json!({"f:data": {"f:mode": {}}})));
+    assert_eq!(drift_paths(&engine, &git, &res(after)), Vec::<String>::new());
+}
