@@ -208,6 +208,12 @@ async fn a_revert_puts_back_only_the_drifted_fields_under_drift_detector() {
         v
     };
     assert!(managers(&before).iter().any(|m| m.starts_with("kubectl")), "{:?}", managers(&before));
+    // The hand changes' managers owned only the reverted fields: their entries are gone; the
+    // applier's entry is as it was.
+    assert_eq!(managers(&before), vec!["argocd-controller", "kubectl", "kubectl-set"]);
+    let applier_before: Vec<Value> =
+        other_managers(&before).into_iter().filter(|e| e["manager"] == "argocd-controller").collect();
+    assert_eq!(other_managers(&after), applier_before);
 
     // ConfigMap: a value changed by hand (level), a data key and a label only the cluster has.
     let live = read(&source, &git_configmap()).await;
