@@ -94,6 +94,9 @@ impl K8sSource {
                 live.key
             )));
         }
+        if plan.is_empty() {
+            return Err(drift_core::Error::invalid_input(format!("the revert plan of {key} changes nothing")));
+        }
         let secret = key.group.is_empty() && key.kind == "Secret";
         let info = self.kind_info(&key.group_kind(), &plan.api_version).await?;
         let url = info.url(key.namespace.as_deref());

@@ -463,3 +463,36 @@ async fn a_field_git_dropped_after_the_detector_set_it_is_removed_in_the_dry_run
     assert_eq!(fields_of(&after, "drift-detector", "Apply"), Some(json!({"f:data": {"f:mode": {}}})));
     assert_eq!(drift_paths(&engine, &git, &res(after)), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_cluster_scoped_object_is_reverted_too() {
+    let cluster = Cluster::start();
+    let git = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"team": "a"}}});
+    cluster.kubectl_stdin(
+        &["apply", "--server-side", "--field-manager", "argocd-controller", "-f", "-"],
+        &git.to_string(),
+    );
+    cluster.kubectl(&["label", "namespace/team-a", "team=b", "--overwrite"]);
+    let source = cluster.source().await;
+    let engine = Engine::default();
+    let live = read(&source, &git).await;
+    assert_eq!(live.key.namespace, None);
+    assert_eq!(drift_paths(&engine, &git, &live), vec!["metadata.labels.team".to_owned()]);
+    let ns_plan = plan(&engine, &git, &live);
+    assert!(ns_plan.apply.as_ref().unwrap()["metadata"].get("namespace").is_none());
+    source.send_revert(&ns_plan, &live, false).await.unwrap();
+    let after: Value =
+        serde_json::from_str(&cluster.kubectl(&["get", "namespace", "team-a", "-o", "json", "--show-managed-fields"]))
+            .unwrap();
+    assert_eq!(after["metadata"]["labels"]["team"], "a");
+    assert_eq!(fields_of(&after, "drift-detector", "Apply"), Some(json!({"f:metadata": {"f:labels": {"f:team": {}}}})));
+    // Nothing left to revert: an empty plan is refused, not sent.
+    let live = read(&source, &git).await;
+    let empty = plan(&engine, &git, &live);
+    assert!(empty.is_empty());
+    let requests = cluster.server.requests().len();
+    let err = source.send_revert(&empty, &live, false).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("changes nothing"), "{err}");
+    assert_eq!(cluster.server.requests().len(), requests, "no request");
+}
