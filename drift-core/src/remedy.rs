@@ -414,6 +414,10 @@ pub fn revert_of(desired: &Resource, live: &Resource, path: &Path) -> Option<Rev
 /// and guarded removals of the fields only the cluster has. Secrets are planned like any object
 /// (the plan is sent, never shown or stored).
 pub fn revert_plan(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<RevertPlan, RemedyError> {
+    // The engine compares a Secret's `stringData` as `data` (the API server folds it in): Git's
+    // value of `data.x` may be written as `stringData.x`.
+    let folded = secret_with_string_data_folded(desired);
+    let desired = folded.as_ref().unwrap_or(desired);
     let mut body = Map::new();
     let mut removals = Vec::new();
     let mut covered = Vec::new();
@@ -462,6 +466,34 @@ pub fn revert_plan(desired: &Resource, live: &Resource, paths: &[Path]) -> Resul
         remove,
         paths: covered,
     })
+}
+
+/// A Secret whose `stringData` is folded into `data`, base64-encoded, as the API server stores
+/// it (`stringData` wins over `data`); `None` for other objects and Secrets without it.
+fn secret_with_string_data_folded(desired: &Resource) -> Option<Resource> {
+    use base64::Engine as _;
+    if !is_secret(desired) {
+        return None;
+    }
+    let Some(Value::Object(string_data)) = desired.object.get("stringData") else { return None };
+    let mut folded = desired.clone();
+    let Value::Object(o) = &mut folded.object else { return None };
+    let string_data = string_data.clone();
+    o.remove("stringData");
+    let data = o.entry("data").or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Value::Object(data) = data {
+        for (k, v) in string_data {
+            let text = match v {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            data.insert(k, Value::String(base64::engine::general_purpose::STANDARD.encode(text)));
+        }
+    }
+    Some(folded)
 }
 
 /// Puts Git's value at `segs` into the apply body, with the merge-key fields of each list item
@@ -708,5 +740,22 @@ mod tests {
         let (d, l) = (res(args), res(live_args));
         let plan = revert_plan(&d, &l, &paths(&d, &l)).unwrap();
         assert_eq!(plan.apply.unwrap()["spec"], json!({"containers": [{"name": "c", "args": ["a", "b"]}]}));
+    }
+
+    #[test]
+    fn a_secret_written_with_string_data_is_planned_as_data_and_never_removed() {
+        let git = res(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "a"},
+            "data": {"user": "YWRtaW4="}, "stringData": {"password": "git-value"}}));
+        let live = res(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "a"},
+            "data": {"user": "YWRtaW4=", "password": "bGl2ZS12YWx1ZQ==", "extra": "eA=="}}));
+        let ps: Vec<Path> = Engine::default().compare_paths(&git, Some(&live)).into_iter().map(|(p, _)| p).collect();
+        let mut shown: Vec<String> = ps.iter().map(ToString::to_string).collect();
+        shown.sort();
+        assert_eq!(shown, vec!["data.password".to_owned()]);
+        let plan = revert_plan(&git, &live, &ps).unwrap();
+        // Git's value, encoded as the API server stores stringData; the key is not removed.
+        assert_eq!(plan.apply.unwrap()["data"], json!({"password": "Z2l0LXZhbHVl"}));
+        assert!(plan.remove.0.is_empty(), "nothing is removed");
+        assert_eq!(plan.paths, vec!["data.password".to_owned()]);
     }
 }

@@ -14,6 +14,9 @@
 //! - Server-side mode ([`K8sSource::predict`], [`K8sSource::review_server_side`]): a
 //!   server-side apply dry run predicts the live object, so that defaults and mutating webhooks
 //!   are not mistaken for drift.
+//! - Revert ([`K8sSource::send_revert`], [`K8sSource::get_object`]): a revert plan of
+//!   `drift_core::remedy` sent to the cluster, guarded removals then a server-side apply of Git's
+//!   values with the field manager `drift-detector`.
 //! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
 //!
 //! The TLS crypto provider is the program's choice, never this library's: a binary installs
@@ -40,6 +43,7 @@
 
 pub mod config;
 pub mod error;
+pub mod revert;
 pub mod server_side;
 pub mod snapshot;
 pub mod source;

@@ -20,7 +20,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
 use crate::error::K8sError;
-use crate::source::{K8sSource, KindInfo};
+use crate::source::K8sSource;
 
 /// Whether a client-side drift at `path` is confirmed by the differences between the predicted
 /// and the live object (`server`): one of them is at the same path, inside it or above it.
@@ -35,22 +35,7 @@ impl K8sSource {
     /// The object the API server predicts after applying `desired` (server-side apply, dry run,
     /// forced, with [`crate::K8sConfig::field_manager`]). Nothing is written.
     pub async fn predict(&self, desired: &Resource) -> drift_core::Result<Resource> {
-        let gk = desired.key.group_kind();
-        let cached = crate::lock(&self.kinds).get(&gk).cloned();
-        let info = match cached {
-            Some(i) => i,
-            None => self
-                .discover([&gk])
-                .await
-                .remove(&gk)
-                .unwrap_or_else(|| {
-                    Err(drift_core::CoverageStatus::NotServed { message: format!("{gk} is not served") })
-                })
-                .map_err(|s| drift_core::Error::not_found(format!("{gk}: {}", s.label())))?,
-        };
-        // The body's apiVersion decides the URL's version: the server converts.
-        let (_, version) = drift_core::split_api_version(&desired.api_version);
-        let info = KindInfo { version: version.to_owned(), ..info };
+        let info = self.kind_info(&desired.key.group_kind(), &desired.api_version).await?;
         let mut body = desired.object.clone();
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             for k in ["resourceVersion", "managedFields", "uid", "creationTimestamp", "generation"] {
