@@ -120,6 +120,11 @@ pub async fn detector(config: &Config, store: Store, long_running: bool) -> Resu
     if let Some(policy) = &config.heal {
         builder = builder.heal(policy.clone());
     }
+    // Reverts write through a client of the configured cluster (a snapshot cannot be written).
+    if config.live.snapshot.is_none() {
+        let writer = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
+        builder = builder.cluster_writer(Arc::new(drift_source_k8s::K8sSource::connect(writer).await?));
+    }
     for outlet in notifiers(config)? {
         builder = builder.notifier(outlet);
     }

@@ -163,7 +163,12 @@ fn a_hand_change_is_reverted_from_the_cli_after_a_dry_run_and_the_next_scan_says
     // A dry run changes nothing.
     let (code, out, err) = w.drift(&["fix", &cm, "--revert", "--dry-run"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with(&format!("dry run: the server would revert ConfigMap shop/settings (data.mode) for drift {cm}")), "{out}");
+    assert!(
+        out.starts_with(&format!(
+            "dry run: the server would revert ConfigMap shop/settings (data.mode) for drift {cm}"
+        )),
+        "{out}"
+    );
     assert_eq!(w.mode(), "slow");
 
     let (code, out, err) = w.drift(&["fix", &cm, "--revert", "-o", "json"]);
@@ -172,13 +177,17 @@ fn a_hand_change_is_reverted_from_the_cli_after_a_dry_run_and_the_next_scan_says
     assert_eq!((outcome["status"].as_str(), outcome["actor"].as_str()), (Some("reverted"), Some("carol")));
     assert_eq!(outcome["plan"]["apply"]["data"], json!({"mode": "fast"}), "only the drifted field is applied");
     assert_eq!(w.mode(), "fast");
-    let object = w.json_of(&["get", "configmap", "settings", "-n", "shop", "-o", "json"]);
+    let object = w.json_of(&["get", "configmap", "settings", "-n", "shop", "-o", "json", "--show-managed-fields"]);
     let managers = managers(&object);
     assert!(managers.contains(&("drift-detector".into(), "Apply".into())), "{managers:?}");
-    assert!(managers.iter().any(|(m, _)| m == "kubectl-client-side-apply"), "the applier keeps its fields: {managers:?}");
+    assert!(
+        managers.iter().any(|(m, _)| m == "kubectl-client-side-apply"),
+        "the applier keeps its fields: {managers:?}"
+    );
 
     // The printed command works as it is.
-    let command = w.drift_json(&["drifts", "get", &replicas, "-o", "json"])["revert"]["command"].as_str().unwrap().to_owned();
+    let command =
+        w.drift_json(&["drifts", "get", &replicas, "-o", "json"])["revert"]["command"].as_str().unwrap().to_owned();
     let kubeconfig = w.server.kubeconfig_path().display().to_string();
     let out = Command::new("sh")
         .arg("-c")
@@ -260,8 +269,12 @@ fn every_refusal_names_its_rule_and_changes_nothing() {
     assert_ne!(secret["data"]["password"], json!("Z2l0LXNlY3JldC12YWx1ZS0x"), "git-secret-value-1 in base64");
     // Each refusal is in the audit trail, with its rule.
     let audit = w.drift_json(&["audit", "list", "--action", "revert", "--status", "refused", "-o", "json"]);
-    let mut rules: Vec<String> =
-        audit["items"].as_array().unwrap().iter().map(|e| e["detail"]["refusal"].as_str().unwrap().to_owned()).collect();
+    let mut rules: Vec<String> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["detail"]["refusal"].as_str().unwrap().to_owned())
+        .collect();
     rules.sort();
     assert_eq!(rules, ["controller_managed", "missing_object", "secret", "waived"]);
     let (code, _, err) = w.drift(&["fix", "999", "--revert"]);
@@ -273,7 +286,9 @@ fn every_refusal_names_its_rule_and_changes_nothing() {
 fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
     let w = World::start(true, "");
     let serve = w.serve();
-    wait_for(Duration::from_secs(60), "the first pass", || (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(()));
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
     w.edit_configmap("fast", "slow");
     let id = wait_for(Duration::from_secs(30), "the watch to record the drift", || {
         let page = get_json(&serve.addr, "/drifts?status=open");
@@ -289,7 +304,7 @@ fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
     let (status, body) = http(&serve.addr, "POST", &path, Some(TOKEN));
     assert_eq!(status, 200, "{body}");
     let outcome: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((outcome["status"].as_str(), outcome["actor"].as_str()), (Some("reverted"), Some("default")));
+    assert_eq!((outcome["status"].as_str(), outcome["actor"].as_str()), (Some("reverted"), Some("api")));
     assert_eq!(w.mode(), "fast");
     let resolved = wait_for(Duration::from_secs(30), "the watch to resolve the drift", || {
         let d = get_json(&serve.addr, &format!("/drifts/{id}"));
@@ -308,7 +323,9 @@ fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
 fn self_heal_reverts_a_rejected_drift_at_once_and_waits_out_the_grace_period_for_the_rest() {
     let w = World::start(true, "heal:\n  grace: 1h\n  tick: 200ms\n");
     let serve = w.serve();
-    wait_for(Duration::from_secs(60), "the first pass", || (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(()));
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
     w.edit_configmap("fast", "slow");
     w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
     let open = |kind: &str| {
@@ -341,7 +358,9 @@ fn self_heal_reverts_a_rejected_drift_at_once_and_waits_out_the_grace_period_for
 fn self_heal_in_dry_run_mode_only_writes_what_it_would_do_once_within_its_rate_limit() {
     let w = World::start(true, "heal:\n  dry_run: true\n  grace: 1s\n  tick: 200ms\n  max: 1\n  per: 1h\n");
     let serve = w.serve();
-    wait_for(Duration::from_secs(60), "the first pass", || (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(()));
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
     w.edit_configmap("fast", "slow");
     w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
     let entries = wait_for(Duration::from_secs(30), "a would_revert entry", || {
@@ -383,7 +402,8 @@ fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with(&format!("branch {branch} updated")), "{out}");
     let audit = w.drift_json(&["audit", "list", "--action", "accept", "-o", "json"]);
-    let statuses: Vec<&str> = audit["items"].as_array().unwrap().iter().map(|e| e["status"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> =
+        audit["items"].as_array().unwrap().iter().map(|e| e["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["updated", "proposed"]);
     // A Secret is never written to Git.
     let replicas = w.id("Deployment", "spec.replicas");

@@ -44,6 +44,8 @@ impl Default for ManagerPolicy {
                 "helm-controller",
                 "flux-client-side-apply",
                 "gotk-*",
+                // The detector's own reverts write Git's values.
+                crate::remedy::FIELD_MANAGER,
             ]
             .map(str::to_owned)
             .to_vec(),

@@ -322,6 +322,17 @@ fn item_has_key(item: &Value, key: &Map<String, Value>) -> bool {
     })
 }
 
+/// The detector's cluster writer: reverts read and write through this source's client.
+#[async_trait::async_trait]
+impl drift_core::remedy::ClusterWriter for K8sSource {
+    async fn get(&self, api_version: &str, key: &ResourceKey) -> drift_core::Result<Option<Resource>> {
+        self.get_object(api_version, key).await
+    }
+    async fn send(&self, plan: &RevertPlan, live: &Resource, dry_run: bool) -> drift_core::Result<Resource> {
+        self.send_revert(plan, live, dry_run).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -227,7 +227,10 @@ fn print_detail(detail: &DriftDetail) {
         && d.status.as_str() != "resolved"
     {
         println!("  revert:     {}", r.command);
-        println!("              (or: drift fix {} --revert; to keep the cluster's value: drift fix {} --accept)", d.id, d.id);
+        println!(
+            "              (or: drift fix {} --revert; to keep the cluster's value: drift fix {} --accept)",
+            d.id, d.id
+        );
     }
     match &detail.learned {
         Some(l) => println!("  learned:    {}", l.explanation),
