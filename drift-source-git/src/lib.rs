@@ -43,6 +43,7 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod accept;
 mod config;
 mod edit;
 mod error;
@@ -56,6 +57,7 @@ mod render;
 mod source;
 mod tree;
 
+pub use accept::{AcceptPlan, AcceptRequest, FieldChange, Placed, Unplaced, plan_accept};
 pub use config::{FolderConfig, GitConfig, GitHubConfig, HelmConfig, RenderConfig, RendererKind, Secret, SourceConfig};
 pub use edit::FileEdit;
 pub use folder::FolderSource;
