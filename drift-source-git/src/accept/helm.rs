@@ -253,8 +253,10 @@ fn place(
 fn marker_of(i: usize, git_leaf: &Value) -> Option<Value> {
     match git_leaf {
         Value::String(_) => Some(Value::String(format!("driftmark{i}x"))),
-        Value::Number(n) if n.is_i64() || n.is_u64() => Some(Value::from(7_770_000_u64 + i as u64)),
-        Value::Number(_) => Some(serde_json::json!(7_770_000.5 + i as f64)),
+        // Helm prints numbers as Go float64s, in exponent notation from 1e6 on: markers stay
+        // below it (and end in 1, so that none is a round number).
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(Value::from(700_001_u64 + 10 * (i as u64 % 29_000))),
+        Value::Number(_) => Some(serde_json::json!(700_000.5 + (i % 29_000) as f64)),
         _ => None,
     }
 }
