@@ -909,6 +909,23 @@ fn pretty(v: &Value, indent: usize) -> String {
         .join("\n")
 }
 
+/// A replacement that spans lines would push a comment that followed the old value into the
+/// new value's last line: the comment moves to the end of the replacement's first line.
+fn keep_comment_on_its_line(text: &str, sp: &mut Splice) {
+    if !sp.text.contains('\n') {
+        return;
+    }
+    let line_end = text[sp.range.end..].find('\n').map_or(text.len(), |i| sp.range.end + i);
+    let rest = text[sp.range.end..line_end].trim_end_matches('\r');
+    let comment = rest.trim_start();
+    if !comment.starts_with('#') {
+        return;
+    }
+    let first = sp.text.find(['\r', '\n']).unwrap_or(sp.text.len());
+    sp.text = format!("{} {comment}{}", &sp.text[..first], &sp.text[first..]);
+    sp.range.end += rest.len();
+}
+
 fn newline_of(text: &str) -> &'static str {
     if text.contains("\r\n") { "\r\n" } else { "\n" }
 }
@@ -1092,7 +1109,11 @@ fn edit(text: &str, doc: Range<usize>, changes: &[(&[Seg], Change<'_>)], json_mo
         let scanner = Scanner::new(&out, doc.clone());
         let root = if json_mode { scanner.json_root()? } else { scanner.root()? };
         let splice = plan(&root, Slot::Root, &current, path, *change, &out, json_mode)?;
-        if let Some(sp) = splice {
+        if let Some(mut sp) = splice {
+            keep_comment_on_its_line(&out, &mut sp);
+            if newline_of(&out) == "\r\n" {
+                sp.text = sp.text.replace("\r\n", "\n").replace('\n', "\r\n");
+            }
             let delta = sp.text.len() as isize - (sp.range.end - sp.range.start) as isize;
             out.replace_range(sp.range.clone(), &sp.text);
             doc = doc.start..(doc.end as isize + delta) as usize;
@@ -1248,5 +1269,255 @@ mod tests {
             let path = p("a");
             assert!(edit_document(t, doc, &[(path.segments(), Change::Set(&json!("z")))]).is_err(), "{t}");
         }
+    }
+
+    /// A small deterministic generator (xorshift), for fuzz-style tests without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[self.below(items.len())]
+        }
+    }
+
+    const STRINGS: &[&str] = &[
+        "web",
+        "yes",
+        "1.10",
+        "",
+        "a: b",
+        "# not a comment",
+        "two\nlines\n",
+        "it's",
+        "null",
+        "-x",
+        "x,y",
+        "~",
+        "0755",
+        "héllo",
+    ];
+    const KEYS: &[&str] = &["a", "b", "name", "image", "x-y", "on", "k8s.io/app"];
+
+    fn scalar_value(r: &mut Rng) -> Value {
+        match r.below(4) {
+            0 => json!(r.below(1000)),
+            1 => json!(r.below(2) == 0),
+            _ => json!(*r.pick(STRINGS)),
+        }
+    }
+
+    fn random_value(r: &mut Rng, depth: usize) -> Value {
+        match if depth == 0 { 0 } else { r.below(5) } {
+            0 | 1 => scalar_value(r),
+            2 | 3 => {
+                let mut m = serde_json::Map::new();
+                for _ in 0..=r.below(3) {
+                    m.insert((*r.pick(KEYS)).to_owned(), random_value(r, depth - 1));
+                }
+                Value::Object(m)
+            }
+            _ => {
+                let named = r.below(2) == 0;
+                let items = (0..=r.below(2))
+                    .map(|i| {
+                        if named {
+                            json!({"name": format!("n{i}"), "v": random_value(r, depth - 1)})
+                        } else {
+                            scalar_value(r)
+                        }
+                    })
+                    .collect();
+                Value::Array(items)
+            }
+        }
+    }
+
+    /// Writes a value as a person might: block or flow collections, any quoting that keeps
+    /// the value, comments at line ends.
+    fn write_any(r: &mut Rng, v: &Value, col: usize, out: &mut String) {
+        let pad = " ".repeat(col);
+        let flat = |v: &Value| match v {
+            Value::Object(m) => {
+                m.values().all(|x| !x.is_object() && !x.is_array() && !x.as_str().is_some_and(|s| s.contains('\n')))
+            }
+            Value::Array(a) => {
+                a.iter().all(|x| !x.is_object() && !x.is_array() && !x.as_str().is_some_and(|s| s.contains('\n')))
+            }
+            _ => true,
+        };
+        let sc = |r: &mut Rng, x: &Value, flow: bool, indent: usize| -> String {
+            let style = *r.pick(&[Style::Plain, Style::Single, Style::Double, Style::Literal]);
+            scalar(x, style, flow, indent)
+        };
+        match v {
+            Value::Object(m) => {
+                for (i, (k, x)) in m.iter().enumerate() {
+                    match if i == 0 { 2 } else { r.below(8) } {
+                        0 => out.push_str(&format!("{pad}# a comment line\n")),
+                        1 => out.push('\n'),
+                        _ => {}
+                    }
+                    out.push_str(&format!("{pad}{}:", key_text(k)));
+                    match x {
+                        Value::Object(_) | Value::Array(_)
+                            if is_empty_collection(x) || (flat(x) && r.below(2) == 0) =>
+                        {
+                            out.push_str(&format!(" {}\n", flow_text(x)));
+                        }
+                        Value::Object(_) | Value::Array(_) => {
+                            out.push('\n');
+                            // kubectl writes lists at the key's own indentation.
+                            let inner = if x.is_array() && r.below(2) == 0 { col } else { col + 2 };
+                            write_any(r, x, inner, out);
+                        }
+                        _ => {
+                            let text = sc(r, x, false, col + 2);
+                            let comment = if r.below(3) == 0 && !text.contains('\n') { " # note" } else { "" };
+                            out.push_str(&format!(" {text}{comment}\n"));
+                        }
+                    }
+                }
+            }
+            Value::Array(a) => {
+                for x in a {
+                    if x.is_object() && !is_empty_collection(x) {
+                        let mut inner = String::new();
+                        write_any(r, x, col + 2, &mut inner);
+                        out.push_str(&format!("{pad}- {}", &inner[col + 2..]));
+                    } else if is_empty_collection(x) || x.is_array() {
+                        out.push_str(&format!("{pad}- {}\n", flow_text(x)));
+                    } else {
+                        out.push_str(&format!("{pad}- {}\n", sc(r, x, false, col + 2)));
+                    }
+                }
+            }
+            other => out.push_str(&format!("{pad}{}\n", scalar(other, Style::Plain, false, col))),
+        }
+    }
+
+    /// Every path of a value, list items by merge key (`name`) or position.
+    fn paths(v: &Value, here: &mut Vec<Seg>, out: &mut Vec<Vec<Seg>>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    here.push(Seg::Field(k.clone()));
+                    out.push(here.clone());
+                    paths(x, here, out);
+                    here.pop();
+                }
+            }
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    let seg = match x.get("name").and_then(Value::as_str) {
+                        Some(n) => Seg::Item { key: vec![("name".into(), n.into())], hidden: vec![false], index: i },
+                        None => Seg::Item { key: vec![], hidden: vec![], index: i },
+                    };
+                    here.push(seg);
+                    out.push(here.clone());
+                    paths(x, here, out);
+                    here.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn random_documents_edited_read_back_as_the_original_with_exactly_the_change() {
+        let seed = std::env::var("DRIFT_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x9e37_79b9_7f4a_7c15);
+        let mut r = Rng(seed);
+        let mut tried = 0;
+        for _ in 0..2000 {
+            let mut doc = serde_json::Map::new();
+            doc.insert("kind".into(), json!("Thing"));
+            for _ in 0..=r.below(3) {
+                doc.insert((*r.pick(KEYS)).to_owned(), random_value(&mut r, 3));
+            }
+            let original = Value::Object(doc);
+            let mut body = String::new();
+            write_any(&mut r, &original, 0, &mut body);
+            assert_eq!(
+                parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}")),
+                original,
+                "the generator writes what it means:\n{body}"
+            );
+            let tail = "---\nother: {keep: 'as is'} # untouched\n";
+            let crlf = r.below(4) == 0;
+            let text = format!("# head\n{body}{tail}");
+            let text = if crlf { text.replace('\n', "\r\n") } else { text };
+            let mut all = Vec::new();
+            paths(&original, &mut Vec::new(), &mut all);
+            let mut path = r.pick(&all).clone();
+            if r.below(4) == 0 && value::get(&original, &path).is_some_and(Value::is_object) {
+                path.push(Seg::Field("added".into()));
+            }
+            let new = random_value(&mut r, 2);
+            let change = if r.below(4) == 0 && path.len() > 1 { Change::Remove } else { Change::Set(&new) };
+            let doc = documents(&text)[0].clone();
+            let out = edit_document(&text, doc.clone(), &[(&path, change)])
+                .unwrap_or_else(|e| panic!("{e}\n--- text:\n{text}\n--- path: {path:?}\n--- change: {change:?}"));
+            let mut expected = original.clone();
+            value::apply(&mut expected, &path, if let Change::Set(v) = change { Some(v) } else { None }).unwrap();
+            let docs = documents(&out);
+            assert_eq!(parse(&out[docs[0].clone()]).unwrap(), expected);
+            let tail = if crlf { tail.replace('\n', "\r\n") } else { tail.to_owned() };
+            assert!(out.ends_with(&tail) && out.starts_with("# head"), "other documents stay byte for byte:\n{out}");
+            assert!(!crlf || !out.replace("\r\n", "").contains('\n'), "CRLF line ends stay CRLF:\n{out:?}");
+            tried += 1;
+        }
+        assert_eq!(tried, 2000);
+    }
+
+    #[test]
+    fn random_json_files_edited_read_back_with_exactly_the_change() {
+        let mut r = Rng(0x2545_f491_4f6c_dd1d);
+        for n in 0..1000 {
+            let mut doc = serde_json::Map::new();
+            for _ in 0..=r.below(3) {
+                doc.insert((*r.pick(KEYS)).to_owned(), random_value(&mut r, 3));
+            }
+            let original = Value::Object(doc);
+            let text = if n % 2 == 0 {
+                format!("{}\n", serde_json::to_string_pretty(&original).unwrap())
+            } else {
+                serde_json::to_string(&original).unwrap()
+            };
+            let mut all = Vec::new();
+            paths(&original, &mut Vec::new(), &mut all);
+            let mut path = r.pick(&all).clone();
+            if r.below(4) == 0 && value::get(&original, &path).is_some_and(Value::is_object) {
+                path.push(Seg::Field("added".into()));
+            }
+            let new = random_value(&mut r, 2);
+            let change = if r.below(4) == 0 { Change::Remove } else { Change::Set(&new) };
+            let out = edit_json(&text, &[(&path, change)])
+                .unwrap_or_else(|e| panic!("{e}\n--- text:\n{text}\n--- path: {path:?}\n--- change: {change:?}"));
+            let mut expected = original.clone();
+            value::apply(&mut expected, &path, if let Change::Set(v) = change { Some(v) } else { None }).unwrap();
+            assert_eq!(serde_json::from_str::<Value>(&out).unwrap(), expected);
+        }
+    }
+
+    #[test]
+    fn json_keeps_its_layout() {
+        let t = "{\n  \"a\": 1,\n  \"b\": {\"c\": [1, 2]},\n  \"d\": \"x\"\n}\n";
+        let set = |path: &Path, v: Value| edit_json(t, &[(path.segments(), Change::Set(&v))]).unwrap();
+        assert_eq!(set(&p("a"), json!(2)), t.replace("\"a\": 1", "\"a\": 2"));
+        assert_eq!(set(&p("b.c.[1]"), json!(3)), t.replace("[1, 2]", "[1, 3]"));
+        assert_eq!(
+            set(&p("e"), json!({"f": true})),
+            t.replace("\"d\": \"x\"\n", "\"d\": \"x\",\n  \"e\": {\n    \"f\": true\n  }\n")
+        );
+        let out = edit_json(t, &[(p("b").segments(), Change::Remove)]).unwrap();
+        assert_eq!(out, "{\n  \"a\": 1,\n  \"d\": \"x\"\n}\n");
     }
 }
