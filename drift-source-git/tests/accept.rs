@@ -344,3 +344,81 @@ fn a_file_the_editor_does_not_understand_is_refused_with_its_name() {
     let err = plan_accept(dir.path(), "", &RenderConfig::default(), &request).unwrap_err();
     assert!(err.to_string().contains("cm.yaml") && err.to_string().contains("anchors"), "{err}");
 }
+
+const STAGE_KUSTOMIZATION: &str = "namePrefix: stage-\nresources:\n  - ../../base\n  - settings.yaml\npatches:\n  - target:\n      kind: Deployment\n      name: web\n    patch: |-\n      - op: replace\n        path: /spec/replicas\n        value: 2\n";
+const STAGE_SETTINGS: &str =
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: slow # for now\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kustomize_inline_json_patches_own_resources_and_removals() {
+    require_kubectl();
+    let dir = tempfile::tempdir().unwrap();
+    kustomize_repo(dir.path());
+    write(
+        dir.path(),
+        &[
+            (
+                "base/deployment.yaml",
+                &BASE_DEPLOY.replace("  name: web\n", "  name: web\n  annotations: {owner: shop, note: temporary}\n"),
+            ),
+            ("overlays/stage/kustomization.yaml", STAGE_KUSTOMIZATION),
+            ("overlays/stage/settings.yaml", STAGE_SETTINGS),
+        ],
+    );
+    let render = RenderConfig::default();
+    let web = deployment_key(None, "stage-web");
+    let request = AcceptRequest {
+        key: web.clone(),
+        api_version: "apps/v1".into(),
+        changes: vec![
+            change(Path::root().field("spec").field("replicas"), Some(json!(5))),
+            change(Path::root().field("metadata").field("annotations").field("note"), None),
+        ],
+    };
+    let plan = plan_accept(dir.path(), "overlays/stage", &render, &request).unwrap();
+    assert_eq!(
+        edit(&plan, "overlays/stage/kustomization.yaml"),
+        STAGE_KUSTOMIZATION.replace("value: 2", "value: 5") + "  - path: drift-accept-deployment-web.yaml\n"
+    );
+    assert_eq!(
+        edit(&plan, "overlays/stage/drift-accept-deployment-web.yaml"),
+        "# Accepted from the cluster by drift-detector.\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  annotations:\n    note: null\n"
+    );
+    assert_eq!(plan.placed[0].how, "inline patch in overlays/stage/kustomization.yaml");
+    apply(dir.path(), &plan);
+    let obj = rendered(dir.path(), "overlays/stage", &render, &web).await;
+    assert_eq!(at(&obj, "/spec/replicas"), Some(&json!(5)));
+    assert_eq!(at(&obj, "/metadata/annotations"), Some(&json!({"owner": "shop"})));
+
+    let settings = ResourceKey::new("", "ConfigMap", None, "stage-settings");
+    let request = AcceptRequest {
+        key: settings.clone(),
+        api_version: "v1".into(),
+        changes: vec![change(Path::root().field("data").field("mode"), Some(json!("fast")))],
+    };
+    let plan = plan_accept(dir.path(), "overlays/stage", &render, &request).unwrap();
+    assert_eq!(edit(&plan, "overlays/stage/settings.yaml"), STAGE_SETTINGS.replace("slow", "fast"));
+    assert_eq!(plan.placed[0].how, "edited in place");
+    apply(dir.path(), &plan);
+    let obj = rendered(dir.path(), "overlays/stage", &render, &settings).await;
+    assert_eq!(at(&obj, "/data/mode"), Some(&json!("fast")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_of_an_argo_cd_application_is_found_where_the_application_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: https://example.com/gitops.git\n    path: apps/web\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: shop\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-settings\ndata:\n  level: info\n";
+    write(dir.path(), &[("argocd/web.yaml", app), ("apps/web/cm.yaml", cm)]);
+    let key = ResourceKey::new("", "ConfigMap", Some("shop"), "web-settings");
+    let request = AcceptRequest {
+        key: key.clone(),
+        api_version: "v1".into(),
+        changes: vec![change(Path::root().field("data").field("level"), Some(json!("debug")))],
+    };
+    let render = RenderConfig::default();
+    let plan = plan_accept(dir.path(), "", &render, &request).unwrap();
+    assert_eq!(edit(&plan, "apps/web/cm.yaml"), cm.replace("info", "debug"));
+    apply(dir.path(), &plan);
+    assert_eq!(rendered(dir.path(), "", &render, &key).await["data"]["level"], "debug");
+}
