@@ -96,13 +96,13 @@ fn list_files(root: &Path, warnings: &mut Vec<SourceWarning>) -> Result<Vec<(Str
 }
 
 /// Where the object `key` of the folder `root` (read from `sub` with `cfg`, as a folder source
-/// would) comes from, rendered the way the source renders it.
+/// would) comes from, rendered the way the source renders it; else the errors of the folder.
 pub(crate) fn locate_in_folder(
     root: &Path,
     sub: &str,
     cfg: &crate::config::RenderConfig,
     key: &drift_core::ResourceKey,
-) -> Result<Option<(crate::pipeline::Origin, drift_core::Resource)>, SourceError> {
+) -> Result<Result<(crate::pipeline::Origin, drift_core::Resource), Vec<SourceWarning>>, SourceError> {
     let mut notes = Vec::new();
     let mut files = BTreeMap::new();
     let mut contents = HashMap::new();

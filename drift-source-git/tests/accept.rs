@@ -422,3 +422,20 @@ async fn an_object_of_an_argo_cd_application_is_found_where_the_application_poin
     apply(dir.path(), &plan);
     assert_eq!(rendered(dir.path(), "", &render, &key).await["data"]["level"], "debug");
 }
+
+#[test]
+fn an_object_the_source_does_not_render_is_an_error_that_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), &[("charts/web/Chart.yaml", CHART), ("charts/web/templates/deployment.yaml", TEMPLATE)]);
+    let mut render = RenderConfig { renderer: RendererKind::Helm, ..RenderConfig::default() };
+    render.helm.binary = Some("helm-not-installed".into());
+    let request = AcceptRequest {
+        key: deployment_key(None, "web"),
+        api_version: "apps/v1".into(),
+        changes: vec![change(Path::root().field("spec").field("replicas"), Some(json!(2)))],
+    };
+    let err = plan_accept(dir.path(), "charts/web", &render, &request).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    let text = err.to_string();
+    assert!(text.contains("apps/Deployment web is not rendered") && text.contains("helm-not-installed"), "{text}");
+}

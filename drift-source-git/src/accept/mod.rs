@@ -101,11 +101,12 @@ pub fn plan_accept(root: &FsPath, sub: &str, render: &RenderConfig, request: &Ac
     if request.changes.is_empty() {
         return Err(Error::invalid_input(format!("{key}: no change to accept")));
     }
-    let (origin, object) = locate_in_folder(root, sub, render, key)?.ok_or_else(|| {
-        Error::not_found(format!(
-            "{key} is not rendered by the source (folder `{}`)",
-            if sub.is_empty() { "." } else { sub }
-        ))
+    let (origin, object) = locate_in_folder(root, sub, render, key)?.map_err(|errors| {
+        let folder = if sub.is_empty() { "." } else { sub };
+        let why: Vec<String> =
+            errors.iter().take(3).map(|w| format!("{}: {}", w.path.as_deref().unwrap_or(folder), w.message)).collect();
+        let why = if why.is_empty() { String::new() } else { format!(" (errors: {})", why.join("; ")) };
+        Error::not_found(format!("{key} is not rendered by the source (folder `{folder}`){why}"))
     })?;
     let mut plan = match &origin {
         Origin::Plain(file) => plan_plain(root, file, key, &request.changes)?,
@@ -242,8 +243,12 @@ fn verify(
         std::fs::write(&target, &e.content).map_err(|err| Error::unexpected(format!("writing {}: {err}", e.path)))?;
     }
     let key = &request.key;
-    let (_, object) = locate_in_folder(copy.path(), sub, render, key)?.ok_or_else(|| {
-        Error::unexpected(format!("{key} is no longer rendered after the planned edits; nothing is proposed"))
+    let (_, object) = locate_in_folder(copy.path(), sub, render, key)?.map_err(|errors| {
+        let why: Vec<&str> = errors.iter().take(3).map(|w| w.message.as_str()).collect();
+        Error::unexpected(format!(
+            "{key} is no longer rendered after the planned edits ({}); nothing is proposed",
+            why.join("; ")
+        ))
     })?;
     for c in &request.changes {
         let shown = c.path.to_string();

@@ -93,9 +93,16 @@ impl Pipeline {
 
     /// Where the object `key` of one revision comes from: the unit that renders it (the first
     /// one, as in the snapshot) and the object as rendered, with its application's namespace.
-    pub fn locate(&self, input: &BuildInput<'_>, key: &ResourceKey) -> Result<Option<(Origin, Resource)>, SourceError> {
-        let (results, _) = self.run(input)?;
+    /// When no unit renders it, the errors of the revision (a failed render, a broken file)
+    /// say why.
+    pub fn locate(
+        &self,
+        input: &BuildInput<'_>,
+        key: &ResourceKey,
+    ) -> Result<Result<(Origin, Resource), Vec<SourceWarning>>, SourceError> {
+        let (results, mut warnings) = self.run(input)?;
         for (unit, parsed) in results {
+            warnings.extend(parsed.warnings.iter().cloned());
             for r in &parsed.resources {
                 let mut r = r.clone();
                 assemble::apply_namespace(&mut r, &unit.namespace);
@@ -105,11 +112,11 @@ impl Pipeline {
                         UnitKind::Kustomize(d) => Origin::Kustomize(d),
                         UnitKind::Helm { chart, opts } => Origin::Helm { chart, opts },
                     };
-                    return Ok(Some((origin, r)));
+                    return Ok(Ok((origin, r)));
                 }
             }
         }
-        Ok(None)
+        Ok(Err(warnings.into_iter().filter(|w| w.fatal).collect()))
     }
 
     /// Renders every unit of one revision, following applications.
