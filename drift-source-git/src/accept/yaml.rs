@@ -22,6 +22,7 @@ enum Style {
     Plain,
     Single,
     Double,
+    /// A block scalar (`|` or `>`).
     Literal,
     /// Nothing after the colon or dash (null).
     Empty,
@@ -183,8 +184,7 @@ impl<'t> Scanner<'t> {
         }
         // A lone scalar or flow value on its own line.
         let start = self.lines[li].start + col;
-        let (node, end) = self.inline_value(start, self.lines[li].end, col.saturating_sub(1), li)?;
-        let _ = end;
+        let (node, _) = self.inline_value(start, self.lines[li].end, col.saturating_sub(1), li)?;
         let next = self.after_inline(li, col.saturating_sub(1), &node)?;
         Ok((node, next))
     }
@@ -388,9 +388,7 @@ impl<'t> Scanner<'t> {
     fn block_scalar(&self, start: usize, end: usize, col: usize, li: usize) -> R<(Node, usize)> {
         let header = &self.text[start..end];
         let h = header.find(" #").map_or(header, |i| &header[..i]).trim_end();
-        if h.starts_with('>') {
-            // Folded scalars are replaced whole; reading them is fine, rewriting uses `|`.
-        }
+        // Folded (`>`) scalars are read like literal ones; a replacement is written as `|`.
         if h.len() > 3 || h[1..].chars().any(|c| !matches!(c, '-' | '+' | '1'..='9')) {
             return Err(self.err(start, "unsupported block scalar header"));
         }
@@ -1049,12 +1047,10 @@ pub(crate) fn documents(text: &str) -> Vec<Range<usize>> {
         let line = text[pos..nl].trim_end_matches(['\n', '\r']);
         let marker = line == "---" || line.starts_with("--- ") || line.starts_with("---\t") || line == "...";
         if marker {
-            if pos > start || !docs.is_empty() || pos > 0 {
-                docs.push(start..pos);
-            }
+            docs.push(start..pos);
             start = nl;
             if line.starts_with("--- ") && !insignificant(&line[4..]) {
-                // Content on the marker line is not supported; the document is refused later.
+                // Content on the marker line (`--- {a: 1}`) starts the document.
                 start = pos + 4;
             }
         }
@@ -1235,6 +1231,30 @@ mod tests {
         assert_eq!(set(t, "spec.a.b", json!("c")), "metadata: {name: a, labels: {}}\nspec:\n  a:\n    b: c\n");
         assert_eq!(set(t, "data.x", json!("1")), "metadata: {name: a, labels: {}}\nspec:\ndata:\n  x: \"1\"\n");
         assert_eq!(remove(t, "metadata.name"), "metadata: {labels: {}}\nspec:\n");
+    }
+
+    #[test]
+    fn lists_at_the_key_indentation_and_block_scalars_before_an_insertion() {
+        let t = "spec:\n  containers:\n  - name: web\n    command: >\n      run\n      fast\n\n  # trailing\nnext: 1\n";
+        assert_eq!(
+            set(t, "spec.containers.[name=web].image", json!("web:2")),
+            t.replace("      fast\n\n", "      fast\n    image: web:2\n\n")
+        );
+        assert_eq!(
+            set(t, "spec.containers.[name=side]", json!({"name": "side", "image": "s:1"})),
+            t.replace("      fast\n\n", "      fast\n  - name: side\n    image: s:1\n\n")
+        );
+        assert_eq!(
+            set(t, "spec.containers.[name=web].command", json!("go\n")),
+            t.replace("command: >\n      run\n      fast\n", "command: |\n      go\n")
+        );
+    }
+
+    #[test]
+    fn a_comment_after_a_value_replaced_by_a_block_stays_on_the_key_line() {
+        let t = "a: 1 # why\nb: 2\n";
+        assert_eq!(set(t, "a", json!({"c": 3})), "a: # why\n  c: 3\nb: 2\n");
+        assert_eq!(set(t, "a", json!("x\ny\n")), "a: | # why\n  x\n  y\nb: 2\n");
     }
 
     #[test]

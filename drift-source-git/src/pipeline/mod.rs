@@ -323,6 +323,24 @@ mod tests {
     }
 
     #[test]
+    fn locate_names_the_unit_of_an_object_or_the_errors_of_the_revision() {
+        let tree = Tree::new(&[
+            ("apps/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\n"),
+            ("apps/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [\n"),
+        ]);
+        let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
+        let checkout = tree.checkout();
+        let input = BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "1", sub: "apps" };
+        let key = ResourceKey::new("", "ConfigMap", Some("shop"), "a");
+        let (origin, object) = pipeline.locate(&input, &key).unwrap().unwrap();
+        assert_eq!(origin, Origin::Plain("apps/a.yaml".into()));
+        assert_eq!(object.key, key);
+        let missing = pipeline.locate(&input, &key.with_namespace(Some("other"))).unwrap().unwrap_err();
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert_eq!(missing[0].path.as_deref(), Some("apps/broken.yaml"));
+    }
+
+    #[test]
     fn a_second_build_of_the_same_files_reuses_the_parses() {
         let tree = Tree::new(&[("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")]);
         let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
