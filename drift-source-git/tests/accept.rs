@@ -439,3 +439,37 @@ fn an_object_the_source_does_not_render_is_an_error_that_says_why() {
     let text = err.to_string();
     assert!(text.contains("apps/Deployment web is not rendered") && text.contains("helm-not-installed"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patches_strategic_merge_file_that_sets_a_container_field_is_edited_by_merge_key() {
+    require_kubectl();
+    let dir = tempfile::tempdir().unwrap();
+    kustomize_repo(dir.path());
+    let limits = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          resources:\n            limits: {memory: 128Mi, cpu: '1'}\n";
+    write(
+        dir.path(),
+        &[
+            ("overlays/qa/kustomization.yaml", "resources:\n- ../../base\npatchesStrategicMerge:\n- limits.yaml\n"),
+            ("overlays/qa/limits.yaml", limits),
+        ],
+    );
+    let key = deployment_key(None, "web");
+    let request = AcceptRequest {
+        key: key.clone(),
+        api_version: "apps/v1".into(),
+        changes: vec![change(
+            container("web").field("resources").field("limits").field("memory"),
+            Some(json!("256Mi")),
+        )],
+    };
+    let render = RenderConfig::default();
+    let plan = plan_accept(dir.path(), "overlays/qa", &render, &request).unwrap();
+    assert_eq!(plan.edits.len(), 1, "{plan:#?}");
+    assert_eq!(edit(&plan, "overlays/qa/limits.yaml"), limits.replace("128Mi", "256Mi"));
+    apply(dir.path(), &plan);
+    let obj = rendered(dir.path(), "overlays/qa", &render, &key).await;
+    assert_eq!(
+        at(&obj, "/spec/template/spec/containers/0/resources/limits"),
+        Some(&json!({"memory": "256Mi", "cpu": "1"}))
+    );
+}
