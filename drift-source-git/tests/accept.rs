@@ -473,3 +473,35 @@ async fn a_patches_strategic_merge_file_that_sets_a_container_field_is_edited_by
         Some(&json!({"memory": "256Mi", "cpu": "1"}))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_6902_patch_file_in_json_is_edited_as_json() {
+    require_kubectl();
+    let dir = tempfile::tempdir().unwrap();
+    kustomize_repo(dir.path());
+    let ops =
+        "[\n  {\"op\": \"replace\", \"path\": \"/spec/template/spec/containers/0/image\", \"value\": \"web:2.0\"}\n]\n";
+    write(
+        dir.path(),
+        &[
+            (
+                "overlays/canary/kustomization.yaml",
+                "resources:\n- ../../base\npatchesJson6902:\n- target: {group: apps, version: v1, kind: Deployment, name: web}\n  path: image.json\n",
+            ),
+            ("overlays/canary/image.json", ops),
+        ],
+    );
+    let key = deployment_key(None, "web");
+    let request = AcceptRequest {
+        key: key.clone(),
+        api_version: "apps/v1".into(),
+        changes: vec![change(container("web").field("image"), Some(json!("web:2.1")))],
+    };
+    let render = RenderConfig::default();
+    let plan = plan_accept(dir.path(), "overlays/canary", &render, &request).unwrap();
+    assert_eq!(edit(&plan, "overlays/canary/image.json"), ops.replace("web:2.0", "web:2.1"));
+    assert_eq!(plan.placed[0].how, "overlay patch overlays/canary/image.json");
+    apply(dir.path(), &plan);
+    let obj = rendered(dir.path(), "overlays/canary", &render, &key).await;
+    assert_eq!(at(&obj, "/spec/template/spec/containers/0/image"), Some(&json!("web:2.1")));
+}

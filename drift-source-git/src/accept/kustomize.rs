@@ -213,9 +213,12 @@ fn sets(patch: &Patch, key: &ResourceKey, names: &[String], object: &Value, c: &
     None
 }
 
-/// Edits the patch text; returns its new text.
+/// Edits the patch text (JSON stays JSON); returns its new text.
 fn edit_patch_text(text: &str, place: &InPatch) -> std::result::Result<String, String> {
     let changes: Vec<(&[Seg], Change<'_>)> = place.changes.iter().map(|(p, v)| (p.as_slice(), change_of(v))).collect();
+    if text.trim_start().starts_with(['[', '{']) && serde_json::from_str::<Value>(text).is_ok() {
+        return yaml::edit_json(text, &changes);
+    }
     yaml::edit_file(text, &*place.select, &changes)
 }
 
