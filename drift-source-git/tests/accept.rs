@@ -505,3 +505,22 @@ async fn a_json_6902_patch_file_in_json_is_edited_as_json() {
     let obj = rendered(dir.path(), "overlays/canary", &render, &key).await;
     assert_eq!(at(&obj, "/spec/template/spec/containers/0/image"), Some(&json!("web:2.1")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flux_target_namespace_that_overrides_the_file_s_namespace_still_finds_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let flux = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: api\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./flux/api\n  targetNamespace: prod\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n";
+    let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: api-settings\n  namespace: somewhere\ndata:\n  level: info\n";
+    write(dir.path(), &[("clusters/prod/apps.yaml", flux), ("flux/api/cm.yaml", cm)]);
+    let key = ResourceKey::new("", "ConfigMap", Some("prod"), "api-settings");
+    let request = AcceptRequest {
+        key: key.clone(),
+        api_version: "v1".into(),
+        changes: vec![change(Path::root().field("data").field("level"), Some(json!("debug")))],
+    };
+    let render = RenderConfig::default();
+    let plan = plan_accept(dir.path(), "", &render, &request).unwrap();
+    assert_eq!(edit(&plan, "flux/api/cm.yaml"), cm.replace("info", "debug"));
+    apply(dir.path(), &plan);
+    assert_eq!(rendered(dir.path(), "", &render, &key).await["data"]["level"], "debug");
+}

@@ -184,11 +184,31 @@ fn change_of(v: &Option<Value>) -> yaml::Change<'_> {
 }
 
 fn plan_plain(root: &FsPath, file: &str, key: &ResourceKey, changes: &[FieldChange]) -> Result<AcceptPlan> {
-    let select = |doc: &Value| is_object(doc, key, &[key.name.as_str()]);
+    // An application that overrides namespaces (Argo CD's destination) renders the document
+    // in another namespace than it says: then the one document of that kind and name is it.
+    let text = read(root, file)?;
+    let docs: Vec<Value> = if text.trim_start().starts_with('{') {
+        serde_json::from_str(&text).into_iter().collect()
+    } else {
+        yaml::documents(&text).iter().filter_map(|d| yaml::parse(&text[d.clone()]).ok()).collect()
+    };
+    let strict = docs.iter().any(|d| is_object(d, key, &[key.name.as_str()]));
+    let any_namespace = key.with_namespace(None);
+    let select = |doc: &Value| {
+        if strict {
+            is_object(doc, key, &[key.name.as_str()])
+        } else {
+            let mut d = doc.clone();
+            if let Some(m) = d.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("namespace");
+            }
+            is_object(&d, &any_namespace, &[key.name.as_str()])
+        }
+    };
     let edits: Vec<(&[drift_core::path::Seg], yaml::Change<'_>)> =
         changes.iter().map(|c| (c.path.segments(), change_of(&c.value))).collect();
-    let content =
-        edit_manifest(root, file, &select, &edits).map_err(|e| e.with_context(format!("accepting into {key}")))?;
+    let content = edit_manifest_text(&text, file, &select, &edits)
+        .map_err(|e| e.with_context(format!("accepting into {key}")))?;
     Ok(AcceptPlan {
         edits: vec![FileEdit { path: file.to_owned(), content: content.into_bytes(), created: false }],
         placed: changes
