@@ -132,18 +132,7 @@ pub(crate) fn is_object(doc: &Value, key: &ResourceKey, names: &[&str]) -> bool 
         && ns.is_none_or(|n| key.namespace.as_deref() == Some(n))
 }
 
-/// Edits `file` (YAML or JSON) so that the document `select` picks has `changes`.
-pub(crate) fn edit_manifest(
-    root: &FsPath,
-    file: &str,
-    select: &dyn Fn(&Value) -> bool,
-    changes: &[(&[drift_core::path::Seg], yaml::Change<'_>)],
-) -> Result<String> {
-    let text = read(root, file)?;
-    edit_manifest_text(&text, file, select, changes)
-}
-
-/// Like [`edit_manifest`] on a text already read.
+/// Edits the text of `file` (YAML or JSON) so that the document `select` picks has `changes`.
 pub(crate) fn edit_manifest_text(
     text: &str,
     file: &str,
