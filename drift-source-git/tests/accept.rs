@@ -61,6 +61,10 @@ fn container(name: &str) -> Path {
     )
 }
 
+fn pod_spec() -> Path {
+    Path::root().field("spec").field("template").field("spec")
+}
+
 fn change(path: Path, value: Option<Value>) -> FieldChange {
     FieldChange { path, value }
 }
@@ -263,9 +267,9 @@ fn a_value_only_a_shared_base_sets_is_not_edited_in_the_base() {
 
 const CHART: &str = "apiVersion: v2\nname: web\nversion: 0.1.0\n";
 const CHART_VALUES: &str =
-    "# Defaults.\nreplicaCount: 1\nimage:\n  repository: registry.example.com/web\n  tag: \"1.0\"\n";
+    "# Defaults.\nreplicaCount: 1\nautomount: true\nimage:\n  repository: registry.example.com/web\n  tag: \"1.0\"\n";
 const PROD_VALUES: &str = "image:\n  tag: \"1.5\" # prod pin\n";
-const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n  labels:\n    tier: front\nspec:\n  replicas: {{ .Values.replicaCount }}\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}\"\n";
+const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n  labels:\n    tier: front\nspec:\n  replicas: {{ .Values.replicaCount }}\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      automountServiceAccountToken: {{ .Values.automount }}\n      containers:\n      - name: web\n        image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}\"\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_values_keys_are_traced_through_a_marked_render() {
@@ -294,15 +298,23 @@ async fn helm_values_keys_are_traced_through_a_marked_render() {
             change(container("web").field("image"), Some(json!("registry.example.com/web:1.6"))),
             change(Path::root().field("spec").field("replicas"), Some(json!(3))),
             change(Path::root().field("metadata").field("labels").field("tier"), Some(json!("back"))),
+            change(pod_spec().field("automountServiceAccountToken"), Some(json!(false))),
         ],
     };
     let plan = plan_accept(dir.path(), "charts/web", &render, &request).unwrap();
     assert_eq!(edit(&plan, "env/values-prod.yaml"), "image:\n  tag: \"1.6\" # prod pin\n");
-    assert_eq!(edit(&plan, "charts/web/values.yaml"), CHART_VALUES.replace("replicaCount: 1", "replicaCount: 3"));
+    assert_eq!(
+        edit(&plan, "charts/web/values.yaml"),
+        CHART_VALUES.replace("replicaCount: 1", "replicaCount: 3").replace("automount: true", "automount: false")
+    );
     let how: Vec<&str> = plan.placed.iter().map(|p| p.how.as_str()).collect();
     assert_eq!(
         how,
-        ["values key image.tag in env/values-prod.yaml", "values key replicaCount in charts/web/values.yaml"]
+        [
+            "values key image.tag in env/values-prod.yaml",
+            "values key replicaCount in charts/web/values.yaml",
+            "values key automount in charts/web/values.yaml"
+        ]
     );
     assert_eq!(plan.unplaced.len(), 1, "{plan:#?}");
     let u = &plan.unplaced[0];
@@ -313,6 +325,7 @@ async fn helm_values_keys_are_traced_through_a_marked_render() {
     let obj = rendered(dir.path(), "charts/web", &render, &key).await;
     assert_eq!(at(&obj, "/spec/template/spec/containers/0/image"), Some(&json!("registry.example.com/web:1.6")));
     assert_eq!(at(&obj, "/spec/replicas"), Some(&json!(3)));
+    assert_eq!(at(&obj, "/spec/template/spec/automountServiceAccountToken"), Some(&json!(false)));
 }
 
 #[test]
