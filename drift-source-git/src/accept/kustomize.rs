@@ -14,7 +14,7 @@ use drift_core::{Error, ResourceKey, Result};
 use serde_json::{Map, Value, json};
 
 use super::yaml::{self, Change};
-use super::{AcceptPlan, FieldChange, Placed, change_of, current, is_object, put_edit, value};
+use super::{AcceptPlan, FieldChange, Placed, change_of, current, put_edit, value};
 use crate::edit::FileEdit;
 use crate::render::KUSTOMIZATION_FILES;
 use crate::tree::join_relative;
@@ -296,14 +296,10 @@ pub(super) fn plan(
                     continue;
                 }
                 let text = current(root, &plan.edits, &file)?;
-                let defines = yaml::documents(&text)
-                    .iter()
-                    .filter_map(|d| yaml::parse(&text[d.clone()]).ok())
-                    .any(|d| is_object(&d, key, &names_ref));
-                if !defines {
+                let select = super::object_selector(&text, key, &names_ref);
+                if !super::parsed_documents(&text).iter().any(&select) {
                     continue;
                 }
-                let select = |d: &Value| is_object(d, key, &names_ref);
                 let out =
                     super::edit_manifest_text(&text, &file, &select, &[(c.path.segments(), change_of(&c.value))])?;
                 put_edit(&mut plan.edits, FileEdit { path: file.clone(), content: out.into_bytes(), created: false });

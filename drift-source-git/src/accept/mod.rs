@@ -132,6 +132,38 @@ pub(crate) fn is_object(doc: &Value, key: &ResourceKey, names: &[&str]) -> bool 
         && ns.is_none_or(|n| key.namespace.as_deref() == Some(n))
 }
 
+/// The documents of a YAML stream or JSON file that parse.
+pub(crate) fn parsed_documents(text: &str) -> Vec<Value> {
+    if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).into_iter().collect()
+    } else {
+        yaml::documents(text).iter().filter_map(|d| yaml::parse(&text[d.clone()]).ok()).collect()
+    }
+}
+
+/// Picks the document of `text` that is the object. An application or overlay that sets the
+/// namespace (Flux `targetNamespace`, Kustomize `namespace:`) renders a document in another
+/// namespace than it says: when no document matches with its namespace, the namespace is not
+/// compared.
+pub(crate) fn object_selector<'a>(
+    text: &str,
+    key: &'a ResourceKey,
+    names: &'a [&'a str],
+) -> impl Fn(&Value) -> bool + 'a {
+    let strict = parsed_documents(text).iter().any(|d| is_object(d, key, names));
+    let any_namespace = key.with_namespace(None);
+    move |doc: &Value| {
+        if strict {
+            return is_object(doc, key, names);
+        }
+        let mut d = doc.clone();
+        if let Some(m) = d.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("namespace");
+        }
+        is_object(&d, &any_namespace, names)
+    }
+}
+
 /// Edits the text of `file` (YAML or JSON) so that the document `select` picks has `changes`.
 pub(crate) fn edit_manifest_text(
     text: &str,
@@ -173,27 +205,9 @@ fn change_of(v: &Option<Value>) -> yaml::Change<'_> {
 }
 
 fn plan_plain(root: &FsPath, file: &str, key: &ResourceKey, changes: &[FieldChange]) -> Result<AcceptPlan> {
-    // An application that overrides namespaces (Argo CD's destination) renders the document
-    // in another namespace than it says: then the one document of that kind and name is it.
     let text = read(root, file)?;
-    let docs: Vec<Value> = if text.trim_start().starts_with('{') {
-        serde_json::from_str(&text).into_iter().collect()
-    } else {
-        yaml::documents(&text).iter().filter_map(|d| yaml::parse(&text[d.clone()]).ok()).collect()
-    };
-    let strict = docs.iter().any(|d| is_object(d, key, &[key.name.as_str()]));
-    let any_namespace = key.with_namespace(None);
-    let select = |doc: &Value| {
-        if strict {
-            is_object(doc, key, &[key.name.as_str()])
-        } else {
-            let mut d = doc.clone();
-            if let Some(m) = d.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("namespace");
-            }
-            is_object(&d, &any_namespace, &[key.name.as_str()])
-        }
-    };
+    let name = [key.name.as_str()];
+    let select = object_selector(&text, key, &name);
     let edits: Vec<(&[drift_core::path::Seg], yaml::Change<'_>)> =
         changes.iter().map(|c| (c.path.segments(), change_of(&c.value))).collect();
     let content = edit_manifest_text(&text, file, &select, &edits)
