@@ -95,6 +95,30 @@ fn list_files(root: &Path, warnings: &mut Vec<SourceWarning>) -> Result<Vec<(Str
     Ok(out)
 }
 
+/// Where the object `key` of the folder `root` (read from `sub` with `cfg`, as a folder source
+/// would) comes from, rendered the way the source renders it; else the errors of the folder.
+pub(crate) fn locate_in_folder(
+    root: &Path,
+    sub: &str,
+    cfg: &crate::config::RenderConfig,
+    key: &drift_core::ResourceKey,
+) -> Result<Result<(crate::pipeline::Origin, drift_core::Resource), Vec<SourceWarning>>, SourceError> {
+    let mut notes = Vec::new();
+    let mut files = BTreeMap::new();
+    let mut contents = HashMap::new();
+    for (rel, path) in list_files(root, &mut notes)? {
+        let data = std::fs::read(&path).map_err(|e| SourceError::io(format!("reading {rel}"), e))?;
+        files.insert(rel.clone(), FileEntry { id: hex::encode(Sha256::digest(&data)), size: data.len() as u64 });
+        contents.insert(rel, data);
+    }
+    let reader = MemReader(contents);
+    let checkout = Checkout::on_disk(files, &reader, root.to_path_buf());
+    let pipeline = Pipeline::new(cfg.clone(), Arc::default());
+    let sub = normalize_sub(Some(sub));
+    let input = BuildInput { checkout: &checkout, repository: "accept", repo_url: None, revision: "-", sub: &sub };
+    pipeline.locate(&input, key)
+}
+
 fn read_folder(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
     if !inner.root.is_dir() {
         return Err(SourceError::PathNotFound {

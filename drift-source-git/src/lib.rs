@@ -17,6 +17,11 @@
 //! revision). An unchanged commit is neither read nor rendered again, and in a new commit only
 //! the files and applications whose inputs changed are ([`SourceStats`]).
 //!
+//! Accepting a live change into Git ([`plan_accept`]): the file edits that make the source say
+//! what the cluster has, placed where the value comes from (the plain file, the Kustomize
+//! overlay's patch or a new one, the Helm values key traced with marked renders), written
+//! byte for byte around the changed values.
+//!
 //! The TLS crypto provider is the program's choice: a binary that reads git over HTTP(S)
 //! installs rustls' process-level provider before building a [`GitSource`] (the detector's
 //! `drift` binary installs ring); the library never installs one. [`GitHubSource`] falls back to
@@ -43,6 +48,7 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod accept;
 mod config;
 mod edit;
 mod error;
@@ -57,6 +63,7 @@ mod render;
 mod source;
 mod tree;
 
+pub use accept::{AcceptPlan, AcceptRequest, FieldChange, Placed, Unplaced, plan_accept};
 pub use config::{FolderConfig, GitConfig, GitHubConfig, HelmConfig, RenderConfig, RendererKind, Secret, SourceConfig};
 pub use edit::FileEdit;
 pub use folder::FolderSource;

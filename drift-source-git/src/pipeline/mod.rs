@@ -14,11 +14,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use drift_core::manifest::Limits;
-use drift_core::{DesiredSnapshot, Resource, SourceWarning};
+use drift_core::{DesiredSnapshot, Resource, ResourceKey, SourceWarning};
 
 use crate::config::RenderConfig;
 use crate::error::SourceError;
-use crate::gitops::{self, AppRender, NamespaceRule};
+use crate::gitops::{self, AppRender, HelmOptions, NamespaceRule};
 use crate::tree::{Checkout, parent_dir};
 
 mod assemble;
@@ -30,6 +30,15 @@ mod stats;
 use plan::{CHART_SKIPPED, Unit, UnitKind, app_units, plan_top, within};
 pub use stats::SourceStats;
 pub(crate) use stats::Stats;
+
+/// The unit an object comes from: a plain file, a Kustomize folder, or a Helm chart with the
+/// options it is rendered with (repository-relative paths).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Origin {
+    Plain(String),
+    Kustomize(String),
+    Helm { chart: String, opts: HelmOptions },
+}
 
 /// How deep Argo CD / Flux objects are followed (an app of apps of apps).
 const MAX_APP_DEPTH: usize = 3;
@@ -78,6 +87,41 @@ impl Pipeline {
 
     /// Builds the snapshot of one revision.
     pub fn build(&self, input: &BuildInput<'_>) -> Result<DesiredSnapshot, SourceError> {
+        let (results, warnings) = self.run(input)?;
+        Ok(assemble::assemble(input.repository, input.revision, results, warnings))
+    }
+
+    /// Where the object `key` of one revision comes from: the unit that renders it (the first
+    /// one, as in the snapshot) and the object as rendered, with its application's namespace.
+    /// When no unit renders it, the errors of the revision (a failed render, a broken file)
+    /// say why.
+    pub fn locate(
+        &self,
+        input: &BuildInput<'_>,
+        key: &ResourceKey,
+    ) -> Result<Result<(Origin, Resource), Vec<SourceWarning>>, SourceError> {
+        let (results, mut warnings) = self.run(input)?;
+        for (unit, parsed) in results {
+            warnings.extend(parsed.warnings.iter().cloned());
+            for r in &parsed.resources {
+                let mut r = r.clone();
+                assemble::apply_namespace(&mut r, &unit.namespace);
+                if &r.key == key {
+                    let origin = match unit.kind {
+                        UnitKind::Plain(p) => Origin::Plain(p),
+                        UnitKind::Kustomize(d) => Origin::Kustomize(d),
+                        UnitKind::Helm { chart, opts } => Origin::Helm { chart, opts },
+                    };
+                    return Ok(Ok((origin, r)));
+                }
+            }
+        }
+        Ok(Err(warnings.into_iter().filter(|w| w.fatal).collect()))
+    }
+
+    /// Renders every unit of one revision, following applications.
+    #[allow(clippy::type_complexity)]
+    fn run(&self, input: &BuildInput<'_>) -> Result<(Vec<(Unit, Arc<Parsed>)>, Vec<SourceWarning>), SourceError> {
         let checkout = input.checkout;
         if !input.sub.is_empty() && !checkout.contains_dir(input.sub) && !checkout.contains_file(input.sub) {
             return Err(SourceError::PathNotFound {
@@ -145,7 +189,7 @@ impl Pipeline {
             !(w.message.starts_with(CHART_SKIPPED)
                 && w.path.as_deref().is_some_and(|p| followed.iter().any(|a| within(parent_dir(p), a))))
         });
-        Ok(assemble::assemble(input.repository, input.revision, results, warnings))
+        Ok((results, warnings))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -276,6 +320,24 @@ mod tests {
         assert_eq!(broken.len(), 1, "{:?}", snap.warnings);
         assert_eq!(broken[0].path.as_deref(), Some("apps/broken.yaml"));
         assert_eq!(broken[0].kind, ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn locate_names_the_unit_of_an_object_or_the_errors_of_the_revision() {
+        let tree = Tree::new(&[
+            ("apps/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\n"),
+            ("apps/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [\n"),
+        ]);
+        let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
+        let checkout = tree.checkout();
+        let input = BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "1", sub: "apps" };
+        let key = ResourceKey::new("", "ConfigMap", Some("shop"), "a");
+        let (origin, object) = pipeline.locate(&input, &key).unwrap().unwrap();
+        assert_eq!(origin, Origin::Plain("apps/a.yaml".into()));
+        assert_eq!(object.key, key);
+        let missing = pipeline.locate(&input, &key.with_namespace(Some("other"))).unwrap().unwrap_err();
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert_eq!(missing[0].path.as_deref(), Some("apps/broken.yaml"));
     }
 
     #[test]
