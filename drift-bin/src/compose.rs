@@ -120,6 +120,17 @@ pub async fn detector(config: &Config, store: Store, long_running: bool) -> Resu
     if let Some(policy) = &config.heal {
         builder = builder.heal(policy.clone());
     }
+    // Accepted changes go to each repository with a remote (git or GitHub), as a branch or a
+    // pull request; a local folder has none.
+    let author = (config.remediation.author_name.clone(), config.remediation.author_email.clone());
+    for r in &config.repositories {
+        let source = r.source_config_for(false);
+        if !matches!(source, drift_source_git::SourceConfig::Folder(_)) {
+            let proposer = drift_source_git::GitProposer::new(r.name.clone(), source, author.clone())
+                .with_context(|| format!("repository `{}`", r.name))?;
+            builder = builder.proposer(Arc::new(proposer));
+        }
+    }
     // Reverts write through a client of the configured cluster (a snapshot cannot be written).
     if config.live.snapshot.is_none() {
         let writer = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };

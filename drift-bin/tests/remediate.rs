@@ -384,8 +384,15 @@ fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as
     let before = std::fs::read_to_string(w.repo.dir.join("apps/web/configmap.yaml")).unwrap();
     w.edit_configmap("fast", "slow");
     w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    w.kubectl(&["patch", "secret", "creds", "-n", "shop", "-p", r#"{"stringData":{"password":"hand-set-secret-3"}}"#]);
     let (code, out, err) = w.drift(&["scan"]);
     assert_eq!(code, 1, "{out}{err}");
+    // A Secret's value is never written to Git.
+    let secret = w.id("Secret", "data.password");
+    let (code, out, err) = w.drift(&["fix", &secret, "--accept"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.starts_with("refused (secret): "), "{err}");
+    assert!(!err.contains("hand-set-secret-3"), "{err}");
     let cm = w.id("ConfigMap", "data.mode");
     let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -401,15 +408,14 @@ fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as
     let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with(&format!("branch {branch} updated")), "{out}");
-    let audit = w.drift_json(&["audit", "list", "--action", "accept", "-o", "json"]);
+    let audit = w.drift_json(&["audit", "list", "--action", "accept", "--drift", &cm, "-o", "json"]);
     let statuses: Vec<&str> =
         audit["items"].as_array().unwrap().iter().map(|e| e["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["updated", "proposed"]);
-    // A Secret is never written to Git.
     let replicas = w.id("Deployment", "spec.replicas");
     w.repo.git(&["merge", "-q", "--ff-only", &branch]);
     let (code, out, err) = w.drift(&["scan"]);
-    assert_eq!(code, 1, "the replicas drift is left: {out}{err}");
+    assert_eq!(code, 1, "the replicas and Secret drifts are left: {out}{err}");
     let resolved = w.rows("resolved");
     assert_eq!(resolved.len(), 1, "{resolved:?}");
     assert_eq!((resolved[0]["id"].to_string(), resolved[0]["resolution"].as_str()), (cm, Some("accepted")));

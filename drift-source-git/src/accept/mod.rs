@@ -16,7 +16,6 @@
 
 use std::path::Path as FsPath;
 
-use drift_core::path::Path;
 use drift_core::{Error, ResourceKey, Result};
 use serde_json::Value;
 
@@ -30,15 +29,8 @@ mod kustomize;
 mod value;
 mod yaml;
 
-/// One field whose Git value must become the cluster's.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FieldChange {
-    /// The engine's structured path (fields, and list items by merge key or position).
-    pub path: Path,
-    /// The cluster's value as the API server returned it (raw, not normalised); `None`: the
-    /// cluster does not have the field, so Git must stop setting it.
-    pub value: Option<Value>,
-}
+/// One field whose Git value must become the cluster's (the type of `drift_core::remedy`).
+pub use drift_core::remedy::FieldChange;
 
 /// The drifts of one object to accept into Git, as one change.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,99 @@
+//! The detector's [`ChangeProposer`] for git and GitHub sources: a working copy of the source at
+//! its ref ([`Workspace`]), the edits placed by [`plan_accept`], then a branch (and a pull request
+//! on GitHub) by [`Workspace::publish`]. docs/remediation.md describes the whole flow.
+
+use async_trait::async_trait;
+use drift_core::remedy::{ChangeProposer, ChangeRequest, Proposal};
+
+use crate::accept::{AcceptRequest, plan_accept};
+use crate::config::{RenderConfig, SourceConfig};
+use crate::publish::{self, Published, Workspace};
+
+/// Proposes accepted changes to one repository.
+#[derive(Debug, Clone)]
+pub struct GitProposer {
+    name: String,
+    config: SourceConfig,
+    author: (String, String),
+}
+
+impl GitProposer {
+    /// A proposer for a source (`name` as reports name the repository); the commits' author is
+    /// `author` (name, email). A folder source is refused: it has no remote.
+    pub fn new(name: impl Into<String>, config: SourceConfig, author: (String, String)) -> drift_core::Result<Self> {
+        if matches!(config, SourceConfig::Folder(_)) {
+            return Err(drift_core::Error::config(
+                "a folder source has no remote to propose a change to; use a git or github source",
+            ));
+        }
+        config.validate()?;
+        Ok(GitProposer { name: name.into(), config, author })
+    }
+
+    fn sub_and_render(&self) -> (&str, &RenderConfig) {
+        match &self.config {
+            SourceConfig::Git(c) => (c.path.as_deref().unwrap_or(""), &c.render),
+            SourceConfig::Github(c) => (c.path.as_deref().unwrap_or(""), &c.render),
+            SourceConfig::Folder(c) => (c.path.as_deref().unwrap_or(""), &c.render),
+        }
+    }
+}
+
+#[async_trait]
+impl ChangeProposer for GitProposer {
+    fn repository(&self) -> &str {
+        &self.name
+    }
+
+    async fn propose(&self, request: &ChangeRequest) -> drift_core::Result<Proposal> {
+        let workspace = Workspace::open(&self.config).await?;
+        let (sub, render) = self.sub_and_render();
+        let accept = AcceptRequest {
+            key: request.key.clone(),
+            api_version: request.api_version.clone(),
+            changes: request.changes.clone(),
+        };
+        let root = workspace.root().to_owned();
+        let render = render.clone();
+        let sub = sub.trim_matches('/').to_owned();
+        let plan = tokio::task::spawn_blocking(move || plan_accept(&root, &sub, &render, &accept))
+            .await
+            .map_err(|e| drift_core::Error::unavailable(format!("the accept planner stopped: {e}")))??;
+        let placed: Vec<String> = plan.placed.iter().map(|p| format!("{}: {}, {}", p.path, p.file, p.how)).collect();
+        let unplaced: Vec<String> = plan.unplaced.iter().map(|u| format!("{}: {}", u.path, u.hint)).collect();
+        if plan.edits.is_empty() {
+            return Ok(Proposal {
+                url: None,
+                pull_request: None,
+                branch: request.branch.clone(),
+                updated: false,
+                placed: Vec::new(),
+                unplaced,
+            });
+        }
+        let mut body = request.body.clone();
+        body.push_str("\n### Where\n\n");
+        for p in &placed {
+            body.push_str(&format!("- {p}\n"));
+        }
+        if !unplaced.is_empty() {
+            body.push_str("\n### Not placed (put these by hand)\n\n");
+            for u in &unplaced {
+                body.push_str(&format!("- {u}\n"));
+            }
+        }
+        let proposal = publish::Proposal {
+            branch: request.branch.clone(),
+            title: request.title.clone(),
+            body,
+            commit_message: format!("{}\n\nProposed by the drift detector.", request.title),
+            edits: plan.edits,
+            author: self.author.clone(),
+        };
+        let (url, pull_request, updated) = match workspace.publish(&proposal).await? {
+            Published::PullRequest { number, url, updated } => (Some(url), Some(number), updated),
+            Published::Branch { compare_url, updated, .. } => (compare_url, None, updated),
+        };
+        Ok(Proposal { url, pull_request, branch: request.branch.clone(), updated, placed, unplaced })
+    }
+}
