@@ -31,21 +31,31 @@ impl World {
     /// The shop applied from a repository (and a Secret), with a configuration whose end is
     /// `extra` (heal settings).
     fn start(watch: bool, extra: &str) -> World {
+        let mut files: Vec<(String, String)> =
+            SHOP.iter().map(|(name, text)| (format!("apps/{name}"), (*text).to_owned())).collect();
+        files.push(("apps/web/secret.yaml".into(), SECRET.into()));
+        let world = World::with_files(&files, watch, &format!("    path: apps\n{extra}"));
+        world.kubectl(&["apply", "-R", "-f", world.repo.dir.join("apps").to_str().unwrap()]);
+        world
+    }
+
+    /// A repository of `files`, the repository entry ending with `source` (its `path`, renderer,
+    /// helm settings) followed by the rest of the configuration; nothing applied yet.
+    fn with_files(files: &[(String, String)], watch: bool, source: &str) -> World {
         let home = tempfile::tempdir().unwrap();
         let server = TestApiServer::start(Options::default()).unwrap();
         let repo = GitRepo::init(home.path().join("repo"));
-        for (name, text) in SHOP {
-            repo.write(&format!("apps/{name}"), text);
+        for (name, text) in files {
+            repo.write(name, text);
         }
-        repo.write("apps/web/secret.yaml", SECRET);
-        repo.commit("shop: web");
+        repo.commit("the desired state");
         let config = home.path().join("drift.yaml");
         std::fs::write(
             &config,
             format!(
                 "cluster: fix\ninterval: 1h\nwatch: {watch}\ndatabase: sqlite://{db}\napi:\n  listen: 127.0.0.1:0\n  token_env: FIX_TOKEN\n\
-                 repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    path: apps\n    cache_dir: {cache}\n\
-                 live:\n  kubeconfig: {kubeconfig}\n{extra}",
+                 live:\n  kubeconfig: {kubeconfig}\n\
+                 repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    cache_dir: {cache}\n{source}",
                 db = home.path().join("drift.db").display(),
                 repo = repo.dir.display(),
                 cache = home.path().join("cache").display(),
@@ -53,9 +63,7 @@ impl World {
             ),
         )
         .unwrap();
-        let world = World { server, home, repo, config };
-        world.kubectl(&["apply", "-R", "-f", world.repo.dir.join("apps").to_str().unwrap()]);
-        world
+        World { server, home, repo, config }
     }
 
     fn kubectl(&self, args: &[&str]) -> String {
@@ -438,4 +446,136 @@ fn http_json(addr: &str, path: &str, body: &Value) -> (u16, String) {
     let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
     let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     (status, body)
+}
+
+fn file(name: &str, text: &str) -> (String, String) {
+    (name.to_owned(), text.to_owned())
+}
+
+const BASE_DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.27\n";
+
+/// The drifts of two objects of a Kustomize overlay accepted into Git: the replicas where the
+/// overlay's patch sets them, the ConfigMap's value in a new patch of the overlay; the base,
+/// shared with another overlay, untouched; after the merge the scan resolves both as accepted.
+#[test]
+fn accepted_changes_of_a_kustomize_overlay_land_in_the_overlay_and_resolve_as_accepted_after_the_merge() {
+    let replicas_patch =
+        "# prod runs three\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n";
+    let files = [
+        file("base/kustomization.yaml", "resources:\n  - deployment.yaml\n  - configmap.yaml\n"),
+        file("base/deployment.yaml", BASE_DEPLOYMENT),
+        file(
+            "base/configmap.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: fast\n",
+        ),
+        file(
+            "overlays/prod/kustomization.yaml",
+            "namespace: shop\nresources:\n  - ../../base\npatches:\n  - path: replicas.yaml\n",
+        ),
+        file("overlays/prod/replicas.yaml", replicas_patch),
+        file("overlays/dev/kustomization.yaml", "namespace: dev\nresources:\n  - ../../base\n"),
+    ];
+    let w = World::with_files(&files, false, "    path: overlays/prod\n");
+    w.kubectl(&["create", "namespace", "shop"]);
+    w.kubectl(&["apply", "-k", w.repo.dir.join("overlays/prod").to_str().unwrap()]);
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let mut branches = Vec::new();
+    for (kind, path) in [("Deployment", "spec.replicas"), ("ConfigMap", "data.mode")] {
+        let id = w.id(kind, path);
+        let (code, out, err) = w.drift(&["fix", &id, "--accept"]);
+        assert_eq!(code, 0, "{out}{err}");
+        branches.push(out.split_whitespace().nth(1).unwrap().to_owned());
+    }
+    let show = |branch: &str, file: &str| w.repo.git(&["show", &format!("{branch}:{file}")]);
+    assert_eq!(show(&branches[0], "overlays/prod/replicas.yaml"), replicas_patch.replace("replicas: 3", "replicas: 5"));
+    assert_eq!(
+        w.repo.git(&["diff", "--name-only", &format!("main...{}", branches[0])]),
+        "overlays/prod/replicas.yaml\n"
+    );
+    let changed = w.repo.git(&["diff", "--name-only", &format!("main...{}", branches[1])]);
+    assert!(!changed.contains("base/"), "the shared base is never edited: {changed}");
+    assert!(changed.contains("overlays/prod/kustomization.yaml"), "{changed}");
+    let kustomization = show(&branches[1], "overlays/prod/kustomization.yaml");
+    assert!(
+        kustomization.starts_with("namespace: shop\nresources:\n  - ../../base\npatches:\n  - path: replicas.yaml\n"),
+        "{kustomization}"
+    );
+    for branch in &branches {
+        w.repo.git(&["merge", "-q", "--no-edit", branch]);
+    }
+    let rendered = w.kubectl(&["kustomize", w.repo.dir.join("overlays/dev").to_str().unwrap()]);
+    assert!(rendered.contains("mode: fast") && rendered.contains("replicas: 1"), "dev is as it was: {rendered}");
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 0, "nothing left after the merge: {out}{err}");
+    let resolved = w.rows("resolved");
+    assert_eq!(resolved.len(), 2, "{resolved:?}");
+    assert!(resolved.iter().all(|d| d["resolution"] == "accepted"), "{resolved:?}");
+}
+
+fn helm_available(test: &str) -> bool {
+    let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("helm").is_file()));
+    if on_path {
+        return true;
+    }
+    let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
+    assert!(!required, "{test}: helm is not on PATH and DRIFT_REQUIRE_TOOLS=1 (scripts/install-tools.sh installs it)");
+    eprintln!("skipped {test}: helm is not on PATH (scripts/install-tools.sh installs a pinned helm 3)");
+    false
+}
+
+/// A Helm chart's replicas accepted into Git: the values key the value comes from, edited in
+/// place in the values file the repository renders with; after the merge, accepted.
+#[test]
+fn an_accepted_change_of_a_helm_chart_lands_in_its_values_key_and_resolves_as_accepted() {
+    if !helm_available("an_accepted_change_of_a_helm_chart_lands_in_its_values_key_and_resolves_as_accepted") {
+        return;
+    }
+    let values = "# how many pods\nreplicaCount: 2 # keep two\nimage:\n  tag: \"1.27\"\n";
+    let files = [
+        file("chart/Chart.yaml", "apiVersion: v2\nname: web\nversion: 0.1.0\n"),
+        file("chart/values.yaml", "replicaCount: 1\nimage:\n  tag: \"1.0\"\n"),
+        file(
+            "chart/templates/deployment.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicaCount }}\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: \"nginx:{{ .Values.image.tag }}\"\n",
+        ),
+        file("prod-values.yaml", values),
+    ];
+    let w = World::with_files(
+        &files,
+        false,
+        "    path: chart\n    renderer: helm\n    helm:\n      release_name: web\n      namespace: shop\n      values_files: [prod-values.yaml]\n",
+    );
+    w.kubectl(&["create", "namespace", "shop"]);
+    let dir = &w.repo.dir;
+    let out = Command::new("helm")
+        .args(["template", "web", dir.join("chart").to_str().unwrap(), "--namespace", "shop", "-f"])
+        .arg(dir.join("prod-values.yaml"))
+        .env("HOME", w.home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "helm template: {}", String::from_utf8_lossy(&out.stderr));
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let manifest = w.home.path().join("rendered.yaml");
+    std::fs::write(&manifest, rendered).unwrap();
+    w.kubectl(&["apply", "-n", "shop", "-f", manifest.to_str().unwrap()]);
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=4"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let (code, out, err) = w.drift(&["fix", &id, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("placed: spec.replicas: prod-values.yaml"), "{out}");
+    let branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    assert_eq!(
+        w.repo.git(&["show", &format!("{branch}:prod-values.yaml")]),
+        values.replace("replicaCount: 2", "replicaCount: 4")
+    );
+    w.repo.git(&["merge", "-q", "--ff-only", &branch]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let resolved = w.rows("resolved");
+    assert_eq!((resolved.len(), resolved[0]["resolution"].as_str()), (1, Some("accepted")), "{resolved:?}");
 }
