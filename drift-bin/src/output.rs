@@ -3,7 +3,8 @@
 //! The JSON shape is stable (docs/drift-types.md): `{"drifts": [...], "summary": {...},
 //! "warnings": [...]}`; each drift carries `resource` (`apiVersion`, `kind`, `namespace`,
 //! `name`), `drift_type`, `severity`, `path`, `git_value`, `cluster_value`, `changed_by`,
-//! `changed_at`, `classification`, `decision_source`, `recommended_action`.
+//! `changed_at`, `classification`, `decision_source`, `recommended_action`, and `revert` (the
+//! RFC 6902 patch that restores Git's value and its kubectl command) when there is one.
 
 use std::io::{IsTerminal, Write};
 

@@ -64,6 +64,26 @@ fn demo_reports_every_seed_drift_type_as_json() {
         assert!(d["resource"].get(field).is_some(), "resource.{field}");
     }
     assert_eq!(doc["summary"]["drifts"], 7);
+    // Each drift but the missing object carries the patch that restores Git's value, and the
+    // kubectl command that sends it (docs/remediation.md).
+    for d in drifts {
+        let missing = d["drift_type"] == "missing_resource";
+        assert_eq!(d.get("revert").is_none(), missing, "{d}");
+        if !missing {
+            assert!(d["revert"]["command"].as_str().unwrap().starts_with("kubectl patch "), "{d}");
+        }
+    }
+    let port = drifts.iter().find(|d| d["drift_type"] == "service_port_drift").unwrap();
+    assert_eq!(
+        port["revert"]["patch"],
+        serde_json::json!([
+            {"op": "test", "path": "/spec/ports/0/targetPort", "value": port["cluster_value"]},
+            {"op": "replace", "path": "/spec/ports/0/targetPort", "value": port["git_value"]},
+        ])
+    );
+    let env = drifts.iter().find(|d| d["drift_type"] == "spec_drift").unwrap();
+    let ops: Vec<&str> = env["revert"]["patch"].as_array().unwrap().iter().map(|o| o["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["test", "remove"], "a variable only the cluster has is removed: {env}");
     // The autoscaled api's replica count is not drift.
     assert!(!drifts.iter().any(|d| d["resource"]["name"] == "api" && d["drift_type"] == "replicas_drift"));
 }
