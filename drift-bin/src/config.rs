@@ -428,6 +428,12 @@ impl Config {
         if self.notifications.lease < Duration::from_secs(2) {
             bail!("`notifications.lease` must be at least 2s");
         }
+        if let Some(heal) = &self.heal {
+            heal.validate().context("`heal`")?;
+            if self.live.snapshot.is_some() {
+                bail!("`heal` needs a cluster to write to; `live.snapshot` cannot be reverted");
+            }
+        }
         for gk in &self.engine.cluster_scoped {
             if !gk.contains('/') {
                 bail!("`engine.cluster_scoped` entry {gk:?} must be group/Kind");

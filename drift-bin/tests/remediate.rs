@@ -324,6 +324,24 @@ fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
     assert_eq!(status, 409, "{body}");
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["refusal"], "resolved");
     assert_eq!(http(&serve.addr, "POST", "/drifts/424242/revert", Some(TOKEN)).0, 404);
+    // Accepting through the API: a branch of the repository, written to the audit trail.
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let replicas = wait_for(Duration::from_secs(30), "the watch to record the replicas drift", || {
+        let page = get_json(&serve.addr, "/drifts?status=open&kind=Deployment");
+        page["items"].as_array().unwrap().first().map(|d| d["id"].as_i64().unwrap())
+    });
+    let (status, body) = http(&serve.addr, "POST", &format!("/drifts/{replicas}/accept"), Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let outcome: Value = serde_json::from_str(&body).unwrap();
+    let branch = outcome["proposal"]["branch"].as_str().unwrap();
+    assert_eq!(
+        (outcome["drift_ids"].clone(), outcome["proposal"]["updated"].clone()),
+        (json!([replicas]), json!(false))
+    );
+    assert!(w.repo.git(&["show", &format!("{branch}:apps/web/deployment.yaml")]).contains("replicas: 5"));
+    let audit = get_json(&serve.addr, &format!("/audit?action=accept&drift_id={replicas}"));
+    assert_eq!(audit["items"][0]["actor"], "api");
+    assert_eq!(http(&serve.addr, "POST", &format!("/drifts/{replicas}/accept?x=1"), Some(TOKEN)).0, 400);
     serve.stop();
 }
 
