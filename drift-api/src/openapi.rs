@@ -86,6 +86,7 @@ fn schemas() -> Value {
     use drift_core::act::{AuditAction, DecisionAction, DeliveryStatus, EventKind};
     use drift_core::{Classification, DecisionSource, DriftType, RecommendedAction, ScanOutcome, Severity};
     let severity = enum_of(Severity::ALL.map(Severity::as_str));
+    let revert_ref = json!({"$ref": "#/components/schemas/Revert"});
     let refusals = drift_core::remedy::Refusal::ALL.map(drift_core::remedy::Refusal::as_str);
     let drift_type = enum_of(DriftType::ALL.map(DriftType::as_str));
     let classification = enum_of(
@@ -182,7 +183,7 @@ fn schemas() -> Value {
         "description": "what decisions on similar drifts teach; null with none"});
     let mut detail_fields = stored_fields.to_vec();
     detail_fields.extend(["decisions", "notifications", "learned"]);
-    json!({
+    let mut schemas = json!({
         "Error": object(&["error"], json!({"error": {"type": "string"}})),
         "Health": object(&["status"], json!({"status": {"type": "string", "enum": ["ok"]}})),
         "Ready": object(&["status", "scans"], json!({
@@ -358,5 +359,7 @@ fn schemas() -> Value {
                 "waiver": waiver,
             }),
         ),
-    })
+    });
+    schemas["Drift"]["properties"]["revert"] = revert_ref;
+    schemas
 }

@@ -446,6 +446,50 @@ fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as
     assert_eq!(resolved.len(), 1, "{resolved:?}");
     assert_eq!((resolved[0]["id"].to_string(), resolved[0]["resolution"].as_str()), (cm, Some("accepted")));
     assert_eq!(w.id("Deployment", "spec.replicas"), replicas);
+
+    // Two drifts of one object: the second request updates the first one's branch with both.
+    w.kubectl(&["set", "image", "deployment/web", "-n", "shop", "web=nginx:1.29"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let (code, out, err) = w.drift(&["fix", &replicas, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    let image = w.id("Deployment", "spec.template.spec.containers[name=web].image");
+    let (code, out, err) = w.drift(&["fix", &image, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("branch {branch} updated for apps/Deployment shop/web (drifts ")), "{out}");
+    assert!(out.contains(&replicas) && out.contains(&image), "both drifts in one change: {out}");
+    let file = w.repo.git(&["show", &format!("{branch}:apps/web/deployment.yaml")]);
+    assert!(file.contains("replicas: 5") && file.contains("image: nginx:1.29"), "{file}");
+}
+
+#[test]
+fn a_secret_is_reverted_only_when_allowed_and_its_values_are_never_shown() {
+    let w = World::start(false, "remediation:\n  allow_secrets: true\n");
+    w.kubectl(&["patch", "secret", "creds", "-n", "shop", "-p", r#"{"stringData":{"password":"hand-set-secret-4"}}"#]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let secret = w.id("Secret", "data.password");
+    for args in [
+        vec!["fix", secret.as_str(), "--revert", "--dry-run", "-o", "json"],
+        vec!["fix", secret.as_str(), "--revert", "-o", "json"],
+    ] {
+        let (code, out, err) = w.drift(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        for shown in [&out, &err] {
+            for value in
+                ["git-secret-value-1", "hand-set-secret-4", "Z2l0LXNlY3JldC12YWx1ZS0x", "aGFuZC1zZXQtc2VjcmV0LTQ="]
+            {
+                assert!(!shown.contains(value), "a Secret value in the output: {shown}");
+            }
+        }
+        let outcome: Value = serde_json::from_str(&out).unwrap();
+        assert!(outcome.get("plan").is_none(), "a Secret's plan is not shown: {outcome}");
+    }
+    let live = w.json_of(&["get", "secret", "creds", "-n", "shop", "-o", "json"]);
+    assert_eq!(live["data"]["password"], "Z2l0LXNlY3JldC12YWx1ZS0x", "Git's value is back");
+    let audit = w.drift_json(&["audit", "list", "--action", "revert", "-o", "json"]).to_string();
+    assert!(!audit.contains("hand-set-secret-4") && !audit.contains("git-secret-value-1"), "{audit}");
 }
 
 /// `POST path` with the token and a JSON body.

@@ -711,3 +711,87 @@ pub async fn run_heal(remedies: Arc<Remedies>, tick: Duration, mut stop: watch::
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn drift(namespace: &str, kind: &str, t: DriftType, severity: Severity) -> StoredDrift {
+        StoredDrift {
+            id: 1,
+            fingerprint: "f".into(),
+            detected_at: Utc::now(),
+            last_seen: Utc::now(),
+            occurrences: 1,
+            cluster: "prod".into(),
+            repository: "shop".into(),
+            api_group: "apps".into(),
+            resource_kind: kind.into(),
+            namespace: namespace.into(),
+            resource_name: "web".into(),
+            path: "spec.replicas".into(),
+            drift_type: t,
+            severity,
+            git_value: None,
+            cluster_value: None,
+            status: DriftStatus::Open,
+            resolved_at: None,
+            resolution: None,
+            changed_by: None,
+            changed_at: None,
+            classification: Classification::ManualChange,
+            decision_source: DecisionSource::Scanner,
+            recommended_action: RecommendedAction::CreatePr,
+            waived_until: None,
+            waived_by: None,
+            acknowledged_at: None,
+            revert: None,
+        }
+    }
+
+    #[test]
+    fn the_policy_filters_by_namespace_type_and_severity_and_empty_lists_allow_all() {
+        let d = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
+        assert!(HealPolicy::default().covers(&d));
+        let only = |f: fn(&mut HealPolicy)| {
+            let mut p = HealPolicy::default();
+            f(&mut p);
+            p.covers(&d)
+        };
+        assert!(only(|p| p.namespaces = vec!["shop".into()]));
+        assert!(!only(|p| p.namespaces = vec!["billing".into()]));
+        assert!(only(|p| p.drift_types = vec![DriftType::ReplicasDrift]));
+        assert!(!only(|p| p.drift_types = vec![DriftType::ImageTagDrift]));
+        assert!(!only(|p| p.severities = vec![Severity::High, Severity::Critical]));
+        let mut bad = HealPolicy::default();
+        bad.max = 0;
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn a_reject_is_a_human_decision_that_recommends_a_revert() {
+        let mut d = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
+        assert!(!rejected(&d));
+        d.decision_source = DecisionSource::Human;
+        d.recommended_action = RecommendedAction::SuggestRevert;
+        assert!(rejected(&d));
+    }
+
+    #[test]
+    fn one_branch_per_object_whatever_the_drift() {
+        let a = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
+        let mut b = a.clone();
+        b.path = "spec.template.spec.containers[name=web].image".into();
+        b.drift_type = DriftType::ImageTagDrift;
+        assert_eq!(branch_of(&a), branch_of(&b));
+        assert!(branch_of(&a).starts_with("drift/accept/deployment-web-"), "{}", branch_of(&a));
+        let mut other = a.clone();
+        other.namespace = "billing".into();
+        assert_ne!(branch_of(&a), branch_of(&other));
+        let mut odd = a.clone();
+        odd.resource_name = "Web_1.x".into();
+        assert!(branch_of(&odd).starts_with("drift/accept/deployment-web-1-x-"), "{}", branch_of(&odd));
+    }
+}

@@ -444,12 +444,11 @@ async fn a_field_git_dropped_after_the_detector_set_it_is_removed_in_the_dry_run
     git["data"].as_object_mut().unwrap().remove("level");
     cluster.kubectl(&["patch", "configmap/settings", "-n", "shop", "-p", r#"{"data":{"mode":"slow"}}"#]);
     let live = read(&source, &git).await;
-    // The engine reports `mode`; a field only the cluster has that a non-manual manager
-    // (drift-detector is one by default) added is not drift for it, so `level` is asked for here.
-    assert_eq!(drift_paths(&engine, &git, &live), vec!["data.mode".to_owned()]);
+    // drift-detector is an applier (its reverts write Git's values): a field only the cluster
+    // has that it set, and that Git dropped since, is drift like one the GitOps applier left.
+    assert_eq!(drift_paths(&engine, &git, &live), vec!["data.level".to_owned(), "data.mode".to_owned()]);
     let desired = res(git.clone());
-    let mut paths: Vec<_> = engine.compare_paths(&desired, Some(&live)).into_iter().map(|(p, _)| p).collect();
-    paths.push(drift_core::path::Path::root().field("data").field("level"));
+    let paths: Vec<_> = engine.compare_paths(&desired, Some(&live)).into_iter().map(|(p, _)| p).collect();
     let both = revert_plan(&desired, &live, &paths).unwrap();
     assert!(both.apply.is_some() && !both.remove.0.is_empty());
     let before = kubectl_get(&cluster, "configmap", "settings");
