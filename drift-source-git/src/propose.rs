@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use drift_core::remedy::{ChangeProposer, ChangeRequest, Proposal};
 
 use crate::accept::{AcceptRequest, plan_accept};
-use crate::config::{RenderConfig, SourceConfig};
+use crate::config::{RenderConfig, Secret, SourceConfig};
 use crate::publish::{self, Published, Workspace};
 
 /// Proposes accepted changes to one repository.
@@ -15,6 +15,8 @@ pub struct GitProposer {
     name: String,
     config: SourceConfig,
     author: (String, String),
+    /// A token given by the caller; `None`: the configuration's `token_env` is read.
+    token: Option<Secret>,
 }
 
 impl GitProposer {
@@ -27,7 +29,15 @@ impl GitProposer {
             ));
         }
         config.validate()?;
-        Ok(GitProposer { name: name.into(), config, author })
+        Ok(GitProposer { name: name.into(), config, author, token: None })
+    }
+
+    /// The same proposer with the token given by the caller instead of the configuration's
+    /// `token_env` (as [`Workspace::open_with_token`] takes it): for programs that hold the
+    /// token already, and for tests.
+    pub fn with_token(mut self, token: Secret) -> Self {
+        self.token = Some(token);
+        self
     }
 
     fn sub_and_render(&self) -> (&str, &RenderConfig) {
@@ -46,7 +56,10 @@ impl ChangeProposer for GitProposer {
     }
 
     async fn propose(&self, request: &ChangeRequest) -> drift_core::Result<Proposal> {
-        let workspace = Workspace::open(&self.config).await?;
+        let workspace = match &self.token {
+            Some(token) => Workspace::open_with_token(&self.config, Some(token.clone())).await?,
+            None => Workspace::open(&self.config).await?,
+        };
         let (sub, render) = self.sub_and_render();
         let accept = AcceptRequest {
             key: request.key.clone(),

@@ -46,7 +46,7 @@ pub struct AcceptRequest {
 /// A change that the plan writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placed {
-    /// The drift path (display form of [`Path`]).
+    /// The drift path (display form of [`drift_core::path::Path`]).
     pub path: String,
     /// The repository-relative file edited or created.
     pub file: String,
@@ -58,7 +58,7 @@ pub struct Placed {
 /// A change the plan cannot place: the pull request shows it for a person to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unplaced {
-    /// The drift path (display form of [`Path`]).
+    /// The drift path (display form of [`drift_core::path::Path`]).
     pub path: String,
     /// The cluster's value (`None`: the cluster does not have the field).
     pub value: Option<Value>,
