@@ -19,7 +19,7 @@
 //! merge key are found by their key in each object, so an item's position may differ between Git
 //! and the cluster. docs/remediation.md describes how these are used and the safety rules.
 
-use json_patch::jsonptr::PointerBuf;
+use json_patch::jsonptr::{PointerBuf, Token};
 use std::fmt;
 
 use async_trait::async_trait;
@@ -330,7 +330,7 @@ pub fn revert_patch(desired: &Resource, live: &Resource, paths: &[Path]) -> Resu
 
 fn patch_ops(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<Patch, RemedyError> {
     let mut sets = Vec::new();
-    let mut removals: Vec<(Vec<Step>, Value)> = Vec::new();
+    let mut removals: Vec<(Vec<Step<'_>>, &Value)> = Vec::new();
     for path in paths {
         let git = lookup(&desired.object, path);
         let place = locate(&live.object, path.segments());
@@ -351,12 +351,12 @@ fn patch_ops(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<Patc
                     .ok_or_else(|| RemedyError::NoParent { path: path.to_string() })?;
                 let mut steps = found;
                 steps.push(match &path.segments()[first_missing] {
-                    Seg::Field(f) => Step::Field(f.clone()),
+                    Seg::Field(f) => Step::Field(f),
                     Seg::Item { .. } => Step::Append,
                 });
                 sets.push(PatchOperation::Add(AddOperation { path: pointer_of(&steps), value }));
             }
-            (None, Located::Found(steps, l)) => removals.push((steps, l.clone())),
+            (None, Located::Found(steps, l)) => removals.push((steps, l)),
             (None, Located::Missing { .. }) => {}
             (_, Located::NoParent) => return Err(RemedyError::NoParent { path: path.to_string() }),
         }
@@ -367,7 +367,7 @@ fn patch_ops(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<Patc
     let mut ops = sets;
     for (steps, value) in removals {
         let pointer = pointer_of(&steps);
-        ops.push(test(&pointer, &value));
+        ops.push(test(&pointer, value));
         ops.push(PatchOperation::Remove(RemoveOperation { path: pointer }));
     }
     Ok(Patch(ops))
@@ -387,14 +387,26 @@ fn patch_ops(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<Patc
 /// ```
 pub fn kubectl_command(target: &Resource, patch: &Patch) -> String {
     let (group, version) = crate::model::split_api_version(&target.api_version);
-    let kind = target.key.kind.to_ascii_lowercase();
-    let resource = if group.is_empty() { kind } else { format!("{kind}.{version}.{group}") };
-    let mut cmd = format!("kubectl patch {resource} {}", shell_quote(&target.key.name));
-    if let Some(ns) = &target.key.namespace {
-        cmd.push_str(&format!(" --namespace {}", shell_quote(ns)));
-    }
     let json = serde_json::to_string(patch).unwrap_or_else(|_| "[]".to_owned());
-    cmd.push_str(&format!(" --type json --field-manager {FIELD_MANAGER} -p {}", shell_quote(&json)));
+    // One buffer, written once: this runs for every drift the engine reports.
+    let mut cmd = String::with_capacity(json.len() + 160);
+    cmd.push_str("kubectl patch ");
+    cmd.extend(target.key.kind.chars().map(|c| c.to_ascii_lowercase()));
+    if !group.is_empty() {
+        for part in [".", version, ".", group] {
+            cmd.push_str(part);
+        }
+    }
+    cmd.push(' ');
+    push_quoted(&mut cmd, &target.key.name);
+    if let Some(ns) = &target.key.namespace {
+        cmd.push_str(" --namespace ");
+        push_quoted(&mut cmd, ns);
+    }
+    cmd.push_str(" --type json --field-manager ");
+    cmd.push_str(FIELD_MANAGER);
+    cmd.push_str(" -p ");
+    push_quoted(&mut cmd, &json);
     cmd
 }
 
@@ -544,21 +556,21 @@ fn set_in_body(body: &mut Map<String, Value>, desired: &Value, segs: &[Seg]) {
     }
 }
 
-/// One step of a JSON pointer into the live object.
+/// One step of a JSON pointer into the live object (field names borrowed from the path).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
-    Field(String),
+enum Step<'p> {
+    Field(&'p str),
     Index(usize),
     /// `-`: after the last item.
     Append,
 }
 
-enum Located<'v> {
+enum Located<'v, 'p> {
     /// The value and the pointer to it.
-    Found(Vec<Step>, &'v Value),
+    Found(Vec<Step<'p>>, &'v Value),
     /// Absent: `found` leads to the deepest existing parent, `first_missing` is the index of
     /// the first segment that is absent.
-    Missing { found: Vec<Step>, first_missing: usize },
+    Missing { found: Vec<Step<'p>>, first_missing: usize },
     /// A parent on the way is not a mapping or list.
     NoParent,
 }
@@ -574,13 +586,13 @@ fn find_item<'v>(list: &'v Value, key: &[(String, String)], hidden: &[bool]) -> 
     })
 }
 
-fn locate<'v>(root: &'v Value, segs: &[Seg]) -> Located<'v> {
+fn locate<'v, 'p>(root: &'v Value, segs: &'p [Seg]) -> Located<'v, 'p> {
     let mut v = root;
     let mut steps = Vec::with_capacity(segs.len());
     for (i, seg) in segs.iter().enumerate() {
         let next = match seg {
             Seg::Field(f) => match v {
-                Value::Object(m) => m.get(f).filter(|x| !x.is_null()).map(|x| (Step::Field(f.clone()), x)),
+                Value::Object(m) => m.get(f).filter(|x| !x.is_null()).map(|x| (Step::Field(f), x)),
                 _ => return Located::NoParent,
             },
             Seg::Item { key, hidden, index } => match v {
@@ -600,27 +612,32 @@ fn locate<'v>(root: &'v Value, segs: &[Seg]) -> Located<'v> {
     Located::Found(steps, v)
 }
 
-fn pointer_of(steps: &[Step]) -> PointerBuf {
-    let tokens: Vec<String> = steps
-        .iter()
-        .map(|s| match s {
-            Step::Field(f) => f.clone(),
-            Step::Index(i) => i.to_string(),
-            Step::Append => "-".to_owned(),
-        })
-        .collect();
-    PointerBuf::from_tokens(tokens)
+fn pointer_of(steps: &[Step<'_>]) -> PointerBuf {
+    PointerBuf::from_tokens(steps.iter().map(|s| match s {
+        Step::Field(f) => Token::from(*f),
+        Step::Index(i) => Token::from(i.to_string()),
+        Step::Append => Token::from("-"),
+    }))
 }
 
 fn test(pointer: &PointerBuf, value: &Value) -> PatchOperation {
     PatchOperation::Test(TestOperation { path: pointer.clone(), value: value.clone() })
 }
 
-fn shell_quote(s: &str) -> String {
+/// Appends `s` quoted for a POSIX shell (as it is when nothing needs quoting).
+fn push_quoted(out: &mut String, s: &str) {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:/=".contains(&b)) {
-        return s.to_owned();
+        out.push_str(s);
+        return;
     }
-    format!("'{}'", s.replace('\'', r"'\''"))
+    out.push('\'');
+    for (i, part) in s.split('\'').enumerate() {
+        if i > 0 {
+            out.push_str(r"'\''");
+        }
+        out.push_str(part);
+    }
+    out.push('\'');
 }
 
 #[cfg(test)]
