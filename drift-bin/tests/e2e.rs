@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{DEPLOYMENT, GitRepo, SHOP, Serve, get_json, http, kubectl, script, wait_for};
+use common::{DEPLOYMENT, GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
 use drift_test_apiserver::{FaultAction, FaultRule, Faults, Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
@@ -63,14 +63,7 @@ impl World {
 
     /// `kubectl edit` of the ConfigMap with a sed script as the editor.
     fn edit_configmap(&self, from: &str, to: &str) {
-        let editor = self.home.path().join(format!("edit-{to}.sh"));
-        script(&editor, &format!("#!/bin/sh\nsed -i 's/mode: {from}/mode: {to}/' \"$1\"\n"));
-        kubectl(
-            self.server.kubeconfig_path(),
-            self.home.path(),
-            &["edit", "configmap", "settings", "-n", "shop"],
-            &[("KUBE_EDITOR", &editor)],
-        );
+        common::edit_configmap(self.server.kubeconfig_path(), self.home.path(), from, to);
     }
 
     fn patch_target_port(&self, port: u16) {

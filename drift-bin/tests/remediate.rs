@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, script, wait_for};
+use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::{Value, json};
 
@@ -76,14 +76,7 @@ impl World {
 
     /// `kubectl edit` of the ConfigMap with a sed script as the editor.
     fn edit_configmap(&self, from: &str, to: &str) {
-        let editor = self.home.path().join(format!("edit-{to}.sh"));
-        script(&editor, &format!("#!/bin/sh\nsed -i 's/mode: {from}/mode: {to}/' \"$1\"\n"));
-        kubectl(
-            self.server.kubeconfig_path(),
-            self.home.path(),
-            &["edit", "configmap", "settings", "-n", "shop"],
-            &[("KUBE_EDITOR", &editor)],
-        );
+        common::edit_configmap(self.server.kubeconfig_path(), self.home.path(), from, to);
     }
 
     fn mode(&self) -> String {

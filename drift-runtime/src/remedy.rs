@@ -765,9 +765,7 @@ mod tests {
         assert!(only(|p| p.drift_types = vec![DriftType::ReplicasDrift]));
         assert!(!only(|p| p.drift_types = vec![DriftType::ImageTagDrift]));
         assert!(!only(|p| p.severities = vec![Severity::High, Severity::Critical]));
-        let mut bad = HealPolicy::default();
-        bad.max = 0;
-        assert!(bad.validate().is_err());
+        assert!(HealPolicy { max: 0, ..HealPolicy::default() }.validate().is_err());
     }
 
     #[test]

@@ -161,6 +161,14 @@ pub fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str], env: &[(&str, &Pat
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `kubectl edit` of ConfigMap `shop/settings` with a sed script as the editor (manager
+/// `kubectl-edit`), changing `mode: FROM` to `mode: TO`.
+pub fn edit_configmap(kubeconfig: &Path, home: &Path, from: &str, to: &str) {
+    let editor = home.join(format!("edit-{to}.sh"));
+    script(&editor, &format!("#!/bin/sh\nsed -i 's/mode: {from}/mode: {to}/' \"$1\"\n"));
+    kubectl(kubeconfig, home, &["edit", "configmap", "settings", "-n", "shop"], &[("KUBE_EDITOR", &editor)]);
+}
+
 /// A real git repository in a folder, committed to by the tests.
 pub struct GitRepo {
     pub dir: PathBuf,
