@@ -281,6 +281,53 @@ fn every_refusal_names_its_rule_and_changes_nothing() {
     let (code, _, err) = w.drift(&["fix", "999", "--revert"]);
     assert_eq!(code, 1);
     assert!(err.contains("no drift with id 999"), "{err}");
+
+    // A detector of another cluster on the same store does not touch this cluster's drift.
+    let other = w.home.path().join("other.yaml");
+    std::fs::write(&other, std::fs::read_to_string(&w.config).unwrap().replace("cluster: fix\n", "cluster: other\n"))
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["fix", &cm, "--revert", "--config"])
+        .arg(&other)
+        .env("HOME", w.home.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("refused (other_cluster): "), "{err}");
+}
+
+#[test]
+fn a_waiver_written_in_git_since_the_scan_and_an_atomic_selector_refuse_the_revert() {
+    let w = World::start(false, "");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    // A Service selector is replaced whole by server-side apply: reverting `app` alone would
+    // drop the key added by hand with it.
+    w.kubectl(&["patch", "service", "web", "-n", "shop", "-p", r#"{"spec":{"selector":{"app":"api","extra":"x"}}}"#]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let app = w.id("Service", "spec.selector.app");
+    let (code, out, err) = w.drift(&["fix", &app, "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (dry_run_mismatch): "), "{err}");
+    assert!(err.contains("/spec/selector/extra"), "it names what else would change: {err}");
+    let selector = w.json_of(&["get", "service", "web", "-n", "shop", "-o", "json"])["spec"]["selector"].clone();
+    assert_eq!(selector, json!({"app": "api", "extra": "x"}), "nothing changed");
+
+    // A waiver merged in Git after the scan already protects the drift.
+    let replicas = w.id("Deployment", "spec.replicas");
+    let waived = common::DEPLOYMENT.replacen(
+        "  labels: {app: web}\n",
+        "  labels: {app: web}\n  annotations:\n    drift-detector.io/waivers: |\n      - path: spec.replicas\n        owner: alice\n        reason: load test\n        expires: 2099-12-31\n",
+        1,
+    );
+    assert_ne!(waived, common::DEPLOYMENT);
+    w.repo.write("apps/web/deployment.yaml", &waived);
+    w.repo.commit("waive the replicas");
+    let (code, out, err) = w.drift(&["fix", &replicas, "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (waived): ") && err.contains("a waiver in Git by alice"), "{err}");
+    assert_eq!(w.replicas(), 5);
 }
 
 #[test]
@@ -366,9 +413,21 @@ fn self_heal_reverts_a_rejected_drift_at_once_and_waits_out_the_grace_period_for
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!((items[0]["status"].as_str(), items[0]["drift_id"].as_i64()), (Some("reverted"), Some(cm)));
     assert_eq!(items[0]["detail"]["rejected"], true);
-    // The other drift is within its grace period: left alone.
-    std::thread::sleep(Duration::from_secs(1));
+    // An acknowledged drift (a decision too, of a HIGH manual change the scanner recommends to
+    // revert) is not rejected: it waits out the grace period like the other one.
+    w.kubectl(&["set", "image", "deployment/web", "-n", "shop", "web=nginx:1.99"]);
+    let image = wait_for(Duration::from_secs(30), "the image drift", || {
+        let page = get_json(&serve.addr, "/drifts?status=open&drift_type=image_tag_drift");
+        page["items"].as_array().unwrap().first().map(|d| d["id"].as_i64().unwrap())
+    });
+    let (status, body) =
+        http_json(&serve.addr, &format!("/drifts/{image}/decisions"), &json!({"action": "acknowledge"}));
+    assert_eq!(status, 201, "{body}");
+    // The other drifts are within their grace period: left alone.
+    std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(w.replicas(), 5);
+    let deployment_now = w.json_of(&["get", "deployment", "web", "-n", "shop", "-o", "json"]);
+    assert_eq!(deployment_now["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.99");
     assert_eq!(get_json(&serve.addr, &format!("/drifts/{deployment}"))["status"], "open");
     serve.stop();
 }

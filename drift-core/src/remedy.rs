@@ -43,8 +43,9 @@ pub struct Revert {
     pub command: String,
 }
 
-/// What a revert sends to the API server for one object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a revert sends to the API server for one object. `Debug` leaves out the values of a
+/// Secret's plan.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct RevertPlan {
     /// apiVersion of the object.
     pub api_version: String,
@@ -61,6 +62,24 @@ pub struct RevertPlan {
     pub remove: Patch,
     /// The drift paths the plan covers.
     pub paths: Vec<String>,
+}
+
+impl fmt::Debug for RevertPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secret = self.kind == "Secret" && crate::model::split_api_version(&self.api_version).0.is_empty();
+        let mut d = f.debug_struct("RevertPlan");
+        d.field("api_version", &self.api_version)
+            .field("kind", &self.kind)
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .field("paths", &self.paths);
+        if secret {
+            d.field("apply", &"<a Secret's values>").field("remove", &"<a Secret's values>");
+        } else {
+            d.field("apply", &self.apply).field("remove", &self.remove);
+        }
+        d.finish()
+    }
 }
 
 impl RevertPlan {
@@ -169,11 +188,16 @@ pub enum Refusal {
     NotConfigured,
     /// None of the changes could be placed in the desired source.
     Unplaceable,
+    /// The object changed since it was read (a `test` of the patch failed, or a conflict): read
+    /// again and retry.
+    Stale,
+    /// The drift is of another cluster than the one this detector writes to.
+    OtherCluster,
 }
 
 impl Refusal {
     /// Every refusal.
-    pub const ALL: [Refusal; 10] = [
+    pub const ALL: [Refusal; 12] = [
         Refusal::Resolved,
         Refusal::Waived,
         Refusal::MissingObject,
@@ -184,6 +208,8 @@ impl Refusal {
         Refusal::DryRunMismatch,
         Refusal::NotConfigured,
         Refusal::Unplaceable,
+        Refusal::Stale,
+        Refusal::OtherCluster,
     ];
 
     /// snake_case name.
@@ -199,6 +225,8 @@ impl Refusal {
             Refusal::DryRunMismatch => "dry_run_mismatch",
             Refusal::NotConfigured => "not_configured",
             Refusal::Unplaceable => "unplaceable",
+            Refusal::Stale => "stale",
+            Refusal::OtherCluster => "other_cluster",
         }
     }
 }
@@ -408,6 +436,57 @@ pub fn kubectl_command(target: &Resource, patch: &Patch) -> String {
     cmd.push_str(" -p ");
     push_quoted(&mut cmd, &json);
     cmd
+}
+
+/// The JSON pointer, in `live`, of what a revert of `path` changes: the field itself, or for a
+/// field the cluster lacks, its first missing level (a list, for a missing list item). `None`
+/// when a parent on the way is not a mapping or a list.
+pub fn pointer_in(live: &Value, path: &Path) -> Option<String> {
+    match locate(live, path.segments()) {
+        Located::Found(steps, _) => Some(pointer_of(&steps).to_string()),
+        Located::Missing { mut found, first_missing } => {
+            if let Seg::Field(f) = &path.segments()[first_missing] {
+                found.push(Step::Field(f));
+            }
+            Some(pointer_of(&found).to_string())
+        }
+        Located::NoParent => None,
+    }
+}
+
+/// What a write would change in an object outside the pointers it was meant to change (each a
+/// prefix of what may change): the JSON pointers of `after`'s differences from `before`, leaving
+/// out what the API server keeps for itself (`metadata.managedFields`, `resourceVersion`,
+/// `generation`, `status`). A revert whose dry run changes more than its field is refused.
+pub fn changed_outside(before: &Value, after: &Value, allowed: &[String]) -> Vec<String> {
+    let clean = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("status");
+        }
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in ["managedFields", "resourceVersion", "generation"] {
+                m.remove(k);
+            }
+        }
+        v
+    };
+    let within = |p: &str| {
+        allowed.iter().any(|a| p == a || (p.starts_with(a.as_str()) && p.as_bytes().get(a.len()) == Some(&b'/')))
+    };
+    json_patch::diff(&clean(before), &clean(after))
+        .0
+        .iter()
+        .map(|op| match op {
+            PatchOperation::Add(o) => o.path.to_string(),
+            PatchOperation::Remove(o) => o.path.to_string(),
+            PatchOperation::Replace(o) => o.path.to_string(),
+            PatchOperation::Move(o) => o.path.to_string(),
+            PatchOperation::Copy(o) => o.path.to_string(),
+            PatchOperation::Test(o) => o.path.to_string(),
+        })
+        .filter(|p| !within(p))
+        .collect()
 }
 
 /// [`revert_patch`] and [`kubectl_command`] of one drift path, or `None` when no patch can be
@@ -738,6 +817,36 @@ mod tests {
                    {"op": "remove", "path": "/spec/template/spec/containers/1/env/1"}])
         );
         assert_eq!(plan.paths.len(), 2);
+    }
+
+    #[test]
+    fn a_change_outside_the_reverted_field_is_found_and_server_bookkeeping_is_not() {
+        let before = json!({"metadata": {"name": "web", "resourceVersion": "1", "managedFields": []},
+            "spec": {"selector": {"app": "api", "extra": "x"}, "ports": [{"port": 80}]}});
+        let mut after = before.clone();
+        after["metadata"]["resourceVersion"] = json!("2");
+        after["spec"]["selector"]["app"] = json!("web");
+        let allowed = ["/spec/selector/app".to_owned()];
+        assert!(changed_outside(&before, &after, &allowed).is_empty());
+        // An atomic map replaced whole drops a key the revert was not about.
+        after["spec"]["selector"].as_object_mut().unwrap().remove("extra");
+        assert_eq!(changed_outside(&before, &after, &allowed), ["/spec/selector/extra"]);
+        // A sibling whose name starts like the allowed one is not within it.
+        let mut sibling = before.clone();
+        sibling["spec"]["selector"]["apps"] = json!("x");
+        assert_eq!(changed_outside(&before, &sibling, &allowed), ["/spec/selector/apps"]);
+        let p = Path::root().field("spec").field("selector").field("tier");
+        assert_eq!(pointer_in(&before, &p).as_deref(), Some("/spec/selector/tier"));
+        let plan = RevertPlan {
+            api_version: "v1".into(),
+            kind: "Secret".into(),
+            namespace: None,
+            name: "s".into(),
+            apply: Some(json!({"data": {"password": "c2VjcmV0"}})),
+            remove: Patch(Vec::new()),
+            paths: vec![],
+        };
+        assert!(!format!("{plan:?}").contains("c2VjcmV0"), "{plan:?}");
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn expiry(text: &str) -> Result<DateTime<Utc>, String> {
 }
 
 /// The waivers of a desired object, or the warning its annotation deserves.
-fn of(resource: &Resource) -> Result<Vec<Waiver>, String> {
+pub fn of(resource: &Resource) -> Result<Vec<Waiver>, String> {
     let text = resource
         .object
         .pointer("/metadata/annotations")

@@ -28,9 +28,7 @@ use drift_core::remedy::{
     RevertStatus, revert_plan,
 };
 use drift_core::sink::{DriftFilter, DriftStatus, PageRequest, StoredDrift};
-use drift_core::{
-    ActStore, Classification, DecisionSource, DriftType, RecommendedAction, Resource, ResourceKey, Severity,
-};
+use drift_core::{ActStore, Classification, DecisionSource, DriftType, Resource, ResourceKey, Severity};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -102,6 +100,10 @@ impl HealPolicy {
         if self.max == 0 || self.per.is_zero() || self.tick.is_zero() {
             return Err(drift_core::Error::config("heal: max, per and tick must be more than 0"));
         }
+        if self.grace < Duration::from_secs(1) {
+            // It is also how long a refused or failed drift waits before it is tried again.
+            return Err(drift_core::Error::config("heal: grace must be at least 1s"));
+        }
         Ok(())
     }
 }
@@ -160,9 +162,14 @@ fn is_secret(d: &StoredDrift) -> bool {
     d.api_group.is_empty() && d.resource_kind == "Secret"
 }
 
-/// Whether a human rejected the drift (a `reject` decision): revert it.
-fn rejected(d: &StoredDrift) -> bool {
-    d.decision_source == DecisionSource::Human && d.recommended_action == RecommendedAction::SuggestRevert
+/// Whether the last decision about the drift is a `reject` (every decision makes the drift's
+/// `decision_source` human; only a reject asks for the revert).
+async fn rejected(act: &dyn ActStore, d: &StoredDrift) -> drift_core::Result<bool> {
+    if d.decision_source != DecisionSource::Human {
+        return Ok(false);
+    }
+    let decisions = act.decisions(d.id).await?;
+    Ok(decisions.last().is_some_and(|x| x.action == drift_core::act::DecisionAction::Reject))
 }
 
 impl Remedies {
@@ -253,9 +260,42 @@ impl Remedies {
         })
     }
 
+    /// A drift of another cluster (a store shared by several detectors) is not this one's to act
+    /// on: its object of the same name here is another object.
+    fn check_cluster(&self, d: &StoredDrift) -> Result<(), Fault> {
+        let own = self.scanner.live.cluster();
+        if d.cluster != own {
+            return Err(Fault::refused(
+                Refusal::OtherCluster,
+                format!("drift {} is of cluster {:?}; this detector writes to cluster {own:?}", d.id, d.cluster),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A waiver written in Git since the last scan (the desired object is read now).
+    fn check_git_waiver(d: &StoredDrift, desired: &Resource, now: DateTime<Utc>) -> Result<(), Fault> {
+        let waivers = drift_core::waiver::of(desired).unwrap_or_default();
+        if let Some(w) = waivers.iter().find(|w| w.covers(&d.path) && w.expires_at > now) {
+            return Err(Fault::refused(
+                Refusal::Waived,
+                format!(
+                    "drift {} ({} {}) is under a waiver in Git by {} until {}; it is not reverted",
+                    d.id,
+                    object_of(d),
+                    d.path,
+                    w.owner,
+                    w.expires_at.to_rfc3339()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The rules that refuse a revert before anything is read.
     fn check_revert(&self, d: &StoredDrift, now: DateTime<Utc>) -> Result<(), Fault> {
         let what = format!("drift {} ({} {})", d.id, object_of(d), d.path);
+        self.check_cluster(d)?;
         if d.status == DriftStatus::Resolved {
             return Err(Fault::refused(Refusal::Resolved, format!("{what} is resolved already")));
         }
@@ -316,6 +356,7 @@ impl Remedies {
             )
         })?;
         let desired = self.desired_object(d).await?;
+        Self::check_git_waiver(d, &desired, Utc::now())?;
         let live = self.live_object(d, &desired.api_version).await?;
         let engine = &self.scanner.engine;
         let fresh = engine.compare_paths(&desired, Some(&live));
@@ -332,7 +373,24 @@ impl Remedies {
             ));
         }
         let plan = revert_plan(&desired, &live, std::slice::from_ref(path)).map_err(drift_core::Error::from)?;
-        let preview = writer.send(&plan, &live, true).await?;
+        let preview = writer.send(&plan, &live, true).await.map_err(|e| cluster_fault(d, e))?;
+        // The server's answer must change the drifted field and nothing else: a map or list that
+        // server-side apply replaces whole (a Service's selector, a custom resource's list) would
+        // take other fields with it.
+        let allowed: Vec<String> = drift_core::remedy::pointer_in(&live.object, path).into_iter().collect();
+        let outside = drift_core::remedy::changed_outside(&live.object, &preview.object, &allowed);
+        if !outside.is_empty() || allowed.is_empty() {
+            return Err(Fault::refused(
+                Refusal::DryRunMismatch,
+                format!(
+                    "{} {}: the server's dry run would also change {} (server-side apply replaces it whole); nothing was changed — use the revert patch (drift drifts get {}) instead",
+                    object_of(d),
+                    d.path,
+                    outside.join(", "),
+                    d.id
+                ),
+            ));
+        }
         if let Some((_, left)) =
             engine.compare_paths(&desired, Some(&preview)).into_iter().find(|(_, f)| f.path == d.path)
         {
@@ -351,7 +409,7 @@ impl Remedies {
             ));
         }
         if !dry_run {
-            writer.send(&plan, &live, false).await?;
+            writer.send(&plan, &live, false).await.map_err(|e| cluster_fault(d, e))?;
             tracing::info!(drift_id = d.id, object = %object_of(d), path = %d.path, actor, "reverted");
         }
         Ok(RevertOutcome {
@@ -447,6 +505,7 @@ impl Remedies {
                 d.id, other.id
             ))));
         }
+        self.check_cluster(&d)?;
         for o in &drifts {
             let what = format!("drift {} ({} {})", o.id, object_of(o), o.path);
             if o.status == DriftStatus::Resolved {
@@ -509,7 +568,7 @@ impl Remedies {
             ),
             body: self.body(&d, &covered, actor),
         };
-        let proposal = proposer.propose(&request).await?;
+        let proposal = proposer.propose(&request).await.map_err(|e| proposer_fault(&d, e))?;
         if proposal.placed.is_empty() {
             return Err(Fault::refused(
                 Refusal::Unplaceable,
@@ -576,7 +635,13 @@ impl Remedies {
         let mut candidates = Vec::new();
         let mut after = None;
         loop {
-            let filter = DriftFilter { status: Some(DriftStatus::Open), ..DriftFilter::default() };
+            // Only this detector's cluster: another cluster's object of the same name is another
+            // object.
+            let filter = DriftFilter {
+                status: Some(DriftStatus::Open),
+                cluster: Some(self.scanner.live.cluster().to_owned()),
+                ..DriftFilter::default()
+            };
             let page = self.scanner.store.read.list(&filter, PageRequest { limit: 1000, after }).await?;
             for d in page.items {
                 if !policy.covers(&d)
@@ -586,12 +651,16 @@ impl Remedies {
                 {
                     continue;
                 }
-                let due = rejected(&d)
+                if !self.scanner.desired.iter().any(|s| s.name() == d.repository) {
+                    continue;
+                }
+                let rejected = rejected(act.as_ref(), &d).await?;
+                let due = rejected
                     || (policy.classifications.is_empty() || policy.classifications.contains(&d.classification))
                         && d.acknowledged_at.is_none()
                         && d.detected_at + grace <= now;
                 if due {
-                    candidates.push(d);
+                    candidates.push((d, rejected));
                 }
             }
             match page.next {
@@ -603,20 +672,25 @@ impl Remedies {
         if candidates.is_empty() {
             return Ok(round);
         }
-        // The rate limit counts reverts (and would-be reverts) of every process on the store.
-        let recent = AuditFilter {
-            action: Some(AuditAction::Revert),
-            actor: Some(HEAL_ACTOR.to_owned()),
-            since: Some(now - per),
-            ..AuditFilter::default()
-        };
+        // The rate limit counts the reverts (and would-be reverts) of the window in the audit
+        // trail, whatever else (refusals, failures) was written there.
         let limit = policy.max as usize;
-        let done = act.audit(&recent, PageRequest { limit: (limit + 1).min(1000) as u32, after: None }).await?;
-        let mut budget = limit
-            .saturating_sub(done.items.iter().filter(|e| e.status == "reverted" || e.status == "would_revert").count());
+        let mut done = 0;
+        for status in ["reverted", "would_revert"] {
+            let recent = AuditFilter {
+                action: Some(AuditAction::Revert),
+                actor: Some(HEAL_ACTOR.to_owned()),
+                status: Some(status.to_owned()),
+                since: Some(now - per),
+                ..AuditFilter::default()
+            };
+            let page = PageRequest { limit: limit.min(1000) as u32, after: None };
+            done += act.audit(&recent, page).await?.items.len();
+        }
+        let mut budget = limit.saturating_sub(done);
         // Oldest first: the longest-standing drifts are healed first.
-        candidates.sort_by_key(|d| d.detected_at);
-        for d in candidates {
+        candidates.sort_by_key(|(d, _)| d.detected_at);
+        for (d, rejected) in candidates {
             // One attempt per drift and grace period (in dry-run mode, one entry per drift).
             let mine = AuditFilter {
                 action: Some(AuditAction::Revert),
@@ -641,7 +715,7 @@ impl Remedies {
                     } else {
                         round.reverted += 1;
                     }
-                    let detail = json!({"paths": o.paths, "object": o.object, "rejected": rejected(&d)});
+                    let detail = json!({"paths": o.paths, "object": o.object, "rejected": rejected});
                     self.note(AuditAction::Revert, HEAL_ACTOR, d.id, status, detail).await;
                 }
                 Err(Fault::Refused(r)) => {
@@ -667,6 +741,45 @@ impl drift_api::Remediate for Remedies {
     }
     async fn accept(&self, ids: &[i64], actor: &str) -> Result<AcceptOutcome, Fault> {
         Remedies::accept(self, ids, actor).await
+    }
+}
+
+/// What a cluster's refusal of a revert means: the object changed since it was read (a `test`
+/// failed, a conflict) or is gone — refusals the caller can act on —, else a failure of the
+/// cluster (the API answers 502, whatever the kind of the cluster's error).
+fn cluster_fault(d: &StoredDrift, e: drift_core::Error) -> Fault {
+    match e.kind() {
+        drift_core::ErrorKind::Conflict => Fault::refused(
+            Refusal::Stale,
+            format!("{} changed since it was read; read it again and retry: {}", object_of(d), e.message()),
+        ),
+        drift_core::ErrorKind::NotFound => Fault::refused(
+            Refusal::MissingObject,
+            format!("{} is missing from the cluster: that is a sync, not a patch ({})", object_of(d), e.message()),
+        ),
+        drift_core::ErrorKind::InvalidInput => {
+            Fault::Failed(drift_core::Error::new(drift_core::ErrorKind::Unexpected, e.message()))
+        }
+        _ => Fault::Failed(e),
+    }
+}
+
+/// What a proposer's error means: a change that cannot be placed (the editor refuses the file,
+/// the render does not come out as the cluster has it, nothing to propose) is a refusal with
+/// the reason; an object the source does not render is not in Git; the rest is a failure of the
+/// git server or the repository.
+fn proposer_fault(d: &StoredDrift, e: drift_core::Error) -> Fault {
+    match e.kind() {
+        drift_core::ErrorKind::Unsupported
+        | drift_core::ErrorKind::Unexpected
+        | drift_core::ErrorKind::InvalidInput => Fault::refused(
+            Refusal::Unplaceable,
+            format!("{}: the change cannot be placed in Git: {}", object_of(d), e.message()),
+        ),
+        drift_core::ErrorKind::NotFound => {
+            Fault::refused(Refusal::NotInGit, format!("{}: {}", object_of(d), e.message()))
+        }
+        _ => Fault::Failed(e),
     }
 }
 
@@ -743,7 +856,7 @@ mod tests {
             changed_at: None,
             classification: Classification::ManualChange,
             decision_source: DecisionSource::Scanner,
-            recommended_action: RecommendedAction::CreatePr,
+            recommended_action: drift_core::RecommendedAction::CreatePr,
             waived_until: None,
             waived_by: None,
             acknowledged_at: None,
@@ -766,15 +879,6 @@ mod tests {
         assert!(!only(|p| p.drift_types = vec![DriftType::ImageTagDrift]));
         assert!(!only(|p| p.severities = vec![Severity::High, Severity::Critical]));
         assert!(HealPolicy { max: 0, ..HealPolicy::default() }.validate().is_err());
-    }
-
-    #[test]
-    fn a_reject_is_a_human_decision_that_recommends_a_revert() {
-        let mut d = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
-        assert!(!rejected(&d));
-        d.decision_source = DecisionSource::Human;
-        d.recommended_action = RecommendedAction::SuggestRevert;
-        assert!(rejected(&d));
     }
 
     #[test]

@@ -302,18 +302,20 @@ async fn helm_values_keys_are_traced_through_a_marked_render() {
         ],
     };
     let plan = plan_accept(dir.path(), "charts/web", &render, &request).unwrap();
-    assert_eq!(edit(&plan, "env/values-prod.yaml"), "image:\n  tag: \"1.6\" # prod pin\n");
+    // Keys only the chart's defaults set go in the application's own values file: the chart's
+    // values.yaml is shared by every application of the chart.
     assert_eq!(
-        edit(&plan, "charts/web/values.yaml"),
-        CHART_VALUES.replace("replicaCount: 1", "replicaCount: 3").replace("automount: true", "automount: false")
+        edit(&plan, "env/values-prod.yaml"),
+        "image:\n  tag: \"1.6\" # prod pin\nreplicaCount: 3\nautomount: false\n"
     );
+    assert!(plan.edits.iter().all(|e| e.path != "charts/web/values.yaml"), "{plan:#?}");
     let how: Vec<&str> = plan.placed.iter().map(|p| p.how.as_str()).collect();
     assert_eq!(
         how,
         [
             "values key image.tag in env/values-prod.yaml",
-            "values key replicaCount in charts/web/values.yaml",
-            "values key automount in charts/web/values.yaml"
+            "values key replicaCount in env/values-prod.yaml",
+            "values key automount in env/values-prod.yaml"
         ]
     );
     assert_eq!(plan.unplaced.len(), 1, "{plan:#?}");

@@ -464,7 +464,8 @@ async fn an_untraceable_helm_value_proposes_nothing_and_writes_nothing() {
     let req2 = request(&engine, &desired_prod, &live2, "Accept the live shop Deployment in prod");
     assert_eq!(paths(&req2), ["metadata.labels.tier", "spec.replicas"]);
     let proposal = proposer(&cfg).propose(&req2).await.unwrap();
-    let placed = "spec.replicas: charts/web/values.yaml, values key replicaCount in charts/web/values.yaml";
+    // A key only the chart's defaults set goes in the application's own values file.
+    let placed = "spec.replicas: env/values-prod.yaml, values key replicaCount in env/values-prod.yaml";
     assert_eq!(proposal.placed, [placed]);
     assert_eq!(proposal.unplaced, [unplaced]);
     assert_eq!(proposal.pull_request, Some(1));
@@ -474,9 +475,9 @@ async fn an_untraceable_helm_value_proposes_nothing_and_writes_nothing() {
     );
     let head = format!("refs/heads/{}", req2.branch);
     let c1 = fake.origin.head();
-    assert_eq!(git(&fake.origin.bare, &["diff", "--name-status", &c1, &head]), "M\tcharts/web/values.yaml");
+    assert_eq!(git(&fake.origin.bare, &["diff", "--name-status", &c1, &head]), "M\tenv/values-prod.yaml");
     assert_eq!(
-        git(&fake.origin.bare, &["show", &format!("{head}:charts/web/values.yaml")]),
-        CHART_VALUES.replace("replicaCount: 2", "replicaCount: 4").trim_end()
+        git(&fake.origin.bare, &["show", &format!("{head}:env/values-prod.yaml")]),
+        format!("{PROD_VALUES}replicaCount: 4").as_str()
     );
 }

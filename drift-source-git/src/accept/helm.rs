@@ -103,6 +103,8 @@ struct Ctx<'a> {
     chart: &'a str,
     opts: &'a HelmOptions,
     key: &'a ResourceKey,
+    /// The chart's own `values.yaml`, repository-relative.
+    chart_values: String,
 }
 
 impl Ctx<'_> {
@@ -159,7 +161,7 @@ pub(super) fn plan(
     for l in &layers {
         merge(&mut merged, &l.values);
     }
-    let ctx = Ctx { root, cfg, chart, opts, key };
+    let ctx = Ctx { root, cfg, chart, opts, key, chart_values: chart_values.clone() };
     let mut plan = AcceptPlan::default();
     for c in changes {
         match place(&ctx, &layers, &merged, object, c, &mut plan) {
@@ -235,9 +237,16 @@ fn place(
         .rev()
         .find(|l| value::get(&l.values, key_path).is_some())
         .ok_or("the traced key is set by no values file")?;
-    let Some(file) = &layer.file else {
+    let Some(mut file) = layer.file.as_ref() else {
         return Err(format!("the key {} is set by the application's inline values", show(key_path)));
     };
+    // A key only the chart's defaults set goes in the application's own (last) values file when
+    // it has one: the chart's values.yaml is shared by every application of the chart.
+    if *file == ctx.chart_values
+        && let Some(own) = layers.iter().rev().filter_map(|l| l.file.as_ref()).find(|f| **f != ctx.chart_values)
+    {
+        file = own;
+    }
     let text = current(ctx.root, &plan.edits, file).map_err(|e| e.to_string())?;
     let out = yaml::edit_file(&text, &|_| true, &[(key_path.as_slice(), Change::Set(new))])
         .map_err(|e| format!("cannot edit {file}: {e}"))?;
