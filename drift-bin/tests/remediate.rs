@@ -331,6 +331,29 @@ fn a_waiver_written_in_git_since_the_scan_and_an_atomic_selector_refuse_the_reve
 }
 
 #[test]
+fn a_drift_gone_from_git_or_from_the_cluster_since_the_scan_is_not_reverted() {
+    let w = World::start(false, "");
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let cm = w.id("ConfigMap", "data.mode");
+    let replicas = w.id("Deployment", "spec.replicas");
+    // Put back by hand after the scan: nothing to do, the next scan resolves it.
+    w.edit_configmap("slow", "fast");
+    let (code, out, err) = w.drift(&["fix", &cm, "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (no_longer_drifted): "), "{err}");
+    // Git no longer declares the Deployment.
+    w.repo.git(&["rm", "-q", "apps/web/deployment.yaml"]);
+    w.repo.commit("the web Deployment leaves Git");
+    let (code, out, err) = w.drift(&["fix", &replicas, "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (not_in_git): "), "{err}");
+    assert_eq!(w.replicas(), 5, "nothing was changed");
+}
+
+#[test]
 fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
     let w = World::start(true, "");
     let serve = w.serve();
