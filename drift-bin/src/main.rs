@@ -59,10 +59,21 @@ enum Command {
     Version,
 }
 
+/// Whether output may carry ANSI colours: only on a terminal, and never when `NO_COLOR` is set
+/// to anything but the empty string (<https://no-color.org>).
+fn colour(terminal: bool) -> bool {
+    terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn init_logs(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("DRIFT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,drift=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // A log file or a pipe gets plain text: colour codes only on a terminal.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(colour(std::io::stderr().is_terminal()));
     match format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -53,7 +53,7 @@ pub fn print_report(report: &ScanReport, format: Format, out: &mut dyn Write) ->
             write!(out, "{}", serde_saphyr::to_string(&value)?)?;
         }
         Format::Table => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             print_table(report, color, out)?;
         }
     }

@@ -193,3 +193,43 @@ fn secret_values_never_printed() {
         assert!(out.contains("secret_drift") && out.contains("hmac-sha256:"), "{out}");
     }
 }
+
+/// Logs to a pipe or a file are plain text: ANSI colour codes only on a terminal (and never with
+/// `NO_COLOR`).
+#[test]
+fn logs_to_a_pipe_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("desired")).unwrap();
+    std::fs::create_dir_all(d.join("live")).unwrap();
+    std::fs::write(
+        d.join("desired/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\ndata: {mode: fast}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("live/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: shop}\ndata: {mode: fast}\n",
+    )
+    .unwrap();
+    let config = d.join("drift.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "cluster: test\ndatabase: sqlite://{0}/drift.db\nrepositories:\n  - name: shop\n    url: {0}/desired\nlive:\n  snapshot: {0}/live\n",
+            d.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["scan", "--config"])
+        .arg(&config)
+        .env_remove("NO_COLOR")
+        .env("DRIFT_LOG", "info")
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("scan recorded"), "the log is there: {err}");
+    assert!(!err.contains('\u{1b}'), "no escape codes in a pipe: {err:?}");
+}
