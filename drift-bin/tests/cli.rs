@@ -233,3 +233,56 @@ fn logs_to_a_pipe_carry_no_colour_codes() {
     assert!(err.contains("scan recorded"), "the log is there: {err}");
     assert!(!err.contains('\u{1b}'), "no escape codes in a pipe: {err:?}");
 }
+
+/// A token in a git URL's query string (or a password the URL parser cannot read) never reaches
+/// the output, the logs, the store or the cache folder's name (issue 16).
+#[test]
+fn secrets_in_a_git_url_reach_no_output_no_row_and_no_folder_name() {
+    for (url, canary) in [
+        ("https://127.0.0.1:1/o/r.git?token=CANARY7f3q", "CANARY7f3q"),
+        ("https://u:CANARY8k2/w?x@127.0.0.1:1/o/r.git", "CANARY8k2"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("live")).unwrap();
+        let config = d.join("drift.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "cluster: c\nstore: sqlite://{0}/drift.db\nrepositories:\n  - name: r\n    url: \"{url}\"\n    cache_dir: {0}/cache\nlive:\n  snapshot: {0}/live\n",
+                d.display()
+            ),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+            .args(["scan", "--config"])
+            .arg(&config)
+            .env("DRIFT_LOG", "debug")
+            .output()
+            .unwrap();
+        let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!shown.contains(canary), "{url}: {shown}");
+        assert!(shown.contains("failed") || shown.contains("not a valid URL"), "the scan says what failed: {shown}");
+        let (code, checked, _) = {
+            let o = Command::new(env!("CARGO_BIN_EXE_drift")).args(["config", "check"]).arg(&config).output().unwrap();
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr), ())
+        };
+        assert!(!checked.contains(canary), "{url}: config check: {checked} ({code:?})");
+        let db = std::fs::read(d.join("drift.db")).unwrap_or_default();
+        assert!(!db.windows(canary.len()).any(|w| w == canary.as_bytes()), "{url}: the store holds it");
+        for entry in walk(&d.join("cache")) {
+            assert!(!entry.contains(canary), "{url}: a cache folder is named {entry}");
+        }
+    }
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(e.path().display().to_string());
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
+}

@@ -84,6 +84,9 @@ impl GitSource {
         // history a commit-id source needs.
         let key = hex::encode(&Sha256::digest(format!("{}\0{}", cfg.url, cfg.reference).as_bytes())[..10]);
         let slug: String = url
+            .split(['?', '#'])
+            .next()
+            .unwrap_or("")
             .rsplit('/')
             .next()
             .unwrap_or("repo")
@@ -343,10 +346,16 @@ impl GitSource {
         let _guard = self.lock.lock().await;
         let inner = Arc::clone(&self.inner);
         let span = tracing::debug_span!("git_fetch", repository = %inner.name);
+        let raw = self.inner.cfg.url.clone();
         let result = tokio::task::spawn_blocking(move || span.in_scope(|| fetch_blocking(&inner)))
             .await
             .map_err(|e| SourceError::Join(e.to_string()))?;
-        Ok(result?)
+        // gix and reqwest quote the URL they were given, query string included: what leaves the
+        // source (warnings, the scans table, logs) says it without its secrets.
+        result.map_err(|e| {
+            let e = drift_core::Error::from(e);
+            drift_core::Error::new(e.kind(), crate::source::redact_in(e.message(), &raw)).temporary(e.is_temporary())
+        })
     }
 }
 

@@ -4,19 +4,93 @@ use std::sync::{Arc, Mutex};
 
 use drift_core::DesiredSnapshot;
 
-/// Removes `user:password@` from a URL, so it can be logged and reported.
+/// A URL as it may be logged, reported and stored: read through a URL parser, without its user
+/// information (`user:password@`), with the value of every query parameter and the fragment
+/// replaced by `***` (a token in `?token=...` is as secret as a password). A URL the parser
+/// refuses keeps only its scheme; an scp-like
+/// `git@host:path` or a local path has no secret and is shown as it is.
 pub(crate) fn redact_url(url: &str) -> String {
-    match url.find("://") {
-        Some(i) => {
-            let rest = &url[i + 3..];
-            let host_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..host_end].rfind('@') {
-                Some(at) => format!("{}{}", &url[..i + 3], &rest[at + 1..]),
-                None => url.to_owned(),
+    let Some(scheme_end) = url.find("://") else { return url.to_owned() };
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            if u.query().is_some() {
+                let names: Vec<String> = u.query_pairs().map(|(k, _)| k.into_owned()).collect();
+                let query = names.iter().map(|k| format!("{k}=***")).collect::<Vec<_>>().join("&");
+                u.set_query(Some(&query));
+            }
+            if u.fragment().is_some() {
+                u.set_fragment(Some("***"));
+            }
+            u.to_string()
+        }
+        // Where the host ends is unknown: a password with a `/` looks like a host and a path.
+        Err(_) => format!("{}://*** (not a valid URL)", &url[..scheme_end]),
+    }
+}
+
+/// The secret parts of a URL (password, query values, fragment), raw and percent-decoded, that
+/// foreign error messages (gix, reqwest) may quote.
+pub(crate) fn url_secrets(url: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut push = |s: &str| {
+        if !s.is_empty() && !out.iter().any(|o| o == s) {
+            out.push(s.to_owned());
+        }
+    };
+    if let Ok(u) = url::Url::parse(url) {
+        if let Some(p) = u.password() {
+            push(p);
+            push(&percent_decode(p));
+        }
+        for (_, v) in u.query_pairs() {
+            push(&v);
+        }
+        if let Some(q) = u.query() {
+            for part in q.split('&') {
+                push(part.split_once('=').map_or("", |(_, v)| v));
             }
         }
-        None => url.to_owned(),
+        if let Some(f) = u.fragment() {
+            push(f);
+        }
+    } else if let Some((_, rest)) = url.split_once("://") {
+        // What a parser cannot read may still carry a password (with a `/` or a `?` in it) and
+        // a query: the user information up to the last `@`, its password, the pieces of that
+        // password a message may quote apart, and everything after the host.
+        let (userinfo, after) = match rest.rfind('@') {
+            Some(at) => (&rest[..at], &rest[at + 1..]),
+            None => ("", rest),
+        };
+        push(userinfo);
+        if let Some((_, password)) = userinfo.split_once(':') {
+            push(password);
+            for sep in ['/', '?', '#'] {
+                for piece in password.split(sep).filter(|p| p.len() >= 3) {
+                    push(piece);
+                }
+            }
+        }
+        push(&after[after.find(['/', '?', '#']).unwrap_or(after.len())..]);
     }
+    // Longest first, so that a value containing another is replaced whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default()
+}
+
+/// `text` (an error message) with the URL's raw form replaced by its redacted form and every
+/// secret part of it replaced by `***`.
+pub(crate) fn redact_in(text: &str, url: &str) -> String {
+    let mut out = text.replace(url, &redact_url(url));
+    for secret in url_secrets(url) {
+        out = out.replace(&secret, "***");
+    }
+    out
 }
 
 /// The snapshot of the last revision read, keyed by revision: the same commit twice is not
@@ -72,6 +146,23 @@ mod tests {
     #[test]
     fn credentials_are_removed_from_urls() {
         assert_eq!(redact_url("https://x-access-token:ghp_abc@github.com/o/r.git"), "https://github.com/o/r.git");
+        assert_eq!(
+            redact_url("https://h.example/o/r.git?token=CANARY&x=1#frag"),
+            "https://h.example/o/r.git?token=***&x=***#***"
+        );
+        // A password with an unencoded `/` or `?` is not a valid URL: nothing of it is shown.
+        let bad = "https://u:pa/ss?w@h.example/o/r.git";
+        let shown = redact_url(bad);
+        assert!(!shown.contains("pa") && !shown.contains("ss?w"), "{shown}");
+        let message = format!(
+            "fetch of {0} failed: url: \"{0}/info/refs\", token CANARY",
+            "https://h.example/r.git?token=CANARY"
+        );
+        let clean = redact_in(&message, "https://h.example/r.git?token=CANARY");
+        assert!(!clean.contains("CANARY"), "{clean}");
+        assert!(clean.contains("https://h.example/r.git?token=***"), "{clean}");
+        let clean = redact_in("error at ss?w@h.example", bad);
+        assert!(!clean.contains("ss?w"), "{clean}");
         assert_eq!(redact_url("https://github.com/o/r.git"), "https://github.com/o/r.git");
         assert_eq!(redact_url("git@github.com:o/r.git"), "git@github.com:o/r.git");
     }
