@@ -69,6 +69,16 @@ pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedMan
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         // JSON: one document. serde_json bounds recursion at 128 levels by itself.
+        if let Some((value, line)) = oversized_integer(trimmed) {
+            out.warnings.push(
+                SourceWarning::error(
+                    ErrorKind::InvalidInput,
+                    format!("invalid JSON: the integer {value} does not fit in 64 bits (Kubernetes rejects it)"),
+                )
+                .at(path, Some(0), Some(line + leading_lines(text, trimmed))),
+            );
+            return out;
+        }
         match serde_json::from_str::<Value>(trimmed) {
             Ok(value) => {
                 if let Err(w) = check_depth(&value, limits.max_depth) {
@@ -212,9 +222,37 @@ fn too_deep(text: &str, max: usize) -> Option<usize> {
     None
 }
 
+/// A plain integer of `text` (YAML or JSON) that does not fit in 64 bits, with its line: a
+/// reader would turn it into a float (`1e+29`), and Kubernetes rejects it. Only documents with a
+/// run of 19 digits are parsed again for it.
+fn oversized_integer(text: &str) -> Option<(String, usize)> {
+    let mut run = 0;
+    if !text.bytes().any(|b| {
+        run = if b.is_ascii_digit() { run + 1 } else { 0 };
+        run >= 19
+    }) {
+        return None;
+    }
+    for event in granit_parser::Parser::new_from_str(text) {
+        // A syntax error is the reader's to report.
+        let Ok((event, span)) = event else { return None };
+        if let granit_parser::Event::Scalar(value, granit_parser::ScalarStyle::Plain, _, None) = event {
+            let digits = value.strip_prefix(['-', '+']).unwrap_or(&value);
+            let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            if integer && value.parse::<i64>().is_err() && digits.parse::<u64>().is_err() {
+                return Some((value.into_owned(), span.start.line()));
+            }
+        }
+    }
+    None
+}
+
 fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
     if let Some(line) = too_deep(text, limits.max_depth) {
         return Err((format!("document nested deeper than {} levels", limits.max_depth), Some(line)));
+    }
+    if let Some((value, line)) = oversized_integer(text) {
+        return Err((format!("the integer {value} does not fit in 64 bits (Kubernetes rejects it)"), Some(line)));
     }
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
@@ -223,6 +261,9 @@ fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Opt
             max_nodes: limits.max_nodes,
             max_documents: 1,
         },
+        // A tag it does not know (`!!python/object/apply:...`, `!custom`) is an error of the
+        // document, not a value silently kept without it.
+        reject_unsupported_tags: true,
     };
     serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
         let plain = e.without_snippet();
@@ -362,5 +403,43 @@ mod tests {
         let data = &p.resources[0].object["data"];
         assert_eq!(data["q"], Value::String("1.10".into()));
         assert!(data["v"].is_number());
+    }
+
+    #[test]
+    fn unknown_tags_and_integers_beyond_64_bits_are_errors_of_their_document_not_silent_changes() {
+        let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\ndata: {a: \"1\"}\n";
+        for (bad, says) in [
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: !!python/object/apply:os.system [\"id\"]\n",
+                "tag",
+            ),
+            ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata:\n  a: !custom x\n", "tag"),
+            (
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b}\nspec:\n  replicas: 100000000000000000000000000000\n",
+                "does not fit in 64 bits",
+            ),
+        ] {
+            let p = parse_manifests(&format!("{ok}---\n{bad}"), "a.yaml");
+            assert_eq!(p.resources.len(), 1, "the other document is read: {bad}");
+            assert_eq!(p.warnings.len(), 1, "{bad}: {:?}", p.warnings);
+            let w = &p.warnings[0];
+            assert!(w.message.contains(says), "{bad}: {}", w.message);
+            assert_eq!(w.document, Some(1));
+        }
+        let json = parse_manifests(
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"j\"}, \"data\": {\"n\": 123456789012345678901234}}",
+            "a.json",
+        );
+        assert!(json.resources.is_empty() && json.warnings[0].message.contains("does not fit"), "{:?}", json.warnings);
+        // Long digit runs that are not plain integers are values like any other; u64 and i64
+        // edges are exact.
+        let fine = parse_manifests(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  q: \"100000000000000000000000000000\"\n  b: |\n    100000000000000000000000000000\n  max: 18446744073709551615\n  min: -9223372036854775808\n",
+            "c.yaml",
+        );
+        assert!(fine.warnings.is_empty(), "{:?}", fine.warnings);
+        let data = &fine.resources[0].object["data"];
+        assert_eq!(data["max"], serde_json::json!(18446744073709551615u64));
+        assert_eq!(data["min"], serde_json::json!(i64::MIN));
     }
 }
