@@ -137,3 +137,57 @@ fn a_fifo_named_like_a_manifest_is_skipped_and_never_blocks() {
     assert_eq!(w[0].0, fifo.display().to_string());
     assert!(w[0].1.contains("not a regular file") && !w[0].2, "{w:?}");
 }
+
+#[test]
+fn more_files_than_the_bound_stop_the_walk_with_an_error() {
+    // Links inside the folder that are no cycle are followed: ten empty files, then five levels
+    // of ten links each to the level below, reach 1,111,110 files from 60 entries on disk.
+    let dir = tempfile::tempdir().unwrap();
+    let (d, l) = (dir.path().join("desired"), dir.path().join("live"));
+    write(&d.join("a.yaml"), &cm("a", "one"));
+    write(&l.join("a.yaml"), &cm("a", "two"));
+    std::fs::create_dir(d.join("m0")).unwrap();
+    for i in 0..10 {
+        std::fs::File::create(d.join(format!("m0/f{i}.yaml"))).unwrap();
+    }
+    for level in 1..=5 {
+        std::fs::create_dir(d.join(format!("m{level}"))).unwrap();
+        for i in 0..10 {
+            symlink(format!("../m{}", level - 1), d.join(format!("m{level}/l{i}"))).unwrap();
+        }
+    }
+    let max = drift_source_k8s::walk::MAX_FILES;
+    // `a.yaml`, then all of m0 to m4 (10 + 100 + ... + 100,000), then m5 in path order.
+    let before_m5 = 1 + (1..=5).map(|k| 10usize.pow(k)).sum::<usize>();
+    let mut rest = max - before_m5;
+    let mut stop = d.join("m5");
+    for k in (1..=5).rev() {
+        let digit = rest / 10usize.pow(k);
+        rest %= 10usize.pow(k);
+        stop = stop.join(format!("l{digit}"));
+    }
+    let stop = stop.join(format!("f{rest}.yaml"));
+    let (code, doc) = diff(&d, &l);
+    assert_eq!(code, 2, "{}", doc["warnings"]);
+    assert_eq!(drifted(&doc), ["a"], "the files before the bound are still compared");
+    let w = warnings(&doc);
+    let message = format!("more than {max} manifest files: the walk stopped here, the rest is not read");
+    assert_eq!(w, [(stop.display().to_string(), message, true)]);
+}
+
+#[test]
+fn more_bytes_than_the_bound_stop_the_walk_before_reading_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, l) = (dir.path().join("desired"), dir.path().join("live"));
+    write(&d.join("a.yaml"), &cm("a", "one"));
+    write(&l.join("a.yaml"), &cm("a", "one"));
+    // A sparse file: its size counts, it takes no disk, and it is never read.
+    let big = l.join("big.yaml");
+    std::fs::File::create(&big).unwrap().set_len(drift_source_k8s::walk::MAX_BYTES + 1).unwrap();
+    let (code, doc) = diff(&d, &l);
+    assert_eq!(code, 2, "{doc}");
+    let w = warnings(&doc);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].0, big.display().to_string());
+    assert!(w[0].1.starts_with("more than 2147483648 bytes of manifests") && w[0].2, "{w:?}");
+}
