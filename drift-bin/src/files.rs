@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use drift_core::manifest::parse_manifests;
 use drift_core::{Resource, SourceWarning};
 
@@ -11,35 +11,6 @@ use drift_core::{Resource, SourceWarning};
 pub struct Loaded {
     pub resources: Vec<Resource>,
     pub warnings: Vec<SourceWarning>,
-}
-
-fn is_manifest(p: &Path) -> bool {
-    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
-}
-
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.is_file() {
-        out.push(path.to_owned());
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .with_context(|| format!("cannot list {}", path.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()?;
-    entries.sort();
-    for p in entries {
-        let hidden = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
-        if hidden {
-            continue;
-        }
-        if p.is_dir() {
-            collect_files(&p, out)?;
-        } else if is_manifest(&p) {
-            out.push(p);
-        }
-    }
-    Ok(())
 }
 
 fn load_files(files: &[PathBuf]) -> Loaded {
@@ -61,10 +32,17 @@ fn load_files(files: &[PathBuf]) -> Loaded {
     loaded
 }
 
-/// Loads every manifest under `path`. A file that cannot be read as text is a warning.
+/// Loads every manifest under `path`, walked with the rules and bounds of
+/// [`drift_source_k8s::walk`]: each entry refused (a link leaving the folder or into a folder
+/// being walked, a file that is not a regular file) and a bound reached are warnings naming the
+/// path. A file that cannot be read as text is a warning.
 pub fn load(path: &Path) -> Result<Loaded> {
-    let mut files = Vec::new();
-    collect_files(path, &mut files)?;
+    let walked = drift_source_k8s::walk::walk(path).map_err(|e| {
+        let what = if e.path == path && std::fs::metadata(path).is_err() { "read" } else { "list" };
+        let shown = format!("cannot {what} {}", e.path.display());
+        anyhow::Error::new(e.source).context(shown)
+    })?;
+    let files = walked.files;
     // Parsing dominates: spread the files over the cores, keeping their order.
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let chunk = files.len().div_ceil(workers).max(1);
@@ -72,7 +50,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
         let handles: Vec<_> = files.chunks(chunk).map(|part| s.spawn(move || load_files(part))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
-    let mut loaded = Loaded::default();
+    let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };
     for part in parts {
         loaded.resources.extend(part.resources);
         loaded.warnings.extend(part.warnings);

@@ -18,6 +18,9 @@
 //!   `drift_core::remedy` sent to the cluster, guarded removals then a server-side apply of Git's
 //!   values with the field manager `drift-detector`.
 //! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
+//! - [`walk`], the one walker of manifest folders on the local disk (snapshot folders and the
+//!   folders of `drift diff`): links only inside the root and never in a cycle, regular files
+//!   only, bounded in files and bytes.
 //!
 //! The TLS crypto provider is the program's choice, never this library's: a binary installs
 //! rustls' process-level provider in `main`, before [`K8sSource::connect`] (the `drift` binary
@@ -47,6 +50,7 @@ pub mod revert;
 pub mod server_side;
 pub mod snapshot;
 pub mod source;
+pub mod walk;
 pub mod watch;
 
 pub use config::{K8sConfig, live_source_from_config};

@@ -1,8 +1,9 @@
 //! [`SnapshotSource`]: live state read from files, for offline use and demos: the output of
 //! `kubectl get -A -o yaml` (a `List`), several such files, or a folder of manifests.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use crate::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
 use drift_core::manifest::parse_manifests;
 use drift_core::source::{LiveCapabilities, LiveSource};
@@ -15,59 +16,43 @@ use drift_core::{Coverage, CoverageStatus, LiveSnapshot, Provenance, Resource, S
 pub struct SnapshotSource {
     cluster: String,
     paths: Vec<PathBuf>,
-}
-
-fn is_manifest(p: &Path) -> bool {
-    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
-}
-
-fn collect(path: &Path, out: &mut Vec<PathBuf>, errors: &mut Vec<String>) {
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_file() => out.push(path.to_owned()),
-        Ok(_) => {
-            let entries = match std::fs::read_dir(path) {
-                Ok(e) => e,
-                Err(e) => {
-                    errors.push(format!("{}: {e}", path.display()));
-                    return;
-                }
-            };
-            let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-            paths.sort();
-            for p in paths {
-                let hidden = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
-                if hidden {
-                    continue;
-                }
-                if p.is_dir() {
-                    collect(&p, out, errors);
-                } else if is_manifest(&p) {
-                    out.push(p);
-                }
-            }
-        }
-        Err(e) => errors.push(format!("{}: {e}", path.display())),
-    }
+    limits: WalkLimits,
 }
 
 impl SnapshotSource {
-    /// A source on files or folders (read recursively, sorted, hidden entries skipped), named
-    /// `cluster` in reports.
+    /// A source on files or folders (read recursively, sorted, hidden entries skipped, with the
+    /// rules and bounds of [`crate::walk`]), named `cluster` in reports.
     pub fn new(cluster: impl Into<String>, paths: impl IntoIterator<Item = impl Into<PathBuf>>) -> Self {
-        SnapshotSource { cluster: cluster.into(), paths: paths.into_iter().map(Into::into).collect() }
+        SnapshotSource {
+            cluster: cluster.into(),
+            paths: paths.into_iter().map(Into::into).collect(),
+            limits: WalkLimits::default(),
+        }
+    }
+
+    /// The same source with other bounds for the walk of each path (each path is walked with
+    /// these bounds on its own).
+    #[must_use]
+    pub fn with_limits(mut self, limits: WalkLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Reads every file: the objects and the problems met.
     pub fn read_all(&self) -> (Vec<Resource>, Vec<SourceWarning>) {
         let mut files = Vec::new();
-        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
         for p in &self.paths {
-            collect(p, &mut files, &mut errors);
+            match walk_with(p, self.limits) {
+                Ok(walked) => {
+                    files.extend(walked.files);
+                    warnings.extend(walked.warnings);
+                }
+                Err(e) => {
+                    warnings.push(SourceWarning::error(drift_core::ErrorKind::NotFound, format!("cannot read: {e}")));
+                }
+            }
         }
-        let mut warnings: Vec<SourceWarning> = errors
-            .into_iter()
-            .map(|e| SourceWarning::error(drift_core::ErrorKind::NotFound, format!("cannot read: {e}")))
-            .collect();
         let mut resources = Vec::new();
         for file in files {
             let shown = file.display().to_string();
@@ -161,5 +146,71 @@ mod tests {
         assert_eq!(snap.resources[0].key.name, "a");
         assert_eq!(snap.resources[0].provenance.cluster.as_deref(), Some("offline"));
         assert!(snap.coverage.is_complete("", "ConfigMap", Some("x")));
+    }
+
+    fn cm(name: &str) -> String {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: x}}\n")
+    }
+
+    fn scope() -> Scope {
+        let mut scope = Scope::default();
+        scope.insert(GroupKind::new("", "ConfigMap"), Some("x".into()));
+        scope
+    }
+
+    fn names(snap: &LiveSnapshot) -> Vec<&str> {
+        snap.resources.iter().map(|r| r.key.name.as_str()).collect()
+    }
+
+    #[test]
+    fn links_cycles_and_fifos_are_refused_with_notes_and_the_rest_is_read() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("o.yaml"), cm("outside")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for sub in ["a", "b", ".store"] {
+            std::fs::create_dir(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join("a/a.yaml"), cm("a")).unwrap();
+        std::fs::write(root.join("b/b.yaml"), cm("b")).unwrap();
+        std::fs::write(root.join(".store/c.yaml"), cm("c")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("a/up")).unwrap();
+        std::os::unix::fs::symlink("..", root.join("b/up")).unwrap();
+        std::os::unix::fs::symlink(".store/c.yaml", root.join("c.yaml")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("o.yaml"), root.join("o.yaml")).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(root.join("x.yaml")).status().unwrap().success());
+
+        let src = SnapshotSource::new("offline", [root]);
+        let (_, warnings) = src.read_all();
+        let mut noted: Vec<(String, bool)> = warnings.iter().map(|w| (w.path.clone().unwrap(), w.fatal)).collect();
+        noted.sort();
+        let shown = |p: &str| root.join(p).display().to_string();
+        assert_eq!(
+            noted,
+            [(shown("a/up"), false), (shown("b/up"), false), (shown("o.yaml"), false), (shown("x.yaml"), false)]
+        );
+        let snap = futures::executor::block_on(src.fetch(&scope())).unwrap();
+        assert_eq!(names(&snap), ["a", "b", "c"]);
+        assert!(snap.coverage.is_complete("", "ConfigMap", Some("x")));
+    }
+
+    #[test]
+    fn too_many_files_fail_every_pair() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            std::fs::write(dir.path().join(format!("{name}.yaml")), cm(name)).unwrap();
+        }
+        let limits = crate::walk::WalkLimits { max_files: 2, ..crate::walk::WalkLimits::default() };
+        let src = SnapshotSource::new("offline", [dir.path()]).with_limits(limits);
+        let snap = futures::executor::block_on(src.fetch(&scope())).unwrap();
+        assert!(snap.resources.is_empty());
+        let status = snap.coverage.status("", "ConfigMap", Some("x")).unwrap();
+        assert_eq!(status.label(), "failed");
+        let CoverageStatus::Failed { message } = status else { unreachable!() };
+        assert!(message.contains("more than 2 manifest files"), "{message}");
+        assert!(message.contains("c.yaml"), "{message}");
+        // The default bounds read the same folder completely.
+        let snap = futures::executor::block_on(SnapshotSource::new("offline", [dir.path()]).fetch(&scope())).unwrap();
+        assert_eq!(names(&snap), ["a", "b", "c"]);
     }
 }
