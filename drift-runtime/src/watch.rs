@@ -26,8 +26,61 @@ use crate::scanner::{Scanner, new_scan_id};
 pub const WATCH_QUEUE: usize = 4096;
 /// Most events taken from the queue at once.
 pub const WATCH_BATCH: usize = 1024;
-/// Pause before a watch whose stream ended starts again.
+/// First pause before a watch whose stream ended starts again; it doubles (with jitter) while
+/// the watch keeps ending, up to [`MAX_RESTART_PAUSE`].
 pub const RESTART_PAUSE: Duration = Duration::from_secs(1);
+/// Longest pause between two restarts of a watch that keeps failing.
+pub const MAX_RESTART_PAUSE: Duration = Duration::from_secs(60);
+/// A watch that ran this long without ending was healthy: the next end starts the backoff over.
+pub const HEALTHY_RUN: Duration = Duration::from_secs(30);
+/// During an outage, how often a summary of the repeated errors is logged (the first one of a
+/// kind is logged at once).
+pub const LOG_SUMMARY: Duration = Duration::from_secs(60);
+
+/// The pause before restart number `failures` (from 1): exponential from [`RESTART_PAUSE`],
+/// capped at [`MAX_RESTART_PAUSE`], with equal jitter (half fixed, half drawn from `nanos`) so
+/// that detectors restarted by one outage do not come back in step.
+pub fn restart_pause(failures: u32, nanos: u32) -> Duration {
+    let exp = RESTART_PAUSE.saturating_mul(1 << failures.saturating_sub(1).min(16)).min(MAX_RESTART_PAUSE);
+    let half = exp / 2;
+    let jitter = half.mul_f64(f64::from(nanos % 1_000_000) / 1_000_000.0);
+    half + jitter
+}
+
+/// Repeated messages of an outage: the first of each kind is logged, then at most one summary
+/// per [`LOG_SUMMARY`] with how many were left out.
+#[derive(Debug, Default)]
+pub struct LogThrottle {
+    seen: HashMap<String, (Instant, u64)>,
+}
+
+impl LogThrottle {
+    /// Whether to log a message of `kind` now; `Some(n)`: yes, with `n` left out since the last
+    /// one logged.
+    pub fn admit(&mut self, kind: &str, now: Instant) -> Option<u64> {
+        match self.seen.get_mut(kind) {
+            None => {
+                self.seen.insert(kind.to_owned(), (now, 0));
+                Some(0)
+            }
+            Some((last, skipped)) if now.duration_since(*last) >= LOG_SUMMARY => {
+                let n = *skipped;
+                *last = now;
+                *skipped = 0;
+                Some(n)
+            }
+            Some((_, skipped)) => {
+                *skipped += 1;
+                None
+            }
+        }
+    }
+
+    /// Forgets a kind (the outage is over): its next message is logged at once.
+    pub fn clear(&mut self, kind: &str) -> bool {
+        self.seen.remove(kind).is_some()
+    }
+}
 
 /// The desired objects of every repository, by key, and the scope they imply.
 #[derive(Debug, Default)]
@@ -103,18 +156,29 @@ async fn read_events(mut stream: LiveEventStream, tx: mpsc::Sender<(Instant, dri
     }
 }
 
-async fn handle(scanner: &Scanner, index: &DesiredIndex, batch: Batch) {
+async fn handle(scanner: &Scanner, index: &DesiredIndex, batch: Batch, throttle: &mut LogThrottle) {
     let (pending, notes) = batch.finish();
     for note in notes {
         match note {
-            Note::Desynced { kind, namespace, status } => tracing::warn!(
-                %kind, ?namespace, status = status.label(),
-                "watch out of sync; nothing there is resolved until it resyncs"
-            ),
-            Note::Synced { kind, namespace } => tracing::info!(%kind, ?namespace, "watch in sync"),
+            Note::Desynced { kind, namespace, status } => {
+                let pair = format!("desynced {kind} {namespace:?}");
+                if let Some(left_out) = throttle.admit(&pair, Instant::now()) {
+                    tracing::warn!(
+                        %kind, ?namespace, status = status.label(), left_out,
+                        "watch out of sync; nothing there is resolved until it resyncs"
+                    );
+                }
+            }
+            Note::Synced { kind, namespace } => {
+                throttle.clear(&format!("desynced {kind} {namespace:?}"));
+                tracing::info!(%kind, ?namespace, "watch in sync");
+            }
             Note::Error(e) => {
+                // Counted every time; logged once, then as a summary while it lasts.
                 scanner.metrics().record_source_error(e.kind());
-                tracing::warn!(error = %e, "watch error");
+                if let Some(left_out) = throttle.admit(e.kind().as_str(), Instant::now()) {
+                    tracing::warn!(error = %e, left_out, "watch error");
+                }
             }
         }
     }
@@ -130,12 +194,19 @@ enum Ended {
     StreamClosed,
 }
 
-async fn watch_once(scanner: &Scanner, refresh: Duration, stop: &mut watch::Receiver<bool>) -> Ended {
+async fn watch_once(
+    scanner: &Scanner,
+    refresh: Duration,
+    stop: &mut watch::Receiver<bool>,
+    throttle: &mut LogThrottle,
+) -> Ended {
     let index = desired_index(scanner).await;
     let stream = match scanner.live().watch(&index.scope).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!(error = %e, "watch could not start; trying again after the refresh period");
+            if let Some(left_out) = throttle.admit("watch-start", Instant::now()) {
+                tracing::error!(error = %e, left_out, "watch could not start; trying again after the refresh period");
+            }
             return tokio::select! {
                 _ = stop.changed() => Ended::Stopped,
                 _ = tokio::time::sleep(refresh) => Ended::Refresh,
@@ -161,7 +232,7 @@ async fn watch_once(scanner: &Scanner, refresh: Duration, stop: &mut watch::Rece
                         Err(_) => break,
                     }
                 }
-                handle(scanner, &index, batch).await;
+                handle(scanner, &index, batch, throttle).await;
             }
         }
     };
@@ -172,22 +243,78 @@ async fn watch_once(scanner: &Scanner, refresh: Duration, stop: &mut watch::Rece
 /// Watches until `stop` turns true (or its sender is dropped): each change of an object Git
 /// holds is re-compared and recorded at once; the desired state is re-read every `refresh`.
 pub async fn run_watch(scanner: Arc<Scanner>, refresh: Duration, mut stop: watch::Receiver<bool>) {
+    let mut throttle = LogThrottle::default();
+    let mut failures = 0u32;
     loop {
         if *stop.borrow() {
             return;
         }
-        match watch_once(&scanner, refresh, &mut stop).await {
+        let started = Instant::now();
+        match watch_once(&scanner, refresh, &mut stop, &mut throttle).await {
             Ended::Stopped => return,
-            Ended::Refresh => {}
+            Ended::Refresh => {
+                failures = 0;
+                if throttle.clear("watch-start") {
+                    tracing::info!("watch started again");
+                }
+            }
             Ended::StreamClosed => {
                 // The source gave up (it resumes by itself after drops and 410s): start again,
-                // without spinning if it keeps ending.
-                tracing::warn!(pause = ?RESTART_PAUSE, "watch stream ended; restarting");
+                // backing off while it keeps ending (an API server or a repository that is
+                // gone), and logging the change of state once, then a summary a minute.
+                failures = if started.elapsed() >= HEALTHY_RUN { 1 } else { failures.saturating_add(1) };
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+                let pause = restart_pause(failures, nanos);
+                if let Some(left_out) = throttle.admit("stream-ended", Instant::now()) {
+                    tracing::warn!(?pause, failures, left_out, "watch stream ended; restarting after a pause");
+                }
                 tokio::select! {
                     _ = stop.changed() => return,
-                    _ = tokio::time::sleep(RESTART_PAUSE) => {}
+                    _ = tokio::time::sleep(pause) => {}
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_exponentially_with_jitter_up_to_a_cap() {
+        let low: Vec<Duration> = (1..=9).map(|f| restart_pause(f, 0)).collect();
+        let high: Vec<Duration> = (1..=9).map(|f| restart_pause(f, 999_999)).collect();
+        assert_eq!(low[0], Duration::from_millis(500), "half of the first pause is fixed");
+        assert!(high[0] < Duration::from_secs(1) && high[0] > Duration::from_millis(990));
+        for w in low.windows(2) {
+            assert!(w[1] >= w[0], "never shorter: {low:?}");
+        }
+        assert_eq!(low[8], MAX_RESTART_PAUSE / 2, "capped");
+        assert!(high[8] <= MAX_RESTART_PAUSE);
+        assert_eq!(restart_pause(u32::MAX, 0), MAX_RESTART_PAUSE / 2, "no overflow");
+        // 75 s of a watch that ends at once: a handful of restarts, not one a second.
+        let mut t = Duration::ZERO;
+        let mut restarts = 0;
+        while t < Duration::from_secs(75) {
+            restarts += 1;
+            t += restart_pause(restarts, 0);
+        }
+        assert!(restarts <= 8, "{restarts} restarts in 75 s");
+    }
+
+    #[test]
+    fn an_outage_is_logged_once_then_summarised() {
+        let mut th = LogThrottle::default();
+        let t0 = Instant::now();
+        assert_eq!(th.admit("unavailable", t0), Some(0));
+        for i in 1..=50 {
+            assert_eq!(th.admit("unavailable", t0 + Duration::from_millis(100 * i)), None);
+        }
+        assert_eq!(th.admit("other", t0), Some(0), "each kind on its own");
+        assert_eq!(th.admit("unavailable", t0 + LOG_SUMMARY), Some(50), "a summary says how many were left out");
+        assert!(th.clear("unavailable"));
+        assert_eq!(th.admit("unavailable", t0 + LOG_SUMMARY), Some(0), "after the outage, at once");
     }
 }
