@@ -319,6 +319,7 @@ fn table() -> Vec<Endpoint> {
                 write_disabled(),
                 error(404, "no drift with this id"),
                 error(409, "the drift is resolved: nothing to decide"),
+                error(413, "the body is larger than 2 MiB"),
                 no_act(),
                 store_down(),
             ],
