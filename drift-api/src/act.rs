@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -47,11 +47,13 @@ pub(crate) async fn decide(
     Actor(actor): Actor,
     id: Result<Path<String>, PathRejection>,
     RawQuery(raw): RawQuery,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
     let id = path_id(id)?;
     let act = act(&state)?;
+    // A body over axum's limit (2 MiB) or one that cannot be read: its status, as JSON.
+    let body = body.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
     let request: DecisionRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!(
             "the body must be a JSON object {{\"action\": \"acknowledge\" | \"accept\" | \"reject\", \"comment\": \

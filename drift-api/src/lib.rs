@@ -60,6 +60,7 @@ pub mod detail;
 pub mod error;
 pub mod gate;
 mod handlers;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod query;

@@ -62,6 +62,28 @@ pub fn document() -> Value {
     })
 }
 
+/// Unicode White_Space, what `char::is_whitespace` and so `str::trim` go by, as ranges.
+const WHITE_SPACE: [(char, char); 10] = [
+    ('\u{9}', '\u{d}'),
+    (' ', ' '),
+    ('\u{85}', '\u{85}'),
+    ('\u{a0}', '\u{a0}'),
+    ('\u{1680}', '\u{1680}'),
+    ('\u{2000}', '\u{200a}'),
+    ('\u{2028}', '\u{2029}'),
+    ('\u{202f}', '\u{202f}'),
+    ('\u{205f}', '\u{205f}'),
+    ('\u{3000}', '\u{3000}'),
+];
+
+/// A pattern matching a string with a character that is not [`WHITE_SPACE`], spelt out since
+/// `\s` means other sets in other regex engines.
+fn not_blank() -> String {
+    let class: String =
+        WHITE_SPACE.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    format!("[^{class}]")
+}
+
 fn nullable(t: &str) -> Value {
     json!({"type": [t, "null"]})
 }
@@ -248,8 +270,15 @@ fn schemas() -> Value {
                 "action": decision_action,
                 "comment": {"type": ["string", "null"], "maxLength": 2000, "description": "why; required for accept"},
                 "expires_at": {"type": ["string", "null"], "format": "date-time",
-                    "description": "when a waiver ends: 7 days without one, 366 days at most; recorded with the other decisions"},
+                    "description": "when a waiver ends, in the future: 7 days without one, 366 days at most; accept only"},
             },
+            // An accept needs a comment that is not blank (Unicode White_Space, as Rust's
+            // `str::trim`); the other actions take no expiry.
+            "allOf": [{
+                "if": {"properties": {"action": {"const": "accept"}}},
+                "then": {"required": ["comment"], "properties": {"comment": {"type": "string", "pattern": not_blank()}}},
+                "else": {"properties": {"expires_at": {"type": "null"}}},
+            }],
         },
         "Decision": object(&["id", "drift_id", "action", "comment", "actor", "decided_at", "expires_at"], json!({
             "id": {"type": "integer"}, "drift_id": {"type": "integer"}, "action": decision_action,
@@ -362,4 +391,18 @@ fn schemas() -> Value {
     });
     schemas["Drift"]["properties"]["revert"] = revert_ref;
     schemas
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn white_space_is_what_trim_removes() {
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let listed = WHITE_SPACE.iter().any(|&(a, b)| (a..=b).contains(&c));
+            assert_eq!(listed, c.is_whitespace(), "U+{:04X}", c as u32);
+        }
+        assert_eq!(not_blank().chars().filter(|c| *c == '-').count(), 3);
+    }
 }

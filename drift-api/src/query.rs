@@ -20,6 +20,9 @@ pub const NOTIFICATION_PARAMS: [&str; 2] = ["status", "drift_id"];
 pub const MAX_LIMIT: u32 = 1000;
 /// Page size when `limit` is absent.
 pub const DEFAULT_LIMIT: u32 = 100;
+/// Largest id (of a drift, a row, a cursor): ids are `i64` in every store, so a larger number
+/// answers 400, and the OpenAPI document says `maximum` 9223372036854775807.
+pub const MAX_ID: i64 = i64::MAX;
 
 /// Decoded `name=value` pairs of a query string, each name at most once and from `allowed`.
 pub fn pairs(raw: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, String)>, ApiError> {
@@ -159,7 +162,7 @@ pub fn positive_id(what: &str, value: &str) -> Result<i64, ApiError> {
         .parse::<i64>()
         .ok()
         .filter(|id| *id > 0)
-        .ok_or_else(|| ApiError::bad_request(format!("{what} {value:?} is not a positive integer")))
+        .ok_or_else(|| ApiError::bad_request(format!("{what} {value:?} is not an integer from 1 to {MAX_ID}")))
 }
 
 fn since(value: &str) -> Result<DateTime<Utc>, ApiError> {
@@ -182,7 +185,9 @@ pub fn page(pairs: &[(String, String)]) -> Result<PageRequest, ApiError> {
             }
             "after" => {
                 p.after = Some(value.parse::<i64>().ok().filter(|a| *a > 0).ok_or_else(|| {
-                    ApiError::bad_request(format!("after {value:?} is not a cursor (the `next` of the previous page)"))
+                    ApiError::bad_request(format!(
+                        "after {value:?} is not a cursor (the `next` of the previous page, from 1 to {MAX_ID})"
+                    ))
                 })?)
             }
             _ => {}
@@ -191,11 +196,14 @@ pub fn page(pairs: &[(String, String)]) -> Result<PageRequest, ApiError> {
     Ok(p)
 }
 
-/// Reads a boolean parameter (`true`/`false`/`1`/`0`), `false` when absent.
+/// Reads a boolean parameter, `false` when absent. Its value is `true` or `false` and nothing
+/// else, as the OpenAPI document says: an empty value (`?wait=`, a bare `?wait`), `1` or `yes`
+/// answer 400 rather than guess.
 pub fn flag(pairs: &[(String, String)], name: &str) -> Result<bool, ApiError> {
     match pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str()) {
-        None | Some("false") | Some("0") => Ok(false),
-        Some("true") | Some("1") | Some("") => Ok(true),
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some("") => Err(ApiError::bad_request(format!("query parameter {name:?} is empty: give true or false"))),
         Some(other) => Err(ApiError::bad_request(format!("{name} {other:?} is not true or false"))),
     }
 }
@@ -322,9 +330,24 @@ mod tests {
         let p = pairs(Some("wait=true"), &["wait"]).unwrap();
         assert!(flag(&p, "wait").unwrap());
         assert!(!flag(&[], "wait").unwrap());
-        let p = pairs(Some("wait=0"), &["wait"]).unwrap();
+        let p = pairs(Some("wait=false"), &["wait"]).unwrap();
         assert!(!flag(&p, "wait").unwrap());
-        let p = pairs(Some("wait=maybe"), &["wait"]).unwrap();
-        assert_eq!(flag(&p, "wait").unwrap_err().status(), 400);
+        for q in ["wait=maybe", "wait=", "wait", "wait=1", "wait=0", "wait=TRUE", "wait=yes"] {
+            let p = pairs(Some(q), &["wait"]).unwrap();
+            assert_eq!(flag(&p, "wait").unwrap_err().status(), 400, "{q}");
+        }
+        let p = pairs(Some("dry_run"), &["dry_run"]).unwrap();
+        assert!(flag(&p, "dry_run").unwrap_err().message().contains("empty"));
+    }
+
+    #[test]
+    fn ids_above_i64_max_are_refused_and_the_maximum_is_taken() {
+        let max = i64::MAX.to_string();
+        assert_eq!(positive_id("drift id", &max).unwrap(), i64::MAX);
+        assert_eq!(positive_id("drift id", "9223372036854775808").unwrap_err().status(), 400);
+        let p = pairs(Some(&format!("after={max}")), &PAGE_PARAMS).unwrap();
+        assert_eq!(page(&p).unwrap().after, Some(i64::MAX));
+        let p = pairs(Some("after=9223372036854775808"), &PAGE_PARAMS).unwrap();
+        assert_eq!(page(&p).unwrap_err().status(), 400);
     }
 }

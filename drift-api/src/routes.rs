@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use serde_json::{Value, json};
 
-use crate::query::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::query::{DEFAULT_LIMIT, MAX_ID, MAX_LIMIT};
 use crate::state::ApiState;
 use crate::{act, handlers, remedy};
 
@@ -109,7 +109,7 @@ fn drift_id_param() -> Param {
         location: "path",
         required: true,
         description: "drift id",
-        schema: json!({"type": "integer", "minimum": 1}),
+        schema: json!({"type": "integer", "minimum": 1, "maximum": MAX_ID}),
     }
 }
 
@@ -123,7 +123,7 @@ fn page_params() -> [Param; 2] {
         query(
             "after",
             "cursor: the `next` of the previous page (rows with a smaller id)",
-            json!({"type": "integer", "minimum": 1}),
+            json!({"type": "integer", "minimum": 1, "maximum": MAX_ID}),
         ),
     ]
 }
@@ -154,8 +154,17 @@ fn filter_params() -> Vec<Param> {
     ]
 }
 
-/// Every endpoint of the API.
+/// Every endpoint of the API. Each may also answer 414 and 431 ([`crate::limits`]).
 pub fn endpoints() -> Vec<Endpoint> {
+    let mut all = table();
+    for e in &mut all {
+        e.answers.push(error(414, "the URI (path and query string) is longer than 8 KiB"));
+        e.answers.push(error(431, "more than 64 header fields, or more than 16 KiB of headers"));
+    }
+    all
+}
+
+fn table() -> Vec<Endpoint> {
     let bad_request = || error(400, "a parameter is unknown, repeated or malformed");
     let store_down = || error(503, "the store is not available");
     let read_refused = || error(401, "a read token is configured and the request has none, or a wrong one");
@@ -170,7 +179,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             "what was recorded",
             json!({"type": "string", "enum": drift_core::act::AuditAction::ALL.map(drift_core::act::AuditAction::as_str)}),
         ),
-        query("drift_id", "only about this drift", json!({"type": "integer", "minimum": 1})),
+        query("drift_id", "only about this drift", json!({"type": "integer", "minimum": 1, "maximum": MAX_ID})),
         query(
             "actor",
             "only by this actor (a token's name, a CLI user, scanner, notifier:NAME)",
@@ -195,7 +204,11 @@ pub fn endpoints() -> Vec<Endpoint> {
             "only deliveries with this status",
             json!({"type": "string", "enum": drift_core::act::DeliveryStatus::ALL.map(drift_core::act::DeliveryStatus::as_str)}),
         ),
-        query("drift_id", "only deliveries of events about this drift", json!({"type": "integer", "minimum": 1})),
+        query(
+            "drift_id",
+            "only deliveries of events about this drift",
+            json!({"type": "integer", "minimum": 1, "maximum": MAX_ID}),
+        ),
     ];
     notification_params.extend(page_params());
     vec![
@@ -275,7 +288,7 @@ pub fn endpoints() -> Vec<Endpoint> {
             body: None,
             answers: vec![
                 answer(200, "the drift", "DriftDetail"),
-                error(400, "the id is not a positive integer"),
+                error(400, "the id is not an integer from 1 to 9223372036854775807"),
                 read_refused(),
                 error(404, "no drift with this id"),
                 store_down(),
@@ -306,6 +319,7 @@ pub fn endpoints() -> Vec<Endpoint> {
                 write_disabled(),
                 error(404, "no drift with this id"),
                 error(409, "the drift is resolved: nothing to decide"),
+                error(413, "the body is larger than 2 MiB"),
                 no_act(),
                 store_down(),
             ],
@@ -501,7 +515,7 @@ pub fn endpoints() -> Vec<Endpoint> {
 }
 
 /// The API as a router, ready for `axum::serve`. Unknown paths answer 404 and unknown methods
-/// 405, both as JSON. Every request is logged through `tracing` (method, path, status, time;
+/// 405, a URI or headers too large 414 or 431 ([`crate::limits`]), all as JSON. Every request is logged through `tracing` (method, path, status, time;
 /// never headers nor the query string): at `debug`, or `warn` for a 5xx.
 ///
 /// Endpoints of [`Access::Read`] pass the read-token check first; those of [`Access::Write`]
@@ -515,7 +529,11 @@ pub fn router(state: ApiState) -> Router {
         }
         router = router.route(endpoint.path, handler.fallback(handlers::method_not_allowed));
     }
-    router.fallback(handlers::not_found).layer(middleware::from_fn(log_request)).with_state(state)
+    router
+        .fallback(handlers::not_found)
+        .layer(middleware::from_fn(crate::limits::enforce))
+        .layer(middleware::from_fn(log_request))
+        .with_state(state)
 }
 
 async fn require_read(State(state): State<ApiState>, request: Request, next: Next) -> Response {

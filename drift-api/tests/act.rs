@@ -420,3 +420,15 @@ async fn named_tokens_never_appear_in_logs_or_answers() {
         assert!(!answers.contains(secret), "token in answers: {answers}");
     }
 }
+
+/// A decision body over axum's 2 MiB limit answers 413 as a JSON error, like every other error.
+#[tokio::test]
+async fn an_oversized_decision_body_is_a_json_413() {
+    let h = sqlite_harness().await;
+    let id = h.drift_id("web", REPLICAS).await;
+    let body = format!(r#"{{"action": "accept", "comment": "{}"}}"#, "x".repeat(3 << 20));
+    let a = send(&h.app, Method::POST, &decisions_uri(id), Some(ALICE), &body).await;
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", a.text);
+    assert!(a.headers["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert!(a.error().contains("length limit"), "{}", a.text);
+}

@@ -122,6 +122,19 @@ fn openapi_document_is_well_formed() {
                 assert!(r["description"].is_string());
                 assert_eq!(r["content"].as_object().unwrap().len(), 1);
             }
+            // Every operation may answer the request-size limits, as JSON errors.
+            for status in ["414", "431"] {
+                assert_eq!(
+                    responses[status]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Error",
+                    "{method} {path}: {status}"
+                );
+            }
+            // Integers have the bounds the server takes (ids are i64).
+            for p in op["parameters"].as_array().unwrap() {
+                if p["schema"]["type"] == "integer" {
+                    assert!(p["schema"]["minimum"].is_i64() && p["schema"]["maximum"].is_i64(), "{method} {path}: {p}");
+                }
+            }
             // Path templates have their path parameter.
             for segment in path.split('/').filter(|s| s.starts_with('{')) {
                 let name = segment.trim_matches(|c| c == '{' || c == '}');
@@ -352,6 +365,23 @@ async fn documented_parameters_are_the_accepted_ones() {
             let ok = a.status.is_success() || (remediation && a.status == StatusCode::NOT_IMPLEMENTED);
             assert!(ok, "{} {uri}: {} {}", e.method, a.status, a.text);
             h.trigger.finish();
+            // An integer takes its documented maximum and nothing above it.
+            if let Some(max) = p.schema.get("maximum").and_then(serde_json::Value::as_i64) {
+                let uri = format!("{}?{}={max}{required}", concrete(e.path), p.name);
+                let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
+                assert!(a.status.is_success(), "{} {uri}: {} {}", e.method, a.status, a.text);
+                let uri = format!("{}?{}={}{required}", concrete(e.path), p.name, i128::from(max) + 1);
+                let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
+                assert_eq!(a.status, StatusCode::BAD_REQUEST, "{} {uri}: {}", e.method, a.text);
+            }
+            // A boolean is `true` or `false`: empty, bare or numeric values are refused.
+            if p.schema["type"] == "boolean" {
+                for bad in [format!("{}=", p.name), p.name.to_owned(), format!("{}=1", p.name)] {
+                    let uri = format!("{}?{bad}", concrete(e.path));
+                    let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
+                    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{} {uri}: {}", e.method, a.text);
+                }
+            }
             if p.schema["type"] != "boolean" && p.name != "namespace" {
                 let uri = format!("{}?{}=%3F%3F", concrete(e.path), p.name);
                 let a = call(&h.app, e.method.clone(), &uri, &[("authorization", bearer.as_str())]).await;
