@@ -286,3 +286,41 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// A database password (with an unencoded `?` or `/`, which no URL parser reads) never reaches
+/// the output of `config check`, `scan`, `migrate` or `drifts list`, from the file or from
+/// `database_env` (issue 16).
+#[test]
+fn database_passwords_reach_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("desired")).unwrap();
+    std::fs::create_dir_all(d.join("live")).unwrap();
+    let canary = "CANARY9p?x/y";
+    let url = format!("postgres://drift:{canary}@127.0.0.1:1/db");
+    let base = format!(
+        "cluster: c\nrepositories:\n  - name: r\n    url: {0}/desired\nlive:\n  snapshot: {0}/live\n",
+        d.display()
+    );
+    let in_file = d.join("file.yaml");
+    std::fs::write(&in_file, format!("store: \"{url}\"\n{base}")).unwrap();
+    let from_env = d.join("env.yaml");
+    std::fs::write(&from_env, format!("database_env: DRIFT_TEST_DB\n{base}")).unwrap();
+    for config in [&in_file, &from_env] {
+        for args in
+            [&["config", "check"][..], &["scan", "--config"], &["migrate", "--config"], &["drifts", "list", "--config"]]
+        {
+            let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+                .args(args)
+                .arg(config)
+                .env("DRIFT_TEST_DB", &url)
+                .env("DRIFT_LOG", "debug")
+                .output()
+                .unwrap();
+            let shown = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            for part in ["CANARY9p", "x/y"] {
+                assert!(!shown.contains(part), "{args:?} {}: {shown}", config.display());
+            }
+        }
+    }
+}
