@@ -480,6 +480,36 @@ fn self_heal_in_dry_run_mode_only_writes_what_it_would_do_once_within_its_rate_l
 }
 
 #[test]
+fn self_heal_reverts_after_the_grace_period_up_to_its_rate_limit_whatever_it_refused() {
+    // Three drifts past a grace period of 1 s and a budget of one revert an hour: one is
+    // reverted, whatever self-heal refuses meanwhile (the Service selector's `app` is refused
+    // while a hand-added key sits next to it: server-side apply would replace the map whole).
+    let w = World::start(true, "heal:\n  grace: 1s\n  tick: 200ms\n  max: 1\n  per: 1h\n  classifications: []\n");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    w.kubectl(&["patch", "service", "web", "-n", "shop", "-p", r#"{"spec":{"selector":{"app":"api","extra":"x"}}}"#]);
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let reverted = wait_for(Duration::from_secs(30), "one revert by self-heal", || {
+        let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal&status=reverted");
+        let items = audit["items"].as_array().unwrap().clone();
+        (!items.is_empty()).then_some(items)
+    });
+    // Several grace periods later: still one revert, the other drift left by the limit.
+    std::thread::sleep(Duration::from_secs(3));
+    let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal&status=reverted");
+    assert_eq!(audit["items"].as_array().unwrap().len(), 1, "{audit}");
+    let healed = reverted[0]["drift_id"].as_i64().unwrap();
+    let kind = get_json(&serve.addr, &format!("/drifts/{healed}"))["resource_kind"].as_str().unwrap().to_owned();
+    let selector = w.json_of(&["get", "service", "web", "-n", "shop", "-o", "json"])["spec"]["selector"].clone();
+    let back = [w.mode() == "fast", w.replicas() == 2, selector != json!({"app": "api", "extra": "x"})];
+    assert_eq!(back.iter().filter(|b| **b).count(), 1, "one object changed, the {kind}: {back:?}");
+    serve.stop();
+}
+
+#[test]
 fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as_accepted() {
     let w = World::start(false, "");
     let before = std::fs::read_to_string(w.repo.dir.join("apps/web/configmap.yaml")).unwrap();
