@@ -275,7 +275,17 @@ impl Remedies {
 
     /// A waiver written in Git since the last scan (the desired object is read now).
     fn check_git_waiver(d: &StoredDrift, desired: &Resource, now: DateTime<Utc>) -> Result<(), Fault> {
-        let waivers = drift_core::waiver::of(desired).unwrap_or_default();
+        // An annotation that does not parse still says someone meant to waive: no revert.
+        let waivers = drift_core::waiver::of(desired).map_err(|why| {
+            Fault::refused(
+                Refusal::Waived,
+                format!(
+                    "drift {} ({}): its waiver annotation in Git does not parse ({why}); it is not reverted",
+                    d.id,
+                    object_of(d)
+                ),
+            )
+        })?;
         if let Some(w) = waivers.iter().find(|w| w.covers(&d.path) && w.expires_at > now) {
             return Err(Fault::refused(
                 Refusal::Waived,
@@ -879,6 +889,23 @@ mod tests {
         assert!(!only(|p| p.drift_types = vec![DriftType::ImageTagDrift]));
         assert!(!only(|p| p.severities = vec![Severity::High, Severity::Critical]));
         assert!(HealPolicy { max: 0, ..HealPolicy::default() }.validate().is_err());
+    }
+
+    #[test]
+    fn a_waiver_annotation_that_does_not_parse_still_refuses_the_revert() {
+        let d = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
+        let desired = |annotation: &str| {
+            Resource::from_object(serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "shop",
+                             "annotations": {"drift-detector.io/waivers": annotation}}}))
+            .unwrap()
+        };
+        let refused = Remedies::check_git_waiver(&d, &desired("- path: [unclosed"), Utc::now()).unwrap_err();
+        assert!(
+            matches!(&refused, Fault::Refused(r) if r.refusal == Refusal::Waived && r.message.contains("does not parse"))
+        );
+        let other = "- path: spec.template\n  owner: alice\n  reason: r\n  expires: 2099-12-31\n";
+        assert!(Remedies::check_git_waiver(&d, &desired(other), Utc::now()).is_ok(), "another path's waiver");
     }
 
     #[test]

@@ -11,10 +11,14 @@ use drift_core::DesiredSnapshot;
 /// `git@host:path` or a local path has no secret and is shown as it is.
 pub(crate) fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else { return url.to_owned() };
-    match url::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_username("");
-            let _ = u.set_password(None);
+    let cleared = url::Url::parse(url).ok().and_then(|mut u| {
+        // `file://` has no user information to remove (and refuses an empty one).
+        let user = u.username().is_empty() || u.set_username("").is_ok();
+        let password = u.password().is_none() || u.set_password(None).is_ok();
+        (user && password).then_some(u)
+    });
+    match cleared {
+        Some(mut u) => {
             if u.query().is_some() {
                 let names: Vec<String> = u.query_pairs().map(|(k, _)| k.into_owned()).collect();
                 let query = names.iter().map(|k| format!("{k}=***")).collect::<Vec<_>>().join("&");
@@ -25,8 +29,9 @@ pub(crate) fn redact_url(url: &str) -> String {
             }
             u.to_string()
         }
-        // Where the host ends is unknown: a password with a `/` looks like a host and a path.
-        Err(_) => format!("{}://*** (not a valid URL)", &url[..scheme_end]),
+        // Unparseable, or with user information that cannot be removed: where the host ends is
+        // unknown (a password with a `/` looks like a host and a path), so only the scheme.
+        _ => format!("{}://*** (not a valid URL)", &url[..scheme_end]),
     }
 }
 

@@ -68,6 +68,7 @@ fn leaves(v: &Value, path: &mut Vec<Seg>, out: &mut Vec<(Vec<Seg>, Value)>) {
     }
 }
 
+/// Puts a marker at a leaf `leaves` found in `v`: the path exists, so the write cannot miss.
 fn set_at(v: &mut Value, path: &[Seg], new: Value) {
     let _ = value::apply(v, path, Some(&new));
 }
