@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use drift_core::act::Outlet;
+use drift_core::progress::Progress;
 use drift_core::{DesiredSource, Engine, GroupKind, LiveSource};
 use drift_runtime::{DetectorBuilder, ScanSettings, Store};
 use drift_source_k8s::K8sConfig;
@@ -29,12 +30,16 @@ pub async fn open_store(config: &StoreConfig) -> Result<Store> {
 /// The desired sources, one per repository. A long-running caller (`drift serve`) keeps the
 /// parsed state between fetches; a one-shot caller (`drift scan`) does not, which saves two
 /// copies of every desired object.
-pub fn desired_sources(config: &Config, long_running: bool) -> Result<Vec<Arc<dyn DesiredSource>>> {
+pub fn desired_sources(
+    config: &Config,
+    long_running: bool,
+    progress: &Progress,
+) -> Result<Vec<Arc<dyn DesiredSource>>> {
     config
         .repositories
         .iter()
         .map(|r| {
-            drift_source_git::source_from_config(r.source_config_for(long_running))
+            drift_source_git::source_observed(r.source_config_for(long_running), progress.clone())
                 .with_context(|| format!("repository `{}`", r.name))
         })
         .collect()
@@ -64,10 +69,14 @@ pub async fn cluster(config: K8sConfig) -> Result<drift_source_k8s::K8sSource> {
     Ok(drift_source_k8s::K8sSource::connect(kubernetes(config)).await?)
 }
 
-/// The live source of the configuration: snapshot files, or the cluster.
-pub async fn live_source(config: &Config) -> Result<Arc<dyn LiveSource>> {
+/// The live source of the configuration: snapshot files, or the cluster (counting the objects
+/// it reads into `progress`).
+pub async fn live_source(config: &Config, progress: &Progress) -> Result<Arc<dyn LiveSource>> {
     let live = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
-    Ok(drift_source_k8s::live_source_from_config(live).await?)
+    if live.snapshot.is_some() {
+        return Ok(drift_source_k8s::live_source_from_config(live).await?);
+    }
+    Ok(Arc::new(drift_source_k8s::K8sSource::connect(live).await?.with_progress(progress.clone())))
 }
 
 /// The engine.
@@ -76,8 +85,9 @@ pub fn engine(config: &Config) -> Result<Engine> {
 }
 
 /// The namespace rules of every scan.
-pub fn scan_settings(config: &Config) -> ScanSettings {
+pub fn scan_settings(config: &Config, progress: &Progress) -> ScanSettings {
     ScanSettings {
+        progress: progress.clone(),
         default_namespace: config.default_namespace.clone(),
         cluster_scoped: config
             .engine
@@ -103,13 +113,19 @@ pub fn notifiers(config: &Config) -> Result<Vec<Arc<dyn Outlet>>> {
 }
 
 /// A detector of this configuration with its store, sources, engine and notifiers; the caller
-/// adds the API token (serve) and builds it.
-pub async fn detector(config: &Config, store: Store, long_running: bool) -> Result<DetectorBuilder> {
+/// adds the API token (serve) and builds it. Its passes count what they read and compare into
+/// `progress`.
+pub async fn detector(
+    config: &Config,
+    store: Store,
+    long_running: bool,
+    progress: &Progress,
+) -> Result<DetectorBuilder> {
     let mut builder = drift_runtime::Detector::builder()
-        .desired_all(desired_sources(config, long_running)?)
-        .live(live_source(config).await?)
+        .desired_all(desired_sources(config, long_running, progress)?)
+        .live(live_source(config, progress).await?)
         .engine(engine(config)?)
-        .settings(scan_settings(config))
+        .settings(scan_settings(config, progress))
         .store(store)
         .interval(config.interval)
         .watch(config.watch)

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use drift_core::manifest::parse_manifests;
+use drift_core::progress::Progress;
 use drift_core::{Resource, SourceWarning};
 
 /// Manifests read from a path: a YAML or JSON file, or a folder of them (recursively, sorted).
@@ -13,7 +14,7 @@ pub struct Loaded {
     pub warnings: Vec<SourceWarning>,
 }
 
-fn load_files(files: &[PathBuf]) -> Loaded {
+fn load_files(files: &[PathBuf], progress: &Progress) -> Loaded {
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
@@ -22,6 +23,7 @@ fn load_files(files: &[PathBuf]) -> Loaded {
                 let parsed = parse_manifests(&text, &shown);
                 loaded.resources.extend(parsed.resources);
                 loaded.warnings.extend(parsed.warnings);
+                progress.files_read(1);
             }
             Err(e) => loaded.warnings.push(
                 SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}"))
@@ -35,8 +37,9 @@ fn load_files(files: &[PathBuf]) -> Loaded {
 /// Loads every manifest under `path`, walked with the rules and bounds of
 /// [`drift_source_k8s::walk`]: each entry refused (a link leaving the folder or into a folder
 /// being walked, a file that is not a regular file) and a bound reached are warnings naming the
-/// path. A file that cannot be read as text is a warning.
-pub fn load(path: &Path) -> Result<Loaded> {
+/// path. A file that cannot be read as text is a warning. Each file parsed is counted into
+/// `progress`.
+pub fn load(path: &Path, progress: &Progress) -> Result<Loaded> {
     let walked = drift_source_k8s::walk::walk(path).map_err(|e| {
         let what = if e.path == path && std::fs::metadata(path).is_err() { "read" } else { "list" };
         let shown = format!("cannot {what} {}", e.path.display());
@@ -47,7 +50,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let chunk = files.len().div_ceil(workers).max(1);
     let parts: Vec<Loaded> = std::thread::scope(|s| {
-        let handles: Vec<_> = files.chunks(chunk).map(|part| s.spawn(move || load_files(part))).collect();
+        let handles: Vec<_> = files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };

@@ -9,6 +9,7 @@ mod compose;
 mod config;
 mod files;
 mod output;
+mod progress;
 
 use std::process::ExitCode;
 
@@ -72,7 +73,7 @@ fn init_logs(format: LogFormat) {
     // A log file or a pipe gets plain text: colour codes only on a terminal.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(progress::LogWriter)
         .with_ansi(colour(std::io::stderr().is_terminal()));
     match format {
         LogFormat::Human => builder.init(),

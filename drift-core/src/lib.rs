@@ -18,6 +18,7 @@ pub mod merge_keys;
 pub mod model;
 pub mod normalize;
 pub mod path;
+pub mod progress;
 pub mod quantity;
 pub mod remedy;
 pub mod report;

@@ -21,6 +21,8 @@ pub struct ScanOptions {
     pub cluster_scoped: Vec<GroupKind>,
     /// Clock, replaceable in tests.
     pub clock: fn() -> DateTime<Utc>,
+    /// Counts the objects compared, for a front end that shows progress.
+    pub progress: crate::progress::Progress,
 }
 
 impl ScanOptions {
@@ -31,6 +33,7 @@ impl ScanOptions {
             default_namespace: "default".to_owned(),
             cluster_scoped: Vec::new(),
             clock: Utc::now,
+            progress: crate::progress::Progress::default(),
         }
     }
 }
@@ -173,7 +176,9 @@ fn compare_into(
         .into_iter()
         .filter(|r| live_snapshot.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
         .collect();
+    options.progress.comparing(comparable.len() as u64);
     report.drifts = comparator.compare_all(&comparable, &live_snapshot.resources);
+    options.progress.compared(comparable.len() as u64);
     report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
     crate::waiver::apply(&mut report, &comparable, (options.clock)());
     let compared = comparable.len();

@@ -41,11 +41,17 @@ pub struct ScanSettings {
     pub default_namespace: String,
     /// Custom kinds known to be cluster-scoped.
     pub cluster_scoped: Vec<GroupKind>,
+    /// Where each pass counts the objects it compares (for a progress line).
+    pub progress: drift_core::progress::Progress,
 }
 
 impl Default for ScanSettings {
     fn default() -> Self {
-        ScanSettings { default_namespace: "default".to_owned(), cluster_scoped: Vec::new() }
+        ScanSettings {
+            default_namespace: "default".to_owned(),
+            cluster_scoped: Vec::new(),
+            progress: drift_core::progress::Progress::default(),
+        }
     }
 }
 
@@ -55,6 +61,7 @@ impl ScanSettings {
         let mut options = ScanOptions::new(scan_id);
         options.default_namespace = self.default_namespace.clone();
         options.cluster_scoped = self.cluster_scoped.clone();
+        options.progress = self.progress.clone();
         options
     }
 }

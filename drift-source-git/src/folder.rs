@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use drift_core::progress::Progress;
 use drift_core::source::{DesiredCapabilities, DesiredSource};
 use drift_core::{DesiredSnapshot, Result, SourceWarning};
 use sha2::{Digest, Sha256};
@@ -48,8 +49,13 @@ impl BlobReader for MemReader {
 impl FolderSource {
     /// A folder source; the configuration is validated, the folder is read at each fetch.
     pub fn new(cfg: FolderConfig) -> Result<Self> {
+        Self::observed(cfg, Progress::default())
+    }
+
+    /// The same source, counting the files it parses and the renders it runs into `progress`.
+    pub fn observed(cfg: FolderConfig, progress: Progress) -> Result<Self> {
         cfg.validate()?;
-        let stats = Arc::new(Stats::default());
+        let stats = Arc::new(Stats::observed(progress));
         let name = cfg.name.clone().unwrap_or_else(|| cfg.root.display().to_string());
         Ok(FolderSource {
             inner: Arc::new(Inner {

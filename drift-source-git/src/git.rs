@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use async_trait::async_trait;
+use drift_core::progress::Progress;
 use drift_core::source::{DesiredCapabilities, DesiredSource};
 use drift_core::{DesiredSnapshot, Result, SourceWarning};
 use gix::remote::Direction;
@@ -60,6 +61,11 @@ impl GitSource {
     /// A git source. The configuration is validated and the token (when `token_env` is set)
     /// is read from the environment; nothing is fetched until the first [`DesiredSource::fetch`].
     pub fn new(cfg: GitConfig) -> Result<Self> {
+        Self::observed(cfg, Progress::default())
+    }
+
+    /// The same source, counting the files it parses and the renders it runs into `progress`.
+    pub fn observed(cfg: GitConfig, progress: Progress) -> Result<Self> {
         let token = match &cfg.token_env {
             Some(var) => Some(crate::config::secret_from_env(var).ok_or_else(|| {
                 drift_core::Error::config(format!(
@@ -69,12 +75,16 @@ impl GitSource {
             })?),
             None => None,
         };
-        Self::with_token(cfg, token)
+        Self::build(cfg, token, progress)
     }
 
     /// Like [`GitSource::new`], with the token given by the caller instead of `token_env`
     /// (for embedders that keep secrets elsewhere).
     pub fn with_token(cfg: GitConfig, token: Option<Secret>) -> Result<Self> {
+        Self::build(cfg, token, Progress::default())
+    }
+
+    fn build(cfg: GitConfig, token: Option<Secret>, progress: Progress) -> Result<Self> {
         cfg.validate()?;
         require_crypto_provider(&cfg.url)?;
         let url = redact_url(&cfg.url);
@@ -96,7 +106,7 @@ impl GitSource {
             .take(40)
             .collect();
         let base = cache_root.join(format!("{slug}-{key}"));
-        let stats = Arc::new(Stats::default());
+        let stats = Arc::new(Stats::observed(progress));
         Ok(GitSource {
             inner: Arc::new(Inner {
                 name: cfg.name.clone().unwrap_or_else(|| url.clone()),

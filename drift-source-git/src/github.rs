@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use drift_core::progress::Progress;
 use drift_core::source::{DesiredCapabilities, DesiredSource};
 use drift_core::{DesiredSnapshot, Result, SourceWarning};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -66,12 +67,21 @@ struct State {
 impl GitHubSource {
     /// A GitHub source; the token is read from the variable named by `token_env` (unset: anonymous).
     pub fn new(cfg: GitHubConfig) -> Result<Self> {
+        Self::observed(cfg, Progress::default())
+    }
+
+    /// The same source, counting the files it parses and the renders it runs into `progress`.
+    pub fn observed(cfg: GitHubConfig, progress: Progress) -> Result<Self> {
         let token = crate::config::secret_from_env(&cfg.token_env);
-        Self::with_token(cfg, token)
+        Self::build(cfg, token, progress)
     }
 
     /// Like [`GitHubSource::new`], with the token given by the caller instead of `token_env`.
     pub fn with_token(cfg: GitHubConfig, token: Option<Secret>) -> Result<Self> {
+        Self::build(cfg, token, Progress::default())
+    }
+
+    fn build(cfg: GitHubConfig, token: Option<Secret>, progress: Progress) -> Result<Self> {
         cfg.validate()?;
         let mut builder = Octocrab::builder()
             .base_uri(cfg.api_url.as_str())
@@ -89,7 +99,7 @@ impl GitHubSource {
         let web = web_url(&cfg);
         let key = hex::encode(&Sha256::digest(web.as_bytes())[..10]);
         let cache_root = cfg.cache_dir.clone().unwrap_or_else(|| default_cache_dir("github"));
-        let stats = Arc::new(Stats::default());
+        let stats = Arc::new(Stats::observed(progress));
         Ok(GitHubSource {
             inner: Arc::new(Inner {
                 name: cfg.name.clone().unwrap_or_else(|| web.clone()),

@@ -70,7 +70,10 @@ pub use edit::FileEdit;
 pub use folder::FolderSource;
 pub use git::GitSource;
 pub use github::GitHubSource;
-pub use output::{OutputFormat, RenderRequest, format_snapshot, has_errors, render, source_from_config};
+pub use output::{
+    OutputFormat, RenderRequest, format_snapshot, has_errors, render, render_observed, source_from_config,
+    source_observed,
+};
 pub use pipeline::SourceStats;
 pub use propose::GitProposer;
 pub use publish::{Proposal, Published, Workspace};

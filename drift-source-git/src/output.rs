@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use drift_core::progress::Progress;
 use drift_core::source::DesiredSource;
 use drift_core::{DesiredSnapshot, Result};
 use serde_json::{Value, json};
@@ -68,16 +69,26 @@ impl RenderRequest {
 
 /// Builds the source a configuration names (the one place that knows all three).
 pub fn source_from_config(config: SourceConfig) -> Result<Arc<dyn DesiredSource>> {
+    source_observed(config, Progress::default())
+}
+
+/// [`source_from_config`], counting the files parsed and the renders run into `progress`.
+pub fn source_observed(config: SourceConfig, progress: Progress) -> Result<Arc<dyn DesiredSource>> {
     Ok(match config {
-        SourceConfig::Folder(c) => Arc::new(FolderSource::new(c)?),
-        SourceConfig::Git(c) => Arc::new(GitSource::new(c)?),
-        SourceConfig::Github(c) => Arc::new(GitHubSource::new(c)?),
+        SourceConfig::Folder(c) => Arc::new(FolderSource::observed(c, progress)?),
+        SourceConfig::Git(c) => Arc::new(GitSource::observed(c, progress)?),
+        SourceConfig::Github(c) => Arc::new(GitHubSource::observed(c, progress)?),
     })
 }
 
 /// Reads the repository once and returns the snapshot. Per-file and per-application errors
 /// are in [`DesiredSnapshot::warnings`]; see [`has_errors`] for the exit code.
 pub async fn render(request: &RenderRequest) -> Result<DesiredSnapshot> {
+    render_observed(request, Progress::default()).await
+}
+
+/// [`render`], counting the files parsed and the renders run into `progress`.
+pub async fn render_observed(request: &RenderRequest, progress: Progress) -> Result<DesiredSnapshot> {
     let mut config = request.to_config();
     // Read once: nothing is worth keeping for a next fetch.
     match &mut config {
@@ -85,7 +96,7 @@ pub async fn render(request: &RenderRequest) -> Result<DesiredSnapshot> {
         SourceConfig::Git(c) => c.render.keep_between_fetches = false,
         SourceConfig::Github(c) => c.render.keep_between_fetches = false,
     }
-    let source = source_from_config(config)?;
+    let source = source_observed(config, progress)?;
     source.fetch().await
 }
 

@@ -69,6 +69,8 @@ pub struct K8sSource {
     pub(crate) config: K8sConfig,
     /// Kinds discovered so far, for [`K8sSource::predict`].
     pub(crate) kinds: Mutex<BTreeMap<GroupKind, KindInfo>>,
+    /// Counts the live objects read, for a progress line.
+    pub(crate) progress: drift_core::progress::Progress,
 }
 
 impl std::fmt::Debug for K8sSource {
@@ -141,12 +143,24 @@ impl K8sSource {
 
     /// A source on an existing client.
     pub fn from_client(client: kube::Client, cluster: impl Into<String>, config: K8sConfig) -> Self {
-        K8sSource { client, cluster: cluster.into(), config, kinds: Mutex::new(BTreeMap::new()) }
+        K8sSource {
+            client,
+            cluster: cluster.into(),
+            config,
+            kinds: Mutex::new(BTreeMap::new()),
+            progress: drift_core::progress::Progress::default(),
+        }
     }
 
     /// The kube client.
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    /// The same source, counting the live objects it reads into `progress`.
+    pub fn with_progress(mut self, progress: drift_core::progress::Progress) -> Self {
+        self.progress = progress;
+        self
     }
 
     /// The configuration.
@@ -383,6 +397,7 @@ impl LiveSource for K8sSource {
                     .unwrap_or_else(|| Err(CoverageStatus::Failed { message: format!("{gk} was not discovered") }));
                 async move {
                     let (resources, status) = self.read_pair(&gk, ns.as_deref(), &info).await;
+                    self.progress.live_read(resources.len() as u64);
                     (gk, ns, resources, status)
                 }
             })

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use drift_core::ignore::IgnoreRule;
+use drift_core::progress::Progress;
 use drift_core::scan::{ScanOptions, compare_snapshots};
 use drift_core::{Coverage, DesiredSnapshot, Engine, EngineConfig, LiveSnapshot};
 
@@ -58,9 +59,12 @@ fn engine_config(path: Option<&PathBuf>) -> Result<EngineConfig> {
 /// Runs `drift diff`; the exit code says whether drift was found.
 pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let engine = Engine::new(&engine_config(args.ignore.as_ref())?)?;
-    let desired = crate::files::load(&args.desired)?;
-    let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired) };
-    let mut live = crate::files::load(live_path)?;
+    let progress = Progress::new();
+    let line = crate::progress::Line::start("diff", &progress);
+    let desired = crate::files::load(&args.desired, &progress)?;
+    let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired, line, progress) };
+    let mut live = crate::files::load(live_path, &progress)?;
+    progress.live_read(live.resources.len() as u64);
     for r in &mut live.resources {
         if r.key.namespace.is_none() && !drift_core::is_cluster_scoped(&r.key.group, &r.key.kind) {
             r.key.namespace = Some(args.namespace.clone());
@@ -79,8 +83,10 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let live = LiveSnapshot { cluster: "files".to_owned(), resources: live.resources, coverage };
     let mut options = ScanOptions::new("diff");
     options.default_namespace = args.namespace.clone();
+    options.progress = progress;
     let mut report = compare_snapshots(desired, live, &engine, &options);
     report.warnings.extend(live_warnings);
+    line.finish();
     finish(&report, args.output)
 }
 
@@ -99,7 +105,13 @@ fn finish(report: &drift_core::ScanReport, output: Format) -> Result<ExitCode> {
 /// `drift diff --cluster`: the same comparison with the live state read from the cluster, only
 /// for the (kind, namespace) pairs the desired state names. What could not be read is a warning
 /// (exit code 2), never a missing object.
-fn run_cluster(args: &DiffArgs, engine: &Engine, desired: crate::files::Loaded) -> Result<ExitCode> {
+fn run_cluster(
+    args: &DiffArgs,
+    engine: &Engine,
+    desired: crate::files::Loaded,
+    line: crate::progress::Line,
+    progress: Progress,
+) -> Result<ExitCode> {
     let mut desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
         revision: None,
@@ -114,9 +126,10 @@ fn run_cluster(args: &DiffArgs, engine: &Engine, desired: crate::files::Loaded) 
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let report = runtime.block_on(async {
-        let source = crate::compose::cluster(config).await?;
+        let source = crate::compose::cluster(config).await?.with_progress(progress.clone());
         let mut options = ScanOptions::new("diff");
         options.default_namespace = args.namespace.clone();
+        options.progress = progress;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
         // would do.
         options.cluster_scoped = source.cluster_scoped_kinds(&desired.scope()).await;
@@ -133,6 +146,7 @@ fn run_cluster(args: &DiffArgs, engine: &Engine, desired: crate::files::Loaded) 
             source.review_server_side(engine, &desired, &live, &mut report).await;
         }
         anyhow::Ok(report)
-    })?;
-    finish(&report, args.output)
+    });
+    line.finish();
+    finish(&report?, args.output)
 }

@@ -60,7 +60,7 @@ pub async fn run(args: &FixArgs) -> Result<ExitCode> {
     }
     let config = Config::load(&args.config)?;
     let store = compose::open_store(&config.store_config()?).await?;
-    let detector = compose::detector(&config, store, false).await?.build()?;
+    let detector = compose::detector(&config, store, false, &Default::default()).await?.build()?;
     let remedies = detector.remedies().context("this store keeps no audit trail; use sqlite or postgres")?;
     let result = if args.revert {
         remedies.revert(args.ids[0], &actor, args.dry_run).await.map(Done::Revert)

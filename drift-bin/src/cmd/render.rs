@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use drift_source_git::{OutputFormat, RenderRequest, RendererKind, format_snapshot, has_errors, render};
+use drift_core::progress::Progress;
+use drift_source_git::{OutputFormat, RenderRequest, RendererKind, format_snapshot, has_errors, render_observed};
 
 /// Arguments of `drift render`.
 #[derive(Debug, Args)]
@@ -35,7 +36,11 @@ pub async fn run(args: &RenderArgs) -> Result<ExitCode> {
         renderer: args.renderer,
         cache_dir: None,
     };
-    let snapshot = render(&request).await?;
+    let progress = Progress::new();
+    let line = crate::progress::Line::start("render", &progress);
+    let snapshot = render_observed(&request, progress).await;
+    line.finish();
+    let snapshot = snapshot?;
     let format = if args.output == "json" { OutputFormat::Json } else { OutputFormat::Yaml };
     print!("{}", format_snapshot(&snapshot, format));
     if has_errors(&snapshot) {

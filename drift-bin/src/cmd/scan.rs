@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use drift_core::progress::Progress;
 use drift_core::{ScanOutcome, ScanReport, Summary};
 
 use crate::compose;
@@ -26,8 +27,12 @@ pub struct ScanArgs {
 /// due (a notifier that fails keeps its messages queued for the next `scan` or `serve`).
 /// Returns the reports and how many of their drifts are under a waiver.
 pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<(Vec<ScanReport>, usize)> {
-    let detector = compose::detector(config, store, false).await?.build()?;
-    let recorded = detector.scan_once_recorded().await?;
+    let progress = Progress::new();
+    let detector = compose::detector(config, store, false, &progress).await?.build()?;
+    let line = crate::progress::Line::start("scan", &progress);
+    let recorded = detector.scan_once_recorded().await;
+    line.finish();
+    let recorded = recorded?;
     match detector.deliver_now().await {
         Ok(Some(round)) => tracing::info!(?round, "notification round after the scan (failures stay queued)"),
         Ok(None) => {}

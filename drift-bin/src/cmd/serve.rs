@@ -54,7 +54,11 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
             "no API token in the environment: POST /scan, decisions and requeues are refused"
         );
     }
-    let detector = compose::detector(&config, store, true).await?.tokens(tokens).read_token(read_token).build()?;
+    let detector = compose::detector(&config, store, true, &Default::default())
+        .await?
+        .tokens(tokens)
+        .read_token(read_token)
+        .build()?;
     let listener = tokio::net::TcpListener::bind(&config.api.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.api.listen))?;

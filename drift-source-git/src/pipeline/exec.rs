@@ -41,6 +41,7 @@ impl Pipeline {
             return (unit, p);
         }
         Stats::inc(&self.stats.files_parsed);
+        self.stats.progress.files_read(1);
         let parsed = if entry.size > self.cfg.max_file_bytes {
             Parsed {
                 resources: Vec::new(),
@@ -145,6 +146,7 @@ impl Pipeline {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some((slot, unit, key, config_file)) = misses.get(i) else { break };
                             Stats::inc(&self.stats.renders);
+                            self.stats.progress.rendered();
                             let (parsed, ok) = match &root {
                                 Ok(root) => self.render_unit(root, unit, config_file),
                                 Err(e) => {

@@ -39,9 +39,14 @@ pub(crate) struct Stats {
     pub render_cache_hits: AtomicU64,
     pub downloads: AtomicU64,
     pub requests: AtomicU64,
+    /// Where the files parsed and the renders run are also counted, for a progress line.
+    pub progress: drift_core::progress::Progress,
 }
 
 impl Stats {
+    pub fn observed(progress: drift_core::progress::Progress) -> Self {
+        Stats { progress, ..Stats::default() }
+    }
     pub fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
