@@ -189,6 +189,31 @@ fn applied(kc: &Path, home: &Path, kind: &str, namespaced: bool) -> Vec<String> 
     list["items"].as_array().unwrap().iter().map(|o| o["metadata"]["name"].as_str().unwrap().to_owned()).collect()
 }
 
+/// `drift diff --cluster` of the rendering against what the API server holds: every object
+/// compared, none drifted (the detector finds its own installation in sync). Returns the
+/// output, for checks that no secret value is printed.
+fn assert_in_sync(rendered: &str, objects: &[Value], kc: &Path, home: &Path) -> String {
+    let desired = home.join("desired.yaml");
+    std::fs::write(&desired, rendered).unwrap();
+    let (code, out, err) = drift(
+        &[
+            "diff",
+            "--desired",
+            desired.to_str().unwrap(),
+            "--cluster",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        home,
+    );
+    assert_eq!(code, 0, "the installation is in sync with its rendering: {out}{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["summary"]["resources_compared"], objects.len(), "{out}");
+    format!("{out}{err}")
+}
+
 /// `kubectl apply -f` of a rendering into the namespace `drift` of a fresh test API server.
 fn apply(rendered: &str, home: &Path) -> TestApiServer {
     let server = TestApiServer::start(Options::default()).unwrap();
@@ -268,25 +293,8 @@ fn the_default_rendering_applies_and_the_detector_finds_its_installation_in_sync
     let kc = server.kubeconfig_path();
     assert_eq!(applied(kc, home.path(), "deployments", true), ["drift"]);
     assert_eq!(applied(kc, home.path(), "clusterroles", false), ["drift-read"]);
-    let desired = home.path().join("desired.yaml");
-    std::fs::write(&desired, &rendered).unwrap();
-    let (code, out, err) = drift(
-        &[
-            "diff",
-            "--desired",
-            desired.to_str().unwrap(),
-            "--cluster",
-            "--kubeconfig",
-            kc.to_str().unwrap(),
-            "-o",
-            "json",
-        ],
-        home.path(),
-    );
-    assert_eq!(code, 0, "the installation is in sync with its rendering: {out}{err}");
-    let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["summary"]["resources_compared"], objects.len());
-    assert!(!out.contains(&token) && !err.contains(&token), "the token is never printed");
+    let shown = assert_in_sync(&rendered, &objects, kc, home.path());
+    assert!(!shown.contains(&token), "the token is never printed");
 }
 
 #[test]
@@ -346,6 +354,8 @@ fn the_homelab_profile_has_its_node_ports_the_bundled_postgresql_and_a_scan_ever
         serde_json::from_str(&kubectl(kc, home.path(), &["get", "service", "drift", "-n", "drift", "-o", "json"], &[]))
             .unwrap();
     assert_eq!(svc["spec"]["ports"][0]["nodePort"], 30300, "the API server kept the node port");
+    let shown = assert_in_sync(&rendered, &objects, kc, home.path());
+    assert!(!shown.contains(&password), "the password is never printed");
 }
 
 /// PostgreSQL from an existing Secret, with the parts of drift.yaml users set: named and read
@@ -491,6 +501,7 @@ fn postgresql_from_a_secret_with_tokens_notifiers_and_self_heal_renders_a_valid_
     kubectl(kc, home.path(), &["apply", "-f", file.to_str().unwrap()], &[]);
     assert_eq!(applied(kc, home.path(), "servicemonitors", true), ["drift"]);
     assert_eq!(applied(kc, home.path(), "networkpolicies", true), ["drift"]);
+    assert_in_sync(&rendered, &objects, kc, home.path());
 }
 
 /// Two replicas with leader election on PostgreSQL from a Secret, with a PodDisruptionBudget.
@@ -552,6 +563,7 @@ fn leader_election_renders_its_lease_role_identity_and_configuration_block() {
     let kc = server.kubeconfig_path();
     assert_eq!(applied(kc, home.path(), "roles", true), ["drift-leader-election"]);
     assert_eq!(applied(kc, home.path(), "poddisruptionbudgets", true), ["drift"]);
+    assert_in_sync(&rendered, &objects, kc, home.path());
 
     // Without the election, or on SQLite, two replicas are refused.
     let err = template(home.path(), &[&values], &["leaderElection.enabled=false"]).unwrap_err();
@@ -653,4 +665,50 @@ fn install_and_upgrade_keep_the_generated_token_and_password() {
     let out = helm(home.path(), Some(kc), &["uninstall", "drift", "-n", "drift"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(applied(kc, home.path(), "secrets", true), ["drift-postgresql"], "the password stays with the data");
+}
+
+/// Every key of values.yaml and values-homelab.yaml is described by values.schema.json, with a
+/// description, and every object the schema describes refuses keys it does not know.
+#[test]
+fn every_value_is_described_by_the_schema() {
+    let chart = chart();
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(chart.join("values.schema.json")).unwrap()).unwrap();
+    assert_eq!(schema["additionalProperties"], false);
+    fn walk(path: &str, value: &Value, schema: &Value, described: &mut usize) {
+        let Some(map) = value.as_object().filter(|m| !m.is_empty()) else { return };
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+            // A free map (labels, annotations, resources' requests): its values are typed by
+            // additionalProperties.
+            assert!(schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false)), "{path}: {schema}");
+            return;
+        };
+        assert_eq!(schema["additionalProperties"], false, "{path} refuses unknown keys");
+        for (key, child) in map {
+            let sub = props.get(key).unwrap_or_else(|| panic!("{path}.{key} is not in values.schema.json"));
+            let desc = sub.get("description").and_then(Value::as_str).unwrap_or_default();
+            assert!(desc.len() > 5, "{path}.{key} has a description in values.schema.json");
+            *described += 1;
+            let sub = sub
+                .get("oneOf")
+                .and_then(Value::as_array)
+                .and_then(|alts| alts.iter().find(|a| a["type"] == "object"))
+                .unwrap_or(sub);
+            match child {
+                Value::Object(_) => walk(&format!("{path}.{key}"), child, sub, described),
+                Value::Array(items) => {
+                    for item in items {
+                        walk(&format!("{path}.{key}[]"), item, &sub["items"], described);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    for file in ["values.yaml", "values-homelab.yaml"] {
+        let values: Value = serde_saphyr::from_str(&std::fs::read_to_string(chart.join(file)).unwrap()).unwrap();
+        let mut described = 0;
+        walk(file, &values, &schema, &mut described);
+        assert!(described > 20, "{file}: {described} values");
+    }
 }
