@@ -11,11 +11,14 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use common::kubectl;
+use common::{GitRepo, SHOP, Serve, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
+use drift_testkit_pg::PgServer;
 use serde_json::Value;
 
 fn chart() -> PathBuf {
@@ -711,4 +714,124 @@ fn every_value_is_described_by_the_schema() {
         walk(file, &values, &schema, &mut described);
         assert!(described > 20, "{file}: {described} values");
     }
+}
+
+/// The variables of the detector's container as the kubelet would set them: plain values, and
+/// each `secretKeyRef` looked up in `secrets` (name/key to value). A reference to a Secret
+/// that is not there fails the test, as it would keep the pod from starting.
+fn container_env(objects: &[Value], secrets: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    env_of(objects)
+        .iter()
+        .filter_map(|e| {
+            let name = e["name"].as_str().unwrap().to_owned();
+            if let Some(v) = e["value"].as_str() {
+                return Some((name, v.to_owned()));
+            }
+            let r = e["valueFrom"].get("secretKeyRef")?;
+            let key = format!("{}/{}", r["name"].as_str().unwrap(), r["key"].as_str().unwrap());
+            let value =
+                secrets.get(&key).unwrap_or_else(|| panic!("{name} needs Secret key {key}, which is not there"));
+            Some((name, value.clone()))
+        })
+        .collect()
+}
+
+/// A free port of the loopback, for `api.port`.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The detector, configured by the chart: its drift.yaml from the ConfigMap, its environment
+/// from the Deployment with the Secrets the chart generates or names, on a real PostgreSQL (the
+/// URL in a Secret), scanning the test API server. The wiring holds: health and readiness,
+/// reads need the read token, writes the generated write token or a named one, and the
+/// first scan is recorded in the database.
+#[test]
+fn the_detector_runs_with_the_configuration_and_environment_the_chart_gives_it() {
+    if !helm_available("the_detector_runs_with_the_configuration_and_environment_the_chart_gives_it") {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let pg = PgServer::start().unwrap();
+    let db_url = tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let kc = server.kubeconfig_path();
+    let repo = GitRepo::init(home.path().join("repo"));
+    for (name, text) in SHOP {
+        repo.write(&format!("apps/{name}"), text);
+    }
+    repo.commit("shop: web");
+    kubectl(kc, home.path(), &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
+
+    let port = free_port();
+    let values = home.path().join("values-e2e.yaml");
+    std::fs::write(
+        &values,
+        format!(
+            "detector:\n  cluster: chart-e2e\n  interval: 1h\n  watch: false\n  repositories:\n    - name: shop\n      url: file://{repo}\n      ref: main\n      path: apps\n      cache_dir: {cache}\n\
+             api:\n  port: {port}\n  readToken: {{enabled: true}}\n  tokens:\n    - {{name: alice, existingSecret: drift-token-alice}}\n\
+             storage:\n  type: postgresql\n  postgresql: {{existingSecret: drift-database}}\n",
+            repo = repo.dir.display(),
+            cache = home.path().join("cache").display(),
+        ),
+    )
+    .unwrap();
+    let rendered = template(home.path(), &[&values], &[]).unwrap();
+    let objects = objects(&rendered);
+    let yaml = config_check(&objects, home.path());
+    let config = home.path().join("drift.yaml");
+    std::fs::write(&config, &yaml).unwrap();
+    let args = &find(&objects, "Deployment", "drift")["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert_eq!(args, &serde_json::json!(["serve", "--config", "/etc/drift/drift.yaml", "--log-format", "json"]));
+
+    // The Secrets: the two tokens the chart generates, and the two the user created.
+    let write_token = secret_value(&objects, "drift-api-token", "token");
+    let read_token = secret_value(&objects, "drift-api-read-token", "token");
+    let alice = "alice-token-3b9f1c";
+    let secrets: BTreeMap<String, String> = [
+        ("drift-api-token/token", write_token.as_str()),
+        ("drift-api-read-token/token", read_token.as_str()),
+        ("drift-token-alice/token", alice),
+        ("drift-database/url", db_url.as_str()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let mut env = container_env(&objects, &secrets);
+    assert_eq!(
+        env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        ["DRIFT_LOG", "DRIFT_API_TOKEN", "DRIFT_API_READ_TOKEN", "DRIFT_API_TOKEN_ALICE", "DRIFT_DATABASE_URL"]
+    );
+    env.push(("DRIFT_LOG_FORMAT".into(), "json".into()));
+    env.push(("KUBECONFIG".into(), kc.to_str().unwrap().into()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let serve = Serve::start(&config, &env);
+    assert_eq!(serve.addr, format!("0.0.0.0:{port}"), "the API listens where the Service sends");
+    let addr = format!("127.0.0.1:{port}");
+
+    assert_eq!(http(&addr, "GET", "/health", None).0, 200);
+    wait_for(Duration::from_secs(60), "the first pass to be recorded", || {
+        (http(&addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    assert_eq!(http(&addr, "GET", "/drifts", None).0, 401, "reads need the read token");
+    assert_eq!(http(&addr, "GET", "/drifts", Some(&read_token)).0, 200);
+    assert_eq!(http(&addr, "POST", "/scan?wait=true", Some(&read_token)).0, 401, "the read token does not write");
+    let (status, body) = http(&addr, "POST", "/scan?wait=true", Some(&write_token));
+    assert_eq!(status, 200, "the generated write token writes: {body}");
+    // A hand change, scanned with the named token, is kept in PostgreSQL and read back.
+    kubectl(kc, home.path(), &["scale", "deployment", "web", "-n", "shop", "--replicas=5"], &[]);
+    let (status, body) = http(&addr, "POST", "/scan?wait=true", Some(alice));
+    assert_eq!(status, 200, "a named token writes: {body}");
+    let (status, body) = http(&addr, "GET", "/drifts?status=open", Some(&read_token));
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).unwrap();
+    let types: Vec<&str> =
+        page["items"].as_array().unwrap().iter().map(|d| d["drift_type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["replicas_drift"], "{body}");
+    assert_eq!(page["items"][0]["cluster"], "chart-e2e");
+    let log = serve.stop();
+    for secret in [write_token.as_str(), read_token.as_str(), alice] {
+        assert!(!log.contains(secret), "no token in the log");
+    }
+    assert!(log.lines().any(|l| l.starts_with('{')), "JSON logs: {log}");
 }
