@@ -3,7 +3,8 @@
 //! each rendering applied with kubectl to the test API server and its embedded drift.yaml
 //! passed through `drift config check`; the promised RBAC and security context; the schema and
 //! the chart's checks refusing bad values with a clear message; `helm install` and `helm
-//! upgrade` against the test API server keeping the generated token and password.
+//! upgrade` against the test API server keeping the generated token and password; and `drift
+//! serve` running with the chart's drift.yaml and container environment on a real PostgreSQL.
 //!
 //! Without helm on PATH the tests say that they are skipped, unless `DRIFT_REQUIRE_TOOLS=1`
 //! (set by `scripts/test`, which installs a pinned helm) makes that a failure.
