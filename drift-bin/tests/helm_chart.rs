@@ -836,3 +836,32 @@ fn the_detector_runs_with_the_configuration_and_environment_the_chart_gives_it()
     }
     assert!(log.lines().any(|l| l.starts_with('{')), "JSON logs: {log}");
 }
+
+/// Rights beyond reading (patch, for reverts) go to a second ClusterRole; the read role stays
+/// read-only.
+#[test]
+fn extra_rules_go_to_a_second_role_and_the_read_role_stays_read_only() {
+    if !helm_available("extra_rules_go_to_a_second_role_and_the_read_role_stays_read_only") {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let values = home.path().join("values-revert.yaml");
+    std::fs::write(
+        &values,
+        "rbac:\n  extraRules:\n    - {apiGroups: [apps], resources: [deployments], verbs: [patch]}\n",
+    )
+    .unwrap();
+    let objects = objects(&template(home.path(), &[&values], &[]).unwrap());
+    let read = find(&objects, "ClusterRole", "drift-read");
+    for rule in read["rules"].as_array().unwrap() {
+        assert_eq!(rule["verbs"], serde_json::json!(["get", "list", "watch"]), "{rule}");
+    }
+    let extra = find(&objects, "ClusterRole", "drift-extra");
+    assert_eq!(
+        extra["rules"],
+        serde_json::json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]}])
+    );
+    let binding = find(&objects, "ClusterRoleBinding", "drift-extra");
+    assert_eq!(binding["subjects"][0]["name"], "drift");
+    assert_eq!(binding["roleRef"]["name"], "drift-extra");
+}
