@@ -421,7 +421,8 @@ impl Config {
         drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
         // The shape of every notifier; whether its secrets are in the environment is checked
         // when the notifiers are built (`drift serve`, `drift scan`), not by `config check`.
-        drift_notify::validate(&self.notify, &|_| Some("set".to_owned())).context("`notify`")?;
+        // The stand-in value is a URL, as a Slack `url_env` variable must hold one.
+        drift_notify::validate(&self.notify, &|_| Some("https://set.invalid/".to_owned())).context("`notify`")?;
         if self.notifications.tick.is_zero() || self.notifications.tick > Duration::from_secs(60) {
             bail!("`notifications.tick` must be between 1ms and 60s");
         }
@@ -605,6 +606,14 @@ mod tests {
         let shown = c.store_config().unwrap().display();
         assert!(!shown.contains("s3cret-canary"), "{shown}");
         assert!(!format!("{c:?}").contains("s3cret-canary"), "Debug of the configuration hides it too");
+    }
+
+    /// Regression: a Slack notifier's `url_env` was checked against a stand-in value that is
+    /// not a URL, so `drift config check` refused every configuration that named one.
+    #[test]
+    fn a_slack_url_from_the_environment_passes_the_check_without_the_environment() {
+        let c = parse("notify:\n  - type: slack\n    url_env: DRIFT_TEST_UNSET_SLACK_URL\n").unwrap();
+        assert_eq!(c.notify.len(), 1);
     }
 
     #[test]

@@ -127,6 +127,8 @@ pub fn skeleton(kind: &str) -> Value {
         "Service" | "Ingress" => json!({"spec": {}, "status": {"loadBalancer": {}}}),
         "PersistentVolumeClaim" => json!({"spec": {"resources": {}}, "status": {}}),
         "NetworkPolicy" => json!({"spec": {"podSelector": {}}}),
+        "PodDisruptionBudget" => json!({"spec": {}, "status": {"currentHealthy": 0, "desiredHealthy": 0,
+            "disruptionsAllowed": 0, "expectedPods": 0}}),
         "RoleBinding" | "ClusterRoleBinding" => {
             json!({"roleRef": {"apiGroup": "", "kind": "", "name": ""}})
         }

@@ -187,6 +187,14 @@ pub fn apply(kind: &str, object: &mut Value) {
                 });
             }
         }
+        "PodDisruptionBudget" => {
+            // The disruption controller fills the status in; on create it is all zeros.
+            child(o, "spec");
+            let status = child(o, "status");
+            for k in ["currentHealthy", "desiredHealthy", "disruptionsAllowed", "expectedPods"] {
+                default(status, k, json!(0));
+            }
+        }
         "RoleBinding" | "ClusterRoleBinding" => {
             each_in(o, "subjects", |s| {
                 let group =
@@ -490,6 +498,16 @@ mod kind_tests {
         let hpa = defaulted("HorizontalPodAutoscaler", json!({"spec": {"maxReplicas": 3}}));
         assert_eq!(hpa["spec"]["minReplicas"], 1);
         assert_eq!(hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80);
+    }
+
+    #[test]
+    fn pod_disruption_budget_status_starts_at_zero() {
+        let pdb = defaulted("PodDisruptionBudget", json!({"spec": {"minAvailable": 1}}));
+        assert_eq!(pdb["spec"], json!({"minAvailable": 1}));
+        assert_eq!(
+            pdb["status"],
+            json!({"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0})
+        );
     }
 
     #[test]

@@ -248,6 +248,18 @@ const BUILTIN: &[Def] = &[
         generation: true,
     },
     Def {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        short: &["pdb"],
+        all: false,
+        status: true,
+        scale: false,
+        generation: true,
+    },
+    Def {
         group: "rbac.authorization.k8s.io",
         version: "v1",
         plural: "roles",
