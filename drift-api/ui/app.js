@@ -33,7 +33,7 @@
     }
   }
   function append(node, children) {
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === null || c === undefined || c === false) continue;
       node.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
     }
@@ -438,7 +438,12 @@
 
     function fill(params) {
       for (const name of FILTERS) fields[name].value = params.get(name) || '';
-      fields.limit.value = params.get('limit') || '50';
+      const limit = params.get('limit') || '50';
+      // A page size from a shared link that the list does not offer is added to it.
+      if (![...fields.limit.options].some((o) => o.value === limit)) {
+        fields.limit.appendChild(el('option', { value: limit, text: limit }));
+      }
+      fields.limit.value = limit;
     }
     fill(r.params);
     const submit = (ev) => {
@@ -481,7 +486,7 @@
             el('td', { class: 'hide-narrow', text: d.drift_type }),
             el('td', { class: 'hide-narrow', text: d.repository }),
             el('td', { class: 'hide-narrow', text: d.cluster }),
-            el('td', { class: 'hide-narrow', text: when(d.last_seen) }),
+            el('td', { class: 'hide-narrow when', text: when(d.last_seen) }),
             el('td', { class: 'num hide-narrow', text: d.occurrences }))))));
       }
       const links = [];
@@ -496,6 +501,8 @@
         links.push(el('a', { href: driftLink(next), id: 'page-next', text: 'Next page »' }));
       }
       replace(pager, links);
+      // What the table shows, for whoever waits for it (the tests).
+      table.dataset.query = params.toString();
     }
     return { refresh: refreshTable };
   }
