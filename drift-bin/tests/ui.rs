@@ -4,7 +4,8 @@
 //! address, a drift's page shows its Git and cluster values and its revert patch, the buttons are
 //! hidden without a write token, a decision made through the page is in the API, a change made
 //! elsewhere appears without a reload, errors are shown in the page, a read token is asked for,
-//! and the page fits a phone's width. Screenshots are written under the target folder
+//! the page fits a phone's width, and a revert through the page (dry run, then for real) puts the
+//! test API server's object back to Git. Screenshots are written under the target folder
 //! (`CARGO_TARGET_TMPDIR/ui/`), their paths printed.
 //!
 //! Skipped with a reason when chromium or chromedriver is missing, unless
@@ -19,7 +20,8 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Serve, get_json, http, wait_for};
+use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
+use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::{Value, json};
 use webdriver::Browser;
 
@@ -294,4 +296,79 @@ fn with_a_read_token_the_page_asks_for_it_and_fits_a_phone() {
     b.screenshot(&artefact("phone-drift.png"));
     let log = server.stop();
     assert!(!log.contains(READ_TOKEN), "the token is never logged");
+}
+
+#[test]
+fn a_revert_through_the_page_puts_the_cluster_back_to_git_after_its_dry_run() {
+    let test = "a_revert_through_the_page_puts_the_cluster_back_to_git_after_its_dry_run";
+    let Some(b) = Browser::start(test, 1280, 1000, false) else {
+        return;
+    };
+    // The shop from a real git repository, applied with kubectl to the test API server, then
+    // scaled by hand: one replicas drift.
+    let home = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let kubeconfig = server.kubeconfig_path();
+    let repo = GitRepo::init(home.path().join("repo"));
+    for (name, text) in SHOP {
+        repo.write(&format!("apps/{name}"), text);
+    }
+    repo.commit("the desired state");
+    kubectl(kubeconfig, home.path(), &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
+    kubectl(kubeconfig, home.path(), &["scale", "deployment", "web", "-n", "shop", "--replicas=5"], &[]);
+    let cfg = home.path().join("drift.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "cluster: page\ninterval: 1h\nwatch: false\ndatabase: sqlite://{db}\napi:\n  listen: 127.0.0.1:0\n\
+             live:\n  kubeconfig: {kubeconfig}\n\
+             repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    cache_dir: {cache}\n    path: apps\n",
+            db = home.path().join("drift.db").display(),
+            repo = repo.dir.display(),
+            cache = home.path().join("cache").display(),
+            kubeconfig = kubeconfig.display(),
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(&cfg, &[("DRIFT_API_TOKEN", WRITE_TOKEN)]);
+    let addr = serve.addr.clone();
+    let id = wait_for(Duration::from_secs(60), "the replicas drift", || {
+        get_json(&addr, "/drifts?status=open&drift_type=replicas_drift")["items"][0]["id"].as_i64()
+    });
+
+    b.goto(&format!("http://{addr}/#/drifts/{id}"));
+    b.click("#token-button");
+    b.type_into("#token-write", WRITE_TOKEN);
+    b.click("#token-save");
+    b.until(LIMIT, "the buttons", |b| b.visible("#revert-dry-run").then_some(()));
+    let enabled =
+        |b: &Browser| !b.run("return document.getElementById('revert-now').disabled;", json!([])).as_bool().unwrap();
+    assert!(!enabled(&b), "no revert before its dry run");
+    b.click("#revert-dry-run");
+    b.until(LIMIT, "the dry run", |b| b.text("#action-result").starts_with("Dry run").then_some(()));
+    assert!(b.text("#action-result").contains("spec.replicas"), "{}", b.text("#action-result"));
+    let replicas = || {
+        kubectl(
+            kubeconfig,
+            home.path(),
+            &["get", "deployment", "web", "-n", "shop", "-o", "jsonpath={.spec.replicas}"],
+            &[],
+        )
+    };
+    assert_eq!(replicas(), "5", "a dry run changes nothing");
+    assert!(enabled(&b), "the revert is offered after its dry run");
+    b.click("#revert-now");
+    b.until(LIMIT, "the revert", |b| b.text("#action-result").starts_with("Reverted").then_some(()));
+    assert_eq!(replicas(), "2", "the cluster has Git's value again");
+    // The next scan resolves the drift as reverted; the page follows without a reload.
+    let (status, body) = http(&addr, "POST", "/scan?wait=true", Some(WRITE_TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let d = get_json(&addr, &format!("/drifts/{id}"));
+    assert_eq!((d["status"].as_str(), d["resolution"].as_str()), (Some("resolved"), Some("reverted")));
+    b.until(LIMIT, "the drift resolved on the page", |b| b.text("#drift-head").contains("resolved").then_some(()));
+    assert!(b.text("#drift-facts").contains("reverted"), "{}", b.text("#drift-facts"));
+    let audit = get_json(&addr, &format!("/audit?action=revert&drift_id={id}"));
+    assert_eq!(audit["items"][0]["actor"], "api", "{audit}");
+    b.screenshot(&artefact("reverted.png"));
+    assert!(!serve.stop().contains(WRITE_TOKEN));
 }
