@@ -4,8 +4,9 @@
 //! address, a drift's page shows its Git and cluster values and its revert patch, the buttons are
 //! hidden without a write token, a decision made through the page is in the API, a change made
 //! elsewhere appears without a reload, errors are shown in the page, a read token is asked for,
-//! the page fits a phone's width, and a revert through the page (dry run, then for real) puts the
-//! test API server's object back to Git. Screenshots are written under the target folder
+//! the page fits a phone's width, a revert through the page (dry run, then for real) puts the
+//! test API server's object back to Git, and an accept through the page puts the cluster's value
+//! on a branch of the repository. Screenshots are written under the target folder
 //! (`CARGO_TARGET_TMPDIR/ui/`), their paths printed.
 //!
 //! Skipped with a reason when chromium or chromedriver is missing, unless
@@ -20,7 +21,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
+use common::{GitRepo, SHOP, Serve, edit_configmap, get_json, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::{Value, json};
 use webdriver::Browser;
@@ -299,8 +300,8 @@ fn with_a_read_token_the_page_asks_for_it_and_fits_a_phone() {
 }
 
 #[test]
-fn a_revert_through_the_page_puts_the_cluster_back_to_git_after_its_dry_run() {
-    let test = "a_revert_through_the_page_puts_the_cluster_back_to_git_after_its_dry_run";
+fn a_revert_and_an_accept_through_the_page_change_the_cluster_and_git() {
+    let test = "a_revert_and_an_accept_through_the_page_change_the_cluster_and_git";
     let Some(b) = Browser::start(test, 1280, 1000, false) else {
         return;
     };
@@ -316,6 +317,7 @@ fn a_revert_through_the_page_puts_the_cluster_back_to_git_after_its_dry_run() {
     repo.commit("the desired state");
     kubectl(kubeconfig, home.path(), &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
     kubectl(kubeconfig, home.path(), &["scale", "deployment", "web", "-n", "shop", "--replicas=5"], &[]);
+    edit_configmap(kubeconfig, home.path(), "fast", "slow");
     let cfg = home.path().join("drift.yaml");
     std::fs::write(
         &cfg,
@@ -370,5 +372,16 @@ fn a_revert_through_the_page_puts_the_cluster_back_to_git_after_its_dry_run() {
     let audit = get_json(&addr, &format!("/audit?action=revert&drift_id={id}"));
     assert_eq!(audit["items"][0]["actor"], "api", "{audit}");
     b.screenshot(&artefact("reverted.png"));
+
+    // Accept into Git through the page: the cluster's value on a branch of the repository.
+    let cm = get_json(&addr, "/drifts?status=open&drift_type=configmap_drift")["items"][0]["id"].as_i64().unwrap();
+    b.goto(&format!("http://{addr}/#/drifts/{cm}"));
+    b.until(LIMIT, "the ConfigMap drift", |b| b.text("#drift-head").contains("ConfigMap").then_some(()));
+    b.click("#accept-git");
+    b.until(LIMIT, "the proposal", |b| b.text("#action-result").starts_with("Proposed on branch").then_some(()));
+    let branch = b.text("#action-result code");
+    assert!(branch.starts_with("drift/accept/"), "{branch}");
+    let file = repo.git(&["show", &format!("{branch}:apps/web/configmap.yaml")]);
+    assert!(file.contains("mode: slow"), "{file}");
     assert!(!serve.stop().contains(WRITE_TOKEN));
 }
