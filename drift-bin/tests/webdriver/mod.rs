@@ -144,7 +144,11 @@ impl Browser {
                 json!({"deviceMetrics": {"width": width, "height": height, "pixelRatio": 2.0, "touch": true}});
         }
         let (status, answer) = request(&addr, "POST", "/session", Some(&caps));
-        assert_eq!(status, 200, "chromedriver did not start a session: {answer}");
+        if status != 200 {
+            let _ = driver.kill();
+            let _ = driver.wait();
+            panic!("chromedriver did not start a session: {answer}");
+        }
         let session = answer["value"]["sessionId"].as_str().unwrap().to_owned();
         Some(Browser { driver, addr, session, _profile: profile })
     }
