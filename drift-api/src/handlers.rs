@@ -165,6 +165,24 @@ pub(crate) fn path_id(id: Result<Path<String>, PathRejection>) -> Result<i64, Ap
     query::positive_id("drift id", &id)
 }
 
+/// Most scans `GET /scans` answers with.
+pub(crate) const MAX_SCANS: u32 = 100;
+/// Scans `GET /scans` answers with when no `limit` is given.
+pub(crate) const DEFAULT_SCANS: u32 = 20;
+
+pub(crate) async fn scans(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
+    let pairs = query::pairs(raw.as_deref(), &["limit"])?;
+    let mut limit = DEFAULT_SCANS;
+    if let Some((_, value)) = pairs.iter().find(|(name, _)| name == "limit") {
+        limit =
+            value.parse::<u32>().ok().filter(|l| (1..=MAX_SCANS).contains(l)).ok_or_else(|| {
+                ApiError::bad_request(format!("limit {value:?} is not a number from 1 to {MAX_SCANS}"))
+            })?;
+    }
+    let items = within(&state, state.store.recent_scans(limit)).await.map_err(|e| ApiError::from_store(&e))?;
+    Ok(Json(json!({"items": items})).into_response())
+}
+
 pub(crate) async fn stats(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
     let pairs = query::pairs(raw.as_deref(), &query::FILTER_PARAMS)?;
     let filter = query::filter(&pairs)?;

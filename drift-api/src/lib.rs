@@ -17,6 +17,8 @@
 //! | `GET /notifications` | deliveries of events to notifiers |
 //! | `POST /notifications/{event_id}/requeue` | puts a parked delivery back in the queue (write token) |
 //! | `GET /stats` | counts, 7-day trend, time to resolve |
+//! | `GET /scans` | the last scans, with their coverage gaps |
+//! | `GET /` | the web page ([`ui`]; assets under `/ui/`) |
 //! | `GET /metrics` | Prometheus text |
 //! | `GET /openapi.json` | the OpenAPI 3.1 document, generated from the route table |
 //!
@@ -67,6 +69,7 @@ pub mod query;
 pub mod remedy;
 pub mod routes;
 pub mod state;
+pub mod ui;
 
 pub use act::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
 pub use auth::{Actor, ApiToken, check_tokens};

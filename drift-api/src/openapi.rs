@@ -390,7 +390,52 @@ fn schemas() -> Value {
         ),
     });
     schemas["Drift"]["properties"]["revert"] = revert_ref;
+    for (name, schema) in scan_schemas(&outcome, &time) {
+        schemas[name] = schema;
+    }
     schemas
+}
+
+/// The schemas of `GET /scans`.
+fn scan_schemas(outcome: &Value, time: &Value) -> [(&'static str, Value); 2] {
+    let gap = object(
+        &["group", "kind", "namespace", "status"],
+        json!({
+            "group": {"type": "string", "description": "API group; empty for the core group"},
+            "kind": {"type": "string"},
+            "namespace": {"type": ["string", "null"], "description": "null for cluster-scoped kinds"},
+            "status": {"type": "string", "enum": ["forbidden", "not_served", "failed"]},
+            "message": {"type": "string", "description": "why"},
+        }),
+    );
+    let record = object(
+        &[
+            "scan_id",
+            "cluster",
+            "repository",
+            "revision",
+            "started_at",
+            "finished_at",
+            "outcome",
+            "drifts",
+            "warnings",
+            "coverage_gaps",
+        ],
+        json!({
+            "scan_id": {"type": "string"}, "cluster": {"type": "string"}, "repository": {"type": "string"},
+            "revision": {"type": ["string", "null"], "description": "the Git commit scanned"},
+            "started_at": time, "finished_at": time, "outcome": outcome,
+            "drifts": {"type": "integer", "minimum": 0, "description": "drifts in the report"},
+            "warnings": {"type": "integer", "minimum": 0, "description": "warnings in the report"},
+            "coverage_gaps": {"type": "array", "items": gap,
+                "description": "what the live source could not read completely: drifts there were neither found nor resolved"},
+        }),
+    );
+    let list = object(
+        &["items"],
+        json!({"items": {"type": "array", "items": {"$ref": "#/components/schemas/ScanRecord"}, "description": "newest first"}}),
+    );
+    [("ScanList", list), ("ScanRecord", record)]
 }
 
 #[cfg(test)]

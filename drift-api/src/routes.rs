@@ -476,6 +476,25 @@ fn table() -> Vec<Endpoint> {
         },
         Endpoint {
             method: Method::GET,
+            path: "/scans",
+            operation_id: "listScans",
+            summary: "The last scans",
+            description: "The most recent scans recorded, newest first (by start time): cluster, repository, \
+                          revision, outcome, drifts and warnings, and the coverage gaps of each — the kinds and \
+                          namespaces the live source could not read completely (forbidden, not served, failed), \
+                          where drifts were neither found nor resolved.",
+            access: Access::Read,
+            params: vec![query(
+                "limit",
+                "how many scans",
+                json!({"type": "integer", "minimum": 1, "maximum": handlers::MAX_SCANS, "default": handlers::DEFAULT_SCANS}),
+            )],
+            body: None,
+            answers: vec![answer(200, "the last scans", "ScanList"), bad_request(), read_refused(), store_down()],
+            handler: get(handlers::scans),
+        },
+        Endpoint {
+            method: Method::GET,
             path: "/metrics",
             operation_id: "metrics",
             summary: "Prometheus metrics",
@@ -518,6 +537,9 @@ fn table() -> Vec<Endpoint> {
 /// 405, a URI or headers too large 414 or 431 ([`crate::limits`]), all as JSON. Every request is logged through `tracing` (method, path, status, time;
 /// never headers nor the query string): at `debug`, or `warn` for a 5xx.
 ///
+/// The web page ([`crate::ui`]) is served at `/` and `/ui/{file}`, outside the route table: it
+/// is not part of the JSON API and needs no token (it holds no data).
+///
 /// Endpoints of [`Access::Read`] pass the read-token check first; those of [`Access::Write`]
 /// authenticate in their handler (the [`crate::auth::Actor`] extractor).
 pub fn router(state: ApiState) -> Router {
@@ -530,6 +552,8 @@ pub fn router(state: ApiState) -> Router {
         router = router.route(endpoint.path, handler.fallback(handlers::method_not_allowed));
     }
     router
+        .route("/", get(crate::ui::index).fallback(handlers::method_not_allowed))
+        .route("/ui/{file}", get(crate::ui::asset).fallback(handlers::method_not_allowed))
         .fallback(handlers::not_found)
         .layer(middleware::from_fn(crate::limits::enforce))
         .layer(middleware::from_fn(log_request))

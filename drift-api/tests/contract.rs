@@ -18,8 +18,8 @@ use drift_testkit::fixtures::t;
 use proptest::prelude::*;
 use serde_json::Value;
 
-/// The API of issues 7, 12 and 13 and docs/api.md, written out by hand.
-const EXPECTED: [&str; 14] = [
+/// The API of issues 7, 12, 13 and 14 and docs/api.md, written out by hand.
+const EXPECTED: [&str; 15] = [
     "GET /health",
     "GET /ready",
     "POST /scan",
@@ -29,6 +29,7 @@ const EXPECTED: [&str; 14] = [
     "POST /drifts/{id}/revert",
     "POST /drifts/{id}/accept",
     "GET /stats",
+    "GET /scans",
     "GET /audit",
     "GET /notifications",
     "POST /notifications/{event_id}/requeue",
@@ -179,6 +180,7 @@ async fn openapi_schemas_match_the_serialised_types() {
     report.outcome = ScanOutcome::Partial;
     let report_json = serde_json::to_value(&report).unwrap();
     let stats = serde_json::to_value(store.stats(&DriftFilter::default(), t(95)).await.unwrap()).unwrap();
+    let scans = serde_json::to_value(store.recent_scans(1).await.unwrap()).unwrap();
     let cases = [
         ("DriftPage", page_json.clone()),
         ("StoredDrift", page_json["items"][0].clone()),
@@ -203,9 +205,12 @@ async fn openapi_schemas_match_the_serialised_types() {
     }
     // Types documented field for field (a stored drift's `revert` is optional: absent for a
     // missing object or a Secret).
-    for (schema, value) in
-        [("StoredDrift", &page_json["items"][0]), ("DriftStats", &stats), ("ScanReport", &report_json)]
-    {
+    for (schema, value) in [
+        ("StoredDrift", &page_json["items"][0]),
+        ("DriftStats", &stats),
+        ("ScanReport", &report_json),
+        ("ScanRecord", &scans[0]),
+    ] {
         let (props, required) = properties(&doc, schema);
         let optional: BTreeSet<String> =
             if schema == "StoredDrift" { ["revert".to_owned()].into() } else { BTreeSet::new() };

@@ -339,6 +339,7 @@ impl DriftSink for MemoryStore {
             outcome: report.outcome,
             drifts: report.drifts.len() as i64,
             warnings: report.warnings.len() as i64,
+            coverage_gaps: report.coverage.incomplete().cloned().collect(),
         });
         Ok(outcome)
     }

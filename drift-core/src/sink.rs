@@ -352,6 +352,11 @@ pub struct ScanRecord {
     pub drifts: i64,
     /// Warnings in the report.
     pub warnings: i64,
+    /// The (kind, namespace) pairs the live source could not read completely (forbidden, not
+    /// served, failed): drifts there were neither found nor resolved. Empty when every pair was
+    /// read.
+    #[serde(default)]
+    pub coverage_gaps: Vec<crate::model::CoverageEntry>,
 }
 
 /// The read side of a store, used by the API and the CLI.

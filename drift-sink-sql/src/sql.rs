@@ -146,8 +146,8 @@ where
     /// The latest scans, newest first.
     pub async fn recent_scans(pool: &Pool<D::Db>, limit: u32) -> Result<Vec<ScanRecord>> {
         let mut q = QueryBuilder::<D::Db>::new(
-            "SELECT scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, warnings \
-             FROM scans ORDER BY started_at DESC, scan_id DESC LIMIT ",
+            "SELECT scan_id, cluster, repository, revision, started_at, finished_at, outcome, drifts, warnings, \
+             coverage FROM scans ORDER BY started_at DESC, scan_id DESC LIMIT ",
         );
         q.push_bind(i64::from(limit));
         let rows = q.build().fetch_all(pool).await.ctx::<D>("listing scans")?;
@@ -167,6 +167,10 @@ where
                 outcome: parse(0, "outcome", row.try_get("outcome").map_err(get)?)?,
                 drifts: row.try_get("drifts").map_err(get)?,
                 warnings: row.try_get("warnings").map_err(get)?,
+                // Gaps this version cannot read are left out, never an error of the whole row.
+                coverage_gaps: D::json(row, 0, "coverage")?
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or_default(),
             })
         };
         Ok(rows.iter().map(scan).collect::<Result<Vec<_>, _>>()?)

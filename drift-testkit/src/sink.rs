@@ -310,6 +310,12 @@ pub async fn resolution_needs_coverage(sink: &dyn DriftSink, store: &dyn DriftSt
     assert_eq!(open.len(), 1);
     assert_eq!(open[0].namespace, "billing", "[coverage] the unread namespace keeps its drift open");
     assert_eq!(open[0].last_seen, t(0), "[coverage] an unread drift is not 'seen'");
+    // The scan keeps its gaps, and only its gaps, for the page and GET /scans.
+    let scans = store.recent_scans(2).await.expect("[coverage] scans");
+    assert_eq!(scans[0].scan_id, "c-2");
+    let gaps: Vec<_> = r2.coverage.incomplete().cloned().collect();
+    assert_eq!(scans[0].coverage_gaps, gaps, "[coverage] a scan keeps the pairs it could not read");
+    assert!(scans[1].coverage_gaps.is_empty(), "[coverage] a complete scan has no gaps");
 }
 
 /// An object gone from Git resolves its drifts only when the whole desired state was read.
