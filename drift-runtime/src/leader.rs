@@ -376,4 +376,77 @@ mod tests {
         let lost = turns(&mut a, false).await;
         assert!(lost - at <= Duration::from_secs(10), "{:?}", lost - at);
     }
+
+    /// A live source whose reads take a minute and are counted.
+    #[derive(Debug)]
+    struct Slow {
+        inner: drift_core::memory::MemoryLiveSource,
+        fetches: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl drift_core::LiveSource for Slow {
+        fn cluster(&self) -> &str {
+            self.inner.cluster()
+        }
+        async fn fetch(&self, scope: &drift_core::Scope) -> drift_core::Result<drift_core::LiveSnapshot> {
+            self.fetches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            self.inner.fetch(scope).await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_that_loses_the_lease_mid_scan_records_nothing_and_scans_again_once_it_leads() {
+        use drift_core::DriftStore;
+        use std::sync::atomic::Ordering;
+        let cm = |mode: &str| {
+            drift_core::Resource::from_object(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": "shop"}, "data": {"mode": mode}}))
+            .unwrap()
+        };
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let store = Arc::new(drift_core::memory::MemoryStore::new());
+        let live = Arc::new(Slow {
+            inner: drift_core::memory::MemoryLiveSource::new("homelab", vec![cm("slow")]),
+            fetches: Default::default(),
+        });
+        let detector = crate::Detector::builder()
+            .desired(Arc::new(drift_core::memory::MemoryDesiredSource::new("platform", vec![cm("fast")])))
+            .live(live.clone())
+            .store(crate::Store::new(store.clone()))
+            .watch(false)
+            .interval(Duration::from_secs(30))
+            .leader_election(Elector::new(MemLock::new("a", &shared), ElectionTimings::default()).unwrap())
+            .build()
+            .unwrap();
+        let metrics = detector.scanner().metrics().clone();
+        assert!(!metrics.is_leader(), "a candidate stands by until it holds the lease");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serve = tokio::spawn(detector.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        while live.fetches.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(metrics.is_leader());
+        // Cut off from the lease while its first pass reads the cluster.
+        shared.lock().unwrap().cut = Some("a".into());
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        assert!(!metrics.is_leader(), "stepped down at the renew deadline");
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert!(store.recent_scans(10).await.unwrap().is_empty(), "the pass was aborted before its report");
+        assert_eq!(live.fetches.load(Ordering::SeqCst), 1, "no pass while standing by");
+        // Back in touch: it leads again and scans.
+        shared.lock().unwrap().cut = None;
+        tokio::time::sleep(Duration::from_secs(80)).await;
+        assert!(metrics.is_leader());
+        assert!(!store.recent_scans(10).await.unwrap().is_empty(), "a pass recorded under the new term");
+        stop.send(()).unwrap();
+        serve.await.unwrap().unwrap();
+        assert!(!metrics.is_leader());
+        let s = shared.lock().unwrap();
+        assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None), "released on stop");
+    }
 }
