@@ -327,6 +327,22 @@ fn several_clusters_share_one_postgresql_without_resolving_each_other() {
     assert_eq!(both["by_status"]["open"], 2, "{both}");
     assert_eq!(both["by_status"]["resolved"], 1, "{both}");
 
+    // And so does `drift drifts list --cluster`.
+    let listed = |cluster: &str| -> Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_drift"))
+            .args(["drifts", "list", "--status", "open", "--json", "--cluster", cluster, "--config"])
+            .arg(shared.home.path().join("east.yaml"))
+            .env("HA_DATABASE_URL", &shared.db_url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(listed("east")["items"].as_array().unwrap().len(), 0);
+    let west_rows = listed("west");
+    assert_eq!(west_rows["items"].as_array().unwrap().len(), 2, "{west_rows}");
+    assert!(west_rows["items"].as_array().unwrap().iter().all(|d| d["cluster"] == "west"));
+
     // Each cluster's scans are recorded under its name.
     let scans = shared.scans();
     let count = |c: &str| scans.iter().filter(|s| s.cluster == c).count();
