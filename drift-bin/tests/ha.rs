@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
+use common::{GitRepo, SHOP, Serve, get_json, http, kubectl};
 use drift_core::DriftStore;
 use drift_core::sink::ScanRecord;
 use drift_sink_postgres::{PostgresConfig, PostgresSink};
@@ -25,8 +25,8 @@ use drift_testkit_pg::PgServer;
 use serde_json::Value;
 
 const TOKEN: &str = "ha-token-51c2e8";
-/// The election of these tests: a 4 s lease, renewed every second, given up after 3 s.
-const LEASE_SECS: i64 = 4;
+/// The election of these tests: a 6 s lease, renewed every second, given up after 4 s.
+const LEASE_SECS: i64 = 6;
 const RETRY_SECS: i64 = 1;
 
 fn rt() -> tokio::runtime::Runtime {
@@ -142,7 +142,22 @@ fn assert_no_overlap(scans: &[ScanRecord]) {
 }
 
 const ELECTION: &str =
-    "leader_election:\n  enabled: true\n  lease_duration: 4s\n  renew_deadline: 3s\n  retry_period: 1s\n";
+    "leader_election:\n  enabled: true\n  lease_duration: 6s\n  renew_deadline: 4s\n  retry_period: 1s\n";
+
+/// `common::wait_for`, with the logs of the replicas in the failure message.
+fn wait<T>(limit: Duration, what: &str, replicas: &[&Serve], mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = replicas.iter().map(|r| r.log()).collect();
+            panic!("timed out after {limit:?} waiting for {what}; the replicas logged:\n{}", logs.join("\n-----\n"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 #[test]
 fn one_replica_leads_and_scans_and_a_standby_takes_over_when_it_dies() {
@@ -150,13 +165,13 @@ fn one_replica_leads_and_scans_and_a_standby_takes_over_when_it_dies() {
     let server = shared.cluster();
     let config = shared.config("ha.yaml", "homelab", &server, "10s", ELECTION);
     let a = shared.serve(&config, "drift-a");
-    wait_for(Duration::from_secs(60), "drift-a to lead", || (leader_of(&a) == Some(true)).then_some(()));
+    wait(Duration::from_secs(60), "drift-a to lead", &[&a], || (leader_of(&a) == Some(true)).then_some(()));
     let b = shared.serve(&config, "drift-b");
     // Both candidates have tried by now: b stands by.
-    wait_for(Duration::from_secs(30), "drift-b to stand by", || {
+    wait(Duration::from_secs(30), "drift-b to stand by", &[&a, &b], || {
         b.log().contains("standing by: another replica leads").then_some(())
     });
-    wait_for(Duration::from_secs(60), "a first scan", || (!shared.scans().is_empty()).then_some(()));
+    wait(Duration::from_secs(60), "a first scan", &[&a, &b], || (!shared.scans().is_empty()).then_some(()));
     assert_eq!((leader_of(&a), leader_of(&b)), (Some(true), Some(false)));
     assert_eq!((metric(&a, "drift_leader"), metric(&b, "drift_leader")), (Some(1.0), Some(0.0)));
     assert_eq!(lease(&shared, &server)["spec"]["holderIdentity"], "drift-a");
@@ -190,7 +205,7 @@ fn one_replica_leads_and_scans_and_a_standby_takes_over_when_it_dies() {
     let last_renewal = time_of(&lease(&shared, &server)["spec"]["renewTime"]);
     let killed = Instant::now();
     let scans_before = shared.scans();
-    let took_over = wait_for(Duration::from_secs(60), "drift-b to scan", || {
+    let took_over = wait(Duration::from_secs(60), "drift-b to scan", &[&b], || {
         shared.scans().into_iter().find(|s| !scans_before.iter().any(|o| o.scan_id == s.scan_id))
     });
     let waited = killed.elapsed();
@@ -227,13 +242,13 @@ fn one_replica_leads_and_scans_and_a_standby_takes_over_when_it_dies() {
 
     // SIGTERM releases the Lease: a third replica takes over without waiting for it to expire.
     let c = shared.serve(&config, "drift-c");
-    wait_for(Duration::from_secs(30), "drift-c to stand by", || {
+    wait(Duration::from_secs(30), "drift-c to stand by", &[&b, &c], || {
         c.log().contains("standing by: another replica leads").then_some(())
     });
     let b_log = b.stop();
     assert!(b_log.contains("lease released"), "{b_log}");
     let released = lease(&shared, &server);
-    let c_leads = wait_for(Duration::from_secs(30), "drift-c to lead", || {
+    let c_leads = wait(Duration::from_secs(30), "drift-c to lead", &[&c], || {
         let l = lease(&shared, &server);
         (l["spec"]["holderIdentity"] == "drift-c").then_some(l)
     });
@@ -244,7 +259,7 @@ fn one_replica_leads_and_scans_and_a_standby_takes_over_when_it_dies() {
         after_release < LEASE_SECS * 1000,
         "a released lease is taken before it would have expired: {after_release} ms"
     );
-    wait_for(Duration::from_secs(60), "drift-c to scan", || recorded_by(&c.log()).first().cloned());
+    wait(Duration::from_secs(60), "drift-c to scan", &[&c], || recorded_by(&c.log()).first().cloned());
 
     let b_scans = recorded_by(&b_log);
     let all = shared.scans();

@@ -144,6 +144,10 @@ impl Elector {
                     }
                     logged_holder = Some(holder);
                 }
+                Ok(Err(e)) if e.kind() == drift_core::ErrorKind::Conflict => {
+                    // Another candidate wrote first: the next attempt reads who.
+                    tracing::debug!(lease = %what, error = %e, "lost a race for the lease");
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(lease = %what, error = %e, "leader election attempt failed");
                 }
