@@ -108,6 +108,7 @@ impl Elector {
         // While leading: the start of the last attempt that renewed the lease.
         let mut renewed: Option<Instant> = None;
         let mut logged_holder: Option<String> = None;
+        let mut interrupted = false;
         // The time given to the lock follows the monotonic clock from here (a wall clock that
         // jumps must not shorten or stretch a lease).
         let anchor = (Utc::now(), Instant::now());
@@ -124,7 +125,11 @@ impl Elector {
             };
             let attempt = tokio::select! {
                 r = tokio::time::timeout(budget, self.lock.try_acquire_or_renew(now())) => r,
-                _ = release.changed() => break,
+                _ = release.changed() => {
+                    // The attempt may have taken the lease before it was dropped: release below.
+                    interrupted = true;
+                    break;
+                }
             };
             match attempt {
                 Ok(Ok(Attempt::Leading { acquired })) => {
@@ -175,10 +180,15 @@ impl Elector {
                 _ = release.changed() => break,
             }
         }
-        if renewed.is_some() || *leading.borrow() {
+        // Releasing is a no-op unless this candidate holds the lease (the lock checks).
+        let was_leading = renewed.is_some() || *leading.borrow();
+        if was_leading || interrupted {
             leading.send_replace(false);
             match tokio::time::timeout(t.renew_deadline, self.lock.release(now())).await {
-                Ok(Ok(())) => tracing::info!(lease = %what, "lease released; a standby takes over at once"),
+                Ok(Ok(())) if was_leading => {
+                    tracing::info!(lease = %what, "lease released; a standby takes over at once")
+                }
+                Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::warn!(lease = %what, error = %e, "the lease could not be released; a standby takes over when it expires")
                 }
