@@ -51,8 +51,13 @@ struct LastScan<'a> {
 
 pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
+    // Every replica serves the API; `leader` says whether this one runs the scans.
+    let leader = state.metrics.is_leader();
     let not_ready = |error: String, scans: serde_json::Value| {
-        (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "not_ready", "error": error, "scans": scans})))
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not_ready", "error": error, "leader": leader, "scans": scans})),
+        )
             .into_response()
     };
     if let Err(e) = within(&state, state.store.ping()).await {
@@ -100,7 +105,7 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
             shown,
         ));
     }
-    Ok(Json(json!({"status": "ready", "store": "ok", "scans": shown})).into_response())
+    Ok(Json(json!({"status": "ready", "store": "ok", "leader": leader, "scans": shown})).into_response())
 }
 
 pub(crate) async fn scan(State(state): State<ApiState>, Actor(actor): Actor, RawQuery(raw): RawQuery) -> ApiResult {

@@ -45,7 +45,7 @@ pub const NOTIFICATION_OUTCOMES: [&str; 4] = ["sent", "retry", "parked", "skippe
 
 /// Every metric family the API exports, by its exposed name (histograms add `_bucket`, `_sum`
 /// and `_count`). `docs/api.md`, the dashboard and the alert rules use only these.
-pub const METRIC_NAMES: [&str; 15] = [
+pub const METRIC_NAMES: [&str; 16] = [
     "drift_open_drifts_by_severity",
     "drift_open_drifts_by_type",
     "drift_open_drifts_by_namespace",
@@ -61,6 +61,7 @@ pub const METRIC_NAMES: [&str; 15] = [
     "drift_deliveries",
     "drift_notifications_total",
     "drift_notification_latency_seconds",
+    "drift_leader",
 ];
 
 /// The metrics registry and its handles. Cheap to clone; clones share the same values.
@@ -76,6 +77,8 @@ struct Inner {
     open_by_namespace: Family<Labels, Gauge>,
     open_by_repository: Family<Labels, Gauge>,
     store_up: Gauge,
+    /// 1 while this replica leads (or leader election is off), 0 while it stands by.
+    leader: Gauge,
     scans: Family<Labels, Counter>,
     scan_duration: Histogram,
     last_scan: Family<Labels, FloatGauge>,
@@ -111,6 +114,9 @@ impl Metrics {
         let open_by_namespace = Family::<Labels, Gauge>::default();
         let open_by_repository = Family::<Labels, Gauge>::default();
         let store_up = Gauge::default();
+        let leader = Gauge::default();
+        // A replica without leader election scans: it leads until told otherwise.
+        leader.set(1);
         let scans = Family::<Labels, Counter>::default();
         let scan_duration = Histogram::new(SCAN_DURATION_BUCKETS);
         let last_scan = Family::<Labels, FloatGauge>::default();
@@ -143,6 +149,11 @@ impl Metrics {
             open_by_repository.clone(),
         );
         registry.register("drift_store_up", "1 when the store answered the last scrape, else 0", store_up.clone());
+        registry.register(
+            "drift_leader",
+            "1 when this replica runs the scans (it holds the leader lease, or leader election is off), 0 while it stands by",
+            leader.clone(),
+        );
         registry.register("drift_scans", "Scans by repository and outcome (success, partial, failed)", scans.clone());
         registry.register_with_unit("drift_scan_duration", "Duration of scans", Unit::Seconds, scan_duration.clone());
         registry.register_with_unit(
@@ -197,6 +208,7 @@ impl Metrics {
                 open_by_namespace,
                 open_by_repository,
                 store_up,
+                leader,
                 scans,
                 scan_duration,
                 last_scan,
@@ -210,6 +222,16 @@ impl Metrics {
                 scrape: tokio::sync::Mutex::new(()),
             }),
         }
+    }
+
+    /// Says whether this replica leads (`drift_leader`, and `leader` in `GET /ready`).
+    pub fn set_leader(&self, leader: bool) {
+        self.inner.leader.set(i64::from(leader));
+    }
+
+    /// Whether this replica leads: true unless leader election said it stands by.
+    pub fn is_leader(&self) -> bool {
+        self.inner.leader.get() == 1
     }
 
     /// Records a finished scan: `drift_scans_total{repository,outcome}`, the duration

@@ -212,6 +212,7 @@ fn schemas() -> Value {
             "status": {"type": "string", "enum": ["ready", "not_ready"]},
             "store": {"type": "string", "enum": ["ok"]},
             "error": {"type": "string", "description": "why the service is not ready"},
+            "leader": {"type": "boolean", "description": "whether this replica runs the scans (holds the leader lease, or leader election is off)"},
             "scans": {"type": "array", "items": object(
                 &["cluster", "repository", "scan_id", "outcome", "finished_at", "age_seconds"],
                 json!({

@@ -258,7 +258,10 @@ fn table() -> Vec<Endpoint> {
                 write_refused(),
                 write_disabled(),
                 answer(409, "a scan is already running", "ScanConflict"),
-                error(503, "no scan can be started now (shutting down)"),
+                error(
+                    503,
+                    "no scan can be started now (shutting down, or this replica is a standby: the leader scans)",
+                ),
             ],
             handler: post(handlers::scan),
         },

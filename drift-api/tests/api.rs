@@ -47,6 +47,28 @@ async fn ready_after_a_recent_successful_scan() {
 }
 
 #[tokio::test]
+async fn ready_and_metrics_say_whether_this_replica_leads() {
+    let h = harness().await;
+    let metrics = Metrics::new();
+    let app = router(h.state.clone().with_metrics(metrics.clone()));
+    let leader_gauge = |text: &str| text.lines().find(|l| l.starts_with("drift_leader ")).map(str::to_owned);
+    // Without leader election a replica leads.
+    assert_eq!(get(&app, "/ready").await.json()["leader"], true);
+    assert_eq!(leader_gauge(&get(&app, "/metrics").await.text).as_deref(), Some("drift_leader 1"));
+    // A standby is still ready (the leader's scans are in the shared store) and says so.
+    metrics.set_leader(false);
+    let a = get(&app, "/ready").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(a.json()["leader"], false);
+    assert_eq!(leader_gauge(&get(&app, "/metrics").await.text).as_deref(), Some("drift_leader 0"));
+    // And the field is there when not ready too.
+    let empty = ApiState::new(Arc::new(drift_core::memory::MemoryStore::new()), Arc::new(FakeTrigger::default()))
+        .with_metrics(metrics.clone());
+    let a = get(&router(empty), "/ready").await;
+    assert_eq!((a.status, a.json()["leader"].clone()), (StatusCode::SERVICE_UNAVAILABLE, Value::Bool(false)));
+}
+
+#[tokio::test]
 async fn ready_is_503_before_any_scan() {
     let state = ApiState::new(Arc::new(drift_core::memory::MemoryStore::new()), Arc::new(FakeTrigger::default()));
     let a = get(&router(state), "/ready").await;

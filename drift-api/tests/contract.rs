@@ -505,6 +505,7 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         BTreeSet::from([
             "DriftCriticalDriftOpened",
             "DriftLastSuccessfulScanTooOld",
+            "DriftLeaderCount",
             "DriftNotificationsParked",
             "DriftScansFailing",
             "DriftWatchLagHigh"

@@ -158,6 +158,34 @@ pub async fn detector(
     Ok(builder)
 }
 
+/// The leader election of `leader_election:` when it is on: this replica (`$POD_NAME`, else
+/// host and process id) as a candidate for the configured Lease of the configured cluster.
+pub async fn elector(config: &Config) -> Result<Option<drift_runtime::Elector>> {
+    let le = &config.leader_election;
+    if !le.enabled {
+        return Ok(None);
+    }
+    let namespace = le.namespace_from(std::env::var("POD_NAMESPACE").ok());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "drift".to_owned());
+    let identity =
+        crate::config::LeaderElectionConfig::identity_from(std::env::var("POD_NAME").ok(), &host, std::process::id());
+    let k8s = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
+    let source = drift_source_k8s::K8sSource::connect(k8s).await.context("`leader_election`: the cluster")?;
+    let lock = drift_source_k8s::KubeLease::new(
+        source.client().clone(),
+        namespace,
+        le.lease.clone(),
+        identity,
+        le.lease_duration,
+    );
+    Ok(Some(drift_runtime::Elector::new(Arc::new(lock), le.timings()).context("`leader_election`")?))
+}
+
 /// Opens the store with its acting side (decisions, waivers, the audit trail, deliveries), for
 /// `drift decide`, `drift audit` and `drift drifts get`: the read side and the acting side of
 /// one store (both SQL stores keep decisions). Migrations run on open unless its settings say

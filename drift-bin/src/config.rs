@@ -75,6 +75,91 @@ pub struct Config {
     /// Self-heal: reverts the detector makes by itself (off unless given; docs/remediation.md).
     #[serde(default)]
     pub heal: Option<drift_runtime::HealPolicy>,
+    /// Leader election of replicas of `drift serve` (off by default; docs/deployment.md, "High
+    /// availability").
+    #[serde(default)]
+    pub leader_election: LeaderElectionConfig,
+}
+
+/// `leader_election:`: replicas of `drift serve` share a `coordination.k8s.io/v1` Lease; only
+/// its holder scans, watches, heals and notifies, every replica serves the API.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaderElectionConfig {
+    /// Turn it on (default false).
+    pub enabled: bool,
+    /// The Lease's name (default `drift-detector`).
+    pub lease: String,
+    /// The Lease's namespace; empty (the default) means `$POD_NAMESPACE`, else `default`.
+    pub namespace: String,
+    /// How long a standby waits after the lease last changed before taking it (default 15s).
+    #[serde(with = "humantime_serde")]
+    pub lease_duration: Duration,
+    /// How long the leader keeps leading without a renewal (default 10s).
+    #[serde(with = "humantime_serde")]
+    pub renew_deadline: Duration,
+    /// How often candidates try to take the lease and the leader renews it (default 2s).
+    #[serde(with = "humantime_serde")]
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        let t = drift_runtime::ElectionTimings::default();
+        LeaderElectionConfig {
+            enabled: false,
+            lease: "drift-detector".to_owned(),
+            namespace: String::new(),
+            lease_duration: t.lease_duration,
+            renew_deadline: t.renew_deadline,
+            retry_period: t.retry_period,
+        }
+    }
+}
+
+impl LeaderElectionConfig {
+    /// The timings.
+    pub fn timings(&self) -> drift_runtime::ElectionTimings {
+        drift_runtime::ElectionTimings {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        }
+    }
+
+    /// The Lease's namespace: `namespace`, else `$POD_NAMESPACE`, else `default`.
+    pub fn namespace_from(&self, pod_namespace: Option<String>) -> String {
+        if !self.namespace.is_empty() {
+            return self.namespace.clone();
+        }
+        pod_namespace.filter(|n| !n.is_empty()).unwrap_or_else(|| "default".to_owned())
+    }
+
+    /// This replica's identity: `$POD_NAME`, else the host name and the process id.
+    pub fn identity_from(pod_name: Option<String>, host: &str, pid: u32) -> String {
+        pod_name.filter(|n| !n.is_empty()).unwrap_or_else(|| format!("{host}_{pid}"))
+    }
+
+    fn validate(&self) -> Result<()> {
+        let name_ok = |n: &str| {
+            !n.is_empty()
+                && n.len() <= 253
+                && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+                && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+        };
+        if !name_ok(&self.lease) {
+            bail!(
+                "`leader_election.lease` {:?} is not a valid Lease name (lower-case letters, digits, `-` and `.`)",
+                self.lease
+            );
+        }
+        if !self.namespace.is_empty() && !name_ok(&self.namespace) {
+            bail!("`leader_election.namespace` {:?} is not a valid namespace name", self.namespace);
+        }
+        self.timings().validate()?;
+        Ok(())
+    }
 }
 
 /// `remediation:`: how reverts and accepted changes are made.
@@ -435,6 +520,12 @@ impl Config {
                 bail!("`heal` needs a cluster to write to; `live.snapshot` cannot be reverted");
             }
         }
+        self.leader_election.validate()?;
+        if self.leader_election.enabled && self.live.snapshot.is_some() {
+            bail!(
+                "`leader_election` needs a cluster to keep its Lease in; `live.snapshot` files have none (turn it off, or read a cluster)"
+            );
+        }
         for gk in &self.engine.cluster_scoped {
             if !gk.contains('/') {
                 bail!("`engine.cluster_scoped` entry {gk:?} must be group/Kind");
@@ -598,6 +689,46 @@ mod tests {
         assert!(format!("{err:#}").contains("top-level `cluster`"), "{err:#}");
         let err = parse("live:\n  server_side: true\n").unwrap_err();
         assert!(format!("{err:#}").contains("server_side"), "{err:#}");
+    }
+
+    #[test]
+    fn leader_election_is_off_by_default_and_every_key_can_be_set() {
+        let c = parse("").unwrap();
+        assert_eq!(c.leader_election, LeaderElectionConfig::default());
+        assert!(!c.leader_election.enabled);
+        assert_eq!(c.leader_election.timings(), drift_runtime::ElectionTimings::default());
+        let c = parse("leader_election:\n  enabled: true\n  lease: drift-prod\n  namespace: drift\n  lease_duration: 30s\n  renew_deadline: 20s\n  retry_period: 5s\n").unwrap();
+        let le = &c.leader_election;
+        assert!(le.enabled);
+        assert_eq!((le.lease.as_str(), le.namespace_from(Some("other".into()))), ("drift-prod", "drift".to_owned()));
+        assert_eq!(
+            (le.lease_duration, le.renew_deadline, le.retry_period),
+            (Duration::from_secs(30), Duration::from_secs(20), Duration::from_secs(5))
+        );
+    }
+
+    #[test]
+    fn leader_election_namespace_and_identity_come_from_the_pod() {
+        let le = LeaderElectionConfig::default();
+        assert_eq!(le.namespace_from(Some("drift".into())), "drift");
+        assert_eq!(le.namespace_from(None), "default");
+        assert_eq!(le.namespace_from(Some(String::new())), "default");
+        assert_eq!(LeaderElectionConfig::identity_from(Some("drift-0".into()), "node", 7), "drift-0");
+        assert_eq!(LeaderElectionConfig::identity_from(None, "node", 7), "node_7");
+    }
+
+    #[test]
+    fn leader_election_refuses_snapshots_bad_names_and_timings() {
+        let err = parse("live:\n  snapshot: live\nleader_election:\n  enabled: true\n").unwrap_err();
+        assert!(format!("{err:#}").contains("`leader_election` needs a cluster"), "{err:#}");
+        // Off, the block does not stand in the way of snapshots.
+        parse("live:\n  snapshot: live\nleader_election:\n  enabled: false\n").unwrap();
+        let err = parse("leader_election:\n  lease: Drift_Lease\n").unwrap_err();
+        assert!(format!("{err:#}").contains("leader_election.lease"), "{err:#}");
+        let err = parse("leader_election:\n  lease_duration: 10s\n  renew_deadline: 10s\n").unwrap_err();
+        assert!(format!("{err:#}").contains("lease_duration"), "{err:#}");
+        let err = parse("leader_election:\n  renew_deadlin: 10s\n").unwrap_err();
+        assert!(format!("{err:#}").contains("renew_deadlin"), "{err:#}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod ignore;
+pub mod lease;
 pub mod managed;
 pub mod manifest;
 pub mod memory;

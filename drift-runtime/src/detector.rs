@@ -12,6 +12,7 @@ use drift_core::{DesiredSource, DriftSink, Engine, LiveSource, ScanReport};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::leader::Elector;
 use crate::notify::{Dispatcher, Round};
 use crate::remedy::{HealPolicy, Remedies};
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
@@ -45,6 +46,7 @@ pub struct DetectorBuilder {
     allow_secrets: bool,
     heal: Option<HealPolicy>,
     link: Option<String>,
+    election: Option<Elector>,
 }
 
 impl DetectorBuilder {
@@ -163,6 +165,13 @@ impl DetectorBuilder {
         self
     }
 
+    /// Turns leader election on: of the replicas that share the lease, only the one holding it
+    /// runs the scans, the watch, self-heal and the notifier; every replica serves the API.
+    pub fn leader_election(mut self, elector: Elector) -> Self {
+        self.election = Some(elector);
+        self
+    }
+
     /// Checks what was given and builds the detector.
     pub fn build(self) -> drift_core::Result<Detector> {
         let live = self.live.ok_or_else(|| drift_core::Error::config("the detector needs a live source"))?;
@@ -206,6 +215,11 @@ impl DetectorBuilder {
                 return Err(drift_core::Error::config("heal needs a store with an audit trail (sqlite or postgres)"));
             }
         }
+        // With an election, this replica stands by until it holds the lease.
+        let election = self.election.map(|e| (e, watch::channel(false)));
+        if election.is_some() {
+            metrics.set_leader(false);
+        }
         let scanner = Scanner {
             desired: self.desired,
             live,
@@ -216,6 +230,7 @@ impl DetectorBuilder {
             metrics,
             gate: ScanGate::new(),
             wake: dispatcher.as_ref().map(|d| d.waker()),
+            leading: election.as_ref().map(|(_, (_, rx))| rx.clone()),
         };
         let scanner = Arc::new(scanner);
         let remedies = scanner.store.act.is_some().then(|| {
@@ -241,6 +256,7 @@ impl DetectorBuilder {
             passes: Arc::default(),
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
+            election: election.map(|(e, (tx, _))| (e, tx)),
         })
     }
 }
@@ -261,6 +277,17 @@ pub struct Detector {
     notify_tick: Duration,
     /// Remediation, with a store that keeps an audit trail.
     remedies: Option<Arc<Remedies>>,
+    /// Leader election, and where it says whether this replica leads.
+    election: Option<(Elector, watch::Sender<bool>)>,
+}
+
+/// The tasks only a leader runs (all of them without leader election).
+#[derive(Debug)]
+struct LeaderTasks {
+    sched: tokio::task::JoinHandle<()>,
+    watcher: Option<tokio::task::JoinHandle<()>>,
+    notifier: Option<tokio::task::JoinHandle<()>>,
+    healer: Option<tokio::task::JoinHandle<()>>,
 }
 
 type Passes = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
@@ -290,6 +317,11 @@ impl Detector {
     /// are under a waiver, how many events it wrote).
     pub async fn scan_once_recorded(&self) -> drift_core::Result<Vec<(ScanReport, RecordOutcome)>> {
         self.register_notifiers().await;
+        if !self.scanner.is_leading() {
+            return Err(drift_core::Error::unavailable(
+                "this replica does not hold the leader lease; the leader scans",
+            ));
+        }
         let recorded = self
             .scanner
             .pass(new_scan_id())
@@ -354,16 +386,107 @@ impl Detector {
     /// `listener`. On shutdown the API stops taking scans, a running pass (scheduled or started
     /// by `POST /scan`) gets [`SHUTDOWN_GRACE`] to finish and is aborted after it (its report,
     /// one transaction, is then not written), then everything stops.
-    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    ///
+    /// With leader election ([`DetectorBuilder::leader_election`]) the API is served at once
+    /// and everything else runs only while this replica holds the lease; the lease is released
+    /// after the leader's tasks stopped.
+    pub async fn serve(mut self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let state = self.api_state(stop_rx.clone());
         self.register_notifiers().await;
+        let mut stop_api = stop_rx.clone();
+        let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
+            // Either a stop was sent or every sender is gone: both mean shut down.
+            stop_api.changed().await.ok();
+        });
+        let server = tokio::spawn(async move { server.await });
+        match self.election.take() {
+            None => {
+                let tasks = self.start_tasks(stop_rx.clone());
+                shutdown.await;
+                tracing::info!("shutting down: the running scan finishes or is abandoned before its report is written");
+                stop_tx.send_replace(true);
+                self.finish(tasks).await;
+            }
+            Some((elector, leading)) => self.lead_while_elected(elector, leading, shutdown, &stop_tx).await,
+        }
+        match server.await {
+            Ok(result) => result,
+            Err(e) => Err(std::io::Error::other(format!("API server task: {e}"))),
+        }
+    }
+
+    /// With leader election: runs the election, starts the leader's tasks when this replica
+    /// takes the lease and aborts them the moment it may have lost it (a running pass is
+    /// dropped before its report is written); at shutdown, finishes them as
+    /// [`Detector::serve`] does and only then releases the lease.
+    async fn lead_while_elected(
+        &self,
+        elector: Elector,
+        leading: watch::Sender<bool>,
+        shutdown: impl Future<Output = ()>,
+        stop_api: &watch::Sender<bool>,
+    ) {
+        let mut leading_rx = leading.subscribe();
+        let (release_tx, release_rx) = watch::channel(false);
+        let election = tokio::spawn(elector.run(leading, release_rx));
+        let metrics = self.scanner.metrics.clone();
+        tokio::pin!(shutdown);
+        let mut term: Option<(watch::Sender<bool>, LeaderTasks)> = None;
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                changed = leading_rx.changed() => {
+                    if changed.is_err() {
+                        tracing::error!("the leader election task ended; this replica stands by until it stops");
+                        if let Some((tx, tasks)) = term.take() {
+                            tx.send_replace(true);
+                            self.abort(tasks);
+                        }
+                        metrics.set_leader(false);
+                        (&mut shutdown).await;
+                        break;
+                    }
+                    let now_leading = *leading_rx.borrow_and_update();
+                    metrics.set_leader(now_leading);
+                    match (now_leading, term.is_some()) {
+                        (true, false) => {
+                            let (tx, rx) = watch::channel(false);
+                            term = Some((tx, self.start_tasks(rx)));
+                        }
+                        (false, true) => {
+                            if let Some((tx, tasks)) = term.take() {
+                                tx.send_replace(true);
+                                self.abort(tasks);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        tracing::info!("shutting down: the running scan finishes or is abandoned, then the lease is released");
+        stop_api.send_replace(true);
+        if let Some((tx, tasks)) = term.take() {
+            tx.send_replace(true);
+            self.finish(tasks).await;
+        }
+        release_tx.send_replace(true);
+        if let Err(e) = election.await {
+            tracing::error!(error = %e, "the leader election task failed");
+        }
+        metrics.set_leader(false);
+    }
+
+    /// Starts the leader's tasks: the scheduler, the watch loop (when enabled and the live
+    /// source can watch), the notifier and self-heal, stopped by `stop`.
+    fn start_tasks(&self, stop: watch::Receiver<bool>) -> LeaderTasks {
         let sched = {
             let scanner = self.scanner.clone();
             tokio::spawn(crate::schedule::run_schedule(
                 self.interval,
                 crate::schedule::clock_jitter,
-                stop_rx.clone(),
+                stop.clone(),
                 move || {
                     let scanner = scanner.clone();
                     async move { scanner.pass(new_scan_id()).await.is_some() }
@@ -373,26 +496,36 @@ impl Detector {
         let watcher = if !self.watch {
             None
         } else if self.scanner.live.capabilities().watch {
-            Some(tokio::spawn(crate::watch::run_watch(self.scanner.clone(), self.interval, stop_rx.clone())))
+            Some(tokio::spawn(crate::watch::run_watch(self.scanner.clone(), self.interval, stop.clone())))
         } else {
             tracing::info!("the live source cannot watch; periodic scans only");
             None
         };
-        let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop_rx.clone())));
+        let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop.clone())));
         let healer = self
             .remedies
             .clone()
             .and_then(|r| r.heal().map(|h| (h.tick, r.clone())))
-            .map(|(tick, r)| tokio::spawn(crate::remedy::run_heal(r, tick, stop_rx.clone())));
-        let mut stop_api = stop_rx.clone();
-        let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
-            // Either a stop was sent or every sender is gone: both mean shut down.
-            stop_api.changed().await.ok();
-        });
-        let server = tokio::spawn(async move { server.await });
-        shutdown.await;
-        tracing::info!("shutting down: the running scan finishes or is abandoned before its report is written");
-        stop_tx.send_replace(true);
+            .map(|(tick, r)| tokio::spawn(crate::remedy::run_heal(r, tick, stop.clone())));
+        LeaderTasks { sched, watcher, notifier, healer }
+    }
+
+    /// Stops the leader's tasks at once (the lease may be lost): every task and every pass
+    /// started by `POST /scan` is aborted; a report being written is one transaction, rolled
+    /// back; deliveries leased by the notifier go out again after their lease.
+    fn abort(&self, tasks: LeaderTasks) {
+        tasks.sched.abort();
+        for t in [tasks.watcher, tasks.notifier, tasks.healer].into_iter().flatten() {
+            t.abort();
+        }
+        lock(&self.passes).abort_all();
+        tracing::warn!("leader tasks stopped: scans, watch, self-heal and notifications wait for the next leader");
+    }
+
+    /// Stops the leader's tasks at shutdown (their stop was sent): a running pass gets
+    /// [`SHUTDOWN_GRACE`] to finish and is aborted after it.
+    async fn finish(&self, tasks: LeaderTasks) {
+        let LeaderTasks { sched, watcher, notifier, healer } = tasks;
         let mut passes = std::mem::take(&mut *lock(&self.passes));
         let sched_abort = sched.abort_handle();
         let finished = tokio::time::timeout(SHUTDOWN_GRACE, async {
@@ -424,10 +557,6 @@ impl Detector {
                 tracing::warn!("the notifier task did not stop in time; its leased deliveries go out again later");
             }
         }
-        match server.await {
-            Ok(result) => result,
-            Err(e) => Err(std::io::Error::other(format!("API server task: {e}"))),
-        }
     }
 }
 
@@ -444,6 +573,9 @@ impl ScanTrigger for Trigger {
     async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome> {
         if *self.shutdown.borrow() {
             return Err(drift_core::Error::unavailable("shutting down"));
+        }
+        if !self.scanner.is_leading() {
+            return Err(drift_core::Error::unavailable("this replica is a standby; the leader runs the scans"));
         }
         if let Some(running) = self.scanner.running() {
             return Ok(TriggerOutcome::AlreadyRunning { scan_id: Some(running) });

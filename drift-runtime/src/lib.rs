@@ -4,7 +4,8 @@
 //! desired source, recorded in the store and in every extra sink), the scheduler
 //! ([`schedule`]: an interval plus jitter, one pass at a time, clean shutdown), the watch loop
 //! ([`watch`]: re-compare only the objects the cluster changes, folded by the pure [`batch`]
-//! state machine) and the REST API of `drift-api`, composed by a [`DetectorBuilder`].
+//! state machine), leader election of replicas ([`leader`]: only the holder of a lease scans) and
+//! the REST API of `drift-api`, composed by a [`DetectorBuilder`].
 //!
 //! The `drift` binary is one composition of it (its `compose.rs` chooses the adapters from
 //! `drift.yaml`); an integrator composes their own, with their own sources and sinks, without
@@ -39,6 +40,7 @@
 
 pub mod batch;
 pub mod detector;
+pub mod leader;
 pub mod notify;
 pub mod remedy;
 pub mod scanner;
@@ -47,6 +49,7 @@ pub mod watch;
 
 pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
 pub use drift_core::act::{Outlet, SendFailure};
+pub use leader::{ElectionTimings, Elector};
 pub use notify::Dispatcher;
 pub use remedy::{HealPolicy, Remedies};
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};

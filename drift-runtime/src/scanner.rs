@@ -93,6 +93,9 @@ pub struct Scanner {
     pub(crate) gate: ScanGate,
     /// Woken when a report wrote events to the outbox (the notifier task).
     pub(crate) wake: Option<Arc<tokio::sync::Notify>>,
+    /// With leader election: whether this replica leads. A replica that does not lead starts
+    /// no pass and records nothing.
+    pub(crate) leading: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Scanner {
@@ -100,6 +103,10 @@ impl Scanner {
     /// overlap). Each report is recorded as soon as it is made; a store that fails does not stop
     /// the pass (the failure is logged, counted and returned in [`Recorded::outcome`]).
     pub async fn pass(&self, scan_id: String) -> Option<Vec<Recorded>> {
+        if !self.is_leading() {
+            tracing::info!(%scan_id, "this replica does not lead; no pass");
+            return None;
+        }
         let permit = self.gate.try_start(scan_id.clone()).ok()?;
         let mut recorded = Vec::with_capacity(self.desired.len());
         for (i, desired) in self.desired.iter().enumerate() {
@@ -136,8 +143,15 @@ impl Scanner {
         outcome
     }
 
-    /// Records one report in the store only; a failure is counted.
+    /// Records one report in the store only; a failure is counted. With leader election, a
+    /// replica that no longer leads records nothing (the new leader's scans own the store).
     pub async fn record_in_store(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        if !self.is_leading() {
+            return Err(drift_core::Error::unavailable(format!(
+                "scan {}: this replica lost the leader lease; its report is not recorded",
+                report.scan_id
+            )));
+        }
         let outcome = self.store.sink.record(report).await;
         match &outcome {
             Err(e) => self.metrics.record_source_error(e.kind()),
@@ -159,6 +173,12 @@ impl Scanner {
                 tracing::warn!(sink = sink.name(), scan_id = %report.scan_id, error = %e, "sink failed; report not delivered there");
             }
         }
+    }
+
+    /// Whether this replica runs scans: always without leader election, else while it holds
+    /// the lease.
+    pub fn is_leading(&self) -> bool {
+        self.leading.as_ref().is_none_or(|l| *l.borrow())
     }
 
     /// The id of the pass that is running, if one is.

@@ -17,6 +17,8 @@
 //! - Revert ([`K8sSource::send_revert`], [`K8sSource::get_object`]): a revert plan of
 //!   `drift_core::remedy` sent to the cluster, guarded removals then a server-side apply of Git's
 //!   values with the field manager `drift-detector`.
+//! - Leader election ([`KubeLease`]): the replicas of a detector share a
+//!   `coordination.k8s.io/v1` Lease; updates carry its `resourceVersion`, so two never both lead.
 //! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
 //! - [`walk`], the one walker of manifest folders on the local disk (snapshot folders and the
 //!   folders of `drift diff`): links only inside the root and never in a cycle, regular files
@@ -46,6 +48,7 @@
 
 pub mod config;
 pub mod error;
+pub mod lease;
 pub mod revert;
 pub mod server_side;
 pub mod snapshot;
@@ -55,6 +58,7 @@ pub mod watch;
 
 pub use config::{K8sConfig, live_source_from_config};
 pub use error::K8sError;
+pub use lease::KubeLease;
 pub use snapshot::SnapshotSource;
 pub use source::{Discovered, K8sSource, KindInfo};
 pub use watch::{CacheStats, K8sWatch, cache_form};

@@ -319,6 +319,19 @@ const BUILTIN: &[Def] = &[
         scale: false,
         generation: false,
     },
+    // Leases: the leader election of replicated controllers (and of the detector).
+    Def {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        kind: "Lease",
+        namespaced: true,
+        short: &[],
+        all: false,
+        status: false,
+        scale: false,
+        generation: false,
+    },
     Def {
         group: "apiextensions.k8s.io",
         version: "v1",

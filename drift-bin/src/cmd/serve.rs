@@ -1,5 +1,7 @@
 //! `drift serve`: the detector of `drift-runtime` as a service (scans every interval with
-//! jitter, watch mode, the REST API), stopped cleanly by SIGTERM or Ctrl-C.
+//! jitter, watch mode, the REST API), stopped cleanly by SIGTERM or Ctrl-C. With
+//! `leader_election`, only the replica holding the Lease scans, and it releases the Lease on
+//! SIGTERM once its scan stopped.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,11 +56,20 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
             "no API token in the environment: POST /scan, decisions and requeues are refused"
         );
     }
-    let detector = compose::detector(&config, store, true, &Default::default())
-        .await?
-        .tokens(tokens)
-        .read_token(read_token)
-        .build()?;
+    let mut builder = compose::detector(&config, store, true, &Default::default()).await?.tokens(tokens).read_token(read_token);
+    if let Some(elector) = compose::elector(&config).await? {
+        if matches!(config.store_config()?, crate::config::StoreConfig::Sqlite(_)) {
+            tracing::warn!(
+                "leader election with SQLite: replicas do not share a SQLite file; use PostgreSQL for more than one replica"
+            );
+        }
+        tracing::info!(
+            lease = %elector.lock().describe(), identity = elector.lock().identity(),
+            "leader election on: this replica scans only while it holds the lease"
+        );
+        builder = builder.leader_election(elector);
+    }
+    let detector = builder.build()?;
     let listener = tokio::net::TcpListener::bind(&config.api.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.api.listen))?;

@@ -107,6 +107,9 @@ pub struct ListArgs {
     /// Repository.
     #[arg(long)]
     pub repository: Option<String>,
+    /// Cluster (several clusters may share one store).
+    #[arg(long)]
+    pub cluster: Option<String>,
     /// Most rows.
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
@@ -133,6 +136,7 @@ async fn list(args: &ListArgs) -> Result<ExitCode> {
         namespace: args.namespace.clone(),
         kind: args.kind.clone(),
         repository: args.repository.clone(),
+        cluster: args.cluster.clone(),
         ..DriftFilter::default()
     };
     let page = store.read.list(&filter, PageRequest { limit: args.limit, after: None }).await?;
