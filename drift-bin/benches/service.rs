@@ -16,7 +16,12 @@
 //!   cluster) with two notifiers: the messages each receives, and the time to record the report
 //!   with its N events (from the store's log line) and to send.
 //!
+//! - `serve-memory [LIVE] [DESIRED]`: `drift serve` with watch over LIVE objects in the test API
+//!   server (default 100,000), DESIRED of them in Git (default 10,000), on PostgreSQL: resident
+//!   memory sampled every second, its peak, and the steady figure after the first pass.
+//!
 //! `cargo bench -p drift-bin --bench service -- full-scan 10000`
+//! `cargo bench -p drift-bin --bench service -- serve-memory 100000 10000`
 //! `cargo bench -p drift-bin --bench service -- watch-latency 100`
 //! `cargo bench -p drift-bin --bench service -- notify-latency 100`
 //! `cargo bench -p drift-bin --bench service -- notify-burst 10000`
@@ -95,6 +100,12 @@ fn database(pg: &PgServer) -> String {
 /// N objects over 100 namespaces: in Git, 100 per file (not committed), and in the test API
 /// server, changed there where `changed(i)` says so.
 fn fill(server: &TestApiServer, repo: &GitRepo, n: usize, changed: impl Fn(usize) -> bool) {
+    fill_split(server, repo, n, n, changed);
+}
+
+/// `live` objects in the test API server, of which the first `desired` are also in Git.
+fn fill_split(server: &TestApiServer, repo: &GitRepo, live: usize, desired: usize, changed: impl Fn(usize) -> bool) {
+    let n = live;
     for ns in 0..100.min(n) {
         server
             .create_object(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("ns-{ns}")}}))
@@ -103,12 +114,16 @@ fn fill(server: &TestApiServer, repo: &GitRepo, n: usize, changed: impl Fn(usize
     for chunk in 0..n.div_ceil(100) {
         let mut text = String::new();
         for i in chunk * 100..((chunk + 1) * 100).min(n) {
-            text.push_str("---\n");
-            text.push_str(&serde_json::to_string(&object(i, false)).unwrap());
-            text.push('\n');
+            if i < desired {
+                text.push_str("---\n");
+                text.push_str(&serde_json::to_string(&object(i, false)).unwrap());
+                text.push('\n');
+            }
             server.create_object(&object(i, changed(i))).unwrap();
         }
-        repo.write(&format!("apps/part-{chunk:04}.yaml"), &text);
+        if !text.is_empty() {
+            repo.write(&format!("apps/part-{chunk:04}.yaml"), &text);
+        }
     }
 }
 
@@ -150,6 +165,68 @@ fn full_scan(n: usize) {
             out.status.code()
         );
     }
+}
+
+/// `VmRSS` and `VmHWM` (peak) of a process, in KiB.
+fn rss_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap()
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// `drift serve` with watch over `live` objects in the test API server, `desired` of them in
+/// Git, on PostgreSQL: resident memory sampled every second from the start, the peak, and the
+/// steady figure (mean of the last 30 s of 90 s after the first pass).
+fn serve_memory(live: usize, desired: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(Options::default()).unwrap();
+    let pg = durable_pg();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    let started = Instant::now();
+    fill_split(&server, &repo, live, desired, |i| i % 100 == 7);
+    repo.commit("bench fixture");
+    println!("fixture: {live} live objects, {desired} of them in git, in {:.1?}", started.elapsed());
+    let db = database(&pg);
+    let cfg = config(dir.path(), &repo, &server, true);
+    let serve = Serve::start(&cfg, &[("BENCH_DATABASE_URL", &db), ("RUST_LOG", "warn")]);
+    let pid = serve.pid();
+    let t0 = Instant::now();
+    let mut ready_at = None;
+    let mut samples = Vec::new();
+    loop {
+        let (rss, _) = rss_kib(pid);
+        samples.push((t0.elapsed(), rss));
+        if ready_at.is_none() && common::http(&serve.addr, "GET", "/ready", None).0 == 200 {
+            ready_at = Some(t0.elapsed());
+            println!("first pass done after {:.1?}, RSS {} MiB", t0.elapsed(), rss / 1024);
+        }
+        if ready_at.is_some_and(|at| t0.elapsed() > at + Duration::from_secs(90)) {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(900), "no first pass in 15 minutes:\n{}", serve.log());
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (_, peak) = rss_kib(pid);
+    let end = t0.elapsed();
+    let last: Vec<u64> = samples.iter().filter(|(t, _)| *t + Duration::from_secs(30) >= end).map(|(_, r)| *r).collect();
+    let steady = last.iter().sum::<u64>() / last.len().max(1) as u64;
+    let stats = get_json(&serve.addr, "/stats");
+    println!(
+        "serve-memory {live} live / {desired} desired: peak {} MiB, steady {} MiB (mean of the last 30 s), open drifts {}",
+        peak / 1024,
+        steady / 1024,
+        stats["by_status"]["open"]
+    );
+    for (t, r) in samples.iter().step_by(5) {
+        println!("  t={:>5.1}s rss={} MiB", t.as_secs_f64(), r / 1024);
+    }
+    serve.stop();
 }
 
 /// Runs the `drift` binary under `/usr/bin/time`: its wall time and peak memory line, and its
@@ -339,6 +416,7 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("full-scan") => full_scan(n(10_000)),
         Some("watch-latency") => watch_latency(n(100)),
+        Some("serve-memory") => serve_memory(n(100_000), args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000)),
         Some("notify-latency") => notify_latency(n(100)),
         Some("notify-burst") => notify_burst(n(10_000)),
         None => {

@@ -287,6 +287,7 @@ impl DesiredSnapshot {
         for r in &self.resources {
             scope.insert(r.key.group_kind(), r.key.namespace.clone());
         }
+        scope.only = Some(self.resources.iter().map(|r| r.key.clone()).collect());
         scope
     }
 
@@ -307,6 +308,12 @@ impl DesiredSnapshot {
 pub struct Scope {
     /// Namespaces per group/kind; a `None` entry means cluster-scoped.
     pub entries: BTreeMap<GroupKind, BTreeSet<Option<String>>>,
+    /// The objects the caller will compare, when it knows them ([`DesiredSnapshot::scope`]
+    /// does). A live source reads each (kind, namespace) whole, so its coverage is unchanged,
+    /// but it may drop the other objects as it reads them, which keeps a fetch of a cluster
+    /// much larger than Git in the memory of what Git names. `None`: keep every object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<BTreeSet<ResourceKey>>,
 }
 
 impl Scope {
@@ -325,6 +332,10 @@ impl Scope {
     /// Whether nothing is in scope.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+    /// Whether the caller wants this object (see [`Scope::only`]).
+    pub fn wants(&self, key: &ResourceKey) -> bool {
+        self.only.as_ref().is_none_or(|only| only.contains(key))
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use drift_core::source::{LiveCapabilities, LiveEventStream, LiveSource};
-use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, Scope};
+use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, ResourceKey, Scope};
 use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde::Deserialize;
@@ -272,7 +272,13 @@ impl K8sSource {
     }
 
     /// Lists one (kind, namespace) page by page, restarting once if a continue token expires.
-    async fn list_pair(&self, info: &KindInfo, namespace: Option<&str>) -> Result<Vec<Value>, K8sError> {
+    /// Lists one (kind, namespace) whole, page by page, keeping the items `keep` accepts.
+    async fn list_pair(
+        &self,
+        info: &KindInfo,
+        namespace: Option<&str>,
+        keep: &(dyn Fn(&Value) -> bool + Sync),
+    ) -> Result<Vec<Value>, K8sError> {
         let url = info.url(namespace);
         let what = match namespace {
             Some(ns) => format!("{} in {ns}", GroupKind::new(&info.group, &info.kind)),
@@ -305,7 +311,7 @@ impl K8sSource {
                     }
                     other => other?,
                 };
-                items.extend(page.items);
+                items.extend(page.items.into_iter().filter(|item| keep(item)));
                 match page.metadata.continue_token.filter(|t| !t.is_empty()) {
                     Some(t) => token = Some(t),
                     None => return Ok(items),
@@ -338,6 +344,7 @@ impl K8sSource {
         gk: &GroupKind,
         namespace: Option<&str>,
         info: &Result<KindInfo, CoverageStatus>,
+        scope: &Scope,
     ) -> (Vec<Resource>, CoverageStatus) {
         let info = match info {
             Ok(i) => i,
@@ -354,7 +361,15 @@ impl K8sSource {
                 },
             );
         }
-        match self.list_pair(info, namespace).await {
+        // Objects the caller will not compare are dropped page by page (see `Scope::only`).
+        let keep = |item: &Value| {
+            let meta = &item["metadata"];
+            let name = meta["name"].as_str().unwrap_or_default();
+            let ns = meta["namespace"].as_str().or(namespace);
+            // An object without a name cannot be identified: keep it, so that it fails the pair.
+            name.is_empty() || scope.wants(&ResourceKey::new(&gk.group, &gk.kind, ns, name))
+        };
+        match self.list_pair(info, namespace, &keep).await {
             Ok(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
@@ -396,7 +411,7 @@ impl LiveSource for K8sSource {
                     .cloned()
                     .unwrap_or_else(|| Err(CoverageStatus::Failed { message: format!("{gk} was not discovered") }));
                 async move {
-                    let (resources, status) = self.read_pair(&gk, ns.as_deref(), &info).await;
+                    let (resources, status) = self.read_pair(&gk, ns.as_deref(), &info, scope).await;
                     self.progress.live_read(resources.len() as u64);
                     (gk, ns, resources, status)
                 }

@@ -178,6 +178,11 @@ struct PairWatcher {
     tx: tokio::sync::mpsc::Sender<drift_core::Result<LiveEvent>>,
     gk: GroupKind,
     namespace: Option<String>,
+    /// Permits to be listing: a watcher holds one from its list's start to its end, so that
+    /// at most `concurrency` pairs hold a page of full objects at once. Without it, every
+    /// pair's first page was read at once and waited, whole, for the bounded event queue: a
+    /// watch of 100,000 objects held them all as full objects (gigabytes) at its start.
+    listing: Arc<tokio::sync::Semaphore>,
 }
 
 enum Step {
@@ -284,6 +289,7 @@ impl PairWatcher {
             None => Api::all_with(client, &ar),
         };
         let config = watcher::Config::default().page_size(self.source.config.page_size);
+        let Ok(mut permit) = Arc::clone(&self.listing).acquire_owned().await.map(Some) else { return Step::Stop };
         let mut stream = std::pin::pin!(watcher::watcher(api, config));
         let mut listed: BTreeSet<ObjectName> = BTreeSet::new();
         while let Some(event) = stream.next().await {
@@ -307,6 +313,11 @@ impl PairWatcher {
             };
             let announce = match event {
                 watcher::Event::Init => {
+                    // A relist after the watch's history expired lists again: take a permit.
+                    if permit.is_none() {
+                        let Ok(p) = Arc::clone(&self.listing).acquire_owned().await else { return Step::Stop };
+                        permit = Some(p);
+                    }
                     listed.clear();
                     continue;
                 }
@@ -319,6 +330,7 @@ impl PairWatcher {
                     Err(e) => return Step::Retry(CoverageStatus::Failed { message: e.to_string() }),
                 },
                 watcher::Event::InitDone => {
+                    permit = None;
                     let gone: Vec<ObjectName> = {
                         let mut pairs = crate::lock(&self.state.pairs);
                         let pair = pairs.entry(self.key()).or_insert_with(|| PairCache {
@@ -394,6 +406,7 @@ impl K8sSource {
         let state = Arc::new(WatchState::default());
         let source = Arc::new(K8sSource::from_client(self.client.clone(), self.cluster.clone(), self.config.clone()));
         let mut tasks = Vec::new();
+        let listing = Arc::new(tokio::sync::Semaphore::new(self.config.concurrency.max(1)));
         for (gk, ns) in scope.pairs() {
             crate::lock(&state.pairs).insert(
                 (gk.clone(), ns.map(str::to_owned)),
@@ -409,6 +422,7 @@ impl K8sSource {
                 tx: tx.clone(),
                 gk: gk.clone(),
                 namespace: ns.map(str::to_owned),
+                listing: Arc::clone(&listing),
             };
             tasks.push(tokio::spawn(w.run()));
         }

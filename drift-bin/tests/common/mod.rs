@@ -76,7 +76,16 @@ impl Serve {
     /// Starts `drift serve --config FILE` with extra environment variables and waits for the
     /// address line.
     pub fn start(config: &Path, env: &[(&str, &str)]) -> Serve {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_drift"));
+        // A profiler in front of the binary, for benchmarks (for example `heaptrack -o FILE`).
+        let mut cmd = match std::env::var("DRIFT_BENCH_WRAPPER") {
+            Ok(wrapper) if !wrapper.trim().is_empty() => {
+                let mut words = wrapper.split_whitespace();
+                let mut cmd = Command::new(words.next().unwrap_or_default());
+                cmd.args(words).arg(env!("CARGO_BIN_EXE_drift"));
+                cmd
+            }
+            _ => Command::new(env!("CARGO_BIN_EXE_drift")),
+        };
         cmd.args(["serve", "--config"]).arg(config).env("NO_COLOR", "1").env_remove("KUBECONFIG");
         for (k, v) in env {
             cmd.env(k, v);
@@ -94,14 +103,23 @@ impl Serve {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        // The first line that names the address (a profiler in front may print its own before).
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        while stdout.read_line(&mut line).unwrap() > 0 && !line.starts_with("listening on ") {
+            line.clear();
+        }
         let Some(addr) = line.trim().strip_prefix("listening on ") else {
             let _ = child.wait();
             let _ = reader.join();
             panic!("drift serve did not start: {}", log.lock().unwrap());
         };
         Serve { addr: addr.to_owned(), child, log, reader: Some(reader) }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Everything it logged so far.
