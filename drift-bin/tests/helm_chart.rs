@@ -534,6 +534,8 @@ fn leader_election_renders_its_lease_role_identity_and_configuration_block() {
     std::fs::write(&values, LEADER_ELECTION).unwrap();
     let rendered = template(home.path(), &[&values], &[]).unwrap();
     let objects = objects(&rendered);
+    // The detector accepts the block the chart renders.
+    config_check(&objects, home.path());
     let yaml = find(&objects, "ConfigMap", "drift")["data"]["drift.yaml"].as_str().unwrap().to_owned();
     let config: Value = serde_saphyr::from_str(&yaml).unwrap();
     assert_eq!(
