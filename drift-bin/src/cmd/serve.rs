@@ -56,7 +56,8 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
             "no API token in the environment: POST /scan, decisions and requeues are refused"
         );
     }
-    let mut builder = compose::detector(&config, store, true, &Default::default()).await?.tokens(tokens).read_token(read_token);
+    let mut builder =
+        compose::detector(&config, store, true, &Default::default()).await?.tokens(tokens).read_token(read_token);
     if let Some(elector) = compose::elector(&config).await? {
         if matches!(config.store_config()?, crate::config::StoreConfig::Sqlite(_)) {
             tracing::warn!(
