@@ -111,6 +111,9 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
             Err(e) => tracing::warn!(repository = source.name(), error = %e, "watch: desired state unreadable"),
         }
     }
+    // Only the objects Git holds are worth caching and announcing: the others are dropped as
+    // they arrive (a cluster much larger than Git then costs little memory).
+    index.scope.only = Some(index.by_key.keys().cloned().collect());
     index
 }
 

@@ -17,7 +17,9 @@
 //!
 //! The cache keeps, per object, its name and the object as compact JSON without `status`,
 //! `metadata.resourceVersion` and the managedFields entries of the status subresource: what the
-//! comparison (which drops them anyway when normalising) and the attribution need.
+//! comparison (which drops them anyway when normalising) and the attribution need. When the
+//! scope names the objects the caller holds (`Scope::only`), only those are cached and
+//! announced; the others are dropped as they arrive, before any conversion.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
@@ -49,6 +51,9 @@ struct PairCache {
 #[derive(Debug, Default)]
 struct WatchState {
     pairs: Mutex<BTreeMap<PairKey, PairCache>>,
+    /// The objects the caller holds (`Scope::only`): the others are neither cached nor
+    /// announced. `None`: every object.
+    only: Option<BTreeSet<ResourceKey>>,
 }
 
 /// Size of the watch cache.
@@ -230,6 +235,17 @@ impl PairWatcher {
     /// Stores an object; returns its name, and the resource to announce when its content
     /// changed.
     fn store(&self, info: &KindInfo, obj: DynamicObject) -> Result<Option<(ObjectName, Option<Resource>)>, K8sError> {
+        if let Some(only) = &self.state.only {
+            let key = ResourceKey::new(
+                &self.gk.group,
+                &self.gk.kind,
+                obj.metadata.namespace.as_deref().or(self.namespace.as_deref()),
+                obj.metadata.name.as_deref().unwrap_or_default(),
+            );
+            if obj.metadata.name.is_some() && !only.contains(&key) {
+                return Ok(None);
+            }
+        }
         let value = serde_json::to_value(&obj).map_err(|e| K8sError::Decode {
             verb: "watch",
             what: self.gk.to_string(),
@@ -400,10 +416,11 @@ impl PairWatcher {
 
 impl K8sSource {
     /// Starts watching a scope: one watcher per (kind, namespace), sharing this source's client
-    /// and settings. Must be called inside a tokio runtime.
+    /// and settings; with `scope.only`, only those objects are cached and announced. Must be
+    /// called inside a tokio runtime.
     pub async fn start_watch(&self, scope: &Scope) -> K8sWatch {
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
-        let state = Arc::new(WatchState::default());
+        let state = Arc::new(WatchState { only: scope.only.clone(), ..WatchState::default() });
         let source = Arc::new(K8sSource::from_client(self.client.clone(), self.cluster.clone(), self.config.clone()));
         let mut tasks = Vec::new();
         let listing = Arc::new(tokio::sync::Semaphore::new(self.config.concurrency.max(1)));

@@ -223,3 +223,26 @@ async fn a_forbidden_watch_says_so_and_recovers() {
     let events = until(&mut watch, is_synced).await;
     assert_eq!(events.iter().filter_map(applied_name).collect::<Vec<_>>(), vec!["a"]);
 }
+
+#[tokio::test]
+async fn with_only_the_objects_named_are_cached_and_announced() {
+    let cluster = common::Cluster::start();
+    for name in ["held", "other-1", "other-2"] {
+        cluster.configmap("team", name);
+    }
+    let source = cluster.source().await;
+    let mut scope = scope(GroupKind::new("", "ConfigMap"), "team");
+    scope.only = Some([drift_core::ResourceKey::new("", "ConfigMap", Some("team"), "held")].into());
+    let mut watch = source.start_watch(&scope).await;
+    let first = until(&mut watch, is_synced).await;
+    let names: Vec<&str> = first.iter().filter_map(applied_name).collect();
+    assert_eq!(names, ["held"], "{first:?}");
+    assert_eq!(watch.stats().objects, 1);
+
+    // A change of another object is not announced; a change of the held one is, after it.
+    cluster.kubectl(&["label", "configmap", "other-1", "-n", "team", "x=1"]);
+    cluster.kubectl(&["delete", "configmap", "other-2", "-n", "team"]);
+    cluster.kubectl(&["label", "configmap", "held", "-n", "team", "x=1"]);
+    let e = next(&mut watch).await;
+    assert_eq!(applied_name(&e), Some("held"), "{e:?}");
+}
