@@ -290,7 +290,7 @@ fn the_default_rendering_applies_and_the_detector_finds_its_installation_in_sync
     let c = &deployment["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
         c["resources"],
-        serde_json::json!({"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}})
+        serde_json::json!({"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}})
     );
 
     let server = apply(&rendered, home.path());
