@@ -11,7 +11,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{DEPLOYMENT, GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
+use common::{DEPLOYMENT, GitRepo, Serve, get_json, http, kubectl, wait_for};
 use drift_test_apiserver::{FaultAction, FaultRule, Faults, Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
@@ -34,11 +34,7 @@ impl World {
         let pg = PgServer::start().unwrap();
         let db_url = tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap();
         let server = TestApiServer::start(Options::default()).unwrap();
-        let repo = GitRepo::init(home.path().join("repo"));
-        for (name, text) in SHOP {
-            repo.write(&format!("apps/{name}"), text);
-        }
-        repo.commit("shop: web");
+        let repo = GitRepo::shop(home.path().join("repo"));
         let config = home.path().join("drift.yaml");
         std::fs::write(
             &config,

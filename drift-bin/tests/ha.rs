@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use common::{GitRepo, SHOP, Serve, get_json, http, kubectl};
+use common::{GitRepo, Serve, get_json, http, kubectl};
 use drift_core::DriftStore;
 use drift_core::sink::ScanRecord;
 use drift_sink_postgres::{PostgresConfig, PostgresSink};
@@ -46,11 +46,7 @@ impl Shared {
         let home = tempfile::tempdir().unwrap();
         let pg = PgServer::start().unwrap();
         let db_url = rt().block_on(pg.create_database()).unwrap();
-        let repo = GitRepo::init(home.path().join("repo"));
-        for (name, text) in SHOP {
-            repo.write(&format!("apps/{name}"), text);
-        }
-        repo.commit("shop: web");
+        let repo = GitRepo::shop(home.path().join("repo"));
         Shared { home, repo, _pg: pg, db_url }
     }
 

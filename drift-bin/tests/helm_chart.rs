@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{GitRepo, SHOP, Serve, http, kubectl, wait_for};
+use common::{GitRepo, Serve, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
@@ -759,11 +759,7 @@ fn the_detector_runs_with_the_configuration_and_environment_the_chart_gives_it()
     let db_url = tokio::runtime::Runtime::new().unwrap().block_on(pg.create_database()).unwrap();
     let server = TestApiServer::start(Options::default()).unwrap();
     let kc = server.kubeconfig_path();
-    let repo = GitRepo::init(home.path().join("repo"));
-    for (name, text) in SHOP {
-        repo.write(&format!("apps/{name}"), text);
-    }
-    repo.commit("shop: web");
+    let repo = GitRepo::shop(home.path().join("repo"));
     kubectl(kc, home.path(), &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
 
     let port = free_port();

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Answer, GitRepo, Received, Receiver, SHOP, Serve, get_json, kubectl, wait_for};
+use common::{Answer, GitRepo, Received, Receiver, Serve, get_json, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
@@ -47,11 +47,7 @@ impl World {
             _ => (Db::Sqlite, format!("sqlite://{}", home.path().join("drift.db").display())),
         };
         let server = TestApiServer::start(Options::default()).unwrap();
-        let repo = GitRepo::init(home.path().join("repo"));
-        for (name, text) in SHOP {
-            repo.write(&format!("apps/{name}"), text);
-        }
-        repo.commit("shop: web");
+        let repo = GitRepo::shop(home.path().join("repo"));
         let receiver = Receiver::start();
         let config = home.path().join("drift.yaml");
         std::fs::write(

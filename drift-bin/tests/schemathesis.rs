@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Answer, GitRepo, Receiver, SHOP, Serve, edit_configmap, get_json, kubectl, wait_for};
+use common::{Answer, GitRepo, Receiver, Serve, edit_configmap, get_json, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 
 const TOKEN: &str = "st-Zq81-contract-token";
@@ -52,11 +52,7 @@ fn drift_serve_conforms_to_its_openapi_document() {
     let home = tempfile::tempdir().unwrap();
     let server = TestApiServer::start(Options::default()).unwrap();
     let kubeconfig = server.kubeconfig_path();
-    let repo = GitRepo::init(home.path().join("repo"));
-    for (name, text) in SHOP {
-        repo.write(&format!("apps/{name}"), text);
-    }
-    repo.commit("the desired state");
+    let repo = GitRepo::shop(home.path().join("repo"));
     kubectl(kubeconfig, home.path(), &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
     edit_configmap(kubeconfig, home.path(), "fast", "slow");
     kubectl(kubeconfig, home.path(), &["scale", "deployment", "web", "-n", "shop", "--replicas=5"], &[]);

@@ -21,7 +21,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{GitRepo, SHOP, Serve, edit_configmap, get_json, http, kubectl, wait_for};
+use common::{GitRepo, Serve, edit_configmap, get_json, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::{Value, json};
 use webdriver::Browser;
@@ -310,11 +310,7 @@ fn a_revert_and_an_accept_through_the_page_change_the_cluster_and_git() {
     let home = tempfile::tempdir().unwrap();
     let server = TestApiServer::start(Options::default()).unwrap();
     let kubeconfig = server.kubeconfig_path();
-    let repo = GitRepo::init(home.path().join("repo"));
-    for (name, text) in SHOP {
-        repo.write(&format!("apps/{name}"), text);
-    }
-    repo.commit("the desired state");
+    let repo = GitRepo::shop(home.path().join("repo"));
     kubectl(kubeconfig, home.path(), &["apply", "-R", "-f", repo.dir.join("apps").to_str().unwrap()], &[]);
     kubectl(kubeconfig, home.path(), &["scale", "deployment", "web", "-n", "shop", "--replicas=5"], &[]);
     edit_configmap(kubeconfig, home.path(), "fast", "slow");

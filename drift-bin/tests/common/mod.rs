@@ -194,6 +194,16 @@ pub struct GitRepo {
 
 impl GitRepo {
     /// `git init -b main` in `dir`.
+    /// A repository at `dir` whose first commit holds [`SHOP`] under `apps/`.
+    pub fn shop(dir: PathBuf) -> GitRepo {
+        let repo = GitRepo::init(dir);
+        for (name, text) in SHOP {
+            repo.write(&format!("apps/{name}"), text);
+        }
+        repo.commit("shop: web");
+        repo
+    }
+
     pub fn init(dir: PathBuf) -> GitRepo {
         std::fs::create_dir_all(&dir).unwrap();
         let repo = GitRepo { dir };
