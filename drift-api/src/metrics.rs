@@ -416,6 +416,7 @@ mod tests {
             desired: vec![],
             desired_digests: Vec::new(),
             desired_complete: true,
+            uncomparable: Vec::new(),
             summary: Default::default(),
         };
         r.warnings.push(SourceWarning::error(ErrorKind::Unavailable, "API server down"));

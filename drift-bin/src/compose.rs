@@ -89,6 +89,7 @@ pub fn scan_settings(config: &Config, progress: &Progress) -> ScanSettings {
     ScanSettings {
         progress: progress.clone(),
         default_namespace: config.default_namespace.clone(),
+        orphans: config.orphans.enabled,
         cluster_scoped: config
             .engine
             .cluster_scoped

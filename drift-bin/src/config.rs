@@ -63,6 +63,9 @@ pub struct Config {
     /// Namespace of desired objects that name none (default `default`).
     #[serde(default = "default_namespace")]
     pub default_namespace: String,
+    /// Objects in the cluster that Git does not declare (off unless enabled).
+    #[serde(default)]
+    pub orphans: OrphansConfig,
     /// Notifiers: webhooks, Slack-compatible chats, email (docs/notifications.md).
     #[serde(default)]
     pub notify: Vec<drift_notify::NotifierConfig>,
@@ -79,6 +82,16 @@ pub struct Config {
     /// availability").
     #[serde(default)]
     pub leader_election: LeaderElectionConfig,
+}
+
+/// `orphans:`: report the live objects of the kinds and namespaces the desired state manages that
+/// no desired object declares, as `unmanaged_resource` (docs/drift-types.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrphansConfig {
+    /// Whether to report them (default false).
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 /// `leader_election:`: replicas of `drift serve` share a `coordination.k8s.io/v1` Lease; only

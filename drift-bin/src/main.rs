@@ -14,6 +14,7 @@ mod progress;
 /// mimalloc instead of the C library's allocator: glibc kept what a first scan and a watch's
 /// first sync had used (601 MiB resident over 100,000 live objects, docs/benchmarks.md) long
 /// after it was freed; mimalloc gives freed pages back to the system.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -103,6 +103,8 @@ fn print_table(report: &ScanReport, color: bool, out: &mut dyn Write) -> Result<
         writeln!(out, "  {} {:<22} {}", paint(&sev, d.severity, color), d.drift_type.as_str(), path)?;
         let (minus, plus) = if d.drift_type == drift_core::DriftType::MissingResource {
             ("    - git:     the object".to_owned(), "    + cluster: <absent>".to_owned())
+        } else if d.drift_type == drift_core::DriftType::UnmanagedResource {
+            ("    - git:     <not declared>".to_owned(), "    + cluster: the object".to_owned())
         } else {
             (format!("    - git:     {}", short(&d.git_value)), format!("    + cluster: {}", short(&d.cluster_value)))
         };

@@ -23,6 +23,14 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
         self.compare(desired, live)
     }
 
+    /// The drift of a live object no desired object declares (`unmanaged_resource`), or `None`
+    /// when it is not reported (an ignore rule names it). Called only for the candidates of
+    /// [`crate::orphans::unmanaged`], when orphans are asked for. The default reports none.
+    fn unmanaged(&self, live: &Resource) -> Option<Drift> {
+        let _ = live;
+        None
+    }
+
     fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
         let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
         desired.iter().flat_map(|d| self.compare(d, index.get(&d.key).copied())).collect()

@@ -30,6 +30,9 @@ pub enum DriftType {
     SecretDrift,
     /// In Git, absent from the cluster.
     MissingResource,
+    /// In the cluster, in a kind and namespace Git manages, declared by no desired object
+    /// (opt-in: `orphans`; [`crate::orphans`]).
+    UnmanagedResource,
     /// Any other field of the spec differs.
     SpecDrift,
     /// Labels or annotations differ.
@@ -38,7 +41,7 @@ pub enum DriftType {
 
 impl DriftType {
     /// Every type, in table order.
-    pub const ALL: [DriftType; 10] = [
+    pub const ALL: [DriftType; 11] = [
         DriftType::ServicePortDrift,
         DriftType::ImageTagDrift,
         DriftType::ResourceLimitDrift,
@@ -47,6 +50,7 @@ impl DriftType {
         DriftType::ConfigmapDrift,
         DriftType::SecretDrift,
         DriftType::MissingResource,
+        DriftType::UnmanagedResource,
         DriftType::SpecDrift,
         DriftType::MetadataDrift,
     ];
@@ -62,6 +66,7 @@ impl DriftType {
             DriftType::ConfigmapDrift => "configmap_drift",
             DriftType::SecretDrift => "secret_drift",
             DriftType::MissingResource => "missing_resource",
+            DriftType::UnmanagedResource => "unmanaged_resource",
             DriftType::SpecDrift => "spec_drift",
             DriftType::MetadataDrift => "metadata_drift",
         }

@@ -129,6 +129,7 @@ impl Engine {
 
     fn compare_with(&self, desired: &Resource, live: Option<&Resource>, implied: &[&str]) -> Vec<(Path, Drift)> {
         let mut ignores = ObjectIgnores::for_object(&self.ignore, &desired.key, &desired.object);
+        ignores.add_rules(&desired.provenance.ignore, &desired.key);
         if ignores.whole {
             return Vec::new();
         }
@@ -285,6 +286,28 @@ impl Comparator for Engine {
         let scaled = self.autoscaler_owns_replicas && autoscaled(all_desired).contains(&desired.key);
         let implied: &[&str] = if scaled { &["/spec/replicas"] } else { &[] };
         self.compare_with(desired, live, implied).into_iter().map(|(_, d)| d).collect()
+    }
+
+    fn unmanaged(&self, live: &Resource) -> Option<Drift> {
+        let ignores = ObjectIgnores::for_object(&self.ignore, &live.key, &live.object);
+        if ignores.whole || ignores.path_ignored(&Path::root()) {
+            return None;
+        }
+        // Who made it: the manager that wrote first.
+        let ownership = Ownership::of(&live.object);
+        let creator = (0..)
+            .map_while(|i| ownership.manager(i))
+            .filter(|m| !ignores.manager_ignored(&m.manager))
+            .min_by_key(|m| (m.time.is_none(), m.time))
+            .cloned();
+        let mut drift = self.make(live, DriftType::UnmanagedResource, &Path::root(), None, None, creator);
+        if !self.verdicts.severities().is_overridden(DriftType::UnmanagedResource)
+            && crate::orphans::sensitive_kind(&live.key)
+        {
+            drift.severity = crate::Severity::High;
+        }
+        drift.source_path = None;
+        Some(drift)
     }
 
     fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {

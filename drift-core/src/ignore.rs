@@ -14,7 +14,7 @@ pub const IGNORE_ANNOTATION: &str = "drift-detector.io/ignore";
 
 /// An ignore rule. Every selector present must match; a rule with neither pointers nor managers
 /// ignores the whole object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IgnoreRule {
     /// API group glob (`apps`, `*`; the core group is the empty string).
@@ -102,11 +102,7 @@ impl ObjectIgnores {
     pub fn for_object(rules: &[CompiledRule], key: &ResourceKey, desired: &Value) -> Self {
         let mut out = ObjectIgnores::default();
         for r in rules.iter().filter(|r| r.selects(key)) {
-            if r.pointers.is_empty() && r.managers.is_none() {
-                out.whole = true;
-            }
-            out.pointers.extend(r.pointers.iter().cloned());
-            out.managers.extend(r.managers.iter().cloned());
+            out.add(r);
         }
         let annotations = desired.pointer("/metadata/annotations");
         // Waivers in Git are the detector's own notes: never a drift, wherever they are applied.
@@ -120,6 +116,28 @@ impl ObjectIgnores {
         }
         out
     }
+    fn add(&mut self, r: &CompiledRule) {
+        if r.pointers.is_empty() && r.managers.is_none() {
+            self.whole = true;
+        }
+        self.pointers.extend(r.pointers.iter().cloned());
+        self.managers.extend(r.managers.iter().cloned());
+    }
+
+    /// Adds the rules an object carries from the GitOps object that deploys it
+    /// ([`crate::Provenance::ignore`]: an Argo CD Application's `ignoreDifferences`, a Flux
+    /// HelmRelease's `driftDetection.ignore`), those that select `key`. A rule that does not
+    /// compile is skipped: its source checked it when it read it.
+    pub fn add_rules(&mut self, rules: &[IgnoreRule], key: &ResourceKey) {
+        for rule in rules {
+            if let Ok(r) = CompiledRule::new(rule)
+                && r.selects(key)
+            {
+                self.add(&r);
+            }
+        }
+    }
+
     /// Whether a path is ignored.
     pub fn path_ignored(&self, path: &Path) -> bool {
         self.pointers.iter().any(|p| path.matches_pointer(p))

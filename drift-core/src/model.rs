@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -105,20 +106,30 @@ pub struct Provenance {
     /// Cluster name (live state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
+    /// Ignore rules of the GitOps object that deploys this one (an Argo CD Application's
+    /// `ignoreDifferences`, a Flux HelmRelease's `driftDetection.ignore`), applied to it as the
+    /// configured rules are (desired state).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<crate::ignore::IgnoreRule>,
 }
 
 /// A Kubernetes object with its identity and provenance.
 ///
 /// Live resources keep `metadata.managedFields` for attribution; the comparison never looks at
 /// them. Sources never normalise: [`crate::normalize`] is the only place that does.
+///
+/// The object is shared: cloning a resource (a snapshot handed to a scan, to the watch's index,
+/// kept by a source between fetches) copies its key, not its tree. Reads go through `Deref`
+/// (`resource.object["spec"]`); a change goes through [`Arc::make_mut`], which copies the tree
+/// only when another holder shares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Resource {
     /// Identity.
     pub key: ResourceKey,
     /// `apiVersion` of the object as read.
     pub api_version: String,
-    /// The whole object.
-    pub object: Value,
+    /// The whole object, shared between clones.
+    pub object: Arc<Value>,
     /// Where it came from.
     #[serde(default)]
     pub provenance: Provenance,
@@ -135,7 +146,8 @@ impl Resource {
     /// assert_eq!(r.key.group, "apps");
     /// assert_eq!(r.key.namespace.as_deref(), Some("shop"));
     /// ```
-    pub fn from_object(object: Value) -> crate::Result<Self> {
+    pub fn from_object(object: impl Into<Arc<Value>>) -> crate::Result<Self> {
+        let object = object.into();
         let api_version = object
             .get("apiVersion")
             .and_then(Value::as_str)

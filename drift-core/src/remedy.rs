@@ -568,7 +568,7 @@ fn secret_with_string_data_folded(desired: &Resource) -> Option<Resource> {
     }
     let Some(Value::Object(string_data)) = desired.object.get("stringData") else { return None };
     let mut folded = desired.clone();
-    let Value::Object(o) = &mut folded.object else { return None };
+    let Value::Object(o) = std::sync::Arc::make_mut(&mut folded.object) else { return None };
     let string_data = string_data.clone();
     o.remove("stringData");
     let data = o.entry("data").or_insert_with(|| Value::Object(Map::new()));
@@ -770,11 +770,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains(r#""path":"/metadata/labels/app.kubernetes.io~1name""#), "{text}");
-        let mut fixed = live.object.clone();
+        let mut fixed = Value::clone(&live.object);
         json_patch::patch(&mut fixed, &patch).unwrap();
         assert!(paths(&desired, &res(fixed.clone())).is_empty(), "{fixed}");
         // A patch made from an old reading fails instead of overwriting a newer change.
-        let mut newer = live.object.clone();
+        let mut newer = Value::clone(&live.object);
         newer["spec"]["replicas"] = json!(9);
         assert!(json_patch::patch(&mut newer, &patch).is_err());
     }

@@ -140,6 +140,11 @@ pub struct ScanReport {
     pub desired_digests: Vec<String>,
     /// Whether the whole desired state was read (no file failed to parse or render).
     pub desired_complete: bool,
+    /// Objects of `desired` that cannot be compared as Git holds them (a SOPS-encrypted manifest
+    /// without its key, [`crate::secret::is_sops_encrypted`]), sorted: not compared, and their
+    /// open drifts neither resolved nor changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncomparable: Vec<ResourceKey>,
     /// Counts.
     pub summary: Summary,
 }
@@ -171,20 +176,29 @@ impl ScanReport {
     /// Whether an open drift of this object that this report does not list may be marked
     /// resolved (docs/storage.md, "The lifecycle of a drift"):
     ///
-    /// - never when the scan failed;
+    /// - never when the scan failed, nor for an object it could not compare (`uncomparable`);
     /// - for an object of the desired state, only when its (kind, namespace) was read completely;
-    /// - for an object Git no longer holds, only when the whole desired state was read (a file
-    ///   that did not parse must not look like "the object was removed from Git").
+    /// - for an object Git does not hold (removed from Git, or an unmanaged object), only when
+    ///   the whole desired state was read (a file that did not parse must not look like "the
+    ///   object was removed from Git") and its (kind, namespace), if this scan read it, was read
+    ///   completely.
     ///
     /// `desired` must be sorted (as [`crate::scan::run_scan`] leaves it).
     pub fn may_resolve(&self, key: &ResourceKey) -> bool {
-        if self.outcome == ScanOutcome::Failed {
+        if self.outcome == ScanOutcome::Failed || self.uncomparable.binary_search(key).is_ok() {
             return false;
         }
         if self.desired.binary_search(key).is_ok() {
             self.coverage.is_complete(&key.group, &key.kind, key.namespace.as_deref())
         } else {
+            // An object Git does not hold (removed from Git, or unmanaged): the desired state
+            // must be whole, and its (kind, namespace), when this scan tried to read it, read
+            // completely (an unmanaged object not seen because its namespace failed is not gone).
             self.desired_complete
+                && self
+                    .coverage
+                    .status(&key.group, &key.kind, key.namespace.as_deref())
+                    .is_none_or(crate::CoverageStatus::is_complete)
         }
     }
 }

@@ -23,6 +23,10 @@ pub struct ScanOptions {
     pub clock: fn() -> DateTime<Utc>,
     /// Counts the objects compared, for a front end that shows progress.
     pub progress: crate::progress::Progress,
+    /// Report the live objects of the scope's kinds and namespaces that no desired object
+    /// declares, as `unmanaged_resource` ([`crate::orphans`]). The live state is then read
+    /// whole for those pairs, not only the objects Git names.
+    pub orphans: bool,
 }
 
 impl ScanOptions {
@@ -34,6 +38,7 @@ impl ScanOptions {
             cluster_scoped: Vec::new(),
             clock: Utc::now,
             progress: crate::progress::Progress::default(),
+            orphans: false,
         }
     }
 }
@@ -57,7 +62,13 @@ pub async fn run_scan(
             return finish(report, 0, options);
         }
     };
-    let scope = prepare_desired(&mut snapshot, &mut report, options);
+    let mut options = options.clone();
+    discover_cluster_scoped(live, &snapshot, &mut options).await;
+    let options = &options;
+    let mut scope = prepare_desired(&mut snapshot, &mut report, options);
+    if options.orphans {
+        scope.only = None;
+    }
     let live_snapshot = match live.fetch(&scope).await {
         Ok(s) => s,
         Err(e) => {
@@ -66,6 +77,24 @@ pub async fn run_scan(
         }
     };
     compare_into(report, snapshot, live_snapshot, comparator, options)
+}
+
+/// Asks the live source which custom kinds of the desired state it serves cluster-scoped and
+/// adds them to `options.cluster_scoped` (kinds of the built-in table and kinds already there
+/// are not asked about).
+pub async fn discover_cluster_scoped(live: &dyn LiveSource, desired: &DesiredSnapshot, options: &mut ScanOptions) {
+    let mut unknown: Vec<GroupKind> = desired
+        .resources
+        .iter()
+        .filter(|r| !is_cluster_scoped(&r.key.group, &r.key.kind))
+        .map(|r| r.key.group_kind())
+        .filter(|gk| !options.cluster_scoped.contains(gk))
+        .collect();
+    unknown.sort();
+    unknown.dedup();
+    if !unknown.is_empty() {
+        options.cluster_scoped.extend(live.cluster_scoped(&unknown).await);
+    }
 }
 
 /// The pure part of a scan, for callers that already hold both snapshots (`drift diff` on
@@ -98,15 +127,17 @@ fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanR
         desired: Vec::new(),
         desired_digests: Vec::new(),
         desired_complete: false,
+        uncomparable: Vec::new(),
         summary: Summary::default(),
     }
 }
 
-/// Namespaces, duplicates, completeness: returns the live scope the desired state implies.
-fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, options: &ScanOptions) -> Scope {
-    report.revision = snapshot.revision.clone();
-    // Namespaces: the built-in table, then the configured custom kinds.
-    for r in &mut snapshot.resources {
+/// The namespace rules of a scan: objects of cluster-scoped kinds (the built-in table, then
+/// `options.cluster_scoped`) lose the namespace they name; namespaced objects that name none go
+/// to `options.default_namespace`. [`run_scan`] and [`compare_snapshots`] apply them; callers
+/// that need the scope before (to read the live state) apply them first.
+pub fn place_namespaces(resources: &mut [crate::Resource], options: &ScanOptions) {
+    for r in resources {
         let cluster_scoped = is_cluster_scoped(&r.key.group, &r.key.kind)
             || options.cluster_scoped.iter().any(|gk| gk.group == r.key.group && gk.kind == r.key.kind);
         if cluster_scoped {
@@ -115,6 +146,12 @@ fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, opti
             r.key.namespace = Some(options.default_namespace.clone());
         }
     }
+}
+
+/// Namespaces, duplicates, completeness: returns the live scope the desired state implies.
+fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, options: &ScanOptions) -> Scope {
+    report.revision = snapshot.revision.clone();
+    place_namespaces(&mut snapshot.resources, options);
     let mut seen = HashSet::new();
     snapshot.resources.retain(|r| {
         let fresh = seen.insert(r.key.clone());
@@ -171,13 +208,25 @@ fn compare_into(
 
     // Only objects whose (kind, namespace) was read completely can be compared: an object that
     // could not be read is not "missing".
-    let comparable: Vec<_> = snapshot
-        .resources
+    // A SOPS-encrypted manifest holds ciphertext: listed as uncomparable, never compared.
+    let (encrypted, readable): (Vec<_>, Vec<_>) =
+        snapshot.resources.into_iter().partition(|r| crate::secret::is_sops_encrypted(&r.object));
+    for r in &encrypted {
+        report.warnings.push(uncomparable_note(r));
+    }
+    report.uncomparable = encrypted.into_iter().map(|r| r.key).collect();
+    report.uncomparable.sort_unstable();
+    let comparable: Vec<_> = readable
         .into_iter()
         .filter(|r| live_snapshot.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
         .collect();
     options.progress.comparing(comparable.len() as u64);
     report.drifts = comparator.compare_all(&comparable, &live_snapshot.resources);
+    if options.orphans {
+        let candidates =
+            crate::orphans::unmanaged(&report.desired, &comparable, &live_snapshot.resources, &live_snapshot.coverage);
+        report.drifts.extend(candidates.into_iter().filter_map(|r| comparator.unmanaged(r)));
+    }
     options.progress.compared(comparable.len() as u64);
     report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
     crate::waiver::apply(&mut report, &comparable, (options.clock)());
@@ -193,6 +242,14 @@ fn compare_into(
         ScanOutcome::Partial
     };
     finish(report, compared, options)
+}
+
+fn uncomparable_note(r: &crate::Resource) -> SourceWarning {
+    SourceWarning::note(format!(
+        "{} is SOPS-encrypted: not comparable without the key; not compared, and its drifts are left as they were",
+        r.key
+    ))
+    .at(r.provenance.path.clone().unwrap_or_default(), r.provenance.document, None)
 }
 
 fn finish(mut report: ScanReport, compared: usize, options: &ScanOptions) -> ScanReport {
@@ -222,6 +279,12 @@ pub fn targeted_report(
     report.desired_digests = vec![object_digest(&desired.object)];
     report.desired_complete = false;
     report.coverage.set(&desired.key.group_kind(), desired.key.namespace.as_deref(), crate::CoverageStatus::Complete);
+    if crate::secret::is_sops_encrypted(&desired.object) {
+        report.uncomparable = vec![desired.key.clone()];
+        report.warnings.push(uncomparable_note(desired));
+        report.outcome = ScanOutcome::Success;
+        return finish(report, 0, options);
+    }
     report.drifts = comparator.compare_in(all_desired, desired, live);
     report.drifts.sort_by(|a, b| (&a.path, a.drift_type).cmp(&(&b.path, b.drift_type)));
     crate::waiver::apply(&mut report, std::slice::from_ref(desired), (options.clock)());
@@ -266,6 +329,96 @@ mod tests {
         }
         let engine = Engine::new(&EngineConfig::default()).unwrap();
         compare_snapshots(desired, live, &engine, &ScanOptions::new("s"))
+    }
+
+    fn named(name: &str, ns: &str) -> Resource {
+        Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn orphans_are_unmanaged_drifts_resolved_only_when_their_pair_was_read() {
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        let desired = || DesiredSnapshot {
+            repository: "r".into(),
+            revision: None,
+            resources: vec![named("kept", "a")],
+            warnings: Vec::new(),
+        };
+        let gk = GroupKind::new("", "ConfigMap");
+        let live = |objects: Vec<Resource>, status: CoverageStatus| {
+            let mut live = LiveSnapshot { cluster: "c".into(), resources: objects, coverage: Default::default() };
+            live.coverage.set(&gk, Some("a"), status);
+            live
+        };
+        let mut options = ScanOptions::new("s");
+        let found = live(vec![named("kept", "a"), named("stray", "a")], CoverageStatus::Complete);
+        let off = compare_snapshots(desired(), found.clone(), &engine, &options);
+        assert!(off.drifts.is_empty(), "off unless asked for");
+        options.orphans = true;
+        let on = compare_snapshots(desired(), found, &engine, &options);
+        assert_eq!(on.drifts.len(), 1);
+        assert_eq!(on.drifts[0].drift_type, crate::DriftType::UnmanagedResource);
+        assert_eq!(on.drifts[0].severity, crate::Severity::Medium);
+        assert_eq!(on.drifts[0].resource.name, "stray");
+        assert_eq!(on.drifts[0].recommended_action, crate::RecommendedAction::Observe);
+        let stray = named("stray", "a").key;
+        let failed = live(vec![], CoverageStatus::Failed { message: "503".into() });
+        let unread = compare_snapshots(desired(), failed, &engine, &options);
+        assert!(unread.drifts.is_empty());
+        assert!(!unread.may_resolve(&stray), "not seen because its namespace was not read: not gone");
+        let gone =
+            compare_snapshots(desired(), live(vec![named("kept", "a")], CoverageStatus::Complete), &engine, &options);
+        assert!(gone.may_resolve(&stray), "read completely and not there: gone");
+        let removed = named("other", "elsewhere").key;
+        assert!(gone.may_resolve(&removed), "an object of a pair no longer in scope resolves as before");
+    }
+
+    #[test]
+    fn a_sops_encrypted_secret_is_neither_compared_nor_resolved_nor_an_orphan() {
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        let encrypted = Resource::from_object(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db", "namespace": "a"},
+            "data": {"password": "ENC[AES256_GCM,data:Zm9v,iv:YmFy,tag:YmF6,type:str]"},
+            "sops": {"mac": "ENC[AES256_GCM,data:eA==,iv:eQ==,tag:eg==,type:str]",
+                     "lastmodified": "2026-11-01T00:00:00Z", "age": [{"recipient": "age1xyz", "enc": "-----"}]}}))
+        .unwrap();
+        let sealed = Resource::from_object(json!({"apiVersion": "bitnami.com/v1alpha1", "kind": "SealedSecret",
+            "metadata": {"name": "api-token", "namespace": "a"}, "spec": {"encryptedData": {"t": "AgB="}}}))
+        .unwrap();
+        let live_secret = |name: &str| {
+            Resource::from_object(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": name, "namespace": "a"}, "data": {"password": "aHVudGVyMg=="}}))
+            .unwrap()
+        };
+        let desired = DesiredSnapshot {
+            repository: "r".into(),
+            revision: None,
+            resources: vec![encrypted.clone(), sealed],
+            warnings: Vec::new(),
+        };
+        let mut live = LiveSnapshot {
+            cluster: "c".into(),
+            resources: vec![live_secret("db"), live_secret("api-token")],
+            coverage: Default::default(),
+        };
+        live.coverage.set(&GroupKind::new("", "Secret"), Some("a"), CoverageStatus::Complete);
+        live.coverage.set(&GroupKind::new("bitnami.com", "SealedSecret"), Some("a"), CoverageStatus::Complete);
+        let mut options = ScanOptions::new("s");
+        options.orphans = true;
+        let report = compare_snapshots(desired, live, &engine, &options);
+        let types: Vec<_> = report.drifts.iter().map(|d| (d.resource.name.as_str(), d.drift_type)).collect();
+        assert_eq!(
+            types,
+            vec![("api-token", crate::DriftType::MissingResource)],
+            "no false secret_drift, and neither Secret is unmanaged (the SealedSecret's is its controller's)"
+        );
+        assert_eq!(report.uncomparable, vec![encrypted.key.clone()]);
+        assert!(!report.may_resolve(&encrypted.key), "its drifts are left as they were");
+        assert!(report.warnings.iter().any(|w| !w.fatal && w.message.contains("not comparable without the key")));
+        let one = targeted_report(&[], &encrypted, None, &engine, "c", "r", None, &options);
+        assert!(one.drifts.is_empty() && !one.may_resolve(&encrypted.key), "the watch neither");
     }
 
     #[test]

@@ -97,6 +97,14 @@ pub trait LiveSource: Send + Sync + std::fmt::Debug {
     }
     /// Reads the objects of a scope now.
     async fn fetch(&self, scope: &Scope) -> Result<LiveSnapshot>;
+    /// Which of `kinds` the cluster serves cluster-scoped. Custom kinds are not in the built-in
+    /// table ([`crate::is_cluster_scoped`]): a namespace a desired object gives such a kind is
+    /// then ignored, as `kubectl apply` and Argo CD do, instead of the object being reported
+    /// missing. Sources that cannot tell return none (the default).
+    async fn cluster_scoped(&self, kinds: &[GroupKind]) -> Vec<GroupKind> {
+        let _ = kinds;
+        Vec::new()
+    }
     /// Watches a scope; sources without [`LiveCapabilities::watch`] return
     /// [`crate::ErrorKind::Unsupported`].
     ///

@@ -162,9 +162,16 @@ impl SeverityTable {
             | DriftType::ResourceLimitDrift
             | DriftType::SecretDrift
             | DriftType::MissingResource => Severity::High,
-            DriftType::ResourceRequestDrift | DriftType::ConfigmapDrift | DriftType::SpecDrift => Severity::Medium,
+            DriftType::ResourceRequestDrift
+            | DriftType::ConfigmapDrift
+            | DriftType::SpecDrift
+            | DriftType::UnmanagedResource => Severity::Medium,
             DriftType::ReplicasDrift | DriftType::MetadataDrift => Severity::Low,
         }
+    }
+    /// Whether the severity of a type is configured.
+    pub fn is_overridden(&self, t: DriftType) -> bool {
+        self.overrides.contains_key(&t)
     }
     /// The severity of a type, override first.
     pub fn severity(&self, t: DriftType) -> Severity {
@@ -189,6 +196,8 @@ pub fn classification_of(manager: Option<ManagerClass>) -> Classification {
 pub fn recommend(drift_type: DriftType, severity: Severity, classification: Classification) -> RecommendedAction {
     match (drift_type, classification) {
         (DriftType::MissingResource, _) => RecommendedAction::SuggestRevert,
+        // Adding it to Git or deleting it is a person's choice; it is never reverted.
+        (DriftType::UnmanagedResource, _) => RecommendedAction::Observe,
         (_, Classification::ControllerManaged | Classification::PendingSync) => RecommendedAction::Observe,
         (_, Classification::ManualChange) if severity >= Severity::High => RecommendedAction::SuggestRevert,
         (_, Classification::ManualChange) => RecommendedAction::CreatePr,
@@ -227,6 +236,11 @@ impl Verdicts {
     /// The built-in type rules with a severity table.
     pub fn new(severity: SeverityTable) -> Self {
         Verdicts { rules: type_rules(), severity }
+    }
+
+    /// The severity table.
+    pub fn severities(&self) -> &SeverityTable {
+        &self.severity
     }
 
     /// The drift type of a path in an object of `kind`.

@@ -7,6 +7,8 @@ use std::path::Path as FsPath;
 
 use drift_core::ignore::IgnoreRule;
 use drift_core::manifest::parse_manifests;
+use drift_core::matching::settle_namespaces;
+use drift_core::scan::{ScanOptions, place_namespaces};
 use drift_core::{Engine, EngineConfig, Resource};
 use serde_json::Value;
 
@@ -30,11 +32,17 @@ fn related(a: &str, b: &str) -> bool {
 
 /// Paths found by the engine, list items by desired index (the form `expect.json` uses).
 fn found(engine: &Engine, dir: &FsPath) -> Vec<String> {
-    let desired = load(dir, "desired");
-    let live = load(dir, "live");
+    // Objects are matched as `drift diff --desired --live` (without `-n`) matches them.
+    let mut desired = load(dir, "desired");
+    let mut live = load(dir, "live");
+    let settled = settle_namespaces(&mut desired, &mut live, None);
+    assert!(settled.warnings.iter().all(|w| !w.fatal), "{}: {:?}", dir.display(), settled.warnings);
+    let mut options = ScanOptions::new("corpus");
+    options.cluster_scoped = settled.cluster_scoped;
+    place_namespaces(&mut desired, &options);
     let mut out = Vec::new();
     for d in &desired {
-        let l = live.iter().find(|l| l.key.kind == d.key.kind && l.key.name == d.key.name);
+        let l = live.iter().find(|l| l.key == d.key);
         for (path, drift) in engine.compare_paths(d, l) {
             assert!(!drift.path.is_empty() || l.is_none());
             out.push(path.to_index_form());

@@ -251,7 +251,7 @@ proptest! {
         let paths: Vec<_> = engine().compare_paths(&desired, Some(&live)).into_iter().map(|(p, _)| p).collect();
         prop_assume!(!paths.is_empty());
         let patch = drift_core::remedy::revert_patch(&desired, &live, &paths).unwrap();
-        let mut fixed = live.object.clone();
+        let mut fixed = Value::clone(&live.object);
         json_patch::patch(&mut fixed, &patch).map_err(|e| TestCaseError::fail(format!("{e}: {patch:?}")))?;
         let left = engine().compare(&desired, Some(&res(fixed)));
         prop_assert!(left.is_empty(), "{:?}\npatch: {}", left, serde_json::to_string(&patch).unwrap());

@@ -322,6 +322,12 @@ impl Remedies {
                 format!("{what}: the object is missing from the cluster; that is a sync, not a patch"),
             ));
         }
+        if d.drift_type == DriftType::UnmanagedResource {
+            return Err(Fault::refused(
+                Refusal::NotInGit,
+                format!("{what}: Git does not declare the object; deleting it is left to a person"),
+            ));
+        }
         if is_secret(d) && !self.allow_secrets {
             return Err(Fault::refused(
                 Refusal::Secret,
@@ -529,6 +535,12 @@ impl Remedies {
                     ),
                 ));
             }
+            if o.drift_type == DriftType::UnmanagedResource {
+                return Err(Fault::refused(
+                    Refusal::NotInGit,
+                    format!("{what}: Git does not declare the object; adding it to Git is left to a person"),
+                ));
+            }
             if o.drift_type == DriftType::MissingResource {
                 return Err(Fault::refused(
                     Refusal::MissingObject,
@@ -656,6 +668,7 @@ impl Remedies {
             for d in page.items {
                 if !policy.covers(&d)
                     || d.drift_type == DriftType::MissingResource
+                    || d.drift_type == DriftType::UnmanagedResource
                     || d.classification == Classification::ControllerManaged
                     || (is_secret(&d) && !self.allow_secrets)
                 {

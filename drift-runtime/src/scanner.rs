@@ -43,6 +43,9 @@ pub struct ScanSettings {
     pub cluster_scoped: Vec<GroupKind>,
     /// Where each pass counts the objects it compares (for a progress line).
     pub progress: drift_core::progress::Progress,
+    /// Report objects Git does not declare (`unmanaged_resource`, full scans only: the watch
+    /// follows the objects Git names).
+    pub orphans: bool,
 }
 
 impl Default for ScanSettings {
@@ -51,6 +54,7 @@ impl Default for ScanSettings {
             default_namespace: "default".to_owned(),
             cluster_scoped: Vec::new(),
             progress: drift_core::progress::Progress::default(),
+            orphans: false,
         }
     }
 }
@@ -62,6 +66,7 @@ impl ScanSettings {
         options.default_namespace = self.default_namespace.clone();
         options.cluster_scoped = self.cluster_scoped.clone();
         options.progress = self.progress.clone();
+        options.orphans = self.orphans;
         options
     }
 }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use drift_core::scan::{prepare, targeted_report};
+use drift_core::scan::{discover_cluster_scoped, prepare, targeted_report};
 use drift_core::source::{LiveEvent, LiveEventStream};
 use drift_core::{Resource, ResourceKey, Scope};
 use futures::StreamExt;
@@ -96,7 +96,9 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
     for source in scanner.desired() {
         match source.fetch().await {
             Ok(mut snapshot) => {
-                let scope = prepare(&mut snapshot, &scanner.settings().options(""));
+                let mut options = scanner.settings().options("");
+                discover_cluster_scoped(scanner.live().as_ref(), &snapshot, &mut options).await;
+                let scope = prepare(&mut snapshot, &options);
                 for (gk, nss) in scope.entries {
                     for ns in nss {
                         index.scope.insert(gk.clone(), ns);

@@ -56,6 +56,9 @@ pub(crate) struct App {
     pub origin: String,
     /// The file that declared it (never replaced by the application it declares).
     pub declared_in: String,
+    /// Its ignore rules (Argo CD `ignoreDifferences`, Flux `driftDetection.ignore`), given to
+    /// every object it renders.
+    pub ignore: Vec<drift_core::ignore::IgnoreRule>,
 }
 
 /// What the discovery needs to know about the repository being read.
@@ -141,6 +144,8 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
     }
     let dest_ns = str_at(&spec, &["destination", "namespace"]).map(str::to_owned);
     let namespace = dest_ns.clone().map_or(NamespaceRule::Keep, NamespaceRule::Default);
+    let (ignore, refused) = crate::ignore_rules::argo_ignore_differences(&spec);
+    notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
     for source in sources {
         if let Some(chart) = str_at(&source, &["chart"]) {
             notes.push(note(
@@ -199,6 +204,7 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             namespace: namespace.clone(),
             origin: origin_of(r),
             declared_in: r.provenance.path.clone().unwrap_or_default(),
+            ignore: ignore.clone(),
         });
     }
 }
@@ -230,6 +236,7 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         namespace,
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),
+        ignore: Vec::new(),
     });
 }
 
@@ -275,12 +282,15 @@ fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes
         .filter_map(|f| join_relative("", f))
         .collect();
     let values = spec.get("values").filter(|v| v.is_object()).map(Value::to_string);
+    let (ignore, refused) = crate::ignore_rules::flux_drift_detection(&spec);
+    notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
     apps.push(App {
         path,
         render: AppRender::Helm(HelmOptions { release, namespace: namespace.clone(), values_files, values }),
         namespace: namespace.map_or(NamespaceRule::Keep, NamespaceRule::Default),
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),
+        ignore,
     });
 }
 

@@ -56,6 +56,7 @@ mod folder;
 mod git;
 mod github;
 mod gitops;
+mod ignore_rules;
 mod output;
 mod pipeline;
 mod propose;

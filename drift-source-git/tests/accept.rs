@@ -46,7 +46,14 @@ async fn rendered(root: &FsPath, sub: &str, render: &RenderConfig, key: &Resourc
     let snapshot = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
     let fatal: Vec<_> = snapshot.warnings.iter().filter(|w| w.fatal).collect();
     assert!(fatal.is_empty(), "{fatal:?}");
-    snapshot.resources.into_iter().find(|r| &r.key == key).unwrap_or_else(|| panic!("{key} not rendered")).object
+    snapshot
+        .resources
+        .into_iter()
+        .find(|r| &r.key == key)
+        .unwrap_or_else(|| panic!("{key} not rendered"))
+        .object
+        .as_ref()
+        .clone()
 }
 
 fn at<'v>(object: &'v Value, pointer: &str) -> Option<&'v Value> {

@@ -25,13 +25,13 @@ fn oracle(repos: &Path, repo: &str, root: &str) -> Vec<(String, Value)> {
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let parsed = drift_core::manifest::parse_manifests(&text, "oracle");
     assert!(parsed.warnings.iter().all(|w| !w.fatal), "{:?}", parsed.warnings);
-    let mut v: Vec<_> = parsed.resources.into_iter().map(|r| (r.key.to_string(), r.object)).collect();
+    let mut v: Vec<_> = parsed.resources.into_iter().map(|r| (r.key.to_string(), Value::clone(&r.object))).collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }
 
 fn objects(snapshot: &DesiredSnapshot) -> Vec<(String, Value)> {
-    let mut v: Vec<_> = snapshot.resources.iter().map(|r| (r.key.to_string(), r.object.clone())).collect();
+    let mut v: Vec<_> = snapshot.resources.iter().map(|r| (r.key.to_string(), Value::clone(&r.object))).collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }

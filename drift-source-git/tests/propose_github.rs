@@ -128,7 +128,8 @@ async fn desired(cfg: &GitHubConfig, key: &ResourceKey) -> (Resource, String) {
 fn live(desired: &Resource, changes: &[(&str, Value)]) -> Resource {
     let mut live = desired.clone();
     for (pointer, value) in changes {
-        *live.object.pointer_mut(pointer).unwrap_or_else(|| panic!("no {pointer}")) = value.clone();
+        *std::sync::Arc::make_mut(&mut live.object).pointer_mut(pointer).unwrap_or_else(|| panic!("no {pointer}")) =
+            value.clone();
     }
     live
 }

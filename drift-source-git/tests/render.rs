@@ -229,3 +229,104 @@ async fn render_prints_each_object_with_its_file_and_commit() {
     assert_eq!(json["warnings"][0]["path"], "apps/broken.yaml");
     assert!("xml".parse::<OutputFormat>().is_err());
 }
+
+/// Live copies of desired objects with some fields changed, as a cluster would hold them.
+fn changed(r: &drift_core::Resource, change: impl FnOnce(&mut serde_json::Value)) -> drift_core::Resource {
+    let mut object = serde_json::Value::clone(&r.object);
+    change(&mut object);
+    drift_core::Resource::from_object(object).unwrap()
+}
+
+fn drift_paths(
+    engine: &drift_core::Engine,
+    desired: &drift_core::Resource,
+    live: &drift_core::Resource,
+) -> Vec<String> {
+    use drift_core::Comparator;
+    engine.compare(desired, Some(live)).into_iter().map(|d| d.path).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_and_flux_ignore_settings_apply_to_their_own_objects_only() {
+    if !helm_available("argo_and_flux_ignore_settings_apply_to_their_own_objects_only") {
+        return;
+    }
+    let repo = chart_repository();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    // An Application as they are commonly written: replicas left to an autoscaler, a sidecar's
+    // image left to an injector, a stamp annotation, and one jq program this detector cannot read.
+    w(
+        "argocd/shop.yaml",
+        concat!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  namespace: argocd\n",
+            "spec:\n  source:\n    repoURL: https://git.example.com/platform.git\n    path: apps/shop\n  destination:\n    namespace: shop\n",
+            "  ignoreDifferences:\n  - group: apps\n    kind: Deployment\n    jsonPointers: [/spec/replicas]\n",
+            "    jqPathExpressions:\n    - '.spec.template.spec.containers[] | select(.name == \"app\") | .image'\n",
+            "  - kind: ConfigMap\n    name: stamped\n    jqPathExpressions: ['.metadata.annotations[\"example.com/stamp\"]', '.data | keys']\n"
+        ),
+    );
+    w("apps/shop/deploy.yaml", &deployment("shop", 2));
+    w(
+        "apps/shop/stamped.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stamped\n  annotations: {example.com/stamp: a}\ndata: {k: v}\n",
+    );
+    // The same kinds elsewhere, with no rules: still compared in full.
+    w("apps/other/deploy.yaml", &deployment("other", 2));
+    w(
+        "argocd/other.yaml",
+        concat!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: other\n  namespace: argocd\n",
+            "spec:\n  source:\n    repoURL: https://git.example.com/platform.git\n    path: apps/other\n  destination:\n    namespace: other\n"
+        ),
+    );
+    // The HelmRelease of chart_repository(), with Flux's drift detection rules.
+    w(
+        "releases/web.yaml",
+        concat!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: web\nspec:\n",
+            "  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef: {kind: GitRepository, name: flux-system}\n",
+            "  driftDetection:\n    mode: enabled\n    ignore:\n    - paths: [/spec/replicas]\n      target: {kind: Deployment}\n",
+            "    - paths: [/data/mode]\n      target: {kind: ConfigMap, labelSelector: 'app=web'}\n"
+        ),
+    );
+    let snap = FolderSource::new(FolderConfig::new(repo.path())).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let notes: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("`.data | keys`") && n.contains("not applied")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("label or annotation selector")), "{notes:?}");
+
+    let engine = drift_core::Engine::new(&drift_core::EngineConfig::default()).unwrap();
+    let scale_and_set = |o: &mut serde_json::Value| {
+        o["spec"]["replicas"] = 9.into();
+        o["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:9".into();
+    };
+    let shop = object(&snap, "Deployment", "shop");
+    assert_eq!(shop.provenance.ignore.len(), 2, "the Application's rules travel with its objects");
+    assert!(drift_paths(&engine, shop, &changed(shop, scale_and_set)).is_empty(), "ignored for the Application");
+    let other = object(&snap, "Deployment", "other");
+    assert!(other.provenance.ignore.is_empty());
+    assert_eq!(
+        drift_paths(&engine, other, &changed(other, scale_and_set)),
+        ["spec.replicas", "spec.template.spec.containers[name=app].image"],
+        "another Application's objects keep every drift"
+    );
+    let stamped = object(&snap, "ConfigMap", "stamped");
+    let restamped = changed(stamped, |o| {
+        o["metadata"]["annotations"]["example.com/stamp"] = "b".into();
+        o["data"]["k"] = "w".into();
+    });
+    assert_eq!(drift_paths(&engine, stamped, &restamped), ["data.k"], "the stamp only");
+
+    let web = object(&snap, "Deployment", "web-web");
+    assert_eq!(drift_paths(&engine, web, &changed(web, |o| o["spec"]["replicas"] = 9.into())), Vec::<String>::new());
+    let settings = object(&snap, "ConfigMap", "web-settings");
+    assert_eq!(
+        drift_paths(&engine, settings, &changed(settings, |o| o["data"]["mode"] = "x".into())),
+        ["data.mode"],
+        "a rule with a selector is not applied"
+    );
+}

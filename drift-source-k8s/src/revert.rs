@@ -141,7 +141,7 @@ impl K8sSource {
             Some(v) => v.clone(),
             None => {
                 match self.get_with(&info, &key).await.map_err(|e| revert_error(e, Step::Read, mode, &what, secret))? {
-                    Some(r) => r.object,
+                    Some(r) => Value::clone(&r.object),
                     None => return Err(missing(mode, &what)),
                 }
             }

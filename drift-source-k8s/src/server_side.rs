@@ -36,7 +36,7 @@ impl K8sSource {
     /// forced, with [`crate::K8sConfig::field_manager`]). Nothing is written.
     pub async fn predict(&self, desired: &Resource) -> drift_core::Result<Resource> {
         let info = self.kind_info(&desired.key.group_kind(), &desired.api_version).await?;
-        let mut body = desired.object.clone();
+        let mut body = Value::clone(&desired.object);
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             for k in ["resourceVersion", "managedFields", "uid", "creationTimestamp", "generation"] {
                 meta.remove(k);

@@ -7,7 +7,7 @@ use crate::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
 use drift_core::manifest::parse_manifests;
 use drift_core::source::{LiveCapabilities, LiveSource};
-use drift_core::{Coverage, CoverageStatus, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
+use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
 
 /// A live source on files. It has no discovery: every pair of a scope is `complete`, possibly
 /// empty, as long as every file was read; when a file cannot be read or a document is broken,
@@ -82,6 +82,13 @@ impl LiveSource for SnapshotSource {
         LiveCapabilities { watch: false, discovery: false }
     }
 
+    /// The custom kinds whose objects in the files all name no namespace
+    /// ([`drift_core::matching::cluster_scoped_in`]).
+    async fn cluster_scoped(&self, kinds: &[GroupKind]) -> Vec<GroupKind> {
+        let (resources, _) = self.read_all();
+        drift_core::matching::cluster_scoped_in(&resources).into_iter().filter(|gk| kinds.contains(gk)).collect()
+    }
+
     async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
         let (resources, warnings) = self.read_all();
         let fatal: Vec<String> = warnings.iter().filter(|w| w.fatal).map(ToString::to_string).collect();
@@ -114,7 +121,6 @@ impl LiveSource for SnapshotSource {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use drift_core::GroupKind;
 
     #[test]
     fn a_broken_file_fails_every_pair_instead_of_looking_empty() {

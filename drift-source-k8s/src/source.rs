@@ -261,16 +261,6 @@ impl K8sSource {
         discovered
     }
 
-    /// The kinds of a scope that the cluster serves as cluster-scoped, for
-    /// `ScanOptions::cluster_scoped` (custom cluster-scoped kinds are not in the built-in table).
-    pub async fn cluster_scoped_kinds(&self, scope: &Scope) -> Vec<GroupKind> {
-        self.discover(scope.entries.keys())
-            .await
-            .into_iter()
-            .filter_map(|(gk, info)| info.ok().filter(|i| !i.namespaced).map(|_| gk))
-            .collect()
-    }
-
     /// Lists one (kind, namespace) page by page, restarting once if a continue token expires.
     /// Lists one (kind, namespace) whole, page by page, keeping the items `keep` accepts.
     async fn list_pair(
@@ -398,6 +388,14 @@ impl LiveSource for K8sSource {
 
     fn capabilities(&self) -> LiveCapabilities {
         LiveCapabilities { watch: true, discovery: true }
+    }
+
+    async fn cluster_scoped(&self, kinds: &[GroupKind]) -> Vec<GroupKind> {
+        self.discover(kinds.iter())
+            .await
+            .into_iter()
+            .filter_map(|(gk, info)| info.ok().filter(|i| !i.namespaced).map(|_| gk))
+            .collect()
     }
 
     async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {

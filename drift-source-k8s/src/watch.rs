@@ -137,7 +137,7 @@ impl K8sWatch {
                 resources.push(Resource {
                     key,
                     api_version: p.api_version.clone(),
-                    object,
+                    object: object.into(),
                     provenance: Provenance { cluster: Some(self.cluster.clone()), ..Provenance::default() },
                 });
             }

@@ -101,6 +101,7 @@ pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts:
         desired,
         desired_digests,
         desired_complete: true,
+        uncomparable: Vec::new(),
         summary,
     }
 }

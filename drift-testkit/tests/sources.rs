@@ -75,7 +75,7 @@ impl LiveSource for Sloppy {
         let mut snap = self.inner.fetch(&asked).await?;
         if self.normalises {
             for r in &mut snap.resources {
-                r.object["metadata"].as_object_mut().unwrap().remove("managedFields");
+                std::sync::Arc::make_mut(&mut r.object)["metadata"].as_object_mut().unwrap().remove("managedFields");
             }
         }
         Ok(snap)

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 use drift_core::ignore::IgnoreRule;
+use drift_core::matching::{DEFAULT_NAMESPACE, settle_namespaces};
 use drift_core::progress::Progress;
-use drift_core::scan::{ScanOptions, compare_snapshots};
+use drift_core::scan::{ScanOptions, compare_snapshots, discover_cluster_scoped, place_namespaces};
 use drift_core::{Coverage, DesiredSnapshot, Engine, EngineConfig, LiveSnapshot};
 
 use crate::output::{Format, print_report};
@@ -40,9 +41,15 @@ pub struct DiffArgs {
     /// A YAML file with a list of ignore rules (or engine settings: `ignore`, `severity`, ...).
     #[arg(long)]
     pub ignore: Option<PathBuf>,
-    /// Namespace of desired objects that name none.
-    #[arg(long, default_value = "default")]
-    pub namespace: String,
+    /// Namespace of desired objects that name none (and of live objects from files that name
+    /// none). Without it, in file mode, such an object matches the one live object of the same
+    /// kind and name, whatever its namespace; with `--cluster`, it goes to `default`.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Also report the live objects, in the kinds and namespaces the desired state manages,
+    /// that no desired object declares (`unmanaged_resource`).
+    #[arg(long)]
+    pub orphans: bool,
 }
 
 fn engine_config(path: Option<&PathBuf>) -> Result<EngineConfig> {
@@ -65,25 +72,24 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired, line, progress) };
     let mut live = crate::files::load(live_path, &progress)?;
     progress.live_read(live.resources.len() as u64);
-    for r in &mut live.resources {
-        if r.key.namespace.is_none() && !drift_core::is_cluster_scoped(&r.key.group, &r.key.kind) {
-            r.key.namespace = Some(args.namespace.clone());
-        }
-    }
+    let mut resources = desired.resources;
+    let settled = settle_namespaces(&mut resources, &mut live.resources, args.namespace.as_deref());
     let mut desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
         revision: None,
-        resources: desired.resources,
+        resources,
         warnings: desired.warnings,
     };
-    desired.default_namespace(&args.namespace);
+    desired.warnings.extend(settled.warnings);
+    let mut options = ScanOptions::new("diff");
+    options.cluster_scoped = settled.cluster_scoped;
+    options.progress = progress;
+    options.orphans = args.orphans;
+    place_namespaces(&mut desired.resources, &options);
     // Files hold everything they hold: every (kind, namespace) Git names is complete.
     let coverage = Coverage::complete(&desired.scope());
     let live_warnings = live.warnings;
     let live = LiveSnapshot { cluster: "files".to_owned(), resources: live.resources, coverage };
-    let mut options = ScanOptions::new("diff");
-    options.default_namespace = args.namespace.clone();
-    options.progress = progress;
     let mut report = compare_snapshots(desired, live, &engine, &options);
     report.warnings.extend(live_warnings);
     line.finish();
@@ -128,18 +134,18 @@ fn run_cluster(
     let report = runtime.block_on(async {
         let source = crate::compose::cluster(config).await?.with_progress(progress.clone());
         let mut options = ScanOptions::new("diff");
-        options.default_namespace = args.namespace.clone();
+        options.default_namespace = args.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         options.progress = progress;
+        options.orphans = args.orphans;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
         // would do.
-        options.cluster_scoped = source.cluster_scoped_kinds(&desired.scope()).await;
-        for r in &mut desired.resources {
-            if options.cluster_scoped.iter().any(|gk| gk.group == r.key.group && gk.kind == r.key.kind) {
-                r.key.namespace = None;
-            }
+        discover_cluster_scoped(&source, &desired, &mut options).await;
+        place_namespaces(&mut desired.resources, &options);
+        let mut scope = desired.scope();
+        if args.orphans {
+            scope.only = None;
         }
-        desired.default_namespace(&args.namespace);
-        let live = drift_core::LiveSource::fetch(&source, &desired.scope()).await?;
+        let live = drift_core::LiveSource::fetch(&source, &scope).await?;
         let compared = args.server_side.then(|| (desired.resources.clone(), live.clone()));
         let mut report = compare_snapshots(desired, live, engine, &options);
         if let Some((desired, live)) = compared {

@@ -125,7 +125,7 @@ impl Ctx<'_> {
             .resources
             .into_iter()
             .find(|r| r.key.group == self.key.group && r.key.kind == self.key.kind && r.key.name == self.key.name)
-            .map(|r| r.object)
+            .map(|r| Value::clone(&r.object))
             .ok_or_else(|| "the marked render does not produce the object".to_owned())
     }
 }

@@ -22,7 +22,11 @@ pub(super) fn apply_namespace(resource: &mut Resource, rule: &NamespaceRule) {
         return;
     }
     resource.key.namespace = Some(ns.clone());
-    if let Some(meta) = resource.object.get_mut("metadata").and_then(Value::as_object_mut) {
+    // The parse cache shares the object: copy it only when its namespace really changes.
+    if resource.object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns.as_str()) {
+        return;
+    }
+    if let Some(meta) = Arc::make_mut(&mut resource.object).get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("namespace".into(), Value::String(ns.clone()));
     }
 }
@@ -46,6 +50,7 @@ pub(super) fn assemble(
         warnings.extend(parsed_warnings);
         for mut r in parsed_resources {
             apply_namespace(&mut r, &unit.namespace);
+            r.provenance.ignore.clone_from(&unit.ignore);
             r.provenance.repository = Some(repository.to_owned());
             r.provenance.revision = Some(revision.to_owned());
             let here = r.provenance.path.clone().unwrap_or_default();

@@ -28,11 +28,13 @@ pub(super) enum UnitKind {
 pub(super) struct Unit {
     pub kind: UnitKind,
     pub namespace: NamespaceRule,
+    /// Ignore rules of the application that names the unit, for each object it renders.
+    pub ignore: Vec<drift_core::ignore::IgnoreRule>,
 }
 
 impl Unit {
     pub fn new(kind: UnitKind) -> Self {
-        Unit { kind, namespace: NamespaceRule::Keep }
+        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new() }
     }
     pub fn root(&self) -> &str {
         unit_root(&self.kind)
@@ -199,6 +201,7 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
     };
     for u in &mut units {
         u.namespace = app.namespace.clone();
+        u.ignore = app.ignore.clone();
     }
     units
 }
@@ -383,6 +386,7 @@ mod tests {
             namespace: NamespaceRule::Override("web".into()),
             origin: "argo.yaml".into(),
             declared_in: "argo.yaml".into(),
+            ignore: Vec::new(),
         };
         let mut notes = Vec::new();
         let flat =

@@ -162,6 +162,10 @@ cluster: {{ $d.cluster | toJson }}
 interval: {{ $d.interval | toJson }}
 watch: {{ $d.watch }}
 default_namespace: {{ $d.defaultNamespace | toJson }}
+{{- if $d.orphans }}
+orphans:
+  enabled: true
+{{- end }}
 {{- include "drift.config.store" . | trim | nindent 0 }}
 api:
   listen: {{ printf "0.0.0.0:%d" (int .Values.api.port) | toJson }}

@@ -1,0 +1,232 @@
+//! `drift diff --desired FILES --live FILES` matching objects the way a user expects
+//! (docs/architecture.md, "Matching objects in file mode"): manifests that leave the namespace to
+//! Kustomize or the Argo CD destination against a real `kubectl get -o yaml` dump of the test
+//! API server; a name found in several namespaces; a namespace given to a cluster-scoped custom
+//! kind; and objects the cluster has that Git does not declare (`--orphans`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::SHOP;
+use drift_test_apiserver::{Options, TestApiServer};
+use serde_json::Value;
+
+struct Env {
+    server: TestApiServer,
+    home: tempfile::TempDir,
+}
+
+impl Env {
+    /// The test API server with the shop applied by kubectl.
+    fn start() -> Env {
+        let env = Env { server: TestApiServer::start(Options::default()).unwrap(), home: tempfile::tempdir().unwrap() };
+        for (name, text) in SHOP {
+            env.write(&format!("applied/{name}"), text);
+        }
+        env.kubectl(&["apply", "-R", "-f", env.path("applied").to_str().unwrap()]);
+        env
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn kubectl(&self, args: &[&str]) -> String {
+        common::kubectl(self.server.kubeconfig_path(), self.home.path(), args, &[])
+    }
+
+    /// The shop as a GitOps repository leaves it to Kustomize: no namespace anywhere.
+    fn desired_without_namespaces(&self) -> PathBuf {
+        for (name, text) in SHOP.iter().filter(|(n, _)| *n != "namespace.yaml") {
+            let text: String =
+                text.lines().filter(|l| l.trim() != "namespace: shop").map(|l| format!("{l}\n")).collect();
+            assert!(!text.contains("namespace:"), "{name}");
+            self.write(&format!("desired/{name}"), &text);
+        }
+        self.path("desired")
+    }
+
+    /// `kubectl get ... -o yaml` of every namespace into a file, as a user dumps a cluster.
+    fn dump(&self, kinds: &str) -> PathBuf {
+        let text = self.kubectl(&["get", kinds, "-A", "-o", "yaml"]);
+        self.write("live.yaml", &text)
+    }
+}
+
+/// `drift diff -o json` with extra arguments: exit code and the document.
+fn diff(desired: &Path, live: &Path, extra: &[&str]) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["diff", "--desired", desired.to_str().unwrap(), "--live", live.to_str().unwrap(), "-o", "json"])
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let doc = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap(), doc)
+}
+
+fn messages(doc: &Value, fatal: bool) -> Vec<String> {
+    doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["fatal"].as_bool().unwrap_or(false) == fatal)
+        .map(|w| w["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn drifts(doc: &Value) -> Vec<(String, String, String)> {
+    let mut out: Vec<_> = doc["drifts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["resource"]["name"].as_str().unwrap().to_owned(),
+                d["drift_type"].as_str().unwrap().to_owned(),
+                d["severity"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn manifests_without_namespace_match_a_kubectl_dump_and_say_where() {
+    let env = Env::start();
+    let desired = env.desired_without_namespaces();
+    let live = env.dump("deployments,services,configmaps");
+    let (code, doc) = diff(&desired, &live, &[]);
+    assert_eq!(code, 0, "in sync once matched: {doc}");
+    assert_eq!(doc["summary"]["resources_compared"], 3, "{doc}");
+    let notes = messages(&doc, false);
+    assert_eq!(notes.len(), 3, "one note per object placed: {notes:?}");
+    assert!(notes.iter().all(|n| n.contains("namespace shop") && n.contains("-n")), "{notes:?}");
+
+    // A real change is still found once matched.
+    env.kubectl(&["scale", "deployment/web", "-n", "shop", "--replicas=7"]);
+    let live = env.dump("deployments,services,configmaps");
+    let (code, doc) = diff(&desired, &live, &[]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(drifts(&doc), vec![("web".to_owned(), "replicas_drift".to_owned(), "LOW".to_owned())]);
+
+    // The same name in a second namespace: the choice is the user's.
+    env.kubectl(&["create", "namespace", "staging"]);
+    env.kubectl(&["create", "configmap", "settings", "-n", "staging", "--from-literal=mode=fast"]);
+    let live = env.dump("deployments,services,configmaps");
+    let (code, doc) = diff(&desired, &live, &[]);
+    assert_eq!(code, 2, "an object that cannot be matched is an error: {doc}");
+    let errors = messages(&doc, true);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("settings") && errors[0].contains("shop, staging") && errors[0].contains("-n"));
+    assert!(
+        drifts(&doc).iter().all(|(_, t, _)| t != "missing_resource"),
+        "the ambiguous object is not reported missing: {doc}"
+    );
+    assert_eq!(doc["summary"]["resources_compared"], 2);
+
+    // `-n` decides, for every object that names none; no notes then.
+    let (code, doc) = diff(&desired, &live, &["-n", "staging"]);
+    assert_eq!(code, 1);
+    let missing: Vec<_> = drifts(&doc).into_iter().filter(|(_, t, _)| t == "missing_resource").collect();
+    assert_eq!(missing.len(), 2, "web's Deployment and Service are not in staging: {doc}");
+    let (code, doc) = diff(&desired, &live, &["--namespace", "shop"]);
+    assert_eq!(code, 1, "{doc}");
+    assert_eq!(drifts(&doc).len(), 1, "only the scaled replicas: {doc}");
+    assert!(messages(&doc, false).is_empty());
+}
+
+#[test]
+fn a_namespace_on_a_cluster_scoped_custom_kind_is_ignored() {
+    let home = tempfile::tempdir().unwrap();
+    let desired = home.path().join("issuer.yaml");
+    std::fs::write(
+        &desired,
+        "apiVersion: cert-manager.io/v1\nkind: ClusterIssuer\nmetadata:\n  name: letsencrypt\n  namespace: cert-manager\n\
+         spec:\n  acme:\n    email: ops@example.com\n",
+    )
+    .unwrap();
+    let live = home.path().join("live.yaml");
+    std::fs::write(
+        &live,
+        "apiVersion: cert-manager.io/v1\nkind: ClusterIssuer\nmetadata:\n  name: letsencrypt\n  uid: 1\n\
+         spec:\n  acme:\n    email: root@example.com\n",
+    )
+    .unwrap();
+    let (code, doc) = diff(&desired, &live, &[]);
+    assert_eq!(code, 1, "{doc}");
+    let d = &doc["drifts"][0];
+    assert_eq!(d["path"], "spec.acme.email", "compared, not missing: {doc}");
+    assert!(d["resource"]["namespace"].is_null());
+}
+
+#[test]
+fn orphans_are_the_objects_a_person_made_that_git_does_not_declare() {
+    let env = Env::start();
+    // Git also holds a Secret in shop, so Secrets there are managed.
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: tls\n  namespace: shop\nstringData:\n  key: k\n";
+    env.write("applied/secret.yaml", secret);
+    env.kubectl(&["apply", "-f", env.path("applied/secret.yaml").to_str().unwrap()]);
+    env.kubectl(&["create", "configmap", "debug", "-n", "shop", "--from-literal=verbose=1"]);
+    env.kubectl(&["create", "secret", "generic", "stolen", "-n", "shop", "--from-literal=token=canary-7f3e91"]);
+    let stray = common::DEPLOYMENT.replace("name: web", "name: stray");
+    env.write("stray.yaml", &stray);
+    env.kubectl(&["apply", "-f", env.path("stray.yaml").to_str().unwrap()]);
+    // Made by someone else's controller (an owner reference): not a person's.
+    let owned = concat!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: generated\n  namespace: shop\n",
+        "  ownerReferences:\n  - {apiVersion: apps/v1, kind: Deployment, name: web, uid: 6a1f}\ndata: {a: b}\n",
+    );
+    env.write("owned.yaml", owned);
+    env.kubectl(&["apply", "-f", env.path("owned.yaml").to_str().unwrap()]);
+    // Outside the scope: Git has no ConfigMap in default.
+    env.kubectl(&["create", "configmap", "elsewhere", "-n", "default", "--from-literal=a=b"]);
+
+    let desired = env.path("applied");
+    let live = env.dump("namespaces,deployments,services,configmaps,secrets");
+    let (code, doc) = diff(&desired, &live, &[]);
+    assert_eq!(code, 0, "off unless asked for: {doc}");
+    let (code, doc) = diff(&desired, &live, &["--orphans"]);
+    assert_eq!(code, 1, "{doc}");
+    let unmanaged: Vec<_> = drifts(&doc).into_iter().filter(|(_, t, _)| t == "unmanaged_resource").collect();
+    let want = |n: &str, s: &str| (n.to_owned(), "unmanaged_resource".to_owned(), s.to_owned());
+    assert_eq!(unmanaged, vec![want("debug", "MEDIUM"), want("stolen", "HIGH"), want("stray", "MEDIUM")], "{doc}");
+    let text = doc.to_string();
+    assert!(!text.contains("canary-7f3e91") && !text.contains("Y2FuYXJ5LTdmM2U5MQ"), "no Secret value in the report");
+
+    // An ignore rule that names an object leaves it out.
+    let rules = env.write("ignore.yaml", "- kind: ConfigMap\n  name: debug\n");
+    let (_, doc) = diff(&desired, &live, &["--orphans", "--ignore", rules.to_str().unwrap()]);
+    let names: Vec<_> = drifts(&doc).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, vec!["stolen", "stray"]);
+
+    // The same against the cluster itself.
+    let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["diff", "--desired", desired.to_str().unwrap(), "--cluster", "--orphans", "-o", "json"])
+        .arg("--kubeconfig")
+        .arg(env.server.kubeconfig_path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{doc}");
+    let names: Vec<_> = drifts(&doc).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, vec!["debug", "stolen", "stray"]);
+    // The cluster keeps managedFields (a `kubectl get` dump leaves them out): who made each.
+    let mut by: Vec<_> = doc["drifts"].as_array().unwrap().iter().map(|d| d["changed_by"].as_str().unwrap()).collect();
+    by.sort_unstable();
+    assert_eq!(by, ["kubectl-client-side-apply", "kubectl-create", "kubectl-create"], "{doc}");
+}

@@ -1,0 +1,197 @@
+//! Matching desired objects to live ones when the desired state leaves namespaces open.
+//!
+//! Manifests in GitOps repositories often name no namespace: Kustomize, an Argo CD destination
+//! or `kubectl apply -n` gives it at deploy time. A live dump (`kubectl get -o yaml`) always
+//! names it. [`settle_namespaces`] decides, for files on both sides (`drift diff --desired
+//! FILES --live FILES`), which namespace each desired object lives in, the way a user expects:
+//!
+//! - with a namespace given (`-n`), every namespaced object without one is placed there, as
+//!   `kubectl apply -n` would;
+//! - without one, an object that names no namespace matches the one live object of the same
+//!   group, kind and name, with a note saying which namespace was chosen; with several such live
+//!   objects the choice is the user's: an error asks for `-n` and the object is not compared
+//!   (it is neither missing nor in sync); with none, it goes to `default`;
+//! - a custom kind whose live objects all name no namespace is cluster-scoped: a namespace a
+//!   desired object gives it is ignored, as Argo CD does (the built-in kinds are known from
+//!   [`crate::is_cluster_scoped`]; a cluster says it through discovery, see
+//!   [`crate::LiveSource::cluster_scoped`]).
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::model::{GroupKind, Resource, SourceWarning, is_cluster_scoped};
+
+/// The namespace given to namespaced objects that name none, when nothing else decides.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// What [`settle_namespaces`] decided.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// Custom kinds the live objects show to be cluster-scoped (for
+    /// [`crate::scan::ScanOptions::cluster_scoped`]).
+    pub cluster_scoped: Vec<GroupKind>,
+    /// A note for every namespace chosen from the live state, an error for every object whose
+    /// namespace could not be chosen (and which was taken out of the comparison).
+    pub warnings: Vec<SourceWarning>,
+}
+
+/// Custom kinds (not in the built-in table) of which `live` holds objects and all of them name
+/// no namespace.
+pub fn cluster_scoped_in(live: &[Resource]) -> Vec<GroupKind> {
+    let mut seen: HashMap<GroupKind, bool> = HashMap::new();
+    for r in live {
+        if is_cluster_scoped(&r.key.group, &r.key.kind) {
+            continue;
+        }
+        let all_without = seen.entry(r.key.group_kind()).or_insert(true);
+        *all_without &= r.key.namespace.is_none();
+    }
+    let mut kinds: Vec<GroupKind> = seen.into_iter().filter_map(|(gk, none)| none.then_some(gk)).collect();
+    kinds.sort();
+    kinds
+}
+
+/// Settles the namespace of every desired object against a live state read from files (see the
+/// module documentation for the rules). `namespace` is the one the user gave, if any. Live
+/// objects of namespaced kinds that name no namespace (hand-written files) are placed in
+/// `namespace`, or `default`. Desired objects without a namespace that match nothing are left
+/// without one: the scan places them in its default namespace.
+pub fn settle_namespaces(desired: &mut Vec<Resource>, live: &mut [Resource], namespace: Option<&str>) -> Settled {
+    let cluster_scoped = cluster_scoped_in(live);
+    let mut warnings = Vec::new();
+    let scoped = |gk: &GroupKind| is_cluster_scoped(&gk.group, &gk.kind) || cluster_scoped.contains(gk);
+    for r in live.iter_mut() {
+        if r.key.namespace.is_none() && !scoped(&r.key.group_kind()) {
+            r.key.namespace = Some(namespace.unwrap_or(DEFAULT_NAMESPACE).to_owned());
+        }
+    }
+    let mut ambiguous = Vec::new();
+    if let Some(ns) = namespace {
+        for r in desired.iter_mut() {
+            if r.key.namespace.is_none() && !scoped(&r.key.group_kind()) {
+                r.key.namespace = Some(ns.to_owned());
+            }
+        }
+    } else {
+        // (group, kind, name) -> the namespaces the live state has it in.
+        let mut places: HashMap<(&str, &str, &str), BTreeSet<&str>> = HashMap::new();
+        for r in live.iter() {
+            if let Some(ns) = r.key.namespace.as_deref() {
+                places.entry((&r.key.group, &r.key.kind, &r.key.name)).or_default().insert(ns);
+            }
+        }
+        for (i, r) in desired.iter_mut().enumerate() {
+            if r.key.namespace.is_some() || scoped(&r.key.group_kind()) {
+                continue;
+            }
+            let found = places.get(&(r.key.group.as_str(), r.key.kind.as_str(), r.key.name.as_str()));
+            let candidates: Vec<&str> = found.map(|s| s.iter().copied().collect()).unwrap_or_default();
+            let gk = r.key.group_kind();
+            let at = |w: SourceWarning| match &r.provenance.path {
+                Some(p) => w.at(p.clone(), r.provenance.document, None),
+                None => w,
+            };
+            match candidates.as_slice() {
+                [] => {}
+                [only] => {
+                    warnings.push(at(SourceWarning::note(format!(
+                        "{gk} {} names no namespace; matched to the live object in namespace {only} (pass -n to choose)",
+                        r.key.name
+                    ))));
+                    r.key.namespace = Some((*only).to_owned());
+                }
+                many => {
+                    warnings.push(at(SourceWarning::error(
+                        crate::ErrorKind::InvalidInput,
+                        format!(
+                            "{gk} {} names no namespace and the live state has it in {}: pass -n NAMESPACE to choose; \
+                             not compared",
+                            r.key.name,
+                            many.join(", ")
+                        ),
+                    )));
+                    ambiguous.push(i);
+                }
+            }
+        }
+    }
+    for i in ambiguous.into_iter().rev() {
+        desired.remove(i);
+    }
+    for r in desired.iter_mut() {
+        if cluster_scoped.contains(&r.key.group_kind()) {
+            r.key.namespace = None;
+        }
+    }
+    Settled { cluster_scoped, warnings }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(group_version: &str, kind: &str, name: &str, ns: Option<&str>) -> Resource {
+        let mut meta = json!({"name": name});
+        if let Some(ns) = ns {
+            meta["namespace"] = json!(ns);
+        }
+        Resource::from_object(json!({"apiVersion": group_version, "kind": kind, "metadata": meta})).unwrap()
+    }
+
+    fn namespaces(rs: &[Resource]) -> Vec<Option<&str>> {
+        rs.iter().map(|r| r.key.namespace.as_deref()).collect()
+    }
+
+    #[test]
+    fn an_object_without_namespace_matches_the_one_live_object_of_its_name_and_says_so() {
+        let mut desired = vec![obj("apps/v1", "Deployment", "web", None), obj("v1", "ConfigMap", "lonely", None)];
+        let mut live =
+            vec![obj("apps/v1", "Deployment", "web", Some("shop")), obj("apps/v1", "Deployment", "api", Some("x"))];
+        let settled = settle_namespaces(&mut desired, &mut live, None);
+        assert_eq!(namespaces(&desired), vec![Some("shop"), None], "no match: left to the scan's default");
+        assert_eq!(settled.warnings.len(), 1);
+        assert!(!settled.warnings[0].fatal);
+        assert!(settled.warnings[0].message.contains("namespace shop"), "{}", settled.warnings[0].message);
+    }
+
+    #[test]
+    fn several_candidates_ask_for_a_namespace_and_the_object_is_not_compared() {
+        let mut desired = vec![obj("v1", "ConfigMap", "cfg", None), obj("v1", "ConfigMap", "other", None)];
+        let mut live = vec![obj("v1", "ConfigMap", "cfg", Some("a")), obj("v1", "ConfigMap", "cfg", Some("b"))];
+        let settled = settle_namespaces(&mut desired, &mut live, None);
+        assert_eq!(desired.len(), 1);
+        assert_eq!(desired[0].key.name, "other");
+        assert_eq!(settled.warnings.len(), 1);
+        assert!(settled.warnings[0].fatal);
+        assert!(settled.warnings[0].message.contains("a, b") && settled.warnings[0].message.contains("-n"));
+    }
+
+    #[test]
+    fn a_given_namespace_places_every_object_without_one() {
+        let mut desired = vec![obj("v1", "ConfigMap", "cfg", None), obj("v1", "ConfigMap", "pinned", Some("p"))];
+        let mut live = vec![obj("v1", "ConfigMap", "cfg", Some("a")), obj("v1", "ConfigMap", "cfg", None)];
+        let settled = settle_namespaces(&mut desired, &mut live, Some("n"));
+        assert!(settled.warnings.is_empty());
+        assert_eq!(namespaces(&desired), vec![Some("n"), Some("p")]);
+        assert_eq!(namespaces(&live), vec![Some("a"), Some("n")]);
+    }
+
+    #[test]
+    fn a_namespace_on_a_custom_kind_the_live_state_shows_cluster_scoped_is_ignored() {
+        let mut desired = vec![
+            obj("cert-manager.io/v1", "ClusterIssuer", "le", Some("cert-manager")),
+            obj("example.com/v1", "Widget", "w", Some("apps")),
+            obj("rbac.authorization.k8s.io/v1", "ClusterRole", "r", Some("x")),
+        ];
+        let mut live = vec![
+            obj("cert-manager.io/v1", "ClusterIssuer", "le", None),
+            obj("example.com/v1", "Widget", "w", Some("apps")),
+            obj("example.com/v1", "Widget", "v", None),
+        ];
+        let settled = settle_namespaces(&mut desired, &mut live, None);
+        assert_eq!(settled.cluster_scoped, vec![GroupKind::new("cert-manager.io", "ClusterIssuer")]);
+        // The built-in ClusterRole keeps its namespace here: the scan's own table clears it.
+        assert_eq!(namespaces(&desired), vec![None, Some("apps"), Some("x")]);
+        assert_eq!(live[2].key.namespace.as_deref(), Some("default"), "a mixed kind is namespaced");
+    }
+}
