@@ -168,6 +168,27 @@ fn bad_input_is_exit_2_with_file_and_line_and_the_rest_still_compared() {
 }
 
 #[test]
+fn a_live_file_that_cannot_be_read_makes_nothing_look_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let desired = dir.path().join("desired.yaml");
+    std::fs::write(&desired, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\ndata: {k: v}\n")
+        .unwrap();
+    // A dump over the per-file bound (16 MiB), as `kubectl get -A -o yaml` of a real cluster is.
+    let live = dir.path().join("live.yaml");
+    let item = "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a, namespace: x}\n  data: {k: v}\n";
+    let big = format!("apiVersion: v1\nkind: List\nitems:\n{}", item.repeat((17 << 20) / item.len()));
+    std::fs::write(&live, big).unwrap();
+    let (code, out, err) =
+        drift(&["diff", "--desired", desired.to_str().unwrap(), "--live", live.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 2, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["drifts"], serde_json::json!([]), "nothing reported missing: {out}");
+    let warnings = doc["warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w["message"].as_str().unwrap().contains("larger than the limit")), "{out}");
+    assert_eq!(doc["summary"]["warnings"].as_u64().unwrap() as usize, warnings.len(), "counted in the summary");
+}
+
+#[test]
 fn secret_values_never_printed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("d.yaml");

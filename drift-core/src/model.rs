@@ -426,9 +426,26 @@ impl Coverage {
 
     /// Marks every pair of a scope complete (for sources that read everything at once).
     pub fn complete(scope: &Scope) -> Self {
+        Coverage::all(scope, &CoverageStatus::Complete)
+    }
+
+    /// Coverage of a source that reads everything at once (files): every pair of the scope
+    /// complete when every file was read; when some part could not be read (the `fatal`
+    /// warnings), every pair failed with their reasons, since the broken part may hold any
+    /// object, which then must not look missing.
+    pub fn of_whole_read(scope: &Scope, warnings: &[SourceWarning]) -> Self {
+        let fatal: Vec<String> = warnings.iter().filter(|w| w.fatal).map(ToString::to_string).collect();
+        if fatal.is_empty() {
+            return Coverage::complete(scope);
+        }
+        let message = format!("the live state could not be read completely: {}", fatal.join("; "));
+        Coverage::all(scope, &CoverageStatus::Failed { message })
+    }
+
+    fn all(scope: &Scope, status: &CoverageStatus) -> Self {
         let mut c = Coverage::default();
         for (gk, ns) in scope.pairs() {
-            c.set(gk, ns, CoverageStatus::Complete);
+            c.set(gk, ns, status.clone());
         }
         c
     }

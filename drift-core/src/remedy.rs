@@ -345,7 +345,7 @@ fn is_secret(r: &Resource) -> bool {
 ///     "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 5}})).unwrap();
 /// let paths: Vec<_> = Engine::default().compare_paths(&desired, Some(&live)).into_iter().map(|(p, _)| p).collect();
 /// let patch = revert_patch(&desired, &live, &paths).unwrap();
-/// let mut fixed = live.object.clone();
+/// let mut fixed = serde_json::Value::clone(&live.object);
 /// json_patch::patch(&mut fixed, &patch).unwrap();
 /// assert_eq!(fixed["spec"]["replicas"], 3);
 /// ```

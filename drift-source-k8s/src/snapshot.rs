@@ -7,7 +7,7 @@ use crate::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
 use drift_core::manifest::parse_manifests;
 use drift_core::source::{LiveCapabilities, LiveSource};
-use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
+use drift_core::{Coverage, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
 
 /// A live source on files. It has no discovery: every pair of a scope is `complete`, possibly
 /// empty, as long as every file was read; when a file cannot be read or a document is broken,
@@ -91,13 +91,8 @@ impl LiveSource for SnapshotSource {
 
     async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
         let (resources, warnings) = self.read_all();
-        let fatal: Vec<String> = warnings.iter().filter(|w| w.fatal).map(ToString::to_string).collect();
-        if !fatal.is_empty() {
-            let mut coverage = Coverage::default();
-            let message = format!("the live snapshot could not be read completely: {}", fatal.join("; "));
-            for (gk, ns) in scope.pairs() {
-                coverage.set(gk, ns, CoverageStatus::Failed { message: message.clone() });
-            }
+        if warnings.iter().any(|w| w.fatal) {
+            let coverage = Coverage::of_whole_read(scope, &warnings);
             return Ok(LiveSnapshot { cluster: self.cluster.clone(), resources: Vec::new(), coverage });
         }
         let mut resources: Vec<Resource> = resources
@@ -121,6 +116,7 @@ impl LiveSource for SnapshotSource {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use drift_core::CoverageStatus;
 
     #[test]
     fn a_broken_file_fails_every_pair_instead_of_looking_empty() {

@@ -86,12 +86,14 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.progress = progress;
     options.orphans = args.orphans;
     place_namespaces(&mut desired.resources, &options);
-    // Files hold everything they hold: every (kind, namespace) Git names is complete.
-    let coverage = Coverage::complete(&desired.scope());
+    // Files hold everything they hold: every (kind, namespace) Git names is complete, unless a
+    // live file could not be read (then nothing may look missing).
+    let coverage = Coverage::of_whole_read(&desired.scope(), &live.warnings);
     let live_warnings = live.warnings;
     let live = LiveSnapshot { cluster: "files".to_owned(), resources: live.resources, coverage };
     let mut report = compare_snapshots(desired, live, &engine, &options);
     report.warnings.extend(live_warnings);
+    report.summary.warnings = report.warnings.len();
     line.finish();
     finish(&report, args.output)
 }
