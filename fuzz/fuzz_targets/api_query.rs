@@ -4,8 +4,8 @@
 #![no_main]
 
 use drift_api::query::{
-    AUDIT_PARAMS, FILTER_PARAMS, NOTIFICATION_PARAMS, PAGE_PARAMS, audit_filter, delivery_filter, filter, flag,
-    page, pairs, positive_id, required,
+    AUDIT_PARAMS, FILTER_PARAMS, NOTIFICATION_PARAMS, PAGE_PARAMS, audit_filter, delivery_filter, filter, flag, page,
+    pairs, positive_id, required,
 };
 use libfuzzer_sys::fuzz_target;
 
