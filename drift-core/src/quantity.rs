@@ -43,7 +43,9 @@ impl Quantity {
         let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
         let digits = format!("{int_part}{frac_part}");
         let digits = digits.trim_start_matches('0');
-        if digits.len() > 30 {
+        // Any 38 digits fit an i128; the value's own bound (2^100 nano-units) is checked below.
+        // (A bound of 30 digits refused canonical texts of 31 digits of nano-units.)
+        if digits.len() > 38 {
             return None;
         }
         let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
@@ -138,6 +140,19 @@ mod tests {
         assert_eq!(canonical("abc"), None);
         assert_eq!(canonical("1.5.5"), None);
         assert_eq!(canonical("12Qi"), None);
+    }
+
+    #[test]
+    fn a_canonical_text_of_31_digits_of_nano_units_parses_back() {
+        // Found by the `quantity` fuzz target: the value is not a whole number of units and has
+        // 31 digits in nano-units, which the parser refused while its bound is 2^100 nano-units.
+        let q = Quantity::parse("1111111111111.01011111110Gi").unwrap();
+        let c = q.to_canonical();
+        assert_eq!(c, "1193046471111002663187841548288n");
+        assert_eq!(Quantity::parse(&c), Some(q));
+        assert_eq!(canonical(&c), Some(c.clone()));
+        assert_eq!(canonical("1.0000000000000000000000000000000"), Some("1".to_owned()), "trailing zeros");
+        assert_eq!(Quantity::parse("1267650600228229401496703205377n"), None, "over 2^100 nano-units");
     }
 
     proptest! {

@@ -1,0 +1,38 @@
+//! Arbitrary bytes into the YAML/JSON multi-document loader, with the default limits and with
+//! tight ones. Laws: it never panics; every resource has an apiVersion, a kind and a name and
+//! carries the file's path; every fatal warning names the file; a resource written back as JSON
+//! and loaded again is the same object.
+#![no_main]
+
+use drift_core::manifest::{Limits, parse_manifests_with};
+use libfuzzer_sys::fuzz_target;
+
+const PATH: &str = "fuzz/input.yaml";
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&flags, rest)) = data.split_first() else { return };
+    let text = String::from_utf8_lossy(rest);
+    let limits = if flags & 1 == 0 {
+        Limits::default()
+    } else {
+        Limits { max_file_bytes: 4096, max_depth: 8, max_aliases: 16, max_nodes: 256 }
+    };
+    let parsed = parse_manifests_with(&text, PATH, limits);
+    for w in &parsed.warnings {
+        if w.fatal {
+            assert_eq!(w.path.as_deref(), Some(PATH), "fatal warning without the file: {w:?}");
+        }
+    }
+    for r in &parsed.resources {
+        assert!(!r.api_version.is_empty() && !r.key.kind.is_empty() && !r.key.name.is_empty(), "{r:?}");
+        assert_eq!(r.provenance.path.as_deref(), Some(PATH));
+        // Round trip through the JSON form (a List's items were already taken out of it).
+        if r.key.kind.ends_with("List") {
+            continue;
+        }
+        let json = serde_json::to_string(&r.object).expect("a Value serialises");
+        let again = parse_manifests_with(&json, PATH, Limits::default());
+        assert_eq!(again.resources.len(), 1, "{json} gave {:?}", again.warnings);
+        assert_eq!(again.resources[0].object, r.object, "{json}");
+    }
+});
