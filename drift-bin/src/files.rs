@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use drift_core::manifest::parse_manifests;
+use drift_core::manifest::{Limits, parse_manifests_with};
 use drift_core::progress::Progress;
 use drift_core::{Resource, SourceWarning};
 
@@ -20,7 +20,7 @@ fn load_files(files: &[PathBuf], progress: &Progress) -> Loaded {
         let shown = file.display().to_string();
         match std::fs::read_to_string(file) {
             Ok(text) => {
-                let parsed = parse_manifests(&text, &shown);
+                let parsed = parse_manifests_with(&text, &shown, Limits::live());
                 loaded.resources.extend(parsed.resources);
                 loaded.warnings.extend(parsed.warnings);
                 progress.files_read(1);

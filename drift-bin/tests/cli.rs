@@ -173,19 +173,64 @@ fn a_live_file_that_cannot_be_read_makes_nothing_look_missing() {
     let desired = dir.path().join("desired.yaml");
     std::fs::write(&desired, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: x}\ndata: {k: v}\n")
         .unwrap();
-    // A dump over the per-file bound (16 MiB), as `kubectl get -A -o yaml` of a real cluster is.
     let live = dir.path().join("live.yaml");
-    let item = "- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a, namespace: x}\n  data: {k: v}\n";
-    let big = format!("apiVersion: v1\nkind: List\nitems:\n{}", item.repeat((17 << 20) / item.len()));
-    std::fs::write(&live, big).unwrap();
+    std::fs::write(&live, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n").unwrap();
     let (code, out, err) =
         drift(&["diff", "--desired", desired.to_str().unwrap(), "--live", live.to_str().unwrap(), "-o", "json"]);
     assert_eq!(code, 2, "{err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["drifts"], serde_json::json!([]), "nothing reported missing: {out}");
     let warnings = doc["warnings"].as_array().unwrap();
-    assert!(warnings.iter().any(|w| w["message"].as_str().unwrap().contains("larger than the limit")), "{out}");
+    assert!(warnings.iter().any(|w| w["message"].as_str().unwrap().contains("invalid YAML")), "{out}");
     assert_eq!(doc["summary"]["warnings"].as_u64().unwrap() as usize, warnings.len(), "counted in the summary");
+}
+
+#[test]
+fn a_cluster_dump_over_the_document_bound_is_read_item_by_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let desired = dir.path().join("desired.yaml");
+    std::fs::write(&desired, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-7, namespace: x}\ndata: {k: v}\n")
+        .unwrap();
+    // `kubectl get -A -o yaml` and `-o json` of a real cluster: one List over 16 MiB.
+    let n = 60_000;
+    let yaml_items: String = (0..n)
+        .map(|i| format!("- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: cm-{i}\n    namespace: x\n  data:\n    k: v\n    pad: {}\n", "p".repeat(220)))
+        .collect();
+    let yaml = dir.path().join("live.yaml");
+    std::fs::write(
+        &yaml,
+        format!("apiVersion: v1\nitems:\n{yaml_items}kind: List\nmetadata:\n  resourceVersion: \"\"\n"),
+    )
+    .unwrap();
+    let json_items: Vec<Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("cm-{i}"), "namespace": "x"}, "data": {"k": "v", "pad": "p".repeat(220)}})
+        })
+        .collect();
+    let json = dir.path().join("live.json");
+    let list = serde_json::json!({"apiVersion": "v1", "items": json_items, "kind": "List", "metadata": {}});
+    std::fs::write(&json, serde_json::to_string_pretty(&list).unwrap()).unwrap();
+    for live in [&yaml, &json] {
+        assert!(std::fs::metadata(live).unwrap().len() > 16 << 20);
+        let (code, out, err) =
+            drift(&["diff", "--desired", desired.to_str().unwrap(), "--live", live.to_str().unwrap(), "-o", "json"]);
+        assert_eq!(code, 0, "{} in sync: {err} {}", live.display(), &out[..out.len().min(2000)]);
+    }
+    // A document that large that is not a List is an error of its own, named.
+    let big = dir.path().join("big.yaml");
+    std::fs::write(
+        &big,
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-7, namespace: x}}\ndata:\n  blob: {}\n",
+            "b".repeat(17 << 20)
+        ),
+    )
+    .unwrap();
+    let (code, out, _) =
+        drift(&["diff", "--desired", desired.to_str().unwrap(), "--live", big.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 2);
+    assert!(out.contains("larger than the limit"), "{}", &out[..out.len().min(2000)]);
 }
 
 #[test]

@@ -14,8 +14,12 @@ use crate::model::{Provenance, Resource, SourceWarning};
 /// Limits of the loader.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest file accepted, in bytes (default 16 MiB).
+    /// Largest file accepted, in bytes (default 16 MiB; [`Limits::live`]: 2 GiB).
     pub max_file_bytes: usize,
+    /// Largest document, or item of a `List` document, in bytes (default 16 MiB). A larger
+    /// `List` (a `kubectl get -A -o yaml` or `-o json` dump of a real cluster) is read item by
+    /// item, each item bounded by this; another document that large is an error of its own.
+    pub max_document_bytes: usize,
     /// Deepest nesting of mappings and sequences (default 100; real objects stay under 40).
     pub max_depth: usize,
     /// Most alias (`*ref`) uses in one file (default 10,000).
@@ -26,7 +30,21 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_file_bytes: 16 << 20, max_depth: 100, max_aliases: 10_000, max_nodes: 1_000_000 }
+        Limits {
+            max_file_bytes: 16 << 20,
+            max_document_bytes: 16 << 20,
+            max_depth: 100,
+            max_aliases: 10_000,
+            max_nodes: 1_000_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits for files a user hands over whole (`drift diff` on files, a `live.snapshot`):
+    /// a file of up to 2 GiB, each document or list item still bounded as by default.
+    pub fn live() -> Self {
+        Limits { max_file_bytes: 2 << 30, ..Limits::default() }
     }
 }
 
@@ -69,6 +87,10 @@ pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedMan
     let trimmed = text.trim_start_matches('\u{feff}').trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         // JSON: one document. serde_json bounds recursion at 128 levels by itself.
+        if trimmed.len() > limits.max_document_bytes {
+            read_large_json(text, trimmed, path, limits, &mut out);
+            return out;
+        }
         if let Some((value, line)) = oversized_integer(trimmed) {
             out.warnings.push(
                 SourceWarning::error(
@@ -101,6 +123,10 @@ pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedMan
         if is_blank(doc.text) {
             continue;
         }
+        if doc.text.len() > limits.max_document_bytes {
+            read_large_yaml(&doc, index, path, limits, &mut out);
+            continue;
+        }
         match parse_yaml_document(doc.text, limits) {
             Ok(Value::Null) => {}
             Ok(value) => collect(value, path, index, doc.first_line, &mut out),
@@ -114,6 +140,148 @@ pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedMan
         }
     }
     out
+}
+
+fn too_large(what: &str, bytes: usize, limits: Limits) -> String {
+    format!(
+        "{what} is {bytes} bytes, larger than the limit of {} bytes (a List larger than that is read item by item)",
+        limits.max_document_bytes
+    )
+}
+
+/// A YAML document over the document bound: a `List` in the layout kubectl writes (`items:` at
+/// the margin, each item a `- ` entry indented by two) is read item by item, each bounded;
+/// anything else is an error of that document.
+fn read_large_yaml(doc: &Document<'_>, index: usize, path: &str, limits: Limits, out: &mut ParsedManifests) {
+    let error = |message: String, line: usize| {
+        SourceWarning::error(ErrorKind::InvalidInput, message).at(path, Some(index), Some(line))
+    };
+    let Some((rest, items)) = list_items(doc.text) else {
+        out.warnings.push(error(too_large("document", doc.text.len(), limits), doc.first_line));
+        return;
+    };
+    let is_list = match parse_yaml_document(&rest, limits) {
+        Ok(head) => head.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")),
+        Err(_) => false,
+    };
+    if !is_list {
+        out.warnings.push(error(too_large("document", doc.text.len(), limits), doc.first_line));
+        return;
+    }
+    for (i, (line, text)) in items.into_iter().enumerate() {
+        let first_line = doc.first_line + line;
+        if text.len() > limits.max_document_bytes {
+            out.warnings.push(error(too_large(&format!("list item {i}"), text.len(), limits), first_line));
+            continue;
+        }
+        match parse_yaml_document(&text, limits) {
+            Ok(value) => push_resource(value, path, index, first_line, Some(i), out),
+            Err((message, at)) => out
+                .warnings
+                .push(error(format!("invalid YAML: list item {i}: {message}"), first_line + at.unwrap_or(1) - 1)),
+        }
+    }
+}
+
+/// Splits a YAML `List` in kubectl's layout into the document without its items and each item's
+/// text (dedented) with its line offset in the document (from 0); `None` when the document does
+/// not have that layout.
+fn list_items(text: &str) -> Option<(String, Vec<(usize, String)>)> {
+    let mut rest = String::new();
+    let mut items: Vec<(usize, String)> = Vec::new();
+    let mut in_items = false;
+    let mut seen_items_key = false;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let content = line.trim_end_matches(['\n', '\r']);
+        if !in_items {
+            if content == "items:" {
+                in_items = true;
+                seen_items_key = true;
+                rest.push_str("items: []\n");
+            } else {
+                rest.push_str(line);
+            }
+            continue;
+        }
+        if let Some(first) = content.strip_prefix("- ").or_else(|| (content == "-").then_some("")) {
+            items.push((n, format!("{first}\n")));
+        } else if let Some(more) = content.strip_prefix("  ") {
+            items.last_mut()?.1.push_str(&format!("{more}\n"));
+        } else if content.trim().is_empty() || content.starts_with('#') {
+            if let Some(last) = items.last_mut() {
+                last.1.push('\n');
+            }
+        } else {
+            // Back at the margin: the rest of the document (`kind: List`, `metadata:`).
+            in_items = false;
+            rest.push_str(line);
+        }
+    }
+    seen_items_key.then_some((rest, items))
+}
+
+/// A JSON document over the document bound: a `List` (`{"apiVersion": ..., "items": [...],
+/// "kind": "List"}`, as `kubectl get -o json` writes it) is read item by item, each item taken
+/// as raw text, bounded and parsed alone; anything else is an error of that document.
+fn read_large_json(text: &str, trimmed: &str, path: &str, limits: Limits, out: &mut ParsedManifests) {
+    #[derive(serde::Deserialize)]
+    struct RawList<'a> {
+        #[serde(default)]
+        kind: String,
+        #[serde(borrow, default)]
+        items: Option<Vec<&'a serde_json::value::RawValue>>,
+    }
+    let at = |line: usize| line + leading_lines(text, trimmed);
+    let error = |message: String, line: usize| {
+        SourceWarning::error(ErrorKind::InvalidInput, message).at(path, Some(0), Some(line))
+    };
+    let list = match serde_json::from_str::<RawList<'_>>(trimmed) {
+        Ok(list) => list,
+        Err(e) => {
+            let message = if trimmed.starts_with('[') {
+                too_large("document", trimmed.len(), limits)
+            } else {
+                format!("invalid JSON: {}", strip_position(&e.to_string()))
+            };
+            out.warnings.push(error(message, at(e.line())));
+            return;
+        }
+    };
+    let (true, Some(items)) = (list.kind.ends_with("List"), list.items) else {
+        out.warnings.push(error(too_large("document", trimmed.len(), limits), at(1)));
+        return;
+    };
+    // The item's line in the file, counted on from the previous item's.
+    let (mut counted_to, mut lines_before) = (0usize, 0usize);
+    for (i, raw) in items.into_iter().enumerate() {
+        let raw = raw.get();
+        let offset = raw.as_ptr() as usize - trimmed.as_ptr() as usize;
+        lines_before += trimmed[counted_to..offset].matches('\n').count();
+        counted_to = offset;
+        let line = at(lines_before + 1);
+        if raw.len() > limits.max_document_bytes {
+            out.warnings.push(error(too_large(&format!("list item {i}"), raw.len(), limits), line));
+            continue;
+        }
+        if let Some((value, l)) = oversized_integer(raw) {
+            out.warnings.push(error(
+                format!(
+                    "invalid JSON: list item {i}: the integer {value} does not fit in 64 bits (Kubernetes rejects it)"
+                ),
+                line + l - 1,
+            ));
+            continue;
+        }
+        match serde_json::from_str::<Value>(raw) {
+            Ok(value) => match check_depth(&value, limits.max_depth) {
+                Ok(()) => push_resource(value, path, 0, line, Some(i), out),
+                Err(w) => out.warnings.push(w.at(path, Some(0), Some(line))),
+            },
+            Err(e) => out
+                .warnings
+                .push(error(format!("invalid JSON: list item {i}: {}", strip_position(&e.to_string())), line)),
+        }
+    }
 }
 
 fn leading_lines(text: &str, trimmed: &str) -> usize {
@@ -382,6 +550,39 @@ mod tests {
         assert!(p.warnings[1].message.contains("no metadata.name"), "{}", p.warnings[1]);
         assert_eq!(p.warnings[1].line, Some(4));
         assert!(p.warnings.iter().all(|w| w.fatal));
+    }
+
+    #[test]
+    fn a_list_over_the_document_bound_is_read_item_by_item_with_lines() {
+        let limits = Limits { max_document_bytes: 120, ..Limits::default() };
+        let yaml = "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a, namespace: x}\n\
+                    - apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: [bad\n\
+                    - apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n    namespace: x\n  data:\n    t: |\n      one\n      two\n\
+                    kind: List\nmetadata: {}\n";
+        let parsed = parse_manifests_with(yaml, "dump.yaml", limits);
+        let names: Vec<_> = parsed.resources.iter().map(|r| r.key.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(parsed.resources[1].object["data"]["t"], "one\ntwo\n");
+        assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+        assert!(parsed.warnings[0].fatal && parsed.warnings[0].message.contains("list item 1"));
+        assert_eq!(parsed.warnings[0].line, Some(8), "the line of the broken item in the file");
+
+        let json = format!(
+            "{{\"apiVersion\": \"v1\", \"items\": [\n{},\n{}\n], \"kind\": \"List\"}}",
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}}"#,
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "n": 100000000000000000000000000000}"#
+        );
+        let parsed = parse_manifests_with(&json, "dump.json", limits);
+        assert_eq!(parsed.resources.len(), 1);
+        assert_eq!(parsed.warnings.len(), 1);
+        assert!(parsed.warnings[0].message.contains("does not fit in 64 bits"), "{:?}", parsed.warnings);
+        assert_eq!(parsed.warnings[0].line, Some(3));
+
+        let not_a_list =
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{k: {}}}\n", "v".repeat(200));
+        let parsed = parse_manifests_with(&not_a_list, "big.yaml", limits);
+        assert!(parsed.resources.is_empty());
+        assert!(parsed.warnings[0].fatal && parsed.warnings[0].message.contains("larger than the limit"));
     }
 
     #[test]
