@@ -72,16 +72,17 @@ pub fn ignores_extraneous(live: &Resource) -> bool {
 /// made and that do not carry Argo CD's `IgnoreExtraneous`: the candidates for
 /// `unmanaged_resource`.
 ///
-/// `declared` are the keys of every desired object (compared or not); `desired` the objects, of
+/// `declared` are the keys of every desired object (compared or not; several lists: this
+/// repository's and the other repositories' of the same detector); `desired` the objects, of
 /// which SealedSecrets and ExternalSecrets declare the Secret their controller makes
 /// ([`produced_secrets`]).
 pub fn unmanaged<'a>(
-    declared: &[ResourceKey],
+    declared: &[&[ResourceKey]],
     desired: &[Resource],
     live: &'a [Resource],
     coverage: &Coverage,
 ) -> Vec<&'a Resource> {
-    let mut declared: HashSet<&ResourceKey> = declared.iter().collect();
+    let mut declared: HashSet<&ResourceKey> = declared.iter().flat_map(|keys| keys.iter()).collect();
     let produced = produced_secrets(desired);
     declared.extend(produced.iter());
     live.iter()
@@ -171,7 +172,7 @@ mod tests {
         coverage.set(&GroupKind::new("", "ConfigMap"), Some("b"), CoverageStatus::Failed { message: "503".into() });
         let keys: Vec<ResourceKey> = desired.iter().map(|r| r.key.clone()).collect();
         let found: Vec<String> =
-            unmanaged(&keys, &desired, &cluster, &coverage).iter().map(|r| r.key.to_string()).collect();
+            unmanaged(&[&keys], &desired, &cluster, &coverage).iter().map(|r| r.key.to_string()).collect();
         assert_eq!(found, vec![cm("stray", "a").key.to_string()]);
     }
 }

@@ -27,6 +27,13 @@ pub struct ScanOptions {
     /// declares, as `unmanaged_resource` ([`crate::orphans`]). The live state is then read
     /// whole for those pairs, not only the objects Git names.
     pub orphans: bool,
+    /// With orphans and several desired sources: the keys the other sources declare (sorted),
+    /// so that an object one repository declares is not unmanaged for another.
+    pub declared_elsewhere: std::sync::Arc<[ResourceKey]>,
+    /// With orphans and several desired sources: another source could not be read whole, so
+    /// what it declares is unknown. No object is then judged unmanaged, and no object Git does
+    /// not hold is resolved (the report's `desired_complete` is false).
+    pub elsewhere_unknown: bool,
 }
 
 impl ScanOptions {
@@ -39,6 +46,8 @@ impl ScanOptions {
             clock: Utc::now,
             progress: crate::progress::Progress::default(),
             orphans: false,
+            declared_elsewhere: std::sync::Arc::from([]),
+            elsewhere_unknown: false,
         }
     }
 }
@@ -222,9 +231,12 @@ fn compare_into(
         .collect();
     options.progress.comparing(comparable.len() as u64);
     report.drifts = comparator.compare_all(&comparable, &live_snapshot.resources);
-    if options.orphans {
+    if options.orphans && options.elsewhere_unknown {
+        report.desired_complete = false;
+    } else if options.orphans {
+        let declared = [report.desired.as_slice(), &options.declared_elsewhere];
         let candidates =
-            crate::orphans::unmanaged(&report.desired, &comparable, &live_snapshot.resources, &live_snapshot.coverage);
+            crate::orphans::unmanaged(&declared, &comparable, &live_snapshot.resources, &live_snapshot.coverage);
         report.drifts.extend(candidates.into_iter().filter_map(|r| comparator.unmanaged(r)));
     }
     options.progress.compared(comparable.len() as u64);

@@ -114,10 +114,20 @@ impl Scanner {
         }
         let permit = self.gate.try_start(scan_id.clone()).ok()?;
         let mut recorded = Vec::with_capacity(self.desired.len());
+        // With orphans and several repositories, an object one repository declares is not
+        // unmanaged for another: each scan knows what all of them declare.
+        let declared =
+            if self.settings.orphans && self.desired.len() > 1 { Some(self.declared_keys().await) } else { None };
         for (i, desired) in self.desired.iter().enumerate() {
             let started = Instant::now();
             let id = if self.desired.len() == 1 { scan_id.clone() } else { format!("{scan_id}-{i}") };
-            let report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &self.settings.options(id)).await;
+            let mut options = self.settings.options(id);
+            match &declared {
+                Some(Some(keys)) => options.declared_elsewhere = keys.clone(),
+                Some(None) => options.elsewhere_unknown = true,
+                None => {}
+            }
+            let report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &options).await;
             self.metrics.record_scan(&report, started.elapsed());
             let recording = Instant::now();
             let outcome = self.record(&report).await;
@@ -137,6 +147,32 @@ impl Scanner {
         }
         drop(permit);
         Some(recorded)
+    }
+
+    /// The keys every desired source declares, with the scan's namespace rules applied; `None`
+    /// when one of them cannot be read whole (what it declares is then unknown). Sources cache
+    /// their last revision, so the scans that follow read them again cheaply.
+    async fn declared_keys(&self) -> Option<Arc<[drift_core::ResourceKey]>> {
+        let mut keys = Vec::new();
+        for source in &self.desired {
+            let mut snapshot = match source.fetch().await {
+                Ok(s) if !s.warnings.iter().any(|w| w.fatal) => s,
+                Ok(_) | Err(_) => {
+                    tracing::warn!(
+                        repository = source.name(),
+                        "orphans: a repository could not be read whole; no object is judged unmanaged in this pass"
+                    );
+                    return None;
+                }
+            };
+            let mut options = self.settings.options("");
+            drift_core::scan::discover_cluster_scoped(self.live.as_ref(), &snapshot, &mut options).await;
+            drift_core::scan::place_namespaces(&mut snapshot.resources, &options);
+            keys.extend(snapshot.resources.into_iter().map(|r| r.key));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Some(keys.into())
     }
 
     /// Records one report: in the store first (its answer is returned), then in every extra

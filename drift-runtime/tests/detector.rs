@@ -266,3 +266,59 @@ async fn a_pass_still_running_after_the_grace_is_aborted_and_writes_nothing() {
     assert!(dropped.load(std::sync::atomic::Ordering::SeqCst), "the stuck pass was aborted, not left running");
     assert!(store.recent_scans(10).await.unwrap().is_empty(), "nothing was written");
 }
+
+/// A desired source that can be made unreadable.
+#[derive(Debug)]
+struct Flaky {
+    inner: MemoryDesiredSource,
+    down: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl DesiredSource for Flaky {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    async fn fetch(&self) -> drift_core::Result<DesiredSnapshot> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(drift_core::Error::unavailable("the git server is down"));
+        }
+        self.inner.fetch().await
+    }
+}
+
+#[tokio::test]
+async fn with_several_repositories_an_object_one_declares_is_not_unmanaged_for_another() {
+    let store = Arc::new(MemoryStore::new());
+    let apps = Arc::new(Flaky {
+        inner: MemoryDesiredSource::new("apps", vec![cm("c", "y")]),
+        down: std::sync::atomic::AtomicBool::new(false),
+    });
+    let detector = Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+        .desired(apps.clone())
+        .live(Arc::new(MemoryLiveSource::new(
+            "homelab",
+            vec![cm("a", "fast"), cm("b", "x"), cm("c", "y"), cm("d", "z")],
+        )))
+        .store(Store::new(store.clone()))
+        .settings(drift_runtime::ScanSettings { orphans: true, ..Default::default() })
+        .build()
+        .unwrap();
+    let reports = detector.scan_once().await.unwrap();
+    for r in &reports {
+        let unmanaged: Vec<_> = r.drifts.iter().map(|d| (d.resource.name.as_str(), d.drift_type)).collect();
+        assert_eq!(unmanaged, [("d", DriftType::UnmanagedResource)], "{}: only d, declared by nobody", r.repository);
+    }
+    assert_eq!(open_drifts(&store).await.len(), 2, "d, once per repository");
+
+    // One repository unreadable: what it declares is unknown, so nothing is judged unmanaged
+    // and nothing outside Git is resolved.
+    apps.down.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reports = detector.scan_once().await.unwrap();
+    assert!(reports.iter().all(|r| r.drifts.is_empty()), "{reports:?}");
+    assert_eq!(open_drifts(&store).await.len(), 2, "the unmanaged drifts stay open");
+    apps.down.store(false, std::sync::atomic::Ordering::SeqCst);
+    detector.scan_once().await.unwrap();
+    assert_eq!(open_drifts(&store).await.len(), 2);
+}
