@@ -231,6 +231,7 @@ impl DetectorBuilder {
             gate: ScanGate::new(),
             wake: dispatcher.as_ref().map(|d| d.waker()),
             leading: election.as_ref().map(|(_, (_, rx))| rx.clone()),
+            watched: std::sync::Mutex::default(),
         };
         let scanner = Arc::new(scanner);
         let remedies = scanner.store.act.is_some().then(|| {

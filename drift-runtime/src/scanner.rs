@@ -101,6 +101,10 @@ pub struct Scanner {
     /// With leader election: whether this replica leads. A replica that does not lead starts
     /// no pass and records nothing.
     pub(crate) leading: Option<tokio::sync::watch::Receiver<bool>>,
+    /// When the watch last re-compared each object (from the newest live state it had then). A
+    /// full pass that started before that leaves the object to the watch: its own view of it
+    /// may be older ([`Scanner::leave_to_watch`]).
+    pub(crate) watched: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Instant>>,
 }
 
 impl Scanner {
@@ -113,6 +117,7 @@ impl Scanner {
             return None;
         }
         let permit = self.gate.try_start(scan_id.clone()).ok()?;
+        let pass_started = Instant::now();
         let mut recorded = Vec::with_capacity(self.desired.len());
         // With orphans and several repositories, an object one repository declares is not
         // unmanaged for another: each scan knows what all of them declare.
@@ -127,7 +132,8 @@ impl Scanner {
                 Some(None) => options.elsewhere_unknown = true,
                 None => {}
             }
-            let report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &options).await;
+            let mut report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &options).await;
+            self.leave_to_watch(&mut report, started);
             self.metrics.record_scan(&report, started.elapsed());
             let recording = Instant::now();
             let outcome = self.record(&report).await;
@@ -146,7 +152,37 @@ impl Scanner {
             recorded.push(Recorded { report, outcome });
         }
         drop(permit);
+        // Later passes start later: what the watch did before this one started cannot matter.
+        self.watched().retain(|_, at| *at >= pass_started);
         Some(recorded)
+    }
+
+    fn watched(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<drift_core::ResourceKey, Instant>> {
+        self.watched.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes that the watch re-compares `key` now, from its newest live state.
+    pub(crate) fn mark_watched(&self, key: &drift_core::ResourceKey) {
+        self.watched().insert(key.clone(), Instant::now());
+    }
+
+    /// A full pass reads the live state over some time; the watch may meanwhile have seen (and
+    /// recorded) a newer state of an object. Recording the pass's older view would reopen a
+    /// drift the watch resolved, or resolve one it opened. Such objects are taken out of the
+    /// report: their drifts are dropped and they are listed as uncomparable, so the store
+    /// leaves them as the watch left them.
+    fn leave_to_watch(&self, report: &mut ScanReport, scan_started: Instant) {
+        let newer: std::collections::HashSet<drift_core::ResourceKey> =
+            self.watched().iter().filter(|(_, at)| **at >= scan_started).map(|(k, _)| k.clone()).collect();
+        if newer.is_empty() {
+            return;
+        }
+        report.drifts.retain(|d| !newer.contains(&d.key()));
+        report.uncomparable.extend(newer.into_iter().filter(|k| report.desired.binary_search(k).is_ok()));
+        report.uncomparable.sort_unstable();
+        report.uncomparable.dedup();
+        report.summary =
+            drift_core::Summary::of(&report.drifts, report.summary.resources_compared, report.summary.warnings);
     }
 
     /// The keys every desired source declares, with the scan's namespace rules applied; `None`

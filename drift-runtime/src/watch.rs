@@ -123,6 +123,7 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
 /// The watch lag is observed when the store has them; the extra sinks get them afterwards.
 async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
     let Some(places) = index.by_key.get(&pending.key) else { return };
+    scanner.mark_watched(&pending.key);
     let mut reports = Vec::with_capacity(places.len());
     for &(repo, i) in places {
         let (repository, revision, resources) = &index.all[repo];

@@ -322,3 +322,89 @@ async fn with_several_repositories_an_object_one_declares_is_not_unmanaged_for_a
     detector.scan_once().await.unwrap();
     assert_eq!(open_drifts(&store).await.len(), 2);
 }
+
+/// A live source whose fetch, when gated, waits for the test after it has read: it hands back
+/// what the cluster held when the pass started, however long the pass takes.
+#[derive(Debug)]
+struct Slow {
+    inner: MemoryLiveSource,
+    gated: std::sync::atomic::AtomicBool,
+    entered: Notify,
+    release: Notify,
+    events: Mutex<Option<mpsc::UnboundedReceiver<drift_core::Result<LiveEvent>>>>,
+}
+
+#[async_trait]
+impl LiveSource for Slow {
+    fn cluster(&self) -> &str {
+        self.inner.cluster()
+    }
+    fn capabilities(&self) -> LiveCapabilities {
+        LiveCapabilities { watch: true, discovery: false }
+    }
+    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
+        let read = self.inner.fetch(scope).await;
+        if self.gated.load(std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        read
+    }
+    async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
+        let rx = self.events.lock().unwrap().take().ok_or_else(|| drift_core::Error::unavailable("watched once"))?;
+        Ok(common::fed(rx))
+    }
+}
+
+#[tokio::test]
+async fn a_full_pass_never_undoes_what_the_watch_saw_after_the_pass_began() {
+    let store = Arc::new(MemoryStore::new());
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let live = Arc::new(Slow {
+        inner: MemoryLiveSource::new("homelab", vec![cm("a", "slow"), cm("b", "x")]),
+        gated: std::sync::atomic::AtomicBool::new(false),
+        entered: Notify::new(),
+        release: Notify::new(),
+        events: Mutex::new(Some(rx_events)),
+    });
+    let detector = Arc::new(
+        Detector::builder()
+            .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+            .live(live.clone())
+            .store(Store::new(store.clone()))
+            .build()
+            .unwrap(),
+    );
+    detector.scan_once().await.unwrap();
+    assert_eq!(open_drifts(&store).await.len(), 1, "a drifted");
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let watching =
+        tokio::spawn(drift_runtime::watch::run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+
+    // A pass reads the cluster (a still drifted) and is slow to finish; meanwhile a is put back
+    // and the watch resolves its drift.
+    live.gated.store(true, std::sync::atomic::Ordering::SeqCst);
+    let pass = tokio::spawn({
+        let detector = detector.clone();
+        async move { detector.scan_once().await }
+    });
+    live.entered.notified().await;
+    events.send(Ok(LiveEvent::Applied(cm("a", "fast")))).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !open_drifts(&store).await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the watch resolves a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    live.release.notify_one();
+    let reports = pass.await.unwrap().unwrap();
+    assert!(reports[0].drifts.is_empty(), "a is left to the watch: {:?}", reports[0].drifts);
+    assert_eq!(reports[0].uncomparable, vec![cm("a", "fast").key]);
+    assert!(open_drifts(&store).await.is_empty(), "the pass's older view did not reopen a");
+
+    // A pass that starts after the watch's last look decides again as usual.
+    live.gated.store(false, std::sync::atomic::Ordering::SeqCst);
+    let reports = detector.scan_once().await.unwrap();
+    assert_eq!(reports[0].drifts.len(), 1, "the cluster source still says slow: the next pass sees it");
+    stop.send_replace(true);
+    watching.await.unwrap();
+}
