@@ -67,7 +67,7 @@ fuzz_target!(|input: Input| {
     let desired = object(api_version, kind, &input.desired.0);
     let live = match &input.live {
         Live::Patched(patch) => {
-            let mut body = desired.object.clone();
+            let mut body = Value::clone(&desired.object);
             merge(&mut body, &patch.0);
             object(api_version, kind, &body)
         }
