@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let limits = if flags & 1 == 0 {
         Limits::default()
     } else {
-        Limits { max_file_bytes: 4096, max_depth: 8, max_aliases: 16, max_nodes: 256 }
+        Limits { max_file_bytes: 4096, max_document_bytes: 1024, max_depth: 8, max_aliases: 16, max_nodes: 256 }
     };
     let parsed = parse_manifests_with(&text, PATH, limits);
     for w in &parsed.warnings {
