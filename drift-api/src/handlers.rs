@@ -105,6 +105,17 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
             shown,
         ));
     }
+    // An outage only the watch sees (the API server gone between two passes) shows here too.
+    let unseen = state.metrics.watch_out_of_sync();
+    if unseen > 0 {
+        return Ok(not_ready(
+            format!(
+                "the watch does not see {unseen} (kind, namespace) pair(s): it lost sync and has not relisted yet; \
+                 nothing there is resolved until it does"
+            ),
+            shown,
+        ));
+    }
     Ok(Json(json!({"status": "ready", "store": "ok", "leader": leader, "scans": shown})).into_response())
 }
 

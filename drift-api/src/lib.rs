@@ -8,7 +8,7 @@
 //! | route | what |
 //! | --- | --- |
 //! | `GET /health` | liveness: 200 whenever the process serves |
-//! | `GET /ready` | readiness: the store answers, the newest scan is recent, and no repository's recent last scan failed |
+//! | `GET /ready` | readiness: the store answers, the newest scan is recent, no repository's recent last scan failed, and the watch sees every pair it watches |
 //! | `POST /scan` | starts a scan (bearer token); `?wait=true` answers with the reports |
 //! | `GET /drifts` | drifts, newest first, with filters and keyset pagination |
 //! | `GET /drifts/{id}` | one drift, with its decisions, notifications and learned confidence |

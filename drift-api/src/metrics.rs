@@ -45,7 +45,7 @@ pub const NOTIFICATION_OUTCOMES: [&str; 4] = ["sent", "retry", "parked", "skippe
 
 /// Every metric family the API exports, by its exposed name (histograms add `_bucket`, `_sum`
 /// and `_count`). `docs/api.md`, the dashboard and the alert rules use only these.
-pub const METRIC_NAMES: [&str; 17] = [
+pub const METRIC_NAMES: [&str; 18] = [
     "drift_open_drifts_by_severity",
     "drift_open_drifts_by_type",
     "drift_open_drifts_by_namespace",
@@ -57,6 +57,7 @@ pub const METRIC_NAMES: [&str; 17] = [
     "drift_last_successful_scan_timestamp_seconds",
     "drift_source_errors_total",
     "drift_watch_lag_seconds",
+    "drift_watch_out_of_sync",
     "drift_waived_drifts",
     "drift_deliveries",
     "drift_notifications_total",
@@ -86,6 +87,8 @@ struct Inner {
     last_success: Family<Labels, FloatGauge>,
     source_errors: Family<Labels, Counter>,
     watch_lag: Histogram,
+    /// (kind, namespace) pairs whose changes the watch does not see now.
+    watch_out_of_sync: Gauge,
     waived: Family<Labels, Gauge>,
     deliveries: Family<Labels, Gauge>,
     notifications: Family<Labels, Counter>,
@@ -125,6 +128,7 @@ impl Metrics {
         let last_success = Family::<Labels, FloatGauge>::default();
         let source_errors = Family::<Labels, Counter>::default();
         let watch_lag = Histogram::new(WATCH_LAG_BUCKETS);
+        let watch_out_of_sync = Gauge::default();
         let waived = Family::<Labels, Gauge>::default();
         let deliveries = Family::<Labels, Gauge>::default();
         let notifications = Family::<Labels, Counter>::default();
@@ -182,6 +186,11 @@ impl Metrics {
             watch_lag.clone(),
         );
         registry.register(
+            "drift_watch_out_of_sync",
+            "Watch mode: (kind, namespace) pairs whose changes the watch does not see now (their watch lost sync and has not relisted, or the whole watch is restarting); 0 when in sync or not watching",
+            watch_out_of_sync.clone(),
+        );
+        registry.register(
             "drift_waived_drifts",
             "Drifts under a waiver (accepted, not expired): still seen, not counted as open; read from the store at scrape time",
             waived.clone(),
@@ -223,6 +232,7 @@ impl Metrics {
                 last_success,
                 source_errors,
                 watch_lag,
+                watch_out_of_sync,
                 waived,
                 deliveries,
                 notifications,
@@ -236,6 +246,17 @@ impl Metrics {
     /// Says whether this replica leads (`drift_leader`, and `leader` in `GET /ready`).
     pub fn set_leader(&self, leader: bool) {
         self.inner.leader.set(i64::from(leader));
+    }
+
+    /// Says how many (kind, namespace) pairs the watch does not see now
+    /// (`drift_watch_out_of_sync`; `GET /ready` answers 503 while it is above 0).
+    pub fn set_watch_out_of_sync(&self, pairs: usize) {
+        self.inner.watch_out_of_sync.set(i64::try_from(pairs).unwrap_or(i64::MAX));
+    }
+
+    /// How many (kind, namespace) pairs the watch does not see now.
+    pub fn watch_out_of_sync(&self) -> u64 {
+        u64::try_from(self.inner.watch_out_of_sync.get()).unwrap_or(0)
     }
 
     /// Whether this replica leads: true unless leader election said it stands by.

@@ -47,6 +47,25 @@ async fn ready_after_a_recent_successful_scan() {
 }
 
 #[tokio::test]
+async fn ready_says_when_the_watch_does_not_see_part_of_the_cluster() {
+    let h = harness().await;
+    let metrics = Metrics::new();
+    let app = router(h.state.clone().with_metrics(metrics.clone()));
+    let gauge = |text: &str| text.lines().find(|l| l.starts_with("drift_watch_out_of_sync ")).map(str::to_owned);
+    assert_eq!(get(&app, "/ready").await.status, StatusCode::OK);
+    assert_eq!(gauge(&get(&app, "/metrics").await.text).as_deref(), Some("drift_watch_out_of_sync 0"));
+    // The API server went away between two passes: the scans are fine, the watch is not.
+    metrics.set_watch_out_of_sync(3);
+    let a = get(&app, "/ready").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text);
+    assert!(a.json()["error"].as_str().unwrap().contains("does not see 3 (kind, namespace) pair(s)"), "{}", a.text);
+    assert_eq!(a.json()["scans"].as_array().unwrap().len(), 2, "the scans are still shown");
+    assert_eq!(gauge(&get(&app, "/metrics").await.text).as_deref(), Some("drift_watch_out_of_sync 3"));
+    metrics.set_watch_out_of_sync(0);
+    assert_eq!(get(&app, "/ready").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn ready_and_metrics_say_whether_this_replica_leads() {
     let h = harness().await;
     let metrics = Metrics::new();

@@ -525,7 +525,8 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
             "DriftLeaderCount",
             "DriftNotificationsParked",
             "DriftScansFailing",
-            "DriftWatchLagHigh"
+            "DriftWatchLagHigh",
+            "DriftWatchOutOfSync"
         ])
     );
     let mut alert_exprs = Vec::new();

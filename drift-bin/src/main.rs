@@ -73,10 +73,27 @@ fn colour(terminal: bool) -> bool {
     terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// The log filter when `DRIFT_LOG` is not set.
+const DEFAULT_LOG_FILTER: &str = "warn,drift=info";
+
+/// kube-client logs every failed request at ERROR: during an API server outage that is one line
+/// per retry of each watch (hundreds a second with a few hundred watches). drift reports the
+/// same outage itself, once per watch and then as a summary a minute, so these lines are left
+/// out unless the filter names `kube_client` itself.
+const QUIET_KUBE_CLIENT: &str = "kube_client::client::builder=off";
+
+/// The log filter: `DRIFT_LOG` (an invalid one falls back to the default) or the default, with
+/// kube-client's per-request errors left out unless the filter names `kube_client`.
+fn log_filter(given: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let text = given.filter(|f| tracing_subscriber::EnvFilter::try_new(f).is_ok()).unwrap_or(DEFAULT_LOG_FILTER);
+    let text = if text.contains("kube_client") { text.to_owned() } else { format!("{text},{QUIET_KUBE_CLIENT}") };
+    tracing_subscriber::EnvFilter::try_new(&text)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
+}
+
 fn init_logs(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("DRIFT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,drift=info"));
+    let filter = log_filter(std::env::var("DRIFT_LOG").ok().as_deref());
     // A log file or a pipe gets plain text: colour codes only on a terminal.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -123,5 +140,23 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_clients_per_request_errors_are_left_out_unless_asked_for() {
+        let shown = |given: Option<&str>| log_filter(given).to_string();
+        assert!(shown(None).contains("kube_client::client::builder=off"), "{}", shown(None));
+        assert!(shown(None).contains("drift=info"));
+        let asked = shown(Some("info,kube_client=debug"));
+        assert!(asked.contains("kube_client=debug") && !asked.contains("=off"), "{asked}");
+        let other = shown(Some("debug"));
+        assert!(other.contains("kube_client::client::builder=off"), "{other}");
+        // A filter that does not parse falls back to the default, quiet one.
+        assert_eq!(shown(Some("drift=loud[")), shown(None));
     }
 }

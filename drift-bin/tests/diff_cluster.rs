@@ -7,17 +7,21 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use common::SHOP;
+use common::{ClusterHome, SHOP};
 
-use drift_test_apiserver::{Admission, FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
+use drift_test_apiserver::{Admission, FaultAction, FaultMatch, FaultRule, Faults, Options};
 use serde_json::Value;
 
-struct Env {
-    server: TestApiServer,
-    home: tempfile::TempDir,
+struct Env(ClusterHome);
+
+impl std::ops::Deref for Env {
+    type Target = ClusterHome;
+    fn deref(&self) -> &ClusterHome {
+        &self.0
+    }
 }
 
 impl Env {
@@ -26,31 +30,15 @@ impl Env {
     }
 
     fn with(options: Options) -> Env {
-        let server = TestApiServer::start(options).unwrap();
-        let env = Env { server, home: tempfile::tempdir().unwrap() };
+        let env = Env(ClusterHome::start(options));
         for (name, text) in SHOP {
             env.write(&format!("desired/{name}"), text);
         }
         env
     }
 
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.home.path().join(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
     fn desired(&self) -> PathBuf {
-        self.home.path().join("desired")
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        self.kubectl_env(args, &[])
-    }
-
-    fn kubectl_env(&self, args: &[&str], env: &[(&str, &Path)]) -> String {
-        common::kubectl(self.server.kubeconfig_path(), self.home.path(), args, env)
+        self.path("desired")
     }
 
     /// `drift diff --cluster -o json`: exit code and the document.

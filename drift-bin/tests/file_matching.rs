@@ -10,39 +10,28 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::SHOP;
-use drift_test_apiserver::{Options, TestApiServer};
+use common::{ClusterHome, SHOP};
+use drift_test_apiserver::Options;
 use serde_json::Value;
 
-struct Env {
-    server: TestApiServer,
-    home: tempfile::TempDir,
+struct Env(ClusterHome);
+
+impl std::ops::Deref for Env {
+    type Target = ClusterHome;
+    fn deref(&self) -> &ClusterHome {
+        &self.0
+    }
 }
 
 impl Env {
     /// The test API server with the shop applied by kubectl.
     fn start() -> Env {
-        let env = Env { server: TestApiServer::start(Options::default()).unwrap(), home: tempfile::tempdir().unwrap() };
+        let env = Env(ClusterHome::start(Options::default()));
         for (name, text) in SHOP {
             env.write(&format!("applied/{name}"), text);
         }
         env.kubectl(&["apply", "-R", "-f", env.path("applied").to_str().unwrap()]);
         env
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.home.path().join(name)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.path(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn kubectl(&self, args: &[&str]) -> String {
-        common::kubectl(self.server.kubeconfig_path(), self.home.path(), args, &[])
     }
 
     /// The shop as a GitOps repository leaves it to Kustomize: no namespace anywhere.

@@ -394,11 +394,7 @@ fn too_deep(text: &str, max: usize) -> Option<usize> {
 /// reader would turn it into a float (`1e+29`), and Kubernetes rejects it. Only documents with a
 /// run of 19 digits are parsed again for it.
 fn oversized_integer(text: &str) -> Option<(String, usize)> {
-    let mut run = 0;
-    if !text.bytes().any(|b| {
-        run = if b.is_ascii_digit() { run + 1 } else { 0 };
-        run >= 19
-    }) {
+    if !has_digit_run(text.as_bytes(), 19) {
         return None;
     }
     for event in granit_parser::Parser::new_from_str(text) {
@@ -413,6 +409,28 @@ fn oversized_integer(text: &str) -> Option<(String, usize)> {
         }
     }
     None
+}
+
+/// Whether `bytes` hold `min` (at least 15) ASCII digits in a row. Such a run covers a whole
+/// 8-byte chunk, so chunks are looked at first (most end at their first byte) and only a text
+/// with an all-digit chunk is scanned byte by byte: the check costs little on every document.
+fn has_digit_run(bytes: &[u8], min: usize) -> bool {
+    debug_assert!(min >= 15, "a shorter run need not cover a whole chunk");
+    if !bytes.chunks_exact(8).any(|c| c.iter().all(u8::is_ascii_digit)) {
+        return false;
+    }
+    let mut run = 0;
+    for &b in bytes {
+        if b.is_ascii_digit() {
+            run += 1;
+            if run >= min {
+                return true;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    false
 }
 
 fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
@@ -525,6 +543,26 @@ fn push_resource(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The chunked pre-check finds a run of digits exactly when a plain scan does, wherever
+        /// the run starts against the chunks.
+        #[test]
+        fn digit_runs_are_found_wherever_they_start(
+            text in "[0-9a]{0,80}", pad in 0usize..8, min in 15usize..24,
+        ) {
+            let text = format!("{}{text}", "x".repeat(pad));
+            let plain = text.as_bytes().split(|b| !b.is_ascii_digit()).any(|run| run.len() >= min);
+            proptest::prop_assert_eq!(has_digit_run(text.as_bytes(), min), plain);
+        }
+    }
+
+    #[test]
+    fn a_run_of_nineteen_digits_across_two_chunks_is_found() {
+        let text = format!("{}{}", "a".repeat(7), "1".repeat(19));
+        assert!(has_digit_run(text.as_bytes(), 19));
+        assert!(!has_digit_run(format!("{}{}", "a".repeat(7), "1".repeat(18)).as_bytes(), 19));
+    }
 
     #[test]
     fn multi_document_with_list_and_line_numbers() {

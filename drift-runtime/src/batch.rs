@@ -22,6 +22,8 @@ pub struct Pending {
     pub live: Option<Resource>,
     /// When the first event of the object in this batch arrived.
     pub since: Instant,
+    /// When the event of its newest state arrived.
+    pub received: Instant,
 }
 
 /// What the loop should log or count besides the re-comparisons.
@@ -92,10 +94,13 @@ impl Batch {
         }
         match self.slot.get(&key) {
             // The newest state wins; the lag still counts from the first event of the object.
-            Some(&i) => self.pending[i].live = live,
+            Some(&i) => {
+                self.pending[i].live = live;
+                self.pending[i].received = received;
+            }
             None => {
                 self.slot.insert(key.clone(), self.pending.len());
-                self.pending.push(Pending { key, live, since: received });
+                self.pending.push(Pending { key, live, since: received, received });
             }
         }
     }
@@ -152,6 +157,7 @@ mod tests {
         assert_eq!(pending[0].key.name, "a", "objects keep the order of their first event");
         assert_eq!(pending[0].live, Some(cm("a", "2")), "the newest state of a");
         assert_eq!(pending[0].since, at(0), "the lag of a runs from its first event");
+        assert_eq!(pending[0].received, at(2), "its newest state arrived last");
         assert_eq!(pending[1].key.name, "b");
         assert_eq!(pending[1].live, None, "b was deleted last");
         assert_eq!(pending[1].since, at(1));

@@ -232,6 +232,7 @@ impl DetectorBuilder {
             wake: dispatcher.as_ref().map(|d| d.waker()),
             leading: election.as_ref().map(|(_, (_, rx))| rx.clone()),
             watched: std::sync::Mutex::default(),
+            passed: std::sync::Mutex::default(),
         };
         let scanner = Arc::new(scanner);
         let remedies = scanner.store.act.is_some().then(|| {

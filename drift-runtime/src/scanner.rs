@@ -109,6 +109,10 @@ pub struct Scanner {
     /// full pass that started before that leaves the object to the watch: its own view of it
     /// may be older ([`Scanner::leave_to_watch`]).
     pub(crate) watched: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Instant>>,
+    /// When the pass that last recorded each object began to read the cluster. A watch event
+    /// that arrived before that is older than what the pass recorded: the watch leaves such an
+    /// object as the pass left it ([`Scanner::pass_saw_newer`]).
+    pub(crate) passed: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Instant>>,
 }
 
 impl Scanner {
@@ -141,6 +145,9 @@ impl Scanner {
             self.metrics.record_scan(&report, started.elapsed());
             let recording = Instant::now();
             let outcome = self.record(&report).await;
+            if outcome.is_ok() {
+                self.note_passed(&report, started);
+            }
             match &outcome {
                 Ok(o) => tracing::info!(
                     scan_id = %report.scan_id, cluster = %report.cluster, repository = %report.repository,
@@ -168,6 +175,36 @@ impl Scanner {
     /// Notes that the watch re-compares `key` now, from its newest live state.
     pub(crate) fn mark_watched(&self, key: &drift_core::ResourceKey) {
         self.watched().insert(key.clone(), Instant::now());
+    }
+
+    fn passed(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<drift_core::ResourceKey, Instant>> {
+        self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes the objects whose state a recorded pass decided (those it was allowed to resolve:
+    /// compared from a complete read), with when it began to read the cluster.
+    fn note_passed(&self, report: &ScanReport, read_started: Instant) {
+        let mut passed = self.passed();
+        for key in report.desired.iter().filter(|k| report.may_resolve(k)) {
+            passed.insert(key.clone(), read_started);
+        }
+    }
+
+    /// Whether a pass recorded `key` from a read that began after `received`, the arrival of a
+    /// watch event about it. The event is then older than what the pass recorded (a change
+    /// after it would have made a newer event): re-comparing it would resolve a drift the pass
+    /// just opened, or open one it resolved, until the newer event arrives. An event that
+    /// arrived after that read began is the watch's to handle, and the note is dropped.
+    pub(crate) fn pass_saw_newer(&self, key: &drift_core::ResourceKey, received: Instant) -> bool {
+        let mut passed = self.passed();
+        match passed.get(key) {
+            Some(&read_started) if read_started > received => true,
+            Some(_) => {
+                passed.remove(key);
+                false
+            }
+            None => false,
+        }
     }
 
     /// A full pass reads the live state over some time; the watch may meanwhile have seen (and

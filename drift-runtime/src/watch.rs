@@ -123,6 +123,12 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
 /// The watch lag is observed when the store has them; the extra sinks get them afterwards.
 async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
     let Some(places) = index.by_key.get(&pending.key) else { return };
+    if scanner.pass_saw_newer(&pending.key, pending.received) {
+        // A pass read the cluster after this event arrived and recorded it: the event is older
+        // (a watch that relists, or a queue that waited), and the pass's view stands.
+        tracing::debug!(object = %pending.key, "watch: a pass recorded a newer state; event left out");
+        return;
+    }
     scanner.mark_watched(&pending.key);
     let mut reports = Vec::with_capacity(places.len());
     for &(repo, i) in places {
@@ -162,11 +168,22 @@ async fn read_events(mut stream: LiveEventStream, tx: mpsc::Sender<(Instant, dri
     }
 }
 
-async fn handle(scanner: &Scanner, index: &DesiredIndex, batch: Batch, throttle: &mut LogThrottle) {
+/// The (kind, namespace) pairs whose watch lost sync and has not relisted yet.
+type OutOfSync = std::collections::HashSet<(drift_core::GroupKind, Option<String>)>;
+
+async fn handle(
+    scanner: &Scanner,
+    index: &DesiredIndex,
+    batch: Batch,
+    throttle: &mut LogThrottle,
+    out_of_sync: &mut OutOfSync,
+) {
     let (pending, notes) = batch.finish();
     for note in notes {
         match note {
             Note::Desynced { kind, namespace, status } => {
+                out_of_sync.insert((kind.clone(), namespace.clone()));
+                scanner.metrics().set_watch_out_of_sync(out_of_sync.len());
                 let pair = format!("desynced {kind} {namespace:?}");
                 if let Some(left_out) = throttle.admit(&pair, Instant::now()) {
                     tracing::warn!(
@@ -176,6 +193,8 @@ async fn handle(scanner: &Scanner, index: &DesiredIndex, batch: Batch, throttle:
                 }
             }
             Note::Synced { kind, namespace } => {
+                out_of_sync.remove(&(kind.clone(), namespace.clone()));
+                scanner.metrics().set_watch_out_of_sync(out_of_sync.len());
                 throttle.clear(&format!("desynced {kind} {namespace:?}"));
                 tracing::info!(%kind, ?namespace, "watch in sync");
             }
@@ -200,25 +219,39 @@ enum Ended {
     StreamClosed,
 }
 
+/// The number of (kind, namespace) pairs of a scope.
+fn pairs(scope: &Scope) -> usize {
+    scope.entries.values().map(std::collections::BTreeSet::len).sum()
+}
+
+/// Watches once, from a fresh read of the desired state; returns how it ended and how many
+/// (kind, namespace) pairs it watched.
 async fn watch_once(
     scanner: &Scanner,
     refresh: Duration,
     stop: &mut watch::Receiver<bool>,
     throttle: &mut LogThrottle,
-) -> Ended {
+) -> (Ended, usize) {
     let index = desired_index(scanner).await;
+    let watched = pairs(&index.scope);
     let stream = match scanner.live().watch(&index.scope).await {
         Ok(s) => s,
         Err(e) => {
             if let Some(left_out) = throttle.admit("watch-start", Instant::now()) {
                 tracing::error!(error = %e, left_out, "watch could not start; trying again after the refresh period");
             }
-            return tokio::select! {
+            // Nothing of the scope is seen until it starts.
+            scanner.metrics().set_watch_out_of_sync(watched);
+            let ended = tokio::select! {
                 _ = stop.changed() => Ended::Stopped,
                 _ = tokio::time::sleep(refresh) => Ended::Refresh,
             };
+            return (ended, watched);
         }
     };
+    // A new watch lists every pair first: none has lost sync yet.
+    let mut out_of_sync = OutOfSync::new();
+    scanner.metrics().set_watch_out_of_sync(0);
     let (tx, mut rx) = mpsc::channel(WATCH_QUEUE);
     let reader = tokio::spawn(read_events(stream, tx));
     let refresh = tokio::time::sleep(refresh);
@@ -238,12 +271,12 @@ async fn watch_once(
                         Err(_) => break,
                     }
                 }
-                handle(scanner, &index, batch, throttle).await;
+                handle(scanner, &index, batch, throttle, &mut out_of_sync).await;
             }
         }
     };
     reader.abort();
-    ended
+    (ended, watched)
 }
 
 /// Watches until `stop` turns true (or its sender is dropped): each change of an object Git
@@ -256,8 +289,12 @@ pub async fn run_watch(scanner: Arc<Scanner>, refresh: Duration, mut stop: watch
             return;
         }
         let started = Instant::now();
-        match watch_once(&scanner, refresh, &mut stop, &mut throttle).await {
-            Ended::Stopped => return,
+        let (ended, watched) = watch_once(&scanner, refresh, &mut stop, &mut throttle).await;
+        match ended {
+            Ended::Stopped => {
+                scanner.metrics().set_watch_out_of_sync(0);
+                return;
+            }
             Ended::Refresh => {
                 failures = 0;
                 if throttle.clear("watch-start") {
@@ -272,11 +309,16 @@ pub async fn run_watch(scanner: Arc<Scanner>, refresh: Duration, mut stop: watch
                 let nanos =
                     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
                 let pause = restart_pause(failures, nanos);
+                // Until it starts again the watch sees nothing of its scope.
+                scanner.metrics().set_watch_out_of_sync(watched);
                 if let Some(left_out) = throttle.admit("stream-ended", Instant::now()) {
                     tracing::warn!(?pause, failures, left_out, "watch stream ended; restarting after a pause");
                 }
                 tokio::select! {
-                    _ = stop.changed() => return,
+                    _ = stop.changed() => {
+                        scanner.metrics().set_watch_out_of_sync(0);
+                        return;
+                    }
                     _ = tokio::time::sleep(pause) => {}
                 }
             }

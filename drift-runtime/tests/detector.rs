@@ -133,10 +133,27 @@ async fn passes_never_overlap() {
 }
 
 /// A live source whose watch stream is fed by the test.
+/// A live source whose watch is fed by the test; while `gated`, each fetch waits, once read,
+/// for the test's `release` (a pass that reads the cluster and is slow to finish).
 #[derive(Debug)]
 struct Fed {
     inner: MemoryLiveSource,
+    gated: std::sync::atomic::AtomicBool,
+    entered: Notify,
+    release: Notify,
     events: Mutex<Option<mpsc::UnboundedReceiver<drift_core::Result<LiveEvent>>>>,
+}
+
+impl Fed {
+    fn new(inner: MemoryLiveSource, events: mpsc::UnboundedReceiver<drift_core::Result<LiveEvent>>) -> Self {
+        Fed {
+            inner,
+            gated: std::sync::atomic::AtomicBool::new(false),
+            entered: Notify::new(),
+            release: Notify::new(),
+            events: Mutex::new(Some(events)),
+        }
+    }
 }
 
 #[async_trait]
@@ -148,7 +165,12 @@ impl LiveSource for Fed {
         LiveCapabilities { watch: true, discovery: false }
     }
     async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
-        self.inner.fetch(scope).await
+        let read = self.inner.fetch(scope).await;
+        if self.gated.load(std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        read
     }
     async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
         let rx = self.events.lock().unwrap().take().ok_or_else(|| drift_core::Error::unavailable("watched once"))?;
@@ -169,8 +191,7 @@ async fn serve_scans_reacts_to_watch_events_answers_the_api_and_stops() {
     let store = Arc::new(MemoryStore::new());
     let (events, rx_events) = mpsc::unbounded_channel();
     let (tx, mut reports) = mpsc::unbounded_channel();
-    let live =
-        Fed { inner: MemoryLiveSource::new("homelab", vec![cm("a", "fast")]), events: Mutex::new(Some(rx_events)) };
+    let live = Fed::new(MemoryLiveSource::new("homelab", vec![cm("a", "fast")]), rx_events);
     let detector = Detector::builder()
         .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
         .live(Arc::new(live))
@@ -325,48 +346,11 @@ async fn with_several_repositories_an_object_one_declares_is_not_unmanaged_for_a
 
 /// A live source whose fetch, when gated, waits for the test after it has read: it hands back
 /// what the cluster held when the pass started, however long the pass takes.
-#[derive(Debug)]
-struct Slow {
-    inner: MemoryLiveSource,
-    gated: std::sync::atomic::AtomicBool,
-    entered: Notify,
-    release: Notify,
-    events: Mutex<Option<mpsc::UnboundedReceiver<drift_core::Result<LiveEvent>>>>,
-}
-
-#[async_trait]
-impl LiveSource for Slow {
-    fn cluster(&self) -> &str {
-        self.inner.cluster()
-    }
-    fn capabilities(&self) -> LiveCapabilities {
-        LiveCapabilities { watch: true, discovery: false }
-    }
-    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
-        let read = self.inner.fetch(scope).await;
-        if self.gated.load(std::sync::atomic::Ordering::SeqCst) {
-            self.entered.notify_one();
-            self.release.notified().await;
-        }
-        read
-    }
-    async fn watch(&self, _scope: &Scope) -> drift_core::Result<LiveEventStream> {
-        let rx = self.events.lock().unwrap().take().ok_or_else(|| drift_core::Error::unavailable("watched once"))?;
-        Ok(common::fed(rx))
-    }
-}
-
 #[tokio::test]
 async fn a_full_pass_never_undoes_what_the_watch_saw_after_the_pass_began() {
     let store = Arc::new(MemoryStore::new());
     let (events, rx_events) = mpsc::unbounded_channel();
-    let live = Arc::new(Slow {
-        inner: MemoryLiveSource::new("homelab", vec![cm("a", "slow"), cm("b", "x")]),
-        gated: std::sync::atomic::AtomicBool::new(false),
-        entered: Notify::new(),
-        release: Notify::new(),
-        events: Mutex::new(Some(rx_events)),
-    });
+    let live = Arc::new(Fed::new(MemoryLiveSource::new("homelab", vec![cm("a", "slow"), cm("b", "x")]), rx_events));
     let detector = Arc::new(
         Detector::builder()
             .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
@@ -407,4 +391,130 @@ async fn a_full_pass_never_undoes_what_the_watch_saw_after_the_pass_began() {
     assert_eq!(reports[0].drifts.len(), 1, "the cluster source still says slow: the next pass sees it");
     stop.send_replace(true);
     watching.await.unwrap();
+}
+
+/// A sink that, once armed, holds the first report of the watch until released (a watch busy
+/// recording while events queue up behind it).
+#[derive(Debug)]
+struct HeldWatch {
+    inner: Arc<MemoryStore>,
+    armed: std::sync::atomic::AtomicBool,
+    entered: Notify,
+    release: Notify,
+}
+
+#[async_trait]
+impl DriftSink for HeldWatch {
+    fn name(&self) -> &str {
+        "held-watch"
+    }
+    async fn record(&self, report: &ScanReport) -> drift_core::Result<RecordOutcome> {
+        if report.scan_id.starts_with("watch-") && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.record(report).await
+    }
+}
+
+#[tokio::test]
+async fn the_watch_never_undoes_a_pass_with_an_event_older_than_the_pass() {
+    let memory = Arc::new(MemoryStore::new());
+    let held = Arc::new(HeldWatch {
+        inner: memory.clone(),
+        armed: std::sync::atomic::AtomicBool::new(true),
+        entered: Notify::new(),
+        release: Notify::new(),
+    });
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let live = Arc::new(Fed::new(MemoryLiveSource::new("homelab", vec![cm("a", "slow"), cm("b", "x")]), rx_events));
+    let detector = Arc::new(
+        Detector::builder()
+            .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+            .live(live.clone())
+            .store(Store { sink: held.clone(), read: memory.clone(), act: None })
+            .build()
+            .unwrap(),
+    );
+    detector.scan_once().await.unwrap();
+    let drifted = [("a".to_owned(), DriftType::ConfigmapDrift, "data.mode".to_owned())];
+    assert_eq!(open_drifts(&memory).await, drifted);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let watching =
+        tokio::spawn(drift_runtime::watch::run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+
+    // The watch is busy recording b while an event says a is back in sync: an older state (a
+    // watch relisting, or a queue that waited), for a pass then reads a drifted and records it.
+    events.send(Ok(LiveEvent::Applied(cm("b", "x")))).unwrap();
+    held.entered.notified().await;
+    events.send(Ok(LiveEvent::Applied(cm("a", "fast")))).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    detector.scan_once().await.unwrap();
+    assert_eq!(open_drifts(&memory).await, drifted, "the pass keeps a open");
+    held.release.notify_one();
+
+    // What the watch does next shows in the store: b drifts. The event of a, older than the
+    // pass, was handled before it and left a as the pass recorded it.
+    events.send(Ok(LiveEvent::Applied(cm("b", "y")))).unwrap();
+    let b = ("b".to_owned(), DriftType::ConfigmapDrift, "data.mode".to_owned());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !open_drifts(&memory).await.contains(&b) {
+        assert!(tokio::time::Instant::now() < deadline, "the watch records b");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(open_drifts(&memory).await, [drifted[0].clone(), b.clone()], "a is not falsely resolved");
+
+    // An event that arrives after the pass began is the watch's: a really is put back.
+    events.send(Ok(LiveEvent::Applied(cm("a", "fast")))).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while open_drifts(&memory).await != [b.clone()] {
+        assert!(tokio::time::Instant::now() < deadline, "the watch resolves a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send_replace(true);
+    watching.await.unwrap();
+}
+
+#[tokio::test]
+async fn the_watch_says_how_much_of_the_cluster_it_does_not_see() {
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let live = Arc::new(Fed::new(MemoryLiveSource::new("homelab", vec![cm("a", "fast")]), rx_events));
+    let detector = Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast")])))
+        .live(live)
+        .store(Store::new(Arc::new(MemoryStore::new())))
+        .build()
+        .unwrap();
+    let metrics = detector.scanner().metrics().clone();
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let watching =
+        tokio::spawn(drift_runtime::watch::run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+    let until = |want: u64| {
+        let metrics = metrics.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while metrics.watch_out_of_sync() != want {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "out of sync: {} (want {want})",
+                    metrics.watch_out_of_sync()
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let shop = || (drift_core::GroupKind::new("", "ConfigMap"), Some("shop".to_owned()));
+    let failed = || drift_core::CoverageStatus::Failed { message: "connection refused".to_owned() };
+    events.send(Ok(LiveEvent::Desynced { kind: shop().0, namespace: shop().1, status: failed() })).unwrap();
+    until(1).await;
+    // Said again while it lasts: still one pair.
+    events.send(Ok(LiveEvent::Desynced { kind: shop().0, namespace: shop().1, status: failed() })).unwrap();
+    events.send(Ok(LiveEvent::Synced { kind: shop().0, namespace: shop().1 })).unwrap();
+    until(0).await;
+    // The stream ends (the source gave up): the whole scope is unseen until the watch is back.
+    drop(events);
+    until(1).await;
+    stop.send_replace(true);
+    watching.await.unwrap();
+    assert_eq!(metrics.watch_out_of_sync(), 0, "a stopped watch is not an outage");
 }

@@ -160,6 +160,44 @@ impl Drop for Serve {
     }
 }
 
+/// The test API server and a throwaway home for kubectl and the files a test writes.
+pub struct ClusterHome {
+    pub server: drift_test_apiserver::TestApiServer,
+    pub home: tempfile::TempDir,
+}
+
+impl ClusterHome {
+    pub fn start(options: drift_test_apiserver::Options) -> ClusterHome {
+        ClusterHome {
+            server: drift_test_apiserver::TestApiServer::start(options).unwrap(),
+            home: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A path in the home.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.home.path().join(name)
+    }
+
+    /// Writes a file in the home (folders made as needed).
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// kubectl against the server; must succeed.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_env(args, &[])
+    }
+
+    /// kubectl with extra variables; must succeed.
+    pub fn kubectl_env(&self, args: &[&str], env: &[(&str, &Path)]) -> String {
+        kubectl(self.server.kubeconfig_path(), self.home.path(), args, env)
+    }
+}
+
 /// Runs `kubectl --kubeconfig KUBECONFIG ARGS` with HOME in `home` and extra variables; must
 /// succeed. Returns stdout.
 pub fn kubectl(kubeconfig: &Path, home: &Path, args: &[&str], env: &[(&str, &Path)]) -> String {
