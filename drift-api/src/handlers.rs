@@ -159,6 +159,20 @@ pub(crate) async fn drifts(State(state): State<ApiState>, RawQuery(raw): RawQuer
     Ok(Json(page).into_response())
 }
 
+pub(crate) async fn findings(State(state): State<ApiState>, RawQuery(raw): RawQuery) -> ApiResult {
+    let allowed: Vec<&str> = query::FINDING_PARAMS.iter().chain(query::PAGE_PARAMS.iter()).copied().collect();
+    let pairs = query::pairs(raw.as_deref(), &allowed)?;
+    let filter = query::finding_filter(&pairs)?;
+    let page = query::page(&pairs)?;
+    match within(&state, state.store.findings(&filter, page)).await {
+        Ok(page) => Ok(Json(page).into_response()),
+        Err(e) if e.kind() == drift_core::ErrorKind::Unsupported => {
+            Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "this store keeps no policy findings"))
+        }
+        Err(e) => Err(ApiError::from_store(&e)),
+    }
+}
+
 pub(crate) async fn drift(
     State(state): State<ApiState>,
     id: Result<Path<String>, PathRejection>,

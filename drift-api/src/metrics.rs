@@ -45,7 +45,7 @@ pub const NOTIFICATION_OUTCOMES: [&str; 4] = ["sent", "retry", "parked", "skippe
 
 /// Every metric family the API exports, by its exposed name (histograms add `_bucket`, `_sum`
 /// and `_count`). `docs/api.md`, the dashboard and the alert rules use only these.
-pub const METRIC_NAMES: [&str; 17] = [
+pub const METRIC_NAMES: [&str; 18] = [
     "drift_open_drifts_by_severity",
     "drift_open_drifts_by_type",
     "drift_open_drifts_by_namespace",
@@ -63,6 +63,7 @@ pub const METRIC_NAMES: [&str; 17] = [
     "drift_notifications_total",
     "drift_notification_latency_seconds",
     "drift_leader",
+    "drift_policy_findings",
 ];
 
 /// The metrics registry and its handles. Cheap to clone; clones share the same values.
@@ -92,6 +93,7 @@ struct Inner {
     deliveries: Family<Labels, Gauge>,
     notifications: Family<Labels, Counter>,
     notification_latency: Family<Labels, Histogram, fn() -> Histogram>,
+    policy_findings: Family<Labels, Gauge>,
     /// One scrape at a time: a scrape clears and refills the open-drift gauges.
     scrape: tokio::sync::Mutex<()>,
 }
@@ -209,6 +211,12 @@ impl Metrics {
             Unit::Seconds,
             notification_latency.clone(),
         );
+        let policy_findings = Family::<Labels, Gauge>::default();
+        registry.register(
+            "drift_policy_findings",
+            "Open policy findings (docs/policies.md) by rule and severity, read from the store at scrape time; not drifts",
+            policy_findings.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -229,6 +237,7 @@ impl Metrics {
                 deliveries,
                 notifications,
                 notification_latency,
+                policy_findings,
                 scrape: tokio::sync::Mutex::new(()),
             }),
         }
@@ -341,8 +350,24 @@ impl Metrics {
             &i.open_by_repository,
             &i.waived,
             &i.deliveries,
+            &i.policy_findings,
         ] {
             family.clear();
+        }
+        match bounded(timeout, store.open_findings()).await {
+            Ok(counts) => {
+                for ((rule, severity), n) in counts {
+                    i.policy_findings
+                        .get_or_create(&vec![
+                            ("rule", rule.as_str().to_owned()),
+                            ("severity", severity.as_str().to_owned()),
+                        ])
+                        .set(n);
+                }
+            }
+            // A store that keeps no findings exports no series.
+            Err(e) if e.kind() == ErrorKind::Unsupported => {}
+            Err(e) => tracing::warn!(error = %e, "the store did not answer the findings of the metrics scrape"),
         }
         if let Some(act) = act {
             match bounded(timeout, act.delivery_counts()).await {
@@ -439,6 +464,8 @@ mod tests {
             desired_complete: true,
             uncomparable: Vec::new(),
             summary: Default::default(),
+            findings: Vec::new(),
+            policy_sides: Vec::new(),
         };
         r.warnings.push(SourceWarning::error(ErrorKind::Unavailable, "API server down"));
         r.warnings.push(SourceWarning::note("skipped a List"));

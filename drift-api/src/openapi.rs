@@ -391,10 +391,87 @@ fn schemas() -> Value {
         ),
     });
     schemas["Drift"]["properties"]["revert"] = revert_ref;
+    for (name, schema) in finding_schemas(&severity, &time) {
+        schemas[name] = schema;
+    }
+    schemas["ScanReport"]["properties"]["findings"] = json!({"type": "array", "items": {"$ref": "#/components/schemas/Finding"},
+        "description": "policy findings of the scan (absent when none); not drifts"});
+    schemas["ScanReport"]["properties"]["policy_sides"] = json!({"type": "array", "items": enum_of(drift_core::policy::Side::ALL.map(drift_core::policy::Side::as_str)),
+        "description": "the sides policies were checked on (absent when they were not)"});
     for (name, schema) in scan_schemas(&outcome, &time) {
         schemas[name] = schema;
     }
     schemas
+}
+
+/// The schemas of policy findings: in a report, and as `GET /findings` lists them.
+fn finding_schemas(severity: &Value, time: &Value) -> [(&'static str, Value); 3] {
+    use drift_core::policy::{Rule, Side};
+    let rule = enum_of(Rule::ALL.map(Rule::as_str));
+    let side = enum_of(Side::ALL.map(Side::as_str));
+    let finding_type = enum_of(["policy_violation"]);
+    let path = json!({"type": "string", "description": "JSON pointer (RFC 6901) of the offending field, or of where it is missing"});
+    let finding = object(
+        &["resource", "side", "rule", "path", "finding_type", "severity", "message"],
+        json!({
+            "resource": object(&["group", "kind", "namespace", "name"], json!({
+                "group": {"type": "string"}, "kind": {"type": "string"},
+                "namespace": {"type": ["string", "null"]}, "name": {"type": "string"},
+            })),
+            "side": side, "rule": rule, "path": path,
+            "container": {"type": "string", "description": "the container, for the container rules"},
+            "finding_type": finding_type, "severity": severity, "message": {"type": "string"},
+        }),
+    );
+    let stored = object(
+        &[
+            "id",
+            "fingerprint",
+            "finding_type",
+            "detected_at",
+            "last_seen",
+            "occurrences",
+            "cluster",
+            "repository",
+            "rule",
+            "severity",
+            "side",
+            "api_group",
+            "resource_kind",
+            "namespace",
+            "resource_name",
+            "container",
+            "path",
+            "message",
+            "status",
+            "resolved_at",
+        ],
+        json!({
+            "id": {"type": "integer"},
+            "fingerprint": {"type": "string", "description": "SHA-256 of the finding's identity"},
+            "finding_type": finding_type,
+            "detected_at": time, "last_seen": time,
+            "occurrences": {"type": "integer", "minimum": 1},
+            "cluster": {"type": "string"}, "repository": {"type": "string"},
+            "rule": rule, "severity": severity, "side": side,
+            "api_group": {"type": "string", "description": "empty for the core group"},
+            "resource_kind": {"type": "string"},
+            "namespace": {"type": "string", "description": "empty for cluster-scoped objects"},
+            "resource_name": {"type": "string"},
+            "container": {"type": ["string", "null"], "description": "the container, for the container rules"},
+            "path": path, "message": {"type": "string"},
+            "status": {"type": "string", "enum": ["open", "resolved"]},
+            "resolved_at": nullable_time(),
+        }),
+    );
+    let page = object(
+        &["items", "next"],
+        json!({
+            "items": {"type": "array", "items": {"$ref": "#/components/schemas/StoredFinding"}},
+            "next": {"type": ["integer", "null"], "description": "cursor of the next page (`after`), null on the last page"},
+        }),
+    );
+    [("Finding", finding), ("StoredFinding", stored), ("FindingPage", page)]
 }
 
 /// The schemas of `GET /scans`.

@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use drift_core::act::{AuditAction, AuditFilter, DeliveryStatus};
-use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
+use drift_core::policy::{Rule, Side};
+use drift_core::sink::{DriftFilter, DriftStatus, FindingFilter, FindingStatus, PageRequest};
 use drift_core::{DriftType, Severity};
 
 use crate::error::ApiError;
@@ -10,6 +11,9 @@ use crate::error::ApiError;
 /// The filter parameters shared by `GET /drifts` and `GET /stats`.
 pub const FILTER_PARAMS: [&str; 8] =
     ["status", "severity", "drift_type", "namespace", "repository", "cluster", "kind", "since"];
+/// The filter parameters of `GET /findings`.
+pub const FINDING_PARAMS: [&str; 8] =
+    ["status", "rule", "severity", "side", "namespace", "kind", "repository", "cluster"];
 /// The pagination parameters of `GET /drifts`.
 pub const PAGE_PARAMS: [&str; 2] = ["limit", "after"];
 /// The filter parameters of `GET /audit`.
@@ -104,6 +108,27 @@ pub fn filter(pairs: &[(String, String)]) -> Result<DriftFilter, ApiError> {
             "cluster" => f.cluster = Some(non_empty(name, value)?),
             "kind" => f.kind = Some(non_empty(name, value)?),
             "since" => f.since = Some(since(value)?),
+            _ => {}
+        }
+    }
+    Ok(f)
+}
+
+/// Reads the filter parameters of `GET /findings` among `pairs` (others are ignored here).
+pub fn finding_filter(pairs: &[(String, String)]) -> Result<FindingFilter, ApiError> {
+    let mut f = FindingFilter::default();
+    for (name, value) in pairs {
+        let bad = |e: drift_core::Error| ApiError::bad_request(e.message().to_owned());
+        match name.as_str() {
+            "status" => f.status = Some(value.parse::<FindingStatus>().map_err(bad)?),
+            "rule" => f.rule = Some(value.parse::<Rule>().map_err(bad)?),
+            "severity" => f.severity = Some(value.parse::<Severity>().map_err(bad)?),
+            "side" => f.side = Some(value.parse::<Side>().map_err(bad)?),
+            // An empty namespace selects cluster-scoped objects.
+            "namespace" => f.namespace = Some(value.clone()),
+            "kind" => f.kind = Some(non_empty(name, value)?),
+            "repository" => f.repository = Some(non_empty(name, value)?),
+            "cluster" => f.cluster = Some(non_empty(name, value)?),
             _ => {}
         }
     }
@@ -323,6 +348,29 @@ mod tests {
         assert_eq!(required(&[], "notifier").unwrap_err().status(), 400);
         let p = pairs(Some("notifier="), &["notifier"]).unwrap();
         assert_eq!(required(&p, "notifier").unwrap_err().status(), 400);
+    }
+
+    #[test]
+    fn finding_filters() {
+        let all: Vec<&str> = FINDING_PARAMS.iter().chain(PAGE_PARAMS.iter()).copied().collect();
+        let p = pairs(
+            Some("status=resolved&rule=run-as-root&severity=high&side=live&namespace=&kind=Pod&repository=r&cluster=c"),
+            &all,
+        )
+        .unwrap();
+        let f = finding_filter(&p).unwrap();
+        assert_eq!(
+            (f.status, f.rule, f.severity, f.side),
+            (Some(FindingStatus::Resolved), Some(Rule::RunAsRoot), Some(Severity::High), Some(Side::Live))
+        );
+        assert_eq!((f.namespace.as_deref(), f.kind.as_deref()), (Some(""), Some("Pod")));
+        assert_eq!((f.repository.as_deref(), f.cluster.as_deref()), (Some("r"), Some("c")));
+        for q in ["status=waived", "rule=latest", "rule=image_tag", "side=both", "severity=urgent", "kind=", "cluster="]
+        {
+            let p = pairs(Some(q), &all).unwrap();
+            assert_eq!(finding_filter(&p).unwrap_err().status(), 400, "{q}");
+        }
+        assert!(finding_filter(&pairs(Some("rule=x"), &all).unwrap()).unwrap_err().message().contains("image-tag"));
     }
 
     #[test]

@@ -154,6 +154,31 @@ fn filter_params() -> Vec<Param> {
     ]
 }
 
+/// The parameters of `GET /findings`.
+fn finding_params() -> Vec<Param> {
+    use drift_core::policy::{Rule, Side};
+    let mut params = vec![
+        query("status", "open or resolved", json!({"type": "string", "enum": ["open", "resolved"]})),
+        query("rule", "rule id", json!({"type": "string", "enum": Rule::ALL.map(Rule::as_str)})),
+        query(
+            "severity",
+            "severity (case-insensitive)",
+            json!({"type": "string", "enum": drift_core::Severity::ALL.map(drift_core::Severity::as_str)}),
+        ),
+        query(
+            "side",
+            "where it was found: desired (Git) or live (the cluster)",
+            json!({"type": "string", "enum": Side::ALL.map(Side::as_str)}),
+        ),
+        query("namespace", "namespace; empty for cluster-scoped objects", json!({"type": "string"})),
+        query("kind", "resource kind, such as Deployment", json!({"type": "string", "minLength": 1})),
+        query("repository", "repository name", json!({"type": "string", "minLength": 1})),
+        query("cluster", "cluster name", json!({"type": "string", "minLength": 1})),
+    ];
+    params.extend(page_params());
+    params
+}
+
 /// Every endpoint of the API. Each may also answer 414 and 431 ([`crate::limits`]).
 pub fn endpoints() -> Vec<Endpoint> {
     let mut all = table();
@@ -276,6 +301,27 @@ fn table() -> Vec<Endpoint> {
             body: None,
             answers: vec![answer(200, "a page of drifts", "DriftPage"), bad_request(), read_refused(), store_down()],
             handler: get(handlers::drifts),
+        },
+        Endpoint {
+            method: Method::GET,
+            path: "/findings",
+            operation_id: "listFindings",
+            summary: "List policy findings",
+            description: "Policy findings (`policy_violation`: a rule of docs/policies.md that failed on an \
+                          object as Git declares it or as the cluster runs it), newest first (descending id), \
+                          filtered, one page at a time. Apart from drifts: never listed by `/drifts`, never \
+                          counted by `/stats`.",
+            access: Access::Read,
+            params: finding_params(),
+            body: None,
+            answers: vec![
+                answer(200, "a page of findings", "FindingPage"),
+                bad_request(),
+                read_refused(),
+                error(501, "the store keeps no policy findings"),
+                store_down(),
+            ],
+            handler: get(handlers::findings),
         },
         Endpoint {
             method: Method::GET,

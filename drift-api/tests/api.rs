@@ -148,7 +148,7 @@ async fn store_down_is_503_without_secrets() {
         ApiState::new(Arc::new(DownStore), Arc::new(FakeTrigger::default()))
             .with_token(Some(ApiToken::new(TOKEN).unwrap())),
     );
-    for uri in ["/ready", "/drifts", "/drifts?severity=HIGH", "/drifts/1", "/stats"] {
+    for uri in ["/ready", "/drifts", "/drifts?severity=HIGH", "/drifts/1", "/stats", "/findings"] {
         let a = get(&app, uri).await;
         assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
         assert!(!a.error().is_empty(), "{uri}");
@@ -168,7 +168,7 @@ async fn a_store_that_hangs_is_503_after_the_timeout() {
         ApiState::new(Arc::new(HangingStore), Arc::new(FakeTrigger::default()))
             .with_store_timeout(Duration::from_secs(3)),
     );
-    for uri in ["/ready", "/drifts", "/drifts/1", "/stats"] {
+    for uri in ["/ready", "/drifts", "/drifts/1", "/stats", "/findings"] {
         let started = tokio::time::Instant::now();
         let a = get(&app, uri).await;
         assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{uri}");
@@ -680,4 +680,113 @@ async fn oversized_requests_answer_json_414_and_431() {
     let answer = raw_http(addr, &format!("GET {huge} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")).await;
     assert!(answer.starts_with("HTTP/1.1 414 URI Too Long\r\n"), "{}", &answer[..answer.len().min(200)]);
     server.abort();
+}
+
+/// `GET /findings` with each filter against a predicate written independently over the JSON
+/// rows, and its pages, over the reference store and over SQLite.
+#[tokio::test]
+async fn findings_every_filter_and_pages_on_both_stores() {
+    let memory = harness().await;
+    let sqlite = sqlite_harness().await;
+    for (app, store) in
+        [(&memory.app, &*memory.store as &dyn DriftStore), (&sqlite.app, &*sqlite.store as &dyn DriftStore)]
+    {
+        let a = get(app, "/findings").await;
+        assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+        let all = a.json()["items"].as_array().unwrap().clone();
+        assert_eq!(all.len(), 4, "scan-1 found four, scan-2 resolved one");
+        let stored = store.findings(&Default::default(), PageRequest::default()).await.unwrap();
+        assert_eq!(Value::Array(all.clone()), serde_json::to_value(&stored.items).unwrap(), "the store's rows");
+        assert!(all.iter().all(|f| f["finding_type"] == "policy_violation"));
+        type Pred = fn(&Value) -> bool;
+        let cases: Vec<(&str, Pred, usize)> = vec![
+            ("status=open", |f| f["status"] == "open", 3),
+            ("status=resolved", |f| f["status"] == "resolved" && f["resolved_at"].is_string(), 1),
+            ("rule=image-tag", |f| f["rule"] == "image-tag", 2),
+            ("rule=required-labels", |f| f["rule"] == "required-labels", 1),
+            ("rule=privileged", |f| f["rule"] == "privileged", 0),
+            ("severity=high", |f| f["severity"] == "HIGH", 1),
+            ("severity=LOW", |f| f["severity"] == "LOW", 1),
+            ("side=live", |f| f["side"] == "live", 2),
+            ("side=desired", |f| f["side"] == "desired", 2),
+            ("namespace=billing", |f| f["namespace"] == "billing", 1),
+            ("namespace=", |f| f["namespace"] == "", 0),
+            ("kind=Deployment", |f| f["resource_kind"] == "Deployment", 3),
+            ("repository=test-repo", |f| f["repository"] == "test-repo", 4),
+            ("cluster=edge", |f| f["cluster"] == "edge", 0),
+            ("status=open&side=live&rule=image-tag", |f| f["side"] == "live" && f["rule"] == "image-tag", 1),
+        ];
+        for (q, pred, n) in cases {
+            let a = get(app, &format!("/findings?{q}")).await;
+            assert_eq!(a.status, StatusCode::OK, "{q}: {}", a.text);
+            let got = a.json()["items"].as_array().unwrap().clone();
+            let want: Vec<Value> = all.iter().filter(|f| pred(f)).cloned().collect();
+            assert_eq!(got.len(), n, "{q}");
+            assert_eq!(got, want, "{q}");
+        }
+        let every: Vec<i64> = all.iter().map(|f| f["id"].as_i64().unwrap()).collect();
+        assert!(every.windows(2).all(|w| w[0] > w[1]), "newest first");
+        for limit in [1, 3, 4] {
+            assert_eq!(walk(app, &format!("/findings?limit={limit}"), "id").await, every, "limit {limit}");
+        }
+        for q in [
+            "rule=latest",
+            "rule=image_tag",
+            "side=cluster",
+            "status=waived",
+            "severity=urgent",
+            "kind=",
+            "sevrity=LOW",
+            "limit=0",
+            "after=0",
+            "drift_type=replicas_drift",
+        ] {
+            let a = get(app, &format!("/findings?{q}")).await;
+            assert_eq!(a.status, StatusCode::BAD_REQUEST, "{q}: {}", a.text);
+            assert!(!a.error().is_empty());
+        }
+        // Findings are not drifts: the drift listing and statistics do not count them.
+        assert_eq!(get(app, "/drifts").await.json()["items"].as_array().unwrap().len(), 7);
+        let metrics = get(app, "/metrics").await.text;
+        for line in [
+            r#"drift_policy_findings{rule="image-tag",severity="MEDIUM"} 2"#,
+            r#"drift_policy_findings{rule="run-as-root",severity="HIGH"} 1"#,
+        ] {
+            assert!(metrics.lines().any(|l| l == line), "{line} in {metrics}");
+        }
+        assert!(!metrics.contains(r#"rule="required-labels""#), "a resolved finding is not open: {metrics}");
+    }
+}
+
+/// A store that keeps no findings (the trait's default) answers 501, and exports no findings
+/// series.
+#[tokio::test]
+async fn findings_of_a_store_that_keeps_none_are_501() {
+    #[derive(Debug)]
+    struct DriftsOnly(Arc<drift_core::memory::MemoryStore>);
+    #[async_trait::async_trait]
+    impl DriftStore for DriftsOnly {
+        async fn list(&self, f: &DriftFilter, p: PageRequest) -> drift_core::Result<drift_core::sink::DriftPage> {
+            self.0.list(f, p).await
+        }
+        async fn get(&self, id: i64) -> drift_core::Result<drift_core::sink::StoredDrift> {
+            self.0.get(id).await
+        }
+        async fn stats(&self, f: &DriftFilter, now: DateTime<Utc>) -> drift_core::Result<drift_core::sink::DriftStats> {
+            self.0.stats(f, now).await
+        }
+        async fn recent_scans(&self, limit: u32) -> drift_core::Result<Vec<drift_core::sink::ScanRecord>> {
+            self.0.recent_scans(limit).await
+        }
+        async fn ping(&self) -> drift_core::Result<()> {
+            Ok(())
+        }
+    }
+    let app = router(ApiState::new(Arc::new(DriftsOnly(filled_store().await)), Arc::new(FakeTrigger::default())));
+    let a = get(&app, "/findings").await;
+    assert_eq!(a.status, StatusCode::NOT_IMPLEMENTED, "{}", a.text);
+    assert_eq!(a.error(), "this store keeps no policy findings");
+    let metrics = get(&app, "/metrics").await.text;
+    assert!(metrics.lines().any(|l| l == "drift_store_up 1"));
+    assert!(!metrics.contains("drift_policy_findings{"), "{metrics}");
 }

@@ -90,6 +90,7 @@ pub fn scan_settings(config: &Config, progress: &Progress) -> ScanSettings {
         progress: progress.clone(),
         default_namespace: config.default_namespace.clone(),
         orphans: config.orphans.enabled,
+        policy: config.policy(),
         cluster_scoped: config
             .engine
             .cluster_scoped

@@ -66,6 +66,9 @@ pub struct Config {
     /// Objects in the cluster that Git does not declare (off unless enabled).
     #[serde(default)]
     pub orphans: OrphansConfig,
+    /// Policy checks of the desired and live objects (off unless enabled; docs/policies.md).
+    #[serde(default)]
+    pub policies: drift_core::policy::PolicyConfig,
     /// Notifiers: webhooks, Slack-compatible chats, email (docs/notifications.md).
     #[serde(default)]
     pub notify: Vec<drift_notify::NotifierConfig>,
@@ -470,6 +473,15 @@ impl Config {
         Ok(config)
     }
 
+    /// The policy every scan checks, when `policies.enabled`.
+    pub fn policy(&self) -> Option<std::sync::Arc<drift_core::policy::Policy>> {
+        if !self.policies.enabled {
+            return None;
+        }
+        // `validate` checked the settings, so building the policy cannot fail here.
+        drift_core::policy::Policy::new(&self.policies).ok().map(std::sync::Arc::new)
+    }
+
     fn validate(&self) -> Result<()> {
         if self.cluster.trim().is_empty() {
             bail!("`cluster` is empty");
@@ -517,6 +529,7 @@ impl Config {
             store.validate().context("`store`")?;
         }
         drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
+        self.policies.validate()?;
         // The shape of every notifier; whether its secrets are in the environment is checked
         // when the notifiers are built (`drift serve`, `drift scan`), not by `config check`.
         // The stand-in value is a URL, as a Slack `url_env` variable must hold one.

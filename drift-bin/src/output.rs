@@ -4,11 +4,14 @@
 //! "warnings": [...]}`; each drift carries `resource` (`apiVersion`, `kind`, `namespace`,
 //! `name`), `drift_type`, `severity`, `path`, `git_value`, `cluster_value`, `changed_by`,
 //! `changed_at`, `classification`, `decision_source`, `recommended_action`, and `revert` (the
-//! RFC 6902 patch that restores Git's value and its kubectl command) when there is one.
+//! RFC 6902 patch that restores Git's value and its kubectl command) when there is one. With
+//! policies checked (`--policies`, `policies:`), `findings` lists the policy findings and
+//! `findings_summary` counts them, apart from the drifts and their summary (docs/policies.md).
 
 use std::io::{IsTerminal, Write};
 
 use anyhow::Result;
+use drift_core::policy::{Finding, FindingSummary};
 use drift_core::{Drift, ScanReport, Severity, SourceWarning, Summary};
 use owo_colors::OwoColorize;
 use serde::Serialize;
@@ -33,6 +36,12 @@ pub struct Document<'a> {
     pub warnings: &'a [SourceWarning],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<&'a str>,
+    /// Policy findings, when policies were checked (empty when none failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings: Option<&'a [Finding]>,
+    /// Their counts, apart from the drift summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings_summary: Option<FindingSummary>,
 }
 
 /// Prints a report in a format.
@@ -42,6 +51,8 @@ pub fn print_report(report: &ScanReport, format: Format, out: &mut dyn Write) ->
         summary: &report.summary,
         warnings: &report.warnings,
         revision: report.revision.as_deref(),
+        findings: checked(report).then_some(report.findings.as_slice()),
+        findings_summary: checked(report).then(|| FindingSummary::of(&report.findings)),
     };
     match format {
         Format::Json => {
@@ -58,6 +69,11 @@ pub fn print_report(report: &ScanReport, format: Format, out: &mut dyn Write) ->
         }
     }
     Ok(())
+}
+
+/// Whether the report checked policies (then its findings are shown, even when there are none).
+fn checked(report: &ScanReport) -> bool {
+    !report.policy_sides.is_empty()
 }
 
 fn short(v: &Option<Value>) -> String {
@@ -117,6 +133,9 @@ fn print_table(report: &ScanReport, color: bool, out: &mut dyn Write) -> Result<
         };
         writeln!(out, "      changed by {by}; {}; {}", d.classification.as_str(), d.recommended_action.as_str())?;
     }
+    if checked(report) && !report.findings.is_empty() {
+        print_findings(report, color, out)?;
+    }
     for w in &report.warnings {
         let label = if w.fatal { "error" } else { "note" };
         writeln!(out, "{label}: {w}")?;
@@ -135,5 +154,43 @@ fn print_table(report: &ScanReport, color: bool, out: &mut dyn Write) -> Result<
         s.resources_compared,
         if by_sev.is_empty() { String::new() } else { format!(": {}", by_sev.join(", ")) }
     )?;
+    if checked(report) {
+        let f = FindingSummary::of(&report.findings);
+        let by_sev: Vec<String> = Severity::ALL
+            .iter()
+            .rev()
+            .filter_map(|v| f.by_severity.get(v).map(|n| format!("{n} {}", v.as_str())))
+            .collect();
+        let sides: Vec<&str> = report.policy_sides.iter().map(|s| s.as_str()).collect();
+        writeln!(
+            out,
+            "{} policy finding(s) ({}){}",
+            f.findings,
+            sides.join(" and "),
+            if by_sev.is_empty() { String::new() } else { format!(": {}", by_sev.join(", ")) }
+        )?;
+    }
+    Ok(())
+}
+
+/// The findings, in a section of their own: by object and side, each with its rule, JSON
+/// pointer, container and message.
+fn print_findings(report: &ScanReport, color: bool, out: &mut dyn Write) -> Result<()> {
+    let title = "Policy findings";
+    writeln!(out, "{}", if color { title.bold().to_string() } else { title.to_owned() })?;
+    let mut current = None;
+    for f in &report.findings {
+        let at = (&f.resource, f.side);
+        if current != Some(at) {
+            let k = &f.resource;
+            let ns = k.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default();
+            writeln!(out, "  {} {}{}  ({})", k.kind, ns, k.name, f.side.as_str())?;
+            current = Some(at);
+        }
+        let sev = format!("{:<8}", f.severity.as_str());
+        let container = f.container.as_deref().map(|c| format!("  [{c}]")).unwrap_or_default();
+        writeln!(out, "    {} {:<18} {}{}", paint(&sev, f.severity, color), f.rule.as_str(), f.path, container)?;
+        writeln!(out, "      {}", f.message)?;
+    }
     Ok(())
 }

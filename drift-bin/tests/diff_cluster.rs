@@ -246,3 +246,63 @@ fn an_unreachable_cluster_is_an_error_exit() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("kubernetes configuration"));
 }
+
+/// (side, kind, rule, path) of every policy finding of a document.
+fn findings(doc: &Value) -> Vec<(String, String, String, String)> {
+    doc["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no findings in {doc}"))
+        .iter()
+        .map(|f| {
+            (
+                f["side"].as_str().unwrap().to_owned(),
+                f["resource"]["kind"].as_str().unwrap().to_owned(),
+                f["rule"].as_str().unwrap().to_owned(),
+                f["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `drift diff --cluster --policies` (docs/policies.md): Git's objects and what the cluster runs
+/// are both checked; a container made privileged by hand is a live finding only, next to its
+/// drift; findings alone leave the exit code at 0.
+#[test]
+fn policies_check_git_and_the_cluster_and_leave_the_exit_code_to_drift() {
+    let env = Env::start();
+    env.kubectl(&["apply", "-R", "-f", env.desired().to_str().unwrap()]);
+    let (code, doc, err) = env.diff(&["--policies"]);
+    assert_eq!(code, 0, "findings alone do not change the exit code: {doc} {err}");
+    assert!(drifts(&doc).is_empty());
+    let c = "/spec/template/spec/containers/0";
+    let f = |side: &str, rule: &str, path: String| (side.to_owned(), "Deployment".to_owned(), rule.to_owned(), path);
+    let found = findings(&doc);
+    for side in ["desired", "live"] {
+        let root = f(side, "run-as-root", format!("{c}/securityContext/runAsNonRoot"));
+        assert!(found.contains(&root), "{root:?} in {found:?}");
+    }
+    // Git sets limits and no requests.
+    for resource in ["cpu", "memory"] {
+        let request = f("desired", "resource-requests", format!("{c}/resources/requests/{resource}"));
+        assert!(found.contains(&request), "{request:?} in {found:?}");
+    }
+    assert!(!found.iter().any(|x| x.2 == "privileged" || x.2 == "image-tag"), "{found:?}");
+    assert_eq!(doc["summary"]["drifts"], 0, "findings are not drifts");
+
+    env.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "shop",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/spec/template/spec/containers/0/securityContext","value":{"privileged":true}}]"#,
+    ]);
+    let (code, doc, err) = env.diff(&["--policies"]);
+    assert_eq!(code, 1, "the hand change is a drift: {err}");
+    let privileged: Vec<_> = findings(&doc).into_iter().filter(|x| x.2 == "privileged").collect();
+    assert_eq!(privileged, [f("live", "privileged", format!("{c}/securityContext/privileged"))], "only the cluster's");
+    let (_, doc, _) = env.diff(&[]);
+    assert!(doc.get("findings").is_none(), "no policies unless asked for: {doc}");
+}

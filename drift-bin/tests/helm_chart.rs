@@ -382,6 +382,10 @@ detector:
   ignore:
     - {kind: Deployment, name: "*-canary", jsonPointers: [/spec/replicas]}
   severity: {replicas_drift: MEDIUM}
+  policies:
+    enabled: true
+    required_labels: [team]
+    rules: {image-tag: {severity: HIGH}, resource-limits: {enabled: false}}
   notify:
     - type: slack
       name: ops
@@ -462,6 +466,12 @@ fn postgresql_from_a_secret_with_tokens_notifiers_and_self_heal_renders_a_valid_
     assert_eq!(config["heal"]["grace"], "15m");
     assert_eq!(config["remediation"]["author_name"], "drift-bot");
     assert_eq!(config["notifications"]["lease"], "90s");
+    assert_eq!(
+        config["policies"],
+        serde_json::json!({"enabled": true, "required_labels": ["team"],
+            "rules": {"image-tag": {"severity": "HIGH"}, "resource-limits": {"enabled": false}}}),
+        "detector.policies is drift.yaml's policies, which `drift config check` accepted"
+    );
 
     // Every secret comes from a Secret the user named; the chart creates none.
     assert!(!objects.iter().any(|o| o["kind"] == "Secret"), "{:?}", kinds(&objects));
@@ -605,6 +615,8 @@ fn bad_values_are_refused_with_a_clear_message() {
         (&["securityContext.readOnlyRootFilesystem=false"], "securityContext.readOnlyRootFilesystem"),
         (&["podSecurityContext.runAsNonRoot=false"], "podSecurityContext.runAsNonRoot"),
         (&["detector.severity.replicas_drift=URGENT"], "replicas_drift"),
+        (&["detector.policies.rules.latest.enabled=false"], "detector.policies.rules"),
+        (&["detector.policies.on={cluster}"], "detector.policies.on"),
         (&["detector.repositories=null"], "repositories"),
         (&["replicaCount=2"], "leaderElection.enabled"),
         // The chart's own checks.

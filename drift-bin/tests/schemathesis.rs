@@ -69,7 +69,7 @@ fn drift_serve_conforms_to_its_openapi_document() {
              live:\n  kubeconfig: {kubeconfig}\n\
              repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    cache_dir: {cache}\n    path: apps\n\
              notify:\n  - name: hook\n    type: webhook\n    url: {hook}/hook\n    secret_env: CONTRACT_HOOK_SECRET\n\
-             notifications:\n  tick: 100ms\n",
+             notifications:\n  tick: 100ms\npolicies:\n  enabled: true\n",
             db = home.path().join("drift.db").display(),
             repo = repo.dir.display(),
             cache = home.path().join("cache").display(),
@@ -85,6 +85,12 @@ fn drift_serve_conforms_to_its_openapi_document() {
     wait_for(Duration::from_secs(60), "the first pass's drifts", || {
         let v = get_json(&serve.addr, "/drifts?status=open");
         (v["items"].as_array().unwrap().len() >= 3).then_some(())
+    });
+    // Policies are on: `GET /findings` lists real findings (the shop's containers set no
+    // runAsNonRoot), and the reports of `POST /scan?wait=true` carry them.
+    wait_for(Duration::from_secs(60), "the first pass's policy findings", || {
+        let v = get_json(&serve.addr, "/findings?status=open");
+        (!v["items"].as_array().unwrap().is_empty()).then_some(())
     });
     let parked = wait_for(Duration::from_secs(60), "a parked delivery", || {
         let v = get_json(&serve.addr, "/notifications?status=parked");

@@ -21,6 +21,7 @@ pub mod model;
 pub mod normalize;
 pub mod orphans;
 pub mod path;
+pub mod policy;
 pub mod progress;
 pub mod quantity;
 pub mod remedy;
@@ -50,6 +51,7 @@ pub use drift::{
 pub use engine::{Engine, EngineConfig};
 pub use error::{Error, ErrorKind, Result};
 pub use model::*;
+pub use policy::{Finding, FindingType, Policy, PolicyConfig, Rule, Side};
 pub use report::{Resolution, ScanOutcome, ScanReport, Summary, object_digest};
 pub use sink::{DriftSink, DriftStore};
 pub use source::{DesiredSource, LiveSource};

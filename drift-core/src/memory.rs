@@ -153,6 +153,7 @@ struct MemoryStoreState {
     /// Digest of the desired object when each open row was last seen, by row id.
     digests: std::collections::HashMap<i64, String>,
     scans: Vec<ScanRecord>,
+    findings: Vec<StoredFinding>,
 }
 
 impl MemoryStore {
@@ -196,6 +197,81 @@ pub fn new_row(report: &ScanReport, drift: &crate::Drift, id: i64) -> StoredDrif
         waived_by: None,
         acknowledged_at: None,
         revert: drift.revert.clone(),
+    }
+}
+
+/// The row a new finding opens (shared by the reference store and the tests).
+pub fn new_finding_row(report: &ScanReport, finding: &crate::Finding, fingerprint: String, id: i64) -> StoredFinding {
+    StoredFinding {
+        id,
+        fingerprint,
+        finding_type: finding.finding_type,
+        detected_at: report.finished_at,
+        last_seen: report.finished_at,
+        occurrences: 1,
+        cluster: report.cluster.clone(),
+        repository: report.repository.clone(),
+        rule: finding.rule,
+        severity: finding.severity,
+        side: finding.side,
+        api_group: finding.resource.group.clone(),
+        resource_kind: finding.resource.kind.clone(),
+        namespace: finding.resource.namespace.clone().unwrap_or_default(),
+        resource_name: finding.resource.name.clone(),
+        container: finding.container.clone(),
+        path: finding.path.clone(),
+        message: finding.message.clone(),
+        status: FindingStatus::Open,
+        resolved_at: None,
+    }
+}
+
+/// The findings of a report with their fingerprints, one per fingerprint, in report order (the
+/// first wins), as every store counts them.
+pub fn distinct_findings(report: &ScanReport) -> Vec<(String, &crate::Finding)> {
+    let mut seen = HashSet::new();
+    report
+        .findings
+        .iter()
+        .filter_map(|f| {
+            let fp = f.fingerprint(&report.cluster, &report.repository);
+            seen.insert(fp.clone()).then_some((fp, f))
+        })
+        .collect()
+}
+
+/// The reference lifecycle of findings: a finding seen again updates its open row (last seen,
+/// occurrences, severity, message), a new one opens a row, and an open row of the report's
+/// cluster and repository that the report does not list is resolved where
+/// [`ScanReport::may_resolve_finding`] allows it.
+fn record_findings(rows: &mut Vec<StoredFinding>, report: &ScanReport, outcome: &mut RecordOutcome) {
+    let mut next_id = rows.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+    let found = distinct_findings(report);
+    let seen: HashSet<&str> = found.iter().map(|(fp, _)| fp.as_str()).collect();
+    for (fp, finding) in &found {
+        if let Some(row) = rows.iter_mut().find(|r| r.fingerprint == *fp && r.status == FindingStatus::Open) {
+            row.last_seen = report.finished_at;
+            row.occurrences += 1;
+            row.severity = finding.severity;
+            row.message = finding.message.clone();
+            outcome.findings_updated += 1;
+        } else {
+            rows.push(new_finding_row(report, finding, fp.clone(), next_id));
+            next_id += 1;
+            outcome.findings_opened += 1;
+        }
+    }
+    for row in rows.iter_mut() {
+        if row.status == FindingStatus::Open
+            && row.cluster == report.cluster
+            && row.repository == report.repository
+            && !seen.contains(row.fingerprint.as_str())
+            && report.may_resolve_finding(&row.key(), row.side)
+        {
+            row.status = FindingStatus::Resolved;
+            row.resolved_at = Some(report.finished_at);
+            outcome.findings_resolved += 1;
+        }
     }
 }
 
@@ -274,7 +350,7 @@ impl DriftSink for MemoryStore {
         "memory"
     }
     fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities { readable: true, resolves: true }
+        SinkCapabilities { readable: true, resolves: true, findings: true }
     }
     async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
         let mut state = self.state();
@@ -329,6 +405,7 @@ impl DriftSink for MemoryStore {
                 outcome.resolved += 1;
             }
         }
+        record_findings(&mut state.findings, report, &mut outcome);
         state.scans.push(ScanRecord {
             scan_id: report.scan_id.clone(),
             cluster: report.cluster.clone(),
@@ -377,5 +454,20 @@ impl DriftStore for MemoryStore {
     }
     async fn ping(&self) -> Result<()> {
         Ok(())
+    }
+    async fn findings(&self, filter: &FindingFilter, page: PageRequest) -> Result<FindingPage> {
+        page.validate()?;
+        let state = self.state();
+        let mut rows: Vec<&StoredFinding> =
+            state.findings.iter().filter(|r| page.after.is_none_or(|a| r.id < a) && filter.matches(r)).collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.id));
+        Ok(FindingPage::from_rows(rows.into_iter().take(page.fetch_limit()).cloned().collect(), page))
+    }
+    async fn open_findings(&self) -> Result<BTreeMap<(crate::policy::Rule, crate::Severity), i64>> {
+        let mut counts = BTreeMap::new();
+        for row in self.state().findings.iter().filter(|r| r.status == FindingStatus::Open) {
+            *counts.entry((row.rule, row.severity)).or_default() += 1;
+        }
+        Ok(counts)
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::drift::{Drift, DriftType, Severity};
 use crate::model::{Coverage, ResourceKey, SourceWarning};
+use crate::policy::{Finding, Side};
 
 /// How a scan ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -147,6 +148,15 @@ pub struct ScanReport {
     pub uncomparable: Vec<ResourceKey>,
     /// Counts.
     pub summary: Summary,
+    /// Policy findings ([`crate::policy`]), sorted by object, side, rule, path: apart from the
+    /// drifts, and counted in no drift summary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    /// The sides this scan checked policies on (empty: policies were not checked). A stored
+    /// finding is resolved only by a report that checked its side
+    /// ([`ScanReport::may_resolve_finding`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_sides: Vec<Side>,
 }
 
 impl ScanReport {
@@ -200,5 +210,13 @@ impl ScanReport {
                     .status(&key.group, &key.kind, key.namespace.as_deref())
                     .is_none_or(crate::CoverageStatus::is_complete)
         }
+    }
+
+    /// Whether an open finding of this object and side that this report does not list may be
+    /// marked resolved: the report checked policies on that side, and [`ScanReport::may_resolve`]
+    /// allows it for the object (the same coverage rule as drifts: a finding is never resolved
+    /// by a scan that could not read its object completely).
+    pub fn may_resolve_finding(&self, key: &ResourceKey, side: Side) -> bool {
+        self.policy_sides.contains(&side) && self.may_resolve(key)
     }
 }

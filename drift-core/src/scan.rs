@@ -34,6 +34,9 @@ pub struct ScanOptions {
     /// what it declares is unknown. No object is then judged unmanaged, and no object Git does
     /// not hold is resolved (the report's `desired_complete` is false).
     pub elsewhere_unknown: bool,
+    /// Check policies ([`crate::policy`]): the desired objects and their live counterparts, on
+    /// the sides the policy names; `None` checks nothing.
+    pub policy: Option<std::sync::Arc<crate::policy::Policy>>,
 }
 
 impl ScanOptions {
@@ -48,6 +51,7 @@ impl ScanOptions {
             orphans: false,
             declared_elsewhere: std::sync::Arc::from([]),
             elsewhere_unknown: false,
+            policy: None,
         }
     }
 }
@@ -138,6 +142,8 @@ fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanR
         desired_complete: false,
         uncomparable: Vec::new(),
         summary: Summary::default(),
+        findings: Vec::new(),
+        policy_sides: Vec::new(),
     }
 }
 
@@ -225,6 +231,9 @@ fn compare_into(
     }
     report.uncomparable = encrypted.into_iter().map(|r| r.key).collect();
     report.uncomparable.sort_unstable();
+    if let Some(policy) = &options.policy {
+        check_policies(&mut report, policy, &readable, &live_snapshot);
+    }
     let comparable: Vec<_> = readable
         .into_iter()
         .filter(|r| live_snapshot.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
@@ -254,6 +263,38 @@ fn compare_into(
         ScanOutcome::Partial
     };
     finish(report, compared, options)
+}
+
+/// The policy findings of a scan: each readable desired object on the desired side, and the
+/// live counterpart of each desired object, read completely, on the live side (live objects Git
+/// does not declare are not checked: `orphans` reports those).
+fn check_policies(
+    report: &mut ScanReport,
+    policy: &crate::policy::Policy,
+    desired: &[crate::Resource],
+    live: &LiveSnapshot,
+) {
+    use crate::policy::Side;
+    report.policy_sides = policy.sides().to_vec();
+    if policy.checks(Side::Desired) {
+        report.findings.extend(desired.iter().flat_map(|r| policy.check(r, Side::Desired)));
+    }
+    if policy.checks(Side::Live) {
+        let declared = |r: &&crate::Resource| {
+            report.desired.binary_search(&r.key).is_ok()
+                && report.uncomparable.binary_search(&r.key).is_err()
+                && live.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref())
+        };
+        let found: Vec<_> = live.resources.iter().filter(declared).flat_map(|r| policy.check(r, Side::Live)).collect();
+        report.findings.extend(found);
+    }
+    sort_findings(&mut report.findings);
+}
+
+fn sort_findings(findings: &mut [crate::policy::Finding]) {
+    findings.sort_by(|a, b| {
+        (&a.resource, a.side, a.rule, &a.path, &a.container).cmp(&(&b.resource, b.side, b.rule, &b.path, &b.container))
+    });
 }
 
 fn uncomparable_note(r: &crate::Resource) -> SourceWarning {
@@ -299,6 +340,17 @@ pub fn targeted_report(
     }
     report.drifts = comparator.compare_in(all_desired, desired, live);
     report.drifts.sort_by(|a, b| (&a.path, a.drift_type).cmp(&(&b.path, b.drift_type)));
+    if let Some(policy) = &options.policy {
+        use crate::policy::Side;
+        report.policy_sides = policy.sides().to_vec();
+        if policy.checks(Side::Desired) {
+            report.findings.extend(policy.check(desired, Side::Desired));
+        }
+        if let Some(live) = live.filter(|_| policy.checks(Side::Live)) {
+            report.findings.extend(policy.check(live, Side::Live));
+        }
+        sort_findings(&mut report.findings);
+    }
     crate::waiver::apply(&mut report, std::slice::from_ref(desired), (options.clock)());
     report.outcome = ScanOutcome::Success;
     finish(report, 1, options)
@@ -431,6 +483,64 @@ mod tests {
         assert!(report.warnings.iter().any(|w| !w.fatal && w.message.contains("not comparable without the key")));
         let one = targeted_report(&[], &encrypted, None, &engine, "c", "r", None, &options);
         assert!(one.drifts.is_empty() && !one.may_resolve(&encrypted.key), "the watch neither");
+    }
+
+    #[test]
+    fn policies_check_desired_objects_and_their_live_counterparts_read_completely() {
+        use crate::policy::{Policy, Rule, Side};
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        let deploy = |ns: &str, image: &str| {
+            Resource::from_object(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": ns},
+                "spec": {"template": {"spec": {"securityContext": {"runAsNonRoot": true}, "containers": [{
+                    "name": "web", "image": image,
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}}}}))
+            .unwrap()
+        };
+        let desired = || DesiredSnapshot {
+            repository: "r".into(),
+            revision: None,
+            resources: vec![deploy("a", "web:1.0"), deploy("b", "web:latest")],
+            warnings: Vec::new(),
+        };
+        let gk = GroupKind::new("apps", "Deployment");
+        let mut live = LiveSnapshot {
+            cluster: "c".into(),
+            resources: vec![deploy("a", "web"), deploy("b", "web"), deploy("c", "web")],
+            coverage: Default::default(),
+        };
+        live.coverage.set(&gk, Some("a"), CoverageStatus::Complete);
+        live.coverage.set(&gk, Some("b"), CoverageStatus::Failed { message: "503".into() });
+        live.coverage.set(&gk, Some("c"), CoverageStatus::Complete);
+        let mut options = ScanOptions::new("s");
+        let off = compare_snapshots(desired(), live.clone(), &engine, &options);
+        assert!(off.findings.is_empty() && off.policy_sides.is_empty(), "off unless asked for");
+        options.policy = Some(std::sync::Arc::new(Policy::default()));
+        let on = compare_snapshots(desired(), live, &engine, &options);
+        let found: Vec<_> =
+            on.findings.iter().map(|f| (f.resource.namespace.as_deref().unwrap(), f.side, f.rule)).collect();
+        assert_eq!(
+            found,
+            [("a", Side::Live, Rule::ImageTag), ("b", Side::Desired, Rule::ImageTag)],
+            "Git's objects, and only the live objects Git declares whose pair was read"
+        );
+        assert_eq!(on.summary.drifts, on.drifts.len(), "findings are not drifts");
+        assert!(on.may_resolve_finding(&deploy("a", "x").key, Side::Desired));
+        assert!(!on.may_resolve_finding(&deploy("b", "x").key, Side::Live), "b was not read");
+        let one = targeted_report(
+            &[],
+            &deploy("a", "web:1.0"),
+            Some(&deploy("a", "web:latest")),
+            &engine,
+            "c",
+            "r",
+            None,
+            &options,
+        );
+        assert_eq!(one.findings.len(), 1, "the watch re-checks its object");
+        assert_eq!((one.findings[0].side, one.findings[0].rule), (Side::Live, Rule::ImageTag));
+        assert!(one.may_resolve_finding(&deploy("a", "x").key, Side::Desired));
+        assert!(!one.may_resolve_finding(&deploy("b", "x").key, Side::Desired), "only its own object");
     }
 
     #[test]

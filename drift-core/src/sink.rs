@@ -16,6 +16,10 @@ pub struct SinkCapabilities {
     pub readable: bool,
     /// The sink resolves drifts that are no longer seen.
     pub resolves: bool,
+    /// The sink keeps policy findings ([`ScanReport::findings`]) and lists them through
+    /// [`DriftStore::findings`].
+    #[serde(default)]
+    pub findings: bool,
 }
 
 /// What recording a report changed.
@@ -35,6 +39,15 @@ pub struct RecordOutcome {
     /// Drifts of the report under a waiver (not counted as open).
     #[serde(default)]
     pub waived: usize,
+    /// Policy findings opened (stores that keep findings).
+    #[serde(default)]
+    pub findings_opened: usize,
+    /// Open policy findings seen again.
+    #[serde(default)]
+    pub findings_updated: usize,
+    /// Open policy findings marked resolved.
+    #[serde(default)]
+    pub findings_resolved: usize,
 }
 
 /// Receives scan reports.
@@ -359,6 +372,154 @@ pub struct ScanRecord {
     pub coverage_gaps: Vec<crate::model::CoverageEntry>,
 }
 
+/// Status of a stored policy finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingStatus {
+    /// Found by the latest scan that checked its object and side.
+    Open,
+    /// No longer found by a scan that checked its side and read its object completely.
+    Resolved,
+}
+
+impl FindingStatus {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingStatus::Open => "open",
+            FindingStatus::Resolved => "resolved",
+        }
+    }
+}
+
+impl std::str::FromStr for FindingStatus {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "open" => Ok(FindingStatus::Open),
+            "resolved" => Ok(FindingStatus::Resolved),
+            _ => Err(crate::Error::invalid_input(format!("unknown status {s:?} (open, resolved)"))),
+        }
+    }
+}
+
+/// A policy finding as a store keeps it (docs/storage.md, table `findings`): one row per
+/// episode, like a drift.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredFinding {
+    /// Row id.
+    pub id: i64,
+    /// Identity ([`crate::Finding::fingerprint`]).
+    pub fingerprint: String,
+    /// `policy_violation`.
+    pub finding_type: crate::policy::FindingType,
+    /// First seen.
+    pub detected_at: DateTime<Utc>,
+    /// Last seen.
+    pub last_seen: DateTime<Utc>,
+    /// Scans that found it.
+    pub occurrences: i64,
+    /// Cluster.
+    pub cluster: String,
+    /// Repository.
+    pub repository: String,
+    /// The rule.
+    pub rule: crate::policy::Rule,
+    /// Severity (latest).
+    pub severity: Severity,
+    /// Desired or live.
+    pub side: crate::policy::Side,
+    /// API group.
+    pub api_group: String,
+    /// Kind.
+    pub resource_kind: String,
+    /// Namespace (empty string for cluster-scoped objects).
+    pub namespace: String,
+    /// Name.
+    pub resource_name: String,
+    /// The container, when the finding is about one.
+    pub container: Option<String>,
+    /// JSON pointer of the offending field, or of where it is missing.
+    pub path: String,
+    /// What is wrong (latest).
+    pub message: String,
+    /// Open or resolved.
+    pub status: FindingStatus,
+    /// When it was resolved.
+    pub resolved_at: Option<DateTime<Utc>>,
+}
+
+impl StoredFinding {
+    /// The key of the object the finding is about.
+    pub fn key(&self) -> crate::ResourceKey {
+        crate::ResourceKey {
+            group: self.api_group.clone(),
+            kind: self.resource_kind.clone(),
+            namespace: (!self.namespace.is_empty()).then(|| self.namespace.clone()),
+            name: self.resource_name.clone(),
+        }
+    }
+}
+
+/// Filters of a finding listing; every field optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingFilter {
+    /// Open or resolved.
+    pub status: Option<FindingStatus>,
+    /// Rule.
+    pub rule: Option<crate::policy::Rule>,
+    /// Severity.
+    pub severity: Option<Severity>,
+    /// Desired or live.
+    pub side: Option<crate::policy::Side>,
+    /// Namespace (`""` for cluster-scoped objects).
+    pub namespace: Option<String>,
+    /// Kind.
+    pub kind: Option<String>,
+    /// Repository.
+    pub repository: Option<String>,
+    /// Cluster.
+    pub cluster: Option<String>,
+}
+
+impl FindingFilter {
+    /// Whether a stored finding passes the filter.
+    pub fn matches(&self, row: &StoredFinding) -> bool {
+        self.status.is_none_or(|s| s == row.status)
+            && self.rule.is_none_or(|r| r == row.rule)
+            && self.severity.is_none_or(|s| s == row.severity)
+            && self.side.is_none_or(|s| s == row.side)
+            && self.namespace.as_ref().is_none_or(|n| *n == row.namespace)
+            && self.kind.as_ref().is_none_or(|k| *k == row.resource_kind)
+            && self.repository.as_ref().is_none_or(|r| *r == row.repository)
+            && self.cluster.as_ref().is_none_or(|c| *c == row.cluster)
+    }
+}
+
+/// A page of findings, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingPage {
+    /// The rows.
+    pub items: Vec<StoredFinding>,
+    /// Cursor for the next page, `None` on the last page.
+    pub next: Option<i64>,
+}
+
+impl FindingPage {
+    /// The page from rows read newest first with [`PageRequest::fetch_limit`].
+    pub fn from_rows(mut items: Vec<StoredFinding>, page: PageRequest) -> Self {
+        let more = items.len() > page.limit as usize;
+        items.truncate(page.limit as usize);
+        let next = if more { items.last().map(|r| r.id) } else { None };
+        FindingPage { items, next }
+    }
+}
+
+/// The error of a store that keeps no policy findings.
+pub fn no_findings() -> crate::Error {
+    crate::Error::unsupported("this store keeps no policy findings")
+}
+
 /// The read side of a store, used by the API and the CLI.
 #[async_trait]
 pub trait DriftStore: Send + Sync + std::fmt::Debug {
@@ -372,6 +533,16 @@ pub trait DriftStore: Send + Sync + std::fmt::Debug {
     async fn recent_scans(&self, limit: u32) -> Result<Vec<ScanRecord>>;
     /// Checks the store answers.
     async fn ping(&self) -> Result<()>;
+    /// Lists policy findings, newest first, with the same paging as [`DriftStore::list`]. A
+    /// store that keeps no findings answers [`crate::ErrorKind::Unsupported`] (the default).
+    async fn findings(&self, _filter: &FindingFilter, _page: PageRequest) -> Result<FindingPage> {
+        Err(no_findings())
+    }
+    /// The open findings by rule and severity (pairs without any left out), for the metrics. A
+    /// store that keeps no findings answers [`crate::ErrorKind::Unsupported`] (the default).
+    async fn open_findings(&self) -> Result<std::collections::BTreeMap<(crate::policy::Rule, Severity), i64>> {
+        Err(no_findings())
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@ pub struct ScanSettings {
     /// Report objects Git does not declare (`unmanaged_resource`, full scans only: the watch
     /// follows the objects Git names).
     pub orphans: bool,
+    /// Check policies ([`drift_core::policy`]) in full passes and in the watch's re-comparisons.
+    pub policy: Option<std::sync::Arc<drift_core::policy::Policy>>,
 }
 
 impl Default for ScanSettings {
@@ -55,6 +57,7 @@ impl Default for ScanSettings {
             cluster_scoped: Vec::new(),
             progress: drift_core::progress::Progress::default(),
             orphans: false,
+            policy: None,
         }
     }
 }
@@ -67,6 +70,7 @@ impl ScanSettings {
         options.cluster_scoped = self.cluster_scoped.clone();
         options.progress = self.progress.clone();
         options.orphans = self.orphans;
+        options.policy = self.policy.clone();
         options
     }
 }
@@ -206,8 +210,8 @@ impl Scanner {
     /// A full pass reads the live state over some time; the watch may meanwhile have seen (and
     /// recorded) a newer state of an object. Recording the pass's older view would reopen a
     /// drift the watch resolved, or resolve one it opened. Such objects are taken out of the
-    /// report: their drifts are dropped and they are listed as uncomparable, so the store
-    /// leaves them as the watch left them.
+    /// report: their drifts and policy findings are dropped and they are listed as
+    /// uncomparable, so the store leaves them as the watch left them.
     fn leave_to_watch(&self, report: &mut ScanReport, scan_started: Instant) {
         let newer: std::collections::HashSet<drift_core::ResourceKey> =
             self.watched().iter().filter(|(_, at)| **at >= scan_started).map(|(k, _)| k.clone()).collect();
@@ -215,6 +219,7 @@ impl Scanner {
             return;
         }
         report.drifts.retain(|d| !newer.contains(&d.key()));
+        report.findings.retain(|f| !newer.contains(&f.resource));
         report.uncomparable.extend(newer.into_iter().filter(|k| report.desired.binary_search(k).is_ok()));
         report.uncomparable.sort_unstable();
         report.uncomparable.dedup();

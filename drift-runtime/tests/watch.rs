@@ -158,3 +158,64 @@ async fn a_watch_that_cannot_start_is_tried_again_after_the_refresh_period() {
     run.task.await.unwrap();
     assert!(run.events.is_empty());
 }
+
+/// The watch re-checks the policies of the object it re-compares (docs/policies.md): a label
+/// removed by hand opens a live finding within the watch, and putting it back resolves it; the
+/// desired side is checked too, and stays open while Git lacks the label.
+#[tokio::test(start_paused = true)]
+async fn the_watch_checks_the_policies_of_the_object_it_re_compares() {
+    use drift_core::policy::{Policy, PolicyConfig, Rule, Side};
+    use drift_core::sink::{DriftStore, FindingFilter, FindingStatus, PageRequest};
+    let labelled = |team: Option<&str>, mode: &str| {
+        let mut o = (*cm("a", mode).object).clone();
+        if let Some(t) = team {
+            o["metadata"]["labels"] = serde_json::json!({"team": t});
+        }
+        Resource::from_object(o).unwrap()
+    };
+    let (live, events, mut asked) = Streams::new(1);
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let store = Arc::new(MemoryStore::new());
+    let config = PolicyConfig { enabled: true, required_labels: vec!["team".into()], ..PolicyConfig::default() };
+    let settings = drift_runtime::ScanSettings {
+        policy: Some(Arc::new(Policy::new(&config).unwrap())),
+        ..drift_runtime::ScanSettings::default()
+    };
+    let detector = Detector::builder()
+        .desired(Arc::new(Changing(Mutex::new(vec![cm("a", "1")]))))
+        .live(Arc::new(live))
+        .store(Store::new(store.clone()))
+        .sink(Arc::new(Recording(tx)))
+        .settings(settings)
+        .build()
+        .unwrap();
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+    asked.recv().await.unwrap();
+    let open = |side| FindingFilter { status: Some(FindingStatus::Open), side: Some(side), ..FindingFilter::default() };
+    let listed = |filter: FindingFilter| {
+        let store = store.clone();
+        async move { store.findings(&filter, PageRequest::default()).await.unwrap().items }
+    };
+
+    events[0].send(Ok(LiveEvent::Applied(labelled(None, "1")))).unwrap();
+    let r = report(&mut reports).await;
+    assert_eq!(r.policy_sides, [Side::Desired, Side::Live]);
+    let found: Vec<_> = r.findings.iter().map(|f| (f.side, f.rule, f.path.as_str())).collect();
+    assert_eq!(
+        found,
+        [
+            (Side::Desired, Rule::RequiredLabels, "/metadata/labels/team"),
+            (Side::Live, Rule::RequiredLabels, "/metadata/labels/team")
+        ]
+    );
+    assert_eq!(listed(open(Side::Live)).await.len(), 1, "recorded by the watch");
+
+    events[0].send(Ok(LiveEvent::Applied(labelled(Some("shop"), "1")))).unwrap();
+    let r = report(&mut reports).await;
+    assert_eq!(r.findings.len(), 1, "only Git's object lacks the label now");
+    assert!(listed(open(Side::Live)).await.is_empty(), "the live finding is resolved by the watch");
+    assert_eq!(listed(open(Side::Desired)).await.len(), 1, "Git still lacks it");
+    stop.send_replace(true);
+    task.await.unwrap();
+}

@@ -8,7 +8,9 @@
 //! - the scan row of a report, which drifts of a report count ([`distinct_drifts`]), which open
 //!   drifts it resolves and how ([`Resolver`]), retention's cutoff ([`cutoff`], [`PruneOutcome`]);
 //! - error classification ([`SqlError`], [`classify`]) and the retry loop of `record`
-//!   ([`record`]).
+//!   ([`record`]);
+//! - the policy findings of table `findings` ([`Sql::write_findings`], [`Sql::findings`],
+//!   [`Sql::open_findings`]): no rollups, the same statements for both stores.
 //!
 //! Each store keeps what truly differs: its configuration, its write path
 //! ([`SqlStore::write_drifts`]), its rollup strategy and statistics, and its migrations. It
@@ -41,6 +43,7 @@
 mod act;
 mod dialect;
 mod error;
+mod findings;
 mod sql;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -48,6 +51,7 @@ mod write;
 
 pub use dialect::Dialect;
 pub use error::{SqlContext, SqlError, classify};
+pub use findings::{FINDING_COLUMNS, FindingsWritten};
 pub use sql::{COLUMNS, DIMENSIONS, Sql};
 pub use write::{
     ATTEMPTS, Before, Change, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, Written, cutoff, distinct_drifts,
@@ -58,13 +62,15 @@ pub use write::{
 pub mod __private {
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Duration, Utc};
+    pub use drift_core::Severity;
     pub use drift_core::act::{
         ActStore, AuditFilter, AuditNote, AuditPage, Decision, Delivery, DeliveryRecord, DeliveryStatus, DriftEvent,
         Learned, NewDecision, Route, Settle,
     };
+    pub use drift_core::policy::Rule;
     pub use drift_core::sink::{
-        DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, PageRequest, RecordOutcome, ScanRecord,
-        SinkCapabilities, StoredDrift,
+        DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, FindingFilter, FindingPage, PageRequest,
+        RecordOutcome, ScanRecord, SinkCapabilities, StoredDrift,
     };
     pub use drift_core::{Result, ScanReport};
     pub use std::collections::BTreeMap;
@@ -88,7 +94,7 @@ macro_rules! impl_drift_store {
             }
 
             fn capabilities(&self) -> $crate::__private::SinkCapabilities {
-                $crate::__private::SinkCapabilities { readable: true, resolves: true }
+                $crate::__private::SinkCapabilities { readable: true, resolves: true, findings: true }
             }
 
             async fn record(
@@ -134,6 +140,24 @@ macro_rules! impl_drift_store {
             async fn ping(&self) -> $crate::__private::Result<()> {
                 let pool = <$store as $crate::SqlStore>::reader(self);
                 $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::ping(pool).await
+            }
+
+            async fn findings(
+                &self,
+                filter: &$crate::__private::FindingFilter,
+                page: $crate::__private::PageRequest,
+            ) -> $crate::__private::Result<$crate::__private::FindingPage> {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::findings(pool, filter, page).await
+            }
+
+            async fn open_findings(
+                &self,
+            ) -> $crate::__private::Result<
+                $crate::__private::BTreeMap<($crate::__private::Rule, $crate::__private::Severity), i64>,
+            > {
+                let pool = <$store as $crate::SqlStore>::reader(self);
+                $crate::Sql::<<$store as $crate::SqlStats>::Dialect>::open_findings(pool).await
             }
         }
 

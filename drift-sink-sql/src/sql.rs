@@ -327,6 +327,9 @@ where
         let mut written = store.write_drifts(&mut tx, report).await?;
         Self::git_waivers(store, &mut tx, report, &mut written).await?;
         let mut outcome = written.outcome;
+        let findings = Self::write_findings(&mut tx, report).await?;
+        (outcome.findings_opened, outcome.findings_updated, outcome.findings_resolved) =
+            (findings.opened, findings.updated, findings.resolved);
         Self::count_scan(&mut tx, report, &outcome).await?;
         if let Some(cutoff) = cutoff(store.retention_days(), report.finished_at) {
             Self::prune_in(store, &mut tx, cutoff).await?;
@@ -355,14 +358,15 @@ where
         cutoff: DateTime<Utc>,
     ) -> Result<PruneOutcome, SqlError<D>> {
         let drifts = store.prune_drifts(&mut *conn, cutoff).await?;
+        let findings = Self::prune_findings(&mut *conn, cutoff).await?;
         Self::prune_act(&mut *conn, cutoff).await?;
         let mut q = QueryBuilder::<D::Db>::new("DELETE FROM scans WHERE finished_at < ");
         q.push_bind(D::time(cutoff));
         let scans = D::rows_affected(&q.build().execute(&mut *conn).await.ctx("deleting old scans")?);
-        if drifts + scans > 0 {
-            tracing::info!(drifts, scans, %cutoff, "retention: deleted old history");
+        if drifts + findings + scans > 0 {
+            tracing::info!(drifts, findings, scans, %cutoff, "retention: deleted old history");
         }
-        Ok(PruneOutcome { drifts, scans })
+        Ok(PruneOutcome { drifts, findings, scans })
     }
 
     /// Inserts the scan row of a report; `false` when its scan id is recorded already (a
@@ -408,6 +412,6 @@ where
 }
 
 /// A stored name of an enumeration (`replicas_drift`, `open`, ...) read back.
-fn parse<T: DeserializeOwned, D>(id: i64, column: &str, value: String) -> Result<T, SqlError<D>> {
+pub(crate) fn parse<T: DeserializeOwned, D>(id: i64, column: &str, value: String) -> Result<T, SqlError<D>> {
     serde_json::from_value(Value::String(value)).map_err(|e| SqlError::corrupt(id, column, e))
 }

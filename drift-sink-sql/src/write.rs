@@ -26,6 +26,9 @@ pub const ATTEMPTS: usize = 3;
 pub struct PruneOutcome {
     /// Resolved drifts deleted.
     pub drifts: u64,
+    /// Resolved policy findings deleted.
+    #[serde(default)]
+    pub findings: u64,
     /// Scan rows deleted.
     pub scans: u64,
 }

@@ -76,6 +76,33 @@ pub fn drift(kind: &str, namespace: &str, name: &str, drift_type: DriftType, pat
     }
 }
 
+/// A policy finding on a fixture object, as [`drift_core::policy::Policy`] would make it
+/// (container `web` for a path into a container).
+pub fn finding(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    rule: drift_core::policy::Rule,
+    side: drift_core::policy::Side,
+    severity: Severity,
+    path: &str,
+) -> drift_core::policy::Finding {
+    let group = match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" => "apps",
+        _ => "",
+    };
+    drift_core::policy::Finding {
+        resource: ResourceKey::new(group, kind, Some(namespace), name),
+        side,
+        rule,
+        path: path.to_owned(),
+        container: path.contains("ontainers/").then(|| "web".to_owned()),
+        finding_type: drift_core::policy::FindingType::PolicyViolation,
+        severity,
+        message: format!("{rule} at {path} ({severity})"),
+    }
+}
+
 /// A successful report over the given desired objects (each with the digest `d0`), complete
 /// coverage of their (kind, namespace), and these drifts.
 pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts: Vec<Drift>) -> ScanReport {
@@ -103,6 +130,8 @@ pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts:
         desired_complete: true,
         uncomparable: Vec::new(),
         summary,
+        findings: Vec::new(),
+        policy_sides: Vec::new(),
     }
 }
 

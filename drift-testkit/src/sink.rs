@@ -11,7 +11,7 @@ use drift_core::sink::*;
 use drift_core::*;
 use serde_json::json;
 
-use crate::fixtures::{drift, key, report, t, with_digest};
+use crate::fixtures::{drift, finding, key, report, t, with_digest};
 
 /// Expands to one test per case of [`crate::sink`], named after the case. `$fresh` is an
 /// expression callable with no argument that returns a future of a new, empty sink and the same
@@ -53,7 +53,9 @@ macro_rules! sink_suite {
             removed_from_git,
             resolutions,
             listing,
-            statistics
+            statistics,
+            findings_lifecycle,
+            findings_listing
         );
     };
 }
@@ -72,6 +74,18 @@ macro_rules! __sink_cases {
             }
         )+
     };
+}
+
+/// Whether a findings case may run; prints why not.
+fn keeps_findings(case: &str, sink: &dyn DriftSink) -> bool {
+    if !runs(case, sink, true) {
+        return false;
+    }
+    if !sink.capabilities().findings {
+        println!("skipped: {case}: the sink keeps no policy findings (SinkCapabilities::findings is off)");
+        return false;
+    }
+    true
 }
 
 /// Whether the case may run; prints why not.
@@ -138,6 +152,12 @@ impl<S: DriftStore, G: Send + Sync> DriftStore for Guarded<S, G> {
     }
     async fn ping(&self) -> Result<()> {
         self.inner.ping().await
+    }
+    async fn findings(&self, filter: &FindingFilter, page: PageRequest) -> Result<FindingPage> {
+        self.inner.findings(filter, page).await
+    }
+    async fn open_findings(&self) -> Result<std::collections::BTreeMap<(policy::Rule, Severity), i64>> {
+        self.inner.open_findings().await
     }
 }
 
@@ -546,4 +566,269 @@ pub async fn statistics(sink: &dyn DriftSink, store: &dyn DriftStore) {
     let only_shop =
         store.stats(&DriftFilter { namespace: Some("shop".into()), ..Default::default() }, t(0)).await.expect("stats");
     assert_eq!(only_shop.by_status.get("resolved"), None, "[stats] filters apply to stats");
+}
+
+async fn all_findings(store: &dyn DriftStore, filter: FindingFilter) -> Vec<StoredFinding> {
+    store.findings(&filter, PageRequest { limit: 1000, after: None }).await.expect("list findings").items
+}
+
+/// Policy findings: opened, seen again (severity and message follow the latest scan), kept open
+/// by a scan that could not read their object, that did not check their side or that failed,
+/// resolved by one that checked their side and read the object completely, opened again as a new
+/// row; never drifts, never in the drift counts.
+pub async fn findings_lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !keeps_findings("findings_lifecycle", sink) {
+        return;
+    }
+    use policy::{Rule, Side};
+    let (web, api) = (key("Deployment", "shop", "web"), key("Deployment", "billing", "api"));
+    let image = |sev| {
+        finding(
+            "Deployment",
+            "shop",
+            "web",
+            Rule::ImageTag,
+            Side::Desired,
+            sev,
+            "/spec/template/spec/containers/0/image",
+        )
+    };
+    let root = finding(
+        "Deployment",
+        "shop",
+        "web",
+        Rule::RunAsRoot,
+        Side::Live,
+        Severity::Medium,
+        "/spec/template/spec/containers/0/securityContext/runAsNonRoot",
+    );
+    let api_tag = finding(
+        "Deployment",
+        "billing",
+        "api",
+        Rule::ImageTag,
+        Side::Desired,
+        Severity::Medium,
+        "/spec/template/spec/containers/0/image",
+    );
+    let both = [web.clone(), api.clone()];
+    let with = |mut r: ScanReport, sides: &[Side], findings: Vec<policy::Finding>| {
+        r.policy_sides = sides.to_vec();
+        r.findings = findings;
+        r
+    };
+    let all_sides = [Side::Desired, Side::Live];
+
+    let r1 = with(
+        report("f-1", t(0), &both, vec![]),
+        &all_sides,
+        vec![image(Severity::Medium), root.clone(), api_tag.clone(), image(Severity::Medium)],
+    );
+    let o1 = sink.record(&r1).await.expect("[findings] record f-1");
+    assert_eq!(
+        (o1.findings_opened, o1.findings_updated, o1.findings_resolved),
+        (3, 0, 0),
+        "[findings] three new findings, one listed twice"
+    );
+    assert_eq!((o1.opened, o1.resolved), (0, 0), "[findings] findings are not drifts");
+    assert!(all_rows(store).await.is_empty(), "[findings] no drift row");
+    assert_eq!(store.recent_scans(1).await.expect("scans")[0].drifts, 0, "[findings] not counted as drifts");
+    let rows = all_findings(store, FindingFilter::default()).await;
+    assert_eq!(rows.len(), 3, "[findings] one row per finding");
+    let row = rows.iter().find(|r| r.rule == Rule::RunAsRoot).expect("[findings] the run-as-root row");
+    assert_eq!(row.fingerprint, root.fingerprint("test-cluster", "test-repo"), "[findings] fingerprint");
+    assert_eq!(row.finding_type, policy::FindingType::PolicyViolation);
+    assert_eq!((row.side, row.severity, row.status), (Side::Live, Severity::Medium, FindingStatus::Open));
+    assert_eq!(
+        (row.api_group.as_str(), row.resource_kind.as_str(), row.namespace.as_str(), row.resource_name.as_str()),
+        ("apps", "Deployment", "shop", "web")
+    );
+    assert_eq!((row.container.as_deref(), row.path.as_str()), (Some("web"), root.path.as_str()));
+    assert_eq!(row.message, root.message);
+    assert_eq!((row.detected_at, row.last_seen, row.occurrences, row.resolved_at), (t(0), t(0), 1, None));
+
+    // Seen again with another severity; billing could not be read: its finding stays open, unseen.
+    let mut r2 = with(report("f-2", t(5), &both, vec![]), &all_sides, vec![image(Severity::High), root.clone()]);
+    r2.outcome = ScanOutcome::Partial;
+    r2.coverage.set(&api.group_kind(), Some("billing"), CoverageStatus::Failed { message: "503".into() });
+    let o2 = sink.record(&r2).await.expect("[findings] record f-2");
+    assert_eq!((o2.findings_opened, o2.findings_updated, o2.findings_resolved), (0, 2, 0), "[findings] f-2");
+    let rows = all_findings(store, FindingFilter::default()).await;
+    let web_tag = rows.iter().find(|r| r.rule == Rule::ImageTag && r.namespace == "shop").expect("web image-tag");
+    assert_eq!(
+        (web_tag.severity, web_tag.occurrences, web_tag.last_seen),
+        (Severity::High, 2, t(5)),
+        "[findings] the latest severity"
+    );
+    let billing = rows.iter().find(|r| r.namespace == "billing").expect("billing");
+    assert_eq!(
+        (billing.status, billing.last_seen),
+        (FindingStatus::Open, t(0)),
+        "[findings] an unread object keeps its finding, unseen"
+    );
+
+    // A scan that did not check policies resolves nothing; nor does a failed one.
+    let o3 = sink.record(&report("f-3", t(10), &both, vec![])).await.expect("[findings] f-3");
+    assert_eq!(o3.findings_resolved, 0, "[findings] a scan without policies resolves no finding");
+    let mut failed = with(report("f-4", t(12), &both, vec![]), &all_sides, vec![]);
+    failed.outcome = ScanOutcome::Failed;
+    assert_eq!(
+        sink.record(&failed).await.expect("f-4").findings_resolved,
+        0,
+        "[findings] a failed scan resolves nothing"
+    );
+
+    // Checking the desired side only resolves the desired findings, not the live one.
+    let r5 = with(report("f-5", t(15), &both, vec![]), &[Side::Desired], vec![]);
+    let o5 = sink.record(&r5).await.expect("[findings] f-5");
+    assert_eq!(o5.findings_resolved, 2, "[findings] both desired findings are gone");
+    let open = all_findings(store, FindingFilter { status: Some(FindingStatus::Open), ..Default::default() }).await;
+    assert_eq!(
+        open.iter().map(|r| r.rule).collect::<Vec<_>>(),
+        [Rule::RunAsRoot],
+        "[findings] the live side was not checked"
+    );
+    let resolved =
+        all_findings(store, FindingFilter { status: Some(FindingStatus::Resolved), ..Default::default() }).await;
+    assert!(resolved.iter().all(|r| r.resolved_at == Some(t(15))), "[findings] resolved_at is the resolving scan");
+    assert!(sink.record(&r5).await.expect("[findings] replay").replayed, "[findings] a replay");
+    assert_eq!(all_findings(store, FindingFilter::default()).await.len(), 3, "[findings] a replay changes nothing");
+
+    // Another repository resolves nothing here; back again: a new row.
+    let mut other = with(report("f-6", t(18), &both, vec![]), &all_sides, vec![]);
+    other.repository = "other-repo".to_owned();
+    assert_eq!(sink.record(&other).await.expect("f-6").findings_resolved, 0, "[findings] repositories are separate");
+    let r7 = with(report("f-7", t(20), &both, vec![]), &all_sides, vec![image(Severity::Medium), root.clone()]);
+    let o7 = sink.record(&r7).await.expect("[findings] f-7");
+    assert_eq!(
+        (o7.findings_opened, o7.findings_updated),
+        (1, 1),
+        "[findings] a finding that comes back opens a new row"
+    );
+    let rows = all_findings(store, FindingFilter::default()).await;
+    assert_eq!(rows.len(), 4);
+    assert_eq!(
+        (rows[0].rule, rows[0].detected_at, rows[0].status),
+        (Rule::ImageTag, t(20), FindingStatus::Open),
+        "[findings] newest first"
+    );
+    let counts = store.open_findings().await.expect("[findings] open counts");
+    let expected: std::collections::BTreeMap<_, _> =
+        [((Rule::ImageTag, Severity::Medium), 1), ((Rule::RunAsRoot, Severity::Medium), 1)].into_iter().collect();
+    assert_eq!(counts, expected, "[findings] open findings by rule and severity");
+}
+
+/// Findings listed with every filter and the keyset paging of drifts.
+pub async fn findings_listing(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !keeps_findings("findings_listing", sink) {
+        return;
+    }
+    use policy::{Rule, Side};
+    let empty =
+        store.findings(&FindingFilter::default(), PageRequest::default()).await.expect("[findings_listing] empty");
+    assert!(empty.items.is_empty() && empty.next.is_none(), "[findings_listing] a new store lists none");
+    let keys =
+        [key("Deployment", "shop", "web"), key("Deployment", "billing", "api"), key("ConfigMap", "shop", "settings")];
+    let path = "/spec/template/spec/hostNetwork";
+    let mut r = report("l-1", t(0), &keys, vec![]);
+    r.policy_sides = vec![Side::Desired, Side::Live];
+    r.findings = vec![
+        finding("Deployment", "shop", "web", Rule::HostNetwork, Side::Desired, Severity::High, path),
+        finding("Deployment", "shop", "web", Rule::HostNetwork, Side::Live, Severity::High, path),
+        finding(
+            "Deployment",
+            "billing",
+            "api",
+            Rule::ImageTag,
+            Side::Live,
+            Severity::Medium,
+            "/spec/template/spec/containers/0/image",
+        ),
+        finding(
+            "ConfigMap",
+            "shop",
+            "settings",
+            Rule::RequiredLabels,
+            Side::Desired,
+            Severity::Low,
+            "/metadata/labels/team",
+        ),
+        finding(
+            "ConfigMap",
+            "shop",
+            "settings",
+            Rule::RequiredLabels,
+            Side::Live,
+            Severity::Low,
+            "/metadata/labels/team",
+        ),
+    ];
+    sink.record(&r).await.expect("[findings_listing] record");
+    let count = |f: FindingFilter| async move { all_findings(store, f).await.len() };
+    assert_eq!(count(FindingFilter::default()).await, 5);
+    assert_eq!(
+        count(FindingFilter { rule: Some(Rule::HostNetwork), ..Default::default() }).await,
+        2,
+        "[findings_listing] rule"
+    );
+    assert_eq!(
+        count(FindingFilter { severity: Some(Severity::Low), ..Default::default() }).await,
+        2,
+        "[findings_listing] severity"
+    );
+    assert_eq!(
+        count(FindingFilter { side: Some(Side::Live), ..Default::default() }).await,
+        3,
+        "[findings_listing] side"
+    );
+    assert_eq!(
+        count(FindingFilter { namespace: Some("billing".into()), ..Default::default() }).await,
+        1,
+        "[findings_listing] namespace"
+    );
+    assert_eq!(
+        count(FindingFilter { kind: Some("ConfigMap".into()), ..Default::default() }).await,
+        2,
+        "[findings_listing] kind"
+    );
+    assert_eq!(
+        count(FindingFilter { status: Some(FindingStatus::Resolved), ..Default::default() }).await,
+        0,
+        "[findings_listing] status"
+    );
+    assert_eq!(
+        count(FindingFilter { repository: Some("other".into()), ..Default::default() }).await,
+        0,
+        "[findings_listing] repository"
+    );
+    assert_eq!(
+        count(FindingFilter { cluster: Some("test-cluster".into()), ..Default::default() }).await,
+        5,
+        "[findings_listing] cluster"
+    );
+    let both = FindingFilter { side: Some(Side::Desired), kind: Some("Deployment".into()), ..Default::default() };
+    assert_eq!(count(both).await, 1, "[findings_listing] filters combine");
+
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .findings(&FindingFilter::default(), PageRequest { limit: 2, after })
+            .await
+            .expect("[findings_listing] page");
+        assert!(page.items.len() <= 2, "[findings_listing] a page holds at most limit rows");
+        seen.extend(page.items.iter().map(|r| r.id));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 5, "[findings_listing] the pages hold every row once");
+    assert!(seen.windows(2).all(|w| w[0] > w[1]), "[findings_listing] newest first across pages");
+    let bad = store.findings(&FindingFilter::default(), PageRequest { limit: 0, after: None }).await;
+    assert_eq!(
+        bad.map(|_| ()).map_err(|e| e.kind()),
+        Err(ErrorKind::InvalidInput),
+        "[findings_listing] limit 0 is invalid"
+    );
 }

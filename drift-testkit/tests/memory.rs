@@ -131,3 +131,29 @@ fn the_sink_suite_catches_a_sink_that_ignores_coverage() {
         }
     }
 }
+
+/// The findings cases must catch a sink that resolves the findings of a side its report did
+/// not check (a scan without policies would then close every finding).
+#[test]
+#[should_panic(expected = "[findings] a scan without policies resolves no finding")]
+fn the_sink_suite_catches_a_sink_that_resolves_findings_it_did_not_check() {
+    #[derive(Debug, Default)]
+    struct Careless(Arc<MemoryStore>);
+    #[async_trait]
+    impl DriftSink for Careless {
+        fn name(&self) -> &str {
+            "careless"
+        }
+        fn capabilities(&self) -> drift_core::sink::SinkCapabilities {
+            self.0.capabilities()
+        }
+        async fn record(&self, report: &ScanReport) -> Result<drift_core::sink::RecordOutcome> {
+            let mut r = report.clone();
+            r.policy_sides = vec![policy::Side::Desired, policy::Side::Live];
+            self.0.record(&r).await
+        }
+    }
+    let store = Arc::new(MemoryStore::new());
+    let sink = Careless(store.clone());
+    futures::executor::block_on(drift_testkit::sink::findings_lifecycle(&sink, &*store));
+}

@@ -87,6 +87,13 @@ impl DriftStore for DownStore {
     async fn ping(&self) -> drift_core::Result<()> {
         Err(down())
     }
+    async fn findings(
+        &self,
+        _: &drift_core::sink::FindingFilter,
+        _: PageRequest,
+    ) -> drift_core::Result<drift_core::sink::FindingPage> {
+        Err(down())
+    }
 }
 
 /// A store that never answers.
@@ -108,6 +115,13 @@ impl DriftStore for HangingStore {
         std::future::pending().await
     }
     async fn ping(&self) -> drift_core::Result<()> {
+        std::future::pending().await
+    }
+    async fn findings(
+        &self,
+        _: &drift_core::sink::FindingFilter,
+        _: PageRequest,
+    ) -> drift_core::Result<drift_core::sink::FindingPage> {
         std::future::pending().await
     }
 }
@@ -175,6 +189,7 @@ pub fn reports() -> Vec<ScanReport> {
         ],
     );
     let second = report("scan-2", t(60), &desired, vec![web_replicas, web_image, web_limits, svc_port, shop_cm]);
+    let (first, second) = with_findings(first, second);
     let mut third = report(
         "scan-3",
         t(90),
@@ -187,6 +202,39 @@ pub fn reports() -> Vec<ScanReport> {
     third.repository = "payments-repo".to_owned();
     third.cluster = "edge".to_owned();
     vec![first, second, third]
+}
+
+/// Policy findings: scan-1 finds four (image-tag and run-as-root of the web Deployment, on
+/// both sides and in Git; required-labels of the billing ConfigMap in Git); scan-2 no longer
+/// finds the billing one, which it resolves.
+pub fn findings() -> Vec<drift_core::policy::Finding> {
+    use drift_core::policy::{Rule, Side};
+    use drift_testkit::fixtures::finding;
+    let image = "/spec/template/spec/containers/0/image";
+    let root = "/spec/template/spec/containers/0/securityContext/runAsNonRoot";
+    vec![
+        finding("Deployment", "shop", "web", Rule::ImageTag, Side::Desired, Severity::Medium, image),
+        finding("Deployment", "shop", "web", Rule::ImageTag, Side::Live, Severity::Medium, image),
+        finding("Deployment", "shop", "web", Rule::RunAsRoot, Side::Live, Severity::High, root),
+        finding(
+            "ConfigMap",
+            "billing",
+            "settings",
+            Rule::RequiredLabels,
+            Side::Desired,
+            Severity::Low,
+            "/metadata/labels/team",
+        ),
+    ]
+}
+
+fn with_findings(mut first: ScanReport, mut second: ScanReport) -> (ScanReport, ScanReport) {
+    let sides = vec![drift_core::policy::Side::Desired, drift_core::policy::Side::Live];
+    first.findings = findings();
+    first.policy_sides = sides.clone();
+    second.findings = findings()[..3].to_vec();
+    second.policy_sides = sides;
+    (first, second)
 }
 
 pub async fn filled_store() -> Arc<MemoryStore> {

@@ -2,11 +2,13 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use drift_core::ignore::IgnoreRule;
 use drift_core::matching::{DEFAULT_NAMESPACE, settle_namespaces};
+use drift_core::policy::{Policy, PolicyConfig};
 use drift_core::progress::Progress;
 use drift_core::scan::{ScanOptions, compare_snapshots, discover_cluster_scoped, place_namespaces};
 use drift_core::{Coverage, DesiredSnapshot, Engine, EngineConfig, LiveSnapshot};
@@ -50,6 +52,15 @@ pub struct DiffArgs {
     /// that no desired object declares (`unmanaged_resource`).
     #[arg(long)]
     pub orphans: bool,
+    /// Also check the policies of docs/policies.md (image tags, resources, privileged
+    /// containers, host network and PID, root, required labels) on both sides: findings are
+    /// printed apart from drifts and do not change the exit code.
+    #[arg(long)]
+    pub policies: bool,
+    /// A YAML file with the policy settings, as `policies:` of drift.yaml (`on`,
+    /// `required_labels`, `rules`).
+    #[arg(long, requires = "policies")]
+    pub policy_config: Option<PathBuf>,
 }
 
 fn engine_config(path: Option<&PathBuf>) -> Result<EngineConfig> {
@@ -63,13 +74,33 @@ fn engine_config(path: Option<&PathBuf>) -> Result<EngineConfig> {
     })
 }
 
+/// The policy of `--policies`: the settings of `--policy-config` (what `policies:` of drift.yaml
+/// holds; `enabled` is implied by the flag), else every rule at its default severity on both
+/// sides; `None` without the flag.
+fn policy(args: &DiffArgs) -> Result<Option<Arc<Policy>>> {
+    if !args.policies {
+        return Ok(None);
+    }
+    let config = match &args.policy_config {
+        None => PolicyConfig::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            serde_saphyr::from_str::<PolicyConfig>(&text)
+                .map_err(|e| anyhow::anyhow!("{}: not policy settings: {}", path.display(), e.without_snippet()))?
+        }
+    };
+    let policy = Policy::new(&config).context("the policy settings")?;
+    Ok(Some(Arc::new(policy)))
+}
+
 /// Runs `drift diff`; the exit code says whether drift was found.
 pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let engine = Engine::new(&engine_config(args.ignore.as_ref())?)?;
+    let policy = policy(args)?;
     let progress = Progress::new();
     let line = crate::progress::Line::start("diff", &progress);
     let desired = crate::files::load(&args.desired, &progress)?;
-    let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired, line, progress) };
+    let Some(live_path) = &args.live else { return run_cluster(args, &engine, policy, desired, line, progress) };
     let mut live = crate::files::load(live_path, &progress)?;
     progress.live_read(live.resources.len() as u64);
     let mut resources = desired.resources;
@@ -85,6 +116,7 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.cluster_scoped = settled.cluster_scoped;
     options.progress = progress;
     options.orphans = args.orphans;
+    options.policy = policy;
     place_namespaces(&mut desired.resources, &options);
     // Files hold everything they hold: every (kind, namespace) Git names is complete, unless a
     // live file could not be read (then nothing may look missing).
@@ -116,6 +148,7 @@ fn finish(report: &drift_core::ScanReport, output: Format) -> Result<ExitCode> {
 fn run_cluster(
     args: &DiffArgs,
     engine: &Engine,
+    policy: Option<Arc<Policy>>,
     desired: crate::files::Loaded,
     line: crate::progress::Line,
     progress: Progress,
@@ -139,6 +172,7 @@ fn run_cluster(
         options.default_namespace = args.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         options.progress = progress;
         options.orphans = args.orphans;
+        options.policy = policy;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
         // would do.
         discover_cluster_scoped(&source, &desired, &mut options).await;

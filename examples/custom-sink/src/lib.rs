@@ -106,7 +106,7 @@ impl DriftSink for NdjsonSink {
     }
 
     fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities { readable: false, resolves: false }
+        SinkCapabilities { readable: false, resolves: false, findings: false }
     }
 
     async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {

@@ -166,6 +166,10 @@ default_namespace: {{ $d.defaultNamespace | toJson }}
 orphans:
   enabled: true
 {{- end }}
+{{- with $d.policies }}
+policies:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- include "drift.config.store" . | trim | nindent 0 }}
 api:
   listen: {{ printf "0.0.0.0:%d" (int .Values.api.port) | toJson }}
