@@ -46,6 +46,9 @@ pub struct ScanSettings {
     /// Report objects Git does not declare (`unmanaged_resource`, full scans only: the watch
     /// follows the objects Git names).
     pub orphans: bool,
+    /// The public keys of the age identities the desired sources open SOPS files with, `None`
+    /// when no key is given (the note of an object left encrypted says which).
+    pub sops_recipients: Option<Arc<[String]>>,
 }
 
 impl Default for ScanSettings {
@@ -55,6 +58,7 @@ impl Default for ScanSettings {
             cluster_scoped: Vec::new(),
             progress: drift_core::progress::Progress::default(),
             orphans: false,
+            sops_recipients: None,
         }
     }
 }
@@ -67,6 +71,7 @@ impl ScanSettings {
         options.cluster_scoped = self.cluster_scoped.clone();
         options.progress = self.progress.clone();
         options.orphans = self.orphans;
+        options.sops_recipients = self.sops_recipients.clone();
         options
     }
 }

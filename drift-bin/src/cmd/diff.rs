@@ -68,9 +68,12 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let engine = Engine::new(&engine_config(args.ignore.as_ref())?)?;
     let progress = Progress::new();
     let line = crate::progress::Line::start("diff", &progress);
-    let desired = crate::files::load(&args.desired, &progress)?;
-    let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired, line, progress) };
-    let mut live = crate::files::load(live_path, &progress)?;
+    let sops = crate::compose::sops_keys()?;
+    let opener = crate::compose::sops_opener(&sops);
+    let desired = crate::files::load(&args.desired, &progress, opener.as_deref())?;
+    let recipients = crate::compose::sops_recipients(&sops);
+    let Some(live_path) = &args.live else { return run_cluster(args, &engine, desired, recipients, line, progress) };
+    let mut live = crate::files::load(live_path, &progress, None)?;
     progress.live_read(live.resources.len() as u64);
     let mut resources = desired.resources;
     let settled = settle_namespaces(&mut resources, &mut live.resources, args.namespace.as_deref());
@@ -85,6 +88,7 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.cluster_scoped = settled.cluster_scoped;
     options.progress = progress;
     options.orphans = args.orphans;
+    options.sops_recipients = recipients;
     place_namespaces(&mut desired.resources, &options);
     // Files hold everything they hold: every (kind, namespace) Git names is complete, unless a
     // live file could not be read (then nothing may look missing).
@@ -117,6 +121,7 @@ fn run_cluster(
     args: &DiffArgs,
     engine: &Engine,
     desired: crate::files::Loaded,
+    sops_recipients: Option<std::sync::Arc<[String]>>,
     line: crate::progress::Line,
     progress: Progress,
 ) -> Result<ExitCode> {
@@ -138,6 +143,7 @@ fn run_cluster(
         let mut options = ScanOptions::new("diff");
         options.default_namespace = args.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         options.progress = progress;
+        options.sops_recipients = sops_recipients;
         options.orphans = args.orphans;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
         // would do.
