@@ -608,7 +608,7 @@ fn the_sops_age_key_secret_is_mounted_and_named_by_sops_age_key_file() {
     let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "sops-age").unwrap();
     assert_eq!(
         volume["secret"],
-        serde_json::json!({"secretName": "drift-sops-age", "defaultMode": 0o400, "items": [{"key": "keys.txt", "path": "keys.txt"}]})
+        serde_json::json!({"secretName": "drift-sops-age", "defaultMode": 256, "items": [{"key": "keys.txt", "path": "keys.txt"}]})
     );
     assert_locked_down(&objects);
     let err = template(home.path(), &[], &["sops.ageKeySecret=Not_A_Name"]).unwrap_err();
