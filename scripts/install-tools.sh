@@ -11,6 +11,9 @@
 # the folder to append to PATH with `scripts/install-tools.sh --print-bin` (what scripts/test
 # does). Needs npm and unzip, installed with apt-get when missing.
 #
+# It also builds rops (rops-cli, pinned) with cargo into "$DRIFT_TOOLS_DIR/bin": the SOPS
+# implementation that encrypts the files of the SOPS tests.
+#
 # It also makes a Python virtual environment "$DRIFT_TOOLS_DIR/venv" holding, from PyPI and
 # pinned with their dependencies: aiosmtpd, the SMTP server of the email tests
 # (scripts/smtp-server.py), and schemathesis, which tests `drift serve` against its OpenAPI
@@ -133,6 +136,28 @@ install_venv() {
   say "python venv with aiosmtpd and schemathesis (pinned) installed under $VENV"
 }
 install_venv
+
+# rops (the rops-cli crate): an independent SOPS implementation in pure Rust with parity tests
+# against files of the Go sops, which encrypts the SOPS files of the tests (drift_testkit::sops);
+# no distribution or registry here serves a sops binary. Built once from crates.io by cargo at a
+# pinned version with its own Cargo.lock (--locked; cargo checks each crate against the index's
+# checksum), into "$TOOLS/bin", and checked by its version. It has no feature flags: the build
+# brings aws-sdk-kms along (about 30 minutes on 2 busy cores, 20 MB installed).
+ROPS_VERSION="0.1.7"
+install_rops() {
+  if [ -x "$BIN/rops" ] && "$BIN/rops" --version 2>/dev/null | grep -qF "$ROPS_VERSION"; then
+    return 0
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    say "please install cargo (rustup) to build rops-cli $ROPS_VERSION"
+    return 1
+  fi
+  say "building rops-cli $ROPS_VERSION with cargo install (once)"
+  cargo install --quiet --locked --force --root "$TOOLS" rops-cli --version "$ROPS_VERSION"
+  "$BIN/rops" --version | grep -qF "$ROPS_VERSION" || { say "$BIN/rops is not rops $ROPS_VERSION"; return 1; }
+  say "rops $ROPS_VERSION installed in $BIN"
+}
+install_rops
 
 if [ "${1:-}" = "--print-bin" ]; then
   echo "$BIN"

@@ -9,6 +9,7 @@ use drift_core::act::Outlet;
 use drift_core::progress::Progress;
 use drift_core::{DesiredSource, Engine, GroupKind, LiveSource};
 use drift_runtime::{DetectorBuilder, ScanSettings, Store};
+use drift_sops::SopsKeys;
 use drift_source_k8s::K8sConfig;
 
 use crate::config::{Config, StoreConfig};
@@ -30,19 +31,42 @@ pub async fn open_store(config: &StoreConfig) -> Result<Store> {
 /// The desired sources, one per repository. A long-running caller (`drift serve`) keeps the
 /// parsed state between fetches; a one-shot caller (`drift scan`) does not, which saves two
 /// copies of every desired object.
+/// Each opens the SOPS-encrypted files it reads with `sops` when it holds keys.
 pub fn desired_sources(
     config: &Config,
     long_running: bool,
     progress: &Progress,
+    sops: &SopsKeys,
 ) -> Result<Vec<Arc<dyn DesiredSource>>> {
     config
         .repositories
         .iter()
         .map(|r| {
-            drift_source_git::source_observed(r.source_config_for(long_running), progress.clone())
+            drift_source_git::source_opening(r.source_config_for(long_running), progress.clone(), sops_opener(sops))
                 .with_context(|| format!("repository `{}`", r.name))
         })
         .collect()
+}
+
+/// The age identities of the environment (`SOPS_AGE_KEY`, `SOPS_AGE_KEY_FILE`) that open
+/// SOPS-encrypted files; empty when neither is set. An error names the variable and the line,
+/// never a key.
+pub fn sops_keys() -> Result<SopsKeys> {
+    let keys = SopsKeys::from_env()?;
+    if !keys.is_empty() {
+        tracing::info!(recipients = ?keys.recipients(), "SOPS-encrypted files are opened in memory with the age identities of the environment");
+    }
+    Ok(keys)
+}
+
+/// The opener of SOPS-encrypted files, when there are keys.
+pub fn sops_opener(keys: &SopsKeys) -> Option<Arc<dyn drift_core::sops::SopsOpener>> {
+    (!keys.is_empty()).then(|| Arc::new(keys.clone()) as Arc<dyn drift_core::sops::SopsOpener>)
+}
+
+/// The recipients a scan names in the note of an object left encrypted (`None`: no key given).
+pub fn sops_recipients(keys: &SopsKeys) -> Option<Arc<[String]>> {
+    (!keys.is_empty()).then(|| keys.recipients())
 }
 
 fn expand_home(path: &Path) -> PathBuf {
@@ -85,8 +109,9 @@ pub fn engine(config: &Config) -> Result<Engine> {
 }
 
 /// The namespace rules of every scan.
-pub fn scan_settings(config: &Config, progress: &Progress) -> ScanSettings {
+pub fn scan_settings(config: &Config, progress: &Progress, sops: &SopsKeys) -> ScanSettings {
     ScanSettings {
+        sops_recipients: sops_recipients(sops),
         progress: progress.clone(),
         default_namespace: config.default_namespace.clone(),
         orphans: config.orphans.enabled,
@@ -123,11 +148,12 @@ pub async fn detector(
     long_running: bool,
     progress: &Progress,
 ) -> Result<DetectorBuilder> {
+    let sops = sops_keys()?;
     let mut builder = drift_runtime::Detector::builder()
-        .desired_all(desired_sources(config, long_running, progress)?)
+        .desired_all(desired_sources(config, long_running, progress, &sops)?)
         .live(live_source(config, progress).await?)
         .engine(engine(config)?)
-        .settings(scan_settings(config, progress))
+        .settings(scan_settings(config, progress, &sops))
         .store(store)
         .interval(config.interval)
         .watch(config.watch)

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use drift_core::manifest::{Limits, parse_manifests_with};
 use drift_core::progress::Progress;
+use drift_core::sops::SopsOpener;
 use drift_core::{Resource, SourceWarning};
 
 /// Manifests read from a path: a YAML or JSON file, or a folder of them (recursively, sorted).
@@ -14,13 +15,16 @@ pub struct Loaded {
     pub warnings: Vec<SourceWarning>,
 }
 
-fn load_files(files: &[PathBuf], progress: &Progress) -> Loaded {
+fn load_files(files: &[PathBuf], progress: &Progress, sops: Option<&dyn SopsOpener>) -> Loaded {
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
         match std::fs::read_to_string(file) {
             Ok(text) => {
-                let parsed = parse_manifests_with(&text, &shown, Limits::live());
+                let mut parsed = parse_manifests_with(&text, &shown, Limits::live());
+                if let Some(opener) = sops {
+                    drift_core::sops::open_file(&mut parsed, &text, &shown, opener);
+                }
                 loaded.resources.extend(parsed.resources);
                 loaded.warnings.extend(parsed.warnings);
                 progress.files_read(1);
@@ -38,8 +42,9 @@ fn load_files(files: &[PathBuf], progress: &Progress) -> Loaded {
 /// [`drift_source_k8s::walk`]: each entry refused (a link leaving the folder or into a folder
 /// being walked, a file that is not a regular file) and a bound reached are warnings naming the
 /// path. A file that cannot be read as text is a warning. Each file parsed is counted into
-/// `progress`.
-pub fn load(path: &Path, progress: &Progress) -> Result<Loaded> {
+/// `progress`. With `sops`, SOPS-encrypted files are opened in memory
+/// ([`drift_core::sops::open_file`]); the desired side only.
+pub fn load(path: &Path, progress: &Progress, sops: Option<&dyn SopsOpener>) -> Result<Loaded> {
     let walked = drift_source_k8s::walk::walk(path).map_err(|e| {
         let what = if e.path == path && std::fs::metadata(path).is_err() { "read" } else { "list" };
         let shown = format!("cannot {what} {}", e.path.display());
@@ -50,7 +55,8 @@ pub fn load(path: &Path, progress: &Progress) -> Result<Loaded> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let chunk = files.len().div_ceil(workers).max(1);
     let parts: Vec<Loaded> = std::thread::scope(|s| {
-        let handles: Vec<_> = files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress))).collect();
+        let handles: Vec<_> =
+            files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress, sops))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };

@@ -596,6 +596,35 @@ fn leader_election_renders_its_lease_role_identity_and_configuration_block() {
     assert!(err.unwrap_err().contains("leaderElection.enabled needs PostgreSQL storage"));
 }
 
+/// `sops.ageKeySecret` mounts the age identities read-only and names them by
+/// `SOPS_AGE_KEY_FILE`; without it nothing of SOPS is rendered.
+#[test]
+fn the_sops_age_key_secret_is_mounted_and_named_by_sops_age_key_file() {
+    if !helm_available("the_sops_age_key_secret_is_mounted_and_named_by_sops_age_key_file") {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let plain = template(home.path(), &[], &[]).unwrap();
+    assert!(!plain.contains("SOPS_AGE_KEY_FILE") && !plain.contains("sops-age"));
+    let rendered = template(home.path(), &[], &["sops.ageKeySecret=drift-sops-age"]).unwrap();
+    let objects = objects(&rendered);
+    let env = env_of(&objects);
+    let file = env.iter().find(|e| e["name"] == "SOPS_AGE_KEY_FILE").unwrap();
+    assert_eq!(file["value"], "/etc/drift-sops/keys.txt");
+    let pod = &find(&objects, "Deployment", "drift")["spec"]["template"]["spec"];
+    let mount =
+        pod["containers"][0]["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == "sops-age").unwrap();
+    assert_eq!((&mount["mountPath"], &mount["readOnly"]), (&"/etc/drift-sops".into(), &true.into()));
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "sops-age").unwrap();
+    assert_eq!(
+        volume["secret"],
+        serde_json::json!({"secretName": "drift-sops-age", "defaultMode": 256, "items": [{"key": "keys.txt", "path": "keys.txt"}]})
+    );
+    assert_locked_down(&objects);
+    let err = template(home.path(), &[], &["sops.ageKeySecret=Not_A_Name"]).unwrap_err();
+    assert!(err.contains("ageKeySecret"), "{err}");
+}
+
 /// Bad values stop `helm template` with a message that names the value.
 #[test]
 fn bad_values_are_refused_with_a_clear_message() {

@@ -29,6 +29,7 @@ pub mod report;
 pub mod scan;
 pub mod secret;
 pub mod sink;
+pub mod sops;
 pub mod source;
 pub mod verdict;
 pub mod waiver;

@@ -57,6 +57,18 @@ pub struct ParsedManifests {
     pub warnings: Vec<SourceWarning>,
 }
 
+/// The texts of the documents `indices` (sorted, as in [`Provenance::document`]) of a file
+/// that [`parse_manifests_with`] read, in that order; `None` when one is not there. A JSON file
+/// is one document.
+pub(crate) fn document_texts<'a>(text: &'a str, indices: &[usize]) -> Option<Vec<&'a str>> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return (indices == [0]).then(|| vec![trimmed]);
+    }
+    let docs = split_documents(text);
+    indices.iter().map(|&i| docs.get(i).map(|d| d.text)).collect()
+}
+
 /// Parses a file's text with the default [`Limits`].
 ///
 /// ```

@@ -111,6 +111,12 @@ pub struct Provenance {
     /// configured rules are (desired state).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore: Vec<crate::ignore::IgnoreRule>,
+    /// Set when the object was opened from a SOPS-encrypted document
+    /// ([`crate::sops::open_file`]): the digest of the document as Git holds it (ciphertext),
+    /// which the scan reports in place of the digest of the object, so that no digest of the
+    /// plaintext leaves memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sops_digest: Option<String>,
 }
 
 /// A Kubernetes object with its identity and provenance.

@@ -37,6 +37,10 @@ pub struct ScanOptions {
     /// Check policies ([`crate::policy`]): the desired objects and their live counterparts, on
     /// the sides the policy names; `None` checks nothing.
     pub policy: Option<std::sync::Arc<crate::policy::Policy>>,
+    /// The public keys (age recipients) of the identities given to open SOPS-encrypted files
+    /// ([`crate::sops`]), `None` when no key is given: the note of an object left encrypted says
+    /// which of the two it was.
+    pub sops_recipients: Option<std::sync::Arc<[String]>>,
 }
 
 impl ScanOptions {
@@ -52,6 +56,7 @@ impl ScanOptions {
             declared_elsewhere: std::sync::Arc::from([]),
             elsewhere_unknown: false,
             policy: None,
+            sops_recipients: None,
         }
     }
 }
@@ -185,7 +190,7 @@ fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, opti
     report.warnings.extend(snapshot.warnings.iter().cloned());
 
     let mut desired: Vec<(ResourceKey, String)> =
-        snapshot.resources.iter().map(|r| (r.key.clone(), object_digest(&r.object))).collect();
+        snapshot.resources.iter().map(|r| (r.key.clone(), digest_of(r))).collect();
     desired.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     (report.desired, report.desired_digests) = desired.into_iter().unzip();
     snapshot.scope()
@@ -227,7 +232,7 @@ fn compare_into(
     let (encrypted, readable): (Vec<_>, Vec<_>) =
         snapshot.resources.into_iter().partition(|r| crate::secret::is_sops_encrypted(&r.object));
     for r in &encrypted {
-        report.warnings.push(uncomparable_note(r));
+        report.warnings.push(crate::sops::note(r, options.sops_recipients.as_deref()));
     }
     report.uncomparable = encrypted.into_iter().map(|r| r.key).collect();
     report.uncomparable.sort_unstable();
@@ -297,12 +302,10 @@ fn sort_findings(findings: &mut [crate::policy::Finding]) {
     });
 }
 
-fn uncomparable_note(r: &crate::Resource) -> SourceWarning {
-    SourceWarning::note(format!(
-        "{} is SOPS-encrypted: not comparable without the key; not compared, and its drifts are left as they were",
-        r.key
-    ))
-    .at(r.provenance.path.clone().unwrap_or_default(), r.provenance.document, None)
+/// The digest of a desired object as Git holds it: of its encrypted document when it was opened
+/// from SOPS (no digest of plaintext is reported).
+fn digest_of(r: &crate::Resource) -> String {
+    r.provenance.sops_digest.clone().unwrap_or_else(|| object_digest(&r.object))
 }
 
 fn finish(mut report: ScanReport, compared: usize, options: &ScanOptions) -> ScanReport {
@@ -329,12 +332,12 @@ pub fn targeted_report(
     let mut report = empty_report(repository, cluster, options);
     report.revision = revision;
     report.desired = vec![desired.key.clone()];
-    report.desired_digests = vec![object_digest(&desired.object)];
+    report.desired_digests = vec![digest_of(desired)];
     report.desired_complete = false;
     report.coverage.set(&desired.key.group_kind(), desired.key.namespace.as_deref(), crate::CoverageStatus::Complete);
     if crate::secret::is_sops_encrypted(&desired.object) {
         report.uncomparable = vec![desired.key.clone()];
-        report.warnings.push(uncomparable_note(desired));
+        report.warnings.push(crate::sops::note(desired, options.sops_recipients.as_deref()));
         report.outcome = ScanOutcome::Success;
         return finish(report, 0, options);
     }

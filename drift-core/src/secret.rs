@@ -38,13 +38,7 @@ impl fmt::Display for Secret {
     }
 }
 
-/// Whether an object is a SOPS-encrypted manifest: a top-level `sops` mapping with the metadata
-/// SOPS writes (`mac`, `lastmodified`). Its values are ciphertext (`ENC[AES256_GCM,...]`), so
-/// comparing it with the cluster would report every value as changed; a scan lists it as
-/// uncomparable instead ([`crate::ScanReport::uncomparable`]).
+/// Whether an object is a SOPS-encrypted manifest; see [`crate::sops::is_sops_encrypted`].
 pub fn is_sops_encrypted(object: &serde_json::Value) -> bool {
-    object
-        .get("sops")
-        .and_then(serde_json::Value::as_object)
-        .is_some_and(|m| m.contains_key("mac") || m.contains_key("lastmodified"))
+    crate::sops::is_sops_encrypted(object)
 }

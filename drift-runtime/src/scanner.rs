@@ -48,6 +48,9 @@ pub struct ScanSettings {
     pub orphans: bool,
     /// Check policies ([`drift_core::policy`]) in full passes and in the watch's re-comparisons.
     pub policy: Option<std::sync::Arc<drift_core::policy::Policy>>,
+    /// The public keys of the age identities the desired sources open SOPS files with, `None`
+    /// when no key is given (the note of an object left encrypted says which).
+    pub sops_recipients: Option<Arc<[String]>>,
 }
 
 impl Default for ScanSettings {
@@ -58,6 +61,7 @@ impl Default for ScanSettings {
             progress: drift_core::progress::Progress::default(),
             orphans: false,
             policy: None,
+            sops_recipients: None,
         }
     }
 }
@@ -71,6 +75,7 @@ impl ScanSettings {
         options.progress = self.progress.clone();
         options.orphans = self.orphans;
         options.policy = self.policy.clone();
+        options.sops_recipients = self.sops_recipients.clone();
         options
     }
 }

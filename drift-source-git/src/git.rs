@@ -125,6 +125,13 @@ impl GitSource {
         })
     }
 
+    /// The same source, opening the SOPS-encrypted plain files it reads with `opener`
+    /// ([`drift_core::sops::open_file`]); without it they stay encrypted and uncomparable.
+    pub fn with_sops(self, opener: Arc<dyn drift_core::sops::SopsOpener>) -> Self {
+        self.inner.pipeline.set_sops(opener);
+        self
+    }
+
     /// Counters (fetches, cache hits, packs received, files parsed, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()

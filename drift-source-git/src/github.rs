@@ -116,6 +116,13 @@ impl GitHubSource {
         })
     }
 
+    /// The same source, opening the SOPS-encrypted plain files it reads with `opener`
+    /// ([`drift_core::sops::open_file`]); without it they stay encrypted and uncomparable.
+    pub fn with_sops(self, opener: Arc<dyn drift_core::sops::SopsOpener>) -> Self {
+        self.inner.pipeline.set_sops(opener);
+        self
+    }
+
     /// Counters (fetches, requests, downloads, cache hits, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()

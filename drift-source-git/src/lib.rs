@@ -73,7 +73,7 @@ pub use git::GitSource;
 pub use github::GitHubSource;
 pub use output::{
     OutputFormat, RenderRequest, format_snapshot, has_errors, render, render_observed, source_from_config,
-    source_observed,
+    source_observed, source_opening,
 };
 pub use pipeline::SourceStats;
 pub use propose::GitProposer;

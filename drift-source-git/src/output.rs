@@ -74,10 +74,24 @@ pub fn source_from_config(config: SourceConfig) -> Result<Arc<dyn DesiredSource>
 
 /// [`source_from_config`], counting the files parsed and the renders run into `progress`.
 pub fn source_observed(config: SourceConfig, progress: Progress) -> Result<Arc<dyn DesiredSource>> {
-    Ok(match config {
-        SourceConfig::Folder(c) => Arc::new(FolderSource::observed(c, progress)?),
-        SourceConfig::Git(c) => Arc::new(GitSource::observed(c, progress)?),
-        SourceConfig::Github(c) => Arc::new(GitHubSource::observed(c, progress)?),
+    source_opening(config, progress, None)
+}
+
+/// [`source_observed`], opening the SOPS-encrypted plain files with `sops` when given
+/// (`drift scan` and `drift serve` with an age key in the environment). `drift render` never
+/// opens them: it prints what it renders.
+pub fn source_opening(
+    config: SourceConfig,
+    progress: Progress,
+    sops: Option<Arc<dyn drift_core::sops::SopsOpener>>,
+) -> Result<Arc<dyn DesiredSource>> {
+    Ok(match (config, sops) {
+        (SourceConfig::Folder(c), None) => Arc::new(FolderSource::observed(c, progress)?),
+        (SourceConfig::Folder(c), Some(o)) => Arc::new(FolderSource::observed(c, progress)?.with_sops(o)),
+        (SourceConfig::Git(c), None) => Arc::new(GitSource::observed(c, progress)?),
+        (SourceConfig::Git(c), Some(o)) => Arc::new(GitSource::observed(c, progress)?.with_sops(o)),
+        (SourceConfig::Github(c), None) => Arc::new(GitHubSource::observed(c, progress)?),
+        (SourceConfig::Github(c), Some(o)) => Arc::new(GitHubSource::observed(c, progress)?.with_sops(o)),
     })
 }
 

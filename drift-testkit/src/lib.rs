@@ -39,6 +39,7 @@ pub mod desired;
 pub mod fixtures;
 pub mod live;
 pub mod sink;
+pub mod sops;
 pub mod store;
 pub mod store_bench;
 

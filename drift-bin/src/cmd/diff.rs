@@ -99,9 +99,14 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let policy = policy(args)?;
     let progress = Progress::new();
     let line = crate::progress::Line::start("diff", &progress);
-    let desired = crate::files::load(&args.desired, &progress)?;
-    let Some(live_path) = &args.live else { return run_cluster(args, &engine, policy, desired, line, progress) };
-    let mut live = crate::files::load(live_path, &progress)?;
+    let sops = crate::compose::sops_keys()?;
+    let opener = crate::compose::sops_opener(&sops);
+    let desired = crate::files::load(&args.desired, &progress, opener.as_deref())?;
+    let recipients = crate::compose::sops_recipients(&sops);
+    let Some(live_path) = &args.live else {
+        return run_cluster(args, &engine, policy, desired, recipients, line, progress);
+    };
+    let mut live = crate::files::load(live_path, &progress, None)?;
     progress.live_read(live.resources.len() as u64);
     let mut resources = desired.resources;
     let settled = settle_namespaces(&mut resources, &mut live.resources, args.namespace.as_deref());
@@ -117,6 +122,7 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.progress = progress;
     options.orphans = args.orphans;
     options.policy = policy;
+    options.sops_recipients = recipients;
     place_namespaces(&mut desired.resources, &options);
     // Files hold everything they hold: every (kind, namespace) Git names is complete, unless a
     // live file could not be read (then nothing may look missing).
@@ -150,6 +156,7 @@ fn run_cluster(
     engine: &Engine,
     policy: Option<Arc<Policy>>,
     desired: crate::files::Loaded,
+    sops_recipients: Option<std::sync::Arc<[String]>>,
     line: crate::progress::Line,
     progress: Progress,
 ) -> Result<ExitCode> {
@@ -171,6 +178,7 @@ fn run_cluster(
         let mut options = ScanOptions::new("diff");
         options.default_namespace = args.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         options.progress = progress;
+        options.sops_recipients = sops_recipients;
         options.orphans = args.orphans;
         options.policy = policy;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`

@@ -60,7 +60,10 @@ impl Pipeline {
             match checkout.read(path) {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) => {
-                        let m = parse_manifests_with(&text, path, self.limits());
+                        let mut m = parse_manifests_with(&text, path, self.limits());
+                        if let Some(opener) = self.sops.get() {
+                            drift_core::sops::open_file(&mut m, &text, path, opener.as_ref());
+                        }
                         Parsed { resources: m.resources, warnings: m.warnings }
                     }
                     Err(_) => Parsed {

@@ -74,11 +74,18 @@ pub(crate) struct Pipeline {
     pub cfg: RenderConfig,
     cache: Mutex<Cache>,
     pub stats: Arc<Stats>,
+    /// Opens the SOPS-encrypted plain files, when keys were given (set once, before the first fetch).
+    sops: std::sync::OnceLock<Arc<dyn drift_core::sops::SopsOpener>>,
 }
 
 impl Pipeline {
     pub fn new(cfg: RenderConfig, stats: Arc<Stats>) -> Self {
-        Pipeline { cfg, cache: Mutex::new(Cache::default()), stats }
+        Pipeline { cfg, cache: Mutex::new(Cache::default()), stats, sops: std::sync::OnceLock::new() }
+    }
+
+    /// Opens SOPS-encrypted plain files with `opener` from now on (the first call wins).
+    pub fn set_sops(&self, opener: Arc<dyn drift_core::sops::SopsOpener>) {
+        let _ = self.sops.set(opener);
     }
 
     fn limits(&self) -> Limits {
