@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 N="${1:-10000}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/drift-target}"
 DATA="${TMPDIR:-/var/tmp}/drift-bench-$N"
-cargo build --quiet --release -p drift-bin
+# The same packages as scripts/soak builds: another set unifies other features and rebuilds deps.
+cargo build --quiet --release -p drift-bin -p drift-test-apiserver
 if [ ! -f "$DATA/.done" ]; then
   rm -rf "$DATA"; mkdir -p "$DATA/desired" "$DATA/live"
   python3 - "$N" "$DATA" <<'PY'

@@ -10,7 +10,8 @@ N="${1:-10000}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/drift-target}"
 BIN="${2:-}"
 if [ -z "$BIN" ]; then
-  cargo build --quiet --release -p drift-bin
+  # The same packages as scripts/soak builds: another set unifies other features and rebuilds deps.
+  cargo build --quiet --release -p drift-bin -p drift-test-apiserver
   BIN="$CARGO_TARGET_DIR/release/drift"
 fi
 DATA="${TMPDIR:-/var/tmp}/drift-real-$N"

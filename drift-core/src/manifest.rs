@@ -412,25 +412,17 @@ fn oversized_integer(text: &str) -> Option<(String, usize)> {
 }
 
 /// Whether `bytes` hold `min` (at least 15) ASCII digits in a row. Such a run covers a whole
-/// 8-byte chunk, so chunks are looked at first (most end at their first byte) and only a text
-/// with an all-digit chunk is scanned byte by byte: the check costs little on every document.
+/// 8-byte chunk, so chunks are looked at first (most end at their first byte), and only around
+/// an all-digit chunk is the run measured: the check costs little on every document.
 fn has_digit_run(bytes: &[u8], min: usize) -> bool {
     debug_assert!(min >= 15, "a shorter run need not cover a whole chunk");
-    if !bytes.chunks_exact(8).any(|c| c.iter().all(u8::is_ascii_digit)) {
-        return false;
-    }
-    let mut run = 0;
-    for &b in bytes {
-        if b.is_ascii_digit() {
-            run += 1;
-            if run >= min {
-                return true;
-            }
-        } else {
-            run = 0;
+    let digits = |range: &mut dyn Iterator<Item = &u8>| range.take_while(|b| b.is_ascii_digit()).count();
+    bytes.chunks_exact(8).enumerate().any(|(i, chunk)| {
+        chunk.iter().all(u8::is_ascii_digit) && {
+            let (start, end) = (i * 8, i * 8 + 8);
+            digits(&mut bytes[..start].iter().rev()) + 8 + digits(&mut bytes[end..].iter()) >= min
         }
-    }
-    false
+    })
 }
 
 fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
