@@ -81,3 +81,51 @@ fn migrate_creates_the_store() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(dir.path().join("drift.db").exists());
 }
+
+/// `policies:` in drift.yaml (docs/policies.md): `drift scan` checks the demo's objects in Git and
+/// in the live snapshot and records the findings in SQLite apart from the drifts (the drift count
+/// and exit code are the same); a rule disabled in the next scan has its findings resolved, the
+/// others are seen again.
+#[test]
+fn the_demo_with_policies_records_findings_apart_from_drifts() {
+    use drift_core::DriftStore;
+    use drift_core::policy::Rule;
+    use drift_core::sink::{FindingFilter, FindingStatus, PageRequest};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = demo_config(dir.path());
+    let base = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{base}policies:\n  enabled: true\n  required_labels: [team]\n")).unwrap();
+    let cfg_arg = cfg.to_str().unwrap();
+    let (code, out, err) = drift(&["scan", "--config", cfg_arg, "-o", "json"], dir.path());
+    assert_eq!(code, 1, "the drifts set the exit code: {err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["summary"]["drifts"], 7, "findings are not drifts");
+    let reported = doc["findings"].as_array().unwrap();
+    assert!(reported.iter().any(|f| f["rule"] == "required-labels" && f["side"] == "desired"), "{out}");
+    assert!(reported.iter().any(|f| f["side"] == "live"), "{out}");
+    assert_eq!(doc["findings_summary"]["findings"], reported.len());
+
+    let url = format!("sqlite://{}/drift.db", dir.path().display());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let stored = |status: FindingStatus| {
+        runtime.block_on(async {
+            let store = drift_sink_sqlite::SqliteSink::open(&url).await.unwrap();
+            let filter = FindingFilter { status: Some(status), ..FindingFilter::default() };
+            store.findings(&filter, PageRequest { limit: 1000, after: None }).await.unwrap().items
+        })
+    };
+    assert_eq!(stored(FindingStatus::Open).len(), reported.len(), "one row per finding");
+
+    std::fs::write(
+        &cfg,
+        format!("{base}policies:\n  enabled: true\n  required_labels: [team]\n  rules: {{required-labels: {{enabled: false}}}}\n"),
+    )
+    .unwrap();
+    let (code, _, err) = drift(&["scan", "--config", cfg_arg], dir.path());
+    assert_eq!(code, 1, "{err}");
+    let resolved = stored(FindingStatus::Resolved);
+    assert!(!resolved.is_empty() && resolved.iter().all(|f| f.rule == Rule::RequiredLabels), "{resolved:?}");
+    let open = stored(FindingStatus::Open);
+    assert_eq!(open.len() + resolved.len(), reported.len());
+    assert!(open.iter().all(|f| f.rule != Rule::RequiredLabels && f.occurrences == 2), "{open:?}");
+}

@@ -14,7 +14,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use drift_core::memory::MemoryStore;
-use drift_core::sink::{DriftFilter, DriftStats, DriftStatus, PageRequest, RecordOutcome, StoredDrift};
+use drift_core::policy::{Finding, Rule, Side};
+use drift_core::sink::{
+    DriftFilter, DriftStats, DriftStatus, FindingStatus, PageRequest, RecordOutcome, StoredDrift, StoredFinding,
+};
 use drift_core::{CoverageStatus, Drift, DriftSink, DriftStore, DriftType, ErrorKind, ResourceKey, ScanOutcome};
 use drift_core::{ScanReport, Severity};
 
@@ -188,6 +191,33 @@ pub fn random_drifts(desired: &[ResourceKey], next: &mut impl FnMut(u64) -> u64)
         .collect()
 }
 
+/// Random policy findings over `desired` (image-tag and run-as-root, each side, random
+/// severities), on random sides: none checked (and no finding), one, or both.
+pub fn random_findings(desired: &[ResourceKey], next: &mut impl FnMut(u64) -> u64) -> (Vec<Side>, Vec<Finding>) {
+    let sides = match next(4) {
+        0 => vec![],
+        1 => vec![Side::Desired],
+        2 => vec![Side::Live],
+        _ => vec![Side::Desired, Side::Live],
+    };
+    let mut findings = Vec::new();
+    for k in desired {
+        for side in &sides {
+            for (rule, path) in [
+                (Rule::ImageTag, "/spec/template/spec/containers/0/image"),
+                (Rule::RunAsRoot, "/spec/template/spec/containers/0/securityContext/runAsNonRoot"),
+            ] {
+                if next(3) == 0 {
+                    let ns = k.namespace.as_deref().unwrap_or_default();
+                    let severity = Severity::ALL[next(4) as usize];
+                    findings.push(crate::fixtures::finding("Deployment", ns, &k.name, rule, *side, severity, path));
+                }
+            }
+        }
+    }
+    (sides, findings)
+}
+
 /// Checks, for every filter of [`stats_filters`], that the statistics of `store` (from the
 /// rollups unless the filter names `since`) equal those computed from its rows; `false` when
 /// the store has no rollups.
@@ -210,6 +240,13 @@ pub async fn check_backfill<H: StoreHarness>(harness: &H, store: &H::Store, now:
 }
 
 /// The rows of `a` and `b` but their ids are the same, in the same order.
+/// Every finding of a store, newest first, without its id.
+async fn findings_but_ids(store: &dyn DriftStore) -> Vec<StoredFinding> {
+    let page = PageRequest { limit: PageRequest::MAX_LIMIT, after: None };
+    let items = store.findings(&Default::default(), page).await.expect("findings").items;
+    items.into_iter().map(|f| StoredFinding { id: 0, ..f }).collect()
+}
+
 fn assert_same_rows(a: Vec<StoredDrift>, b: Vec<StoredDrift>) {
     let strip = |rows: Vec<StoredDrift>| {
         rows.into_iter()
@@ -384,7 +421,9 @@ pub async fn retention_deletes_old_resolved_drifts_and_scans_but_never_open_ones
 }
 
 /// A deterministic sequence of scans over a small world, recorded into the store and into the
-/// reference store: outcomes, rows (but ids), listings and statistics agree. The same reports
+/// reference store: outcomes, rows (but ids), listings and statistics agree, and so do the
+/// policy findings (random findings on random sides, policies checked or not: the counts of
+/// each write, the rows but ids, the open counts). The same reports
 /// go into a store whose retention deletes history as the sequence goes on; the rollups of
 /// both stay exact after every scan, and statistics from them equal statistics from the rows.
 pub async fn agrees_with_the_reference_store_over_many_scans<H: StoreHarness>(h: &H) {
@@ -395,6 +434,7 @@ pub async fn agrees_with_the_reference_store_over_many_scans<H: StoreHarness>(h:
     let memory = MemoryStore::new();
     let desired = world(12);
     let mut next = sequence(0x5eed);
+    let mut pick = sequence(0xf1d5);
     for s in 0..40 {
         let mut drifts = Vec::new();
         for k in &desired {
@@ -420,6 +460,7 @@ pub async fn agrees_with_the_reference_store_over_many_scans<H: StoreHarness>(h:
         if next(4) == 0 {
             r.repository = "infra".into();
         }
+        (r.policy_sides, r.findings) = random_findings(&desired, &mut pick);
         let (a, b) = (store.record(&r).await.unwrap(), memory.record(&r).await.unwrap());
         // The reference store keeps no outbox: every drift opened or resolved is one event in
         // a store that does (changed and reopened drifts add more).
@@ -434,6 +475,13 @@ pub async fn agrees_with_the_reference_store_over_many_scans<H: StoreHarness>(h:
     }
     assert!(rows(&*kept).await.len() < rows(&*store).await.len(), "retention deleted some history");
     assert_same_rows(rows(&*store).await, rows(&memory).await);
+    if store.capabilities().findings {
+        let (a, b) = (findings_but_ids(&*store).await, findings_but_ids(&memory).await);
+        assert!(a.iter().any(|f| f.status == FindingStatus::Resolved), "the sequence resolves findings");
+        assert_eq!(a, b, "the same findings in the same order");
+        assert_eq!(store.open_findings().await.unwrap(), memory.open_findings().await.unwrap());
+        assert!(findings_but_ids(&*kept).await.len() < a.len(), "retention deleted resolved findings");
+    }
     for filter in stats_filters() {
         for now in [t(40 * 97), t(40 * 97) + chrono::Duration::days(3)] {
             let (a, b) = (store.stats(&filter, now).await.unwrap(), memory.stats(&filter, now).await.unwrap());
