@@ -141,11 +141,17 @@ install_venv
 # against files of the Go sops, which encrypts the SOPS files of the tests (drift_testkit::sops);
 # no distribution or registry here serves a sops binary. Built once from crates.io by cargo at a
 # pinned version with its own Cargo.lock (--locked; cargo checks each crate against the index's
-# checksum), into "$TOOLS/bin", and checked by its version. It has no feature flags: the build
-# brings aws-sdk-kms along (about 30 minutes on 2 busy cores, 20 MB installed).
+# checksum), into "$TOOLS/bin"; the version installed is the one cargo recorded in
+# "$TOOLS/.crates.toml" (rops has no --version). It has no feature flags: the build brings
+# aws-sdk-kms along (about 80 minutes with one job on 2 cores shared with other builds, 20 MB
+# installed).
 ROPS_VERSION="0.1.7"
+rops_installed() {
+  [ -x "$BIN/rops" ] && grep -qF "\"rops-cli $ROPS_VERSION " "$TOOLS/.crates.toml" 2>/dev/null \
+    && "$BIN/rops" --help >/dev/null 2>&1
+}
 install_rops() {
-  if [ -x "$BIN/rops" ] && "$BIN/rops" --version 2>/dev/null | grep -qF "$ROPS_VERSION"; then
+  if rops_installed; then
     return 0
   fi
   if ! command -v cargo >/dev/null 2>&1; then
@@ -154,7 +160,7 @@ install_rops() {
   fi
   say "building rops-cli $ROPS_VERSION with cargo install (once)"
   cargo install --quiet --locked --force --root "$TOOLS" rops-cli --version "$ROPS_VERSION"
-  "$BIN/rops" --version | grep -qF "$ROPS_VERSION" || { say "$BIN/rops is not rops $ROPS_VERSION"; return 1; }
+  rops_installed || { say "$BIN/rops is not rops-cli $ROPS_VERSION"; return 1; }
   say "rops $ROPS_VERSION installed in $BIN"
 }
 install_rops
