@@ -20,6 +20,9 @@
 //!   server (default 100,000), DESIRED of them in Git (default 10,000), on PostgreSQL: resident
 //!   memory sampled every second, its peak, and the steady figure after the first pass.
 //!
+//! `DRIFT_BENCH_BIN=PATH` runs another build of `drift` (to compare two builds in one run);
+//! `DRIFT_BENCH_WRAPPER="heaptrack -o FILE"` puts a profiler in front of every run of it.
+//!
 //! `cargo bench -p drift-bin --bench service -- full-scan 10000`
 //! `cargo bench -p drift-bin --bench service -- serve-memory 100000 10000`
 //! `cargo bench -p drift-bin --bench service -- watch-latency 100`
@@ -127,7 +130,9 @@ fn fill_split(server: &TestApiServer, repo: &GitRepo, live: usize, desired: usiz
     }
 }
 
-fn full_scan(n: usize) {
+/// `full-scan N [RUNS]`: RUNS scans (default 4); with `DRIFT_BENCH_SCAN_ONLY=1`, without the
+/// `render` and `diff --cluster` runs before them.
+fn full_scan(n: usize, runs: usize) {
     let dir = tempfile::tempdir().unwrap();
     let server = TestApiServer::start(Options::default()).unwrap();
     let pg = durable_pg();
@@ -143,18 +148,24 @@ fn full_scan(n: usize) {
     // Where the memory goes: the desired side alone (clone + render), and desired + live with
     // no git and no store.
     let url = format!("file://{}", repo.dir.display());
-    println!(
-        "  desired only (drift render of the repository): {}",
-        timed(&["render", "--repo", &url, "--ref", "main", "-o", "json"], &[]).0
-    );
-    let folder = repo.dir.join("apps");
-    let kc = server.kubeconfig_path().to_str().unwrap().to_owned();
-    println!(
-        "  folder + cluster, no store (drift diff --cluster): {}",
-        timed(&["diff", "--desired", folder.to_str().unwrap(), "--cluster", "--kubeconfig", &kc, "-o", "json"], &[]).0
-    );
+    if std::env::var("DRIFT_BENCH_SCAN_ONLY").is_err() {
+        println!(
+            "  desired only (drift render of the repository): {}",
+            timed(&["render", "--repo", &url, "--ref", "main", "-o", "json"], &[]).0
+        );
+        let folder = repo.dir.join("apps");
+        let kc = server.kubeconfig_path().to_str().unwrap().to_owned();
+        println!(
+            "  folder + cluster, no store (drift diff --cluster): {}",
+            timed(
+                &["diff", "--desired", folder.to_str().unwrap(), "--cluster", "--kubeconfig", &kc, "-o", "json"],
+                &[]
+            )
+            .0
+        );
+    }
     let cfg = cfg.to_str().unwrap();
-    for run in 1..=4 {
+    for run in 1..=runs {
         let (timing, out) = timed(&["scan", "--config", cfg, "--output", "json"], &[("BENCH_DATABASE_URL", &db)]);
         let report: Value = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
@@ -232,8 +243,14 @@ fn serve_memory(live: usize, desired: usize) {
 /// Runs the `drift` binary under `/usr/bin/time`: its wall time and peak memory line, and its
 /// output.
 fn timed(args: &[&str], env: &[(&str, &str)]) -> (String, std::process::Output) {
+    // `/usr/bin/time` in front of the command `Serve` would run (a profiler, another build).
+    let inner = common::drift_command();
     let mut cmd = Command::new("/usr/bin/time");
-    cmd.args(["-f", "wall=%e s peak_rss=%M KiB", env!("CARGO_BIN_EXE_drift")]).args(args).env("RUST_LOG", "warn");
+    cmd.args(["-f", "wall=%e s peak_rss=%M KiB"])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .args(args)
+        .env("RUST_LOG", "warn");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -414,13 +431,13 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let n = |default: usize| args.get(1).and_then(|s| s.parse().ok()).unwrap_or(default);
     match args.first().map(String::as_str) {
-        Some("full-scan") => full_scan(n(10_000)),
+        Some("full-scan") => full_scan(n(10_000), args.get(2).and_then(|s| s.parse().ok()).unwrap_or(4)),
         Some("watch-latency") => watch_latency(n(100)),
         Some("serve-memory") => serve_memory(n(100_000), args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000)),
         Some("notify-latency") => notify_latency(n(100)),
         Some("notify-burst") => notify_burst(n(10_000)),
         None => {
-            full_scan(n(10_000));
+            full_scan(n(10_000), 4);
             watch_latency(n(100));
         }
         Some(other) => panic!(

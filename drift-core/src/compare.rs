@@ -1,6 +1,6 @@
 //! The comparator trait: pure and synchronous.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::drift::Drift;
 use crate::model::{Resource, ResourceKey};
@@ -13,9 +13,6 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     /// Compares one desired object with its live counterpart (`None` when absent).
     fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<Drift>;
 
-    /// Compares a whole desired set with the live objects. The default indexes live objects by
-    /// key and calls [`Comparator::compare`] for each desired object; implementations may
-    /// override it to use relations between objects (an autoscaler owning a target's replicas).
     /// Compares one desired object that belongs to a whole desired set (for watch mode, which
     /// re-compares only what changed). The default ignores the set; implementations use it for
     /// the same relations as [`Comparator::compare_all`].
@@ -31,8 +28,34 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Compares a whole desired set with the live objects. The default indexes live objects by
+    /// key and calls [`Comparator::compare`] for each desired object; implementations may
+    /// override it to use relations between objects (an autoscaler owning a target's replicas).
     fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
         let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
         desired.iter().flat_map(|d| self.compare(d, index.get(&d.key).copied())).collect()
+    }
+
+    /// The desired objects whose drifts depend on other objects of the set
+    /// [`Comparator::compare_all`] is given (the target of an autoscaler: its replicas are the
+    /// autoscaler's), or `None` when any object may depend on the set (the default, safe for an
+    /// implementation that overrides `compare_all`).
+    ///
+    /// With `Some`, every other object `d` gets from [`Comparator::compare`]`(d, live)` exactly
+    /// the drifts `compare_all` gives it, whatever else the set holds, and the set of a subset
+    /// of `desired` is a subset of this one. A scan then compares each of those objects as soon
+    /// as its live state is read and lets the live object go ([`crate::scan::run_scan`]), and
+    /// these ones at the end with [`Comparator::compare_some`].
+    fn relations(&self, desired: &[Resource]) -> Option<HashSet<ResourceKey>> {
+        let _ = desired;
+        None
+    }
+
+    /// Compares the objects `which` of a whole desired set `desired` with the live objects
+    /// `live`: for each of them the drifts [`Comparator::compare_all`]`(desired, live)` gives it.
+    /// The default calls [`Comparator::compare_in`] for each.
+    fn compare_some(&self, desired: &[Resource], which: &[&Resource], live: &[Resource]) -> Vec<Drift> {
+        let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
+        which.iter().flat_map(|d| self.compare_in(desired, d, index.get(&d.key).copied())).collect()
     }
 }

@@ -2,7 +2,7 @@
 //! attribution and ignore rules, configured by [`EngineConfig`]; each drift's type, severity,
 //! classification and recommended action come from [`crate::verdict`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -311,9 +311,20 @@ impl Comparator for Engine {
     }
 
     fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<Drift> {
+        let which: Vec<&Resource> = desired.iter().collect();
+        self.compare_some(desired, &which, live)
+    }
+
+    /// The targets of the autoscalers in Git: the only objects whose drifts depend on others.
+    fn relations(&self, desired: &[Resource]) -> Option<HashSet<ResourceKey>> {
+        Some(if self.autoscaler_owns_replicas { autoscaled(desired).into_iter().collect() } else { HashSet::new() })
+    }
+
+    fn compare_some(&self, desired: &[Resource], which: &[&Resource], live: &[Resource]) -> Vec<Drift> {
         let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
-        let scaled = if self.autoscaler_owns_replicas { autoscaled(desired) } else { Vec::new() };
-        desired
+        let scaled: HashSet<ResourceKey> =
+            if self.autoscaler_owns_replicas { autoscaled(desired).into_iter().collect() } else { HashSet::new() };
+        which
             .iter()
             .flat_map(|d| {
                 let implied: &[&str] = if scaled.contains(&d.key) { &["/spec/replicas"] } else { &[] };

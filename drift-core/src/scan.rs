@@ -1,12 +1,15 @@
 //! One scan pass as a library function: desired, then the scope it implies, then live, then
 //! compare, then report. It awaits the traits and spawns nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
 use crate::compare::Comparator;
-use crate::model::{DesiredSnapshot, GroupKind, LiveSnapshot, ResourceKey, Scope, SourceWarning, is_cluster_scoped};
+use crate::drift::Drift;
+use crate::model::{
+    Coverage, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, ResourceKey, Scope, SourceWarning, is_cluster_scoped,
+};
 use crate::report::{ScanOutcome, ScanReport, Summary, object_digest};
 use crate::source::{DesiredSource, LiveSource};
 
@@ -87,14 +90,122 @@ pub async fn run_scan(
     if options.orphans {
         scope.only = None;
     }
-    let live_snapshot = match live.fetch(&scope).await {
+    // Orphans need every live object of the scope at once, and so does a comparator whose
+    // objects may all depend on one another; otherwise each live object is compared as soon
+    // as it is read and let go, so that a pass holds the drifts, not the live state.
+    let related = if options.orphans { None } else { comparator.relations(&snapshot.resources) };
+    let read = match related {
+        None => live.fetch(&scope).await.map(Live::Whole),
+        Some(related) => {
+            fetch_compared(live, &scope, &snapshot.resources, comparator, related).await.map(Live::Compared)
+        }
+    };
+    let live_state = match read {
         Ok(s) => s,
         Err(e) => {
             report.warnings.push(SourceWarning::error(e.kind(), format!("live state of {cluster}: {e}")));
             return finish(report, 0, options);
         }
     };
-    compare_into(report, snapshot, live_snapshot, comparator, options)
+    compare_into(report, snapshot, live_state, comparator, options)
+}
+
+/// The live side of a scan: read whole, or compared as it was read.
+enum Live {
+    Whole(LiveSnapshot),
+    Compared(Compared),
+}
+
+impl Live {
+    fn coverage(&self) -> &Coverage {
+        match self {
+            Live::Whole(l) => &l.coverage,
+            Live::Compared(c) => &c.coverage,
+        }
+    }
+
+    fn into_coverage(self) -> Coverage {
+        match self {
+            Live::Whole(l) => l.coverage,
+            Live::Compared(c) => c.coverage,
+        }
+    }
+}
+
+/// What a live read compared as it went ([`fetch_compared`]).
+struct Compared {
+    coverage: Coverage,
+    /// The drifts of each desired object whose live object was read, compared alone (those
+    /// that depend on no other object). Whether they count is decided at the end, from the
+    /// whole coverage, as for a read whole.
+    early: HashMap<ResourceKey, Vec<Drift>>,
+    /// The objects whose drifts depend on others ([`Comparator::relations`]) ...
+    related: HashSet<ResourceKey>,
+    /// ... and their live objects, compared at the end with the whole comparable set.
+    held: HashMap<ResourceKey, Resource>,
+}
+
+impl Compared {
+    /// The drifts of the comparable objects: what [`Comparator::compare_all`] gives them with
+    /// the live objects read (for each object, the same drifts in the same order).
+    fn drifts(&mut self, comparable: &[Resource], comparator: &dyn Comparator) -> Vec<Drift> {
+        let mut drifts = Vec::new();
+        let mut late = Vec::new();
+        for d in comparable {
+            if self.related.contains(&d.key) {
+                late.push(d);
+            } else {
+                match self.early.remove(&d.key) {
+                    Some(found) => drifts.extend(found),
+                    // No live object: nothing else to wait for.
+                    None => drifts.extend(comparator.compare(d, None)),
+                }
+            }
+        }
+        if !late.is_empty() {
+            let held: Vec<Resource> = std::mem::take(&mut self.held).into_values().collect();
+            drifts.extend(comparator.compare_some(comparable, &late, &held));
+        }
+        drifts
+    }
+}
+
+/// Reads the live state part by part ([`LiveSource::fetch_parts`]) and compares each live
+/// object of a desired object as it arrives, keeping its drifts instead of the object; objects
+/// Git does not hold are dropped at once. The live objects of the objects in `related` are kept
+/// for the end.
+async fn fetch_compared(
+    live: &dyn LiveSource,
+    scope: &Scope,
+    desired: &[Resource],
+    comparator: &dyn Comparator,
+    related: HashSet<ResourceKey>,
+) -> crate::Result<Compared> {
+    // A SOPS-encrypted object is never compared (see `compare_into`).
+    let index: HashMap<&ResourceKey, &Resource> =
+        desired.iter().filter(|r| !crate::secret::is_sops_encrypted(&r.object)).map(|r| (&r.key, r)).collect();
+    let mut out = Compared { coverage: Coverage::default(), early: HashMap::new(), related, held: HashMap::new() };
+    let mut first = true;
+    live.fetch_parts(scope, &mut |part: LiveSnapshot| {
+        if std::mem::take(&mut first) {
+            out.coverage = part.coverage;
+        } else {
+            for e in part.coverage.entries {
+                out.coverage.set(&GroupKind::new(e.group, e.kind), e.namespace.as_deref(), e.status);
+            }
+        }
+        for r in part.resources {
+            let Some(d) = index.get(&r.key) else { continue };
+            // An object read twice: the first one counts, as in `fetch`.
+            if out.related.contains(&r.key) {
+                out.held.entry(r.key.clone()).or_insert(r);
+            } else {
+                out.early.entry(r.key.clone()).or_insert_with(|| comparator.compare(d, Some(&r)));
+            }
+        }
+    })
+    .await?;
+    Ok(out)
 }
 
 /// Asks the live source which custom kinds of the desired state it serves cluster-scoped and
@@ -126,7 +237,7 @@ pub fn compare_snapshots(
 ) -> ScanReport {
     let mut report = empty_report(&desired.repository, &live.cluster, options);
     prepare_desired(&mut desired, &mut report, options);
-    compare_into(report, desired, live, comparator, options)
+    compare_into(report, desired, Live::Whole(live), comparator, options)
 }
 
 fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanReport {
@@ -199,11 +310,11 @@ fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, opti
 fn compare_into(
     mut report: ScanReport,
     snapshot: DesiredSnapshot,
-    live_snapshot: LiveSnapshot,
+    mut live: Live,
     comparator: &dyn Comparator,
     options: &ScanOptions,
 ) -> ScanReport {
-    for entry in live_snapshot.coverage.incomplete() {
+    for entry in live.coverage().incomplete() {
         let ns = entry.namespace.as_deref().map(|n| format!(" in {n}")).unwrap_or_default();
         let kind = match &entry.status {
             crate::model::CoverageStatus::Forbidden { .. } => crate::ErrorKind::PermissionDenied,
@@ -241,23 +352,26 @@ fn compare_into(
     }
     let comparable: Vec<_> = readable
         .into_iter()
-        .filter(|r| live_snapshot.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
+        .filter(|r| live.coverage().is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
         .collect();
     options.progress.comparing(comparable.len() as u64);
-    report.drifts = comparator.compare_all(&comparable, &live_snapshot.resources);
+    report.drifts = match &mut live {
+        Live::Whole(l) => comparator.compare_all(&comparable, &l.resources),
+        Live::Compared(c) => c.drifts(&comparable, comparator),
+    };
     if options.orphans && options.elsewhere_unknown {
         report.desired_complete = false;
-    } else if options.orphans {
+    } else if let (true, Live::Whole(l)) = (options.orphans, &live) {
+        // (`run_scan` reads the live state whole when orphans are asked for.)
         let declared = [report.desired.as_slice(), &options.declared_elsewhere];
-        let candidates =
-            crate::orphans::unmanaged(&declared, &comparable, &live_snapshot.resources, &live_snapshot.coverage);
+        let candidates = crate::orphans::unmanaged(&declared, &comparable, &l.resources, &l.coverage);
         report.drifts.extend(candidates.into_iter().filter_map(|r| comparator.unmanaged(r)));
     }
     options.progress.compared(comparable.len() as u64);
     report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
     crate::waiver::apply(&mut report, &comparable, (options.clock)());
     let compared = comparable.len();
-    report.coverage = live_snapshot.coverage;
+    report.coverage = live.into_coverage();
     let fatal = report.warnings.iter().any(|w| w.fatal);
     report.outcome = if !fatal {
         ScanOutcome::Success
@@ -369,6 +483,8 @@ pub fn prepare(snapshot: &mut DesiredSnapshot, options: &ScanOptions) -> Scope {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
 
     use super::*;
     use crate::{CoverageStatus, Engine, EngineConfig, Resource};
@@ -486,6 +602,170 @@ mod tests {
         assert!(report.warnings.iter().any(|w| !w.fatal && w.message.contains("not comparable without the key")));
         let one = targeted_report(&[], &encrypted, None, &engine, "c", "r", None, &options);
         assert!(one.drifts.is_empty() && !one.may_resolve(&encrypted.key), "the watch neither");
+    }
+
+    /// A live source that hands its objects over one (kind, namespace) at a time, in reverse
+    /// order, with one object twice (the first copy counts), as a source reading pair by pair
+    /// does; or, `whole`, as one part (the default of `fetch_parts`).
+    #[derive(Debug)]
+    struct Parts {
+        inner: crate::memory::MemoryLiveSource,
+        whole: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl LiveSource for Parts {
+        fn cluster(&self) -> &str {
+            self.inner.cluster()
+        }
+        async fn fetch(&self, scope: &Scope) -> crate::Result<LiveSnapshot> {
+            self.inner.fetch(scope).await
+        }
+        async fn fetch_parts(&self, scope: &Scope, part: &mut (dyn FnMut(LiveSnapshot) + Send)) -> crate::Result<()> {
+            let all = self.inner.fetch(scope).await?;
+            if self.whole {
+                part(all);
+                return Ok(());
+            }
+            for entry in all.coverage.entries.iter().rev() {
+                let mut coverage = Coverage::default();
+                coverage.set(
+                    &GroupKind::new(&entry.group, &entry.kind),
+                    entry.namespace.as_deref(),
+                    entry.status.clone(),
+                );
+                let mut resources: Vec<Resource> = all
+                    .resources
+                    .iter()
+                    .filter(|r| {
+                        r.key.group == entry.group && r.key.kind == entry.kind && r.key.namespace == entry.namespace
+                    })
+                    .cloned()
+                    .collect();
+                if let Some(first) = resources.first().cloned() {
+                    let mut stale = first.clone();
+                    Arc::make_mut(&mut stale.object)["metadata"]["labels"] = json!({"stale": "copy"});
+                    resources.insert(1, stale);
+                }
+                part(LiveSnapshot { cluster: all.cluster.clone(), resources, coverage });
+            }
+            Ok(())
+        }
+    }
+
+    /// The engine without relations: `run_scan` then reads the live state whole, as before.
+    #[derive(Debug)]
+    struct Whole(Engine);
+
+    impl Comparator for Whole {
+        fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<crate::Drift> {
+            self.0.compare(desired, live)
+        }
+        fn compare_all(&self, desired: &[Resource], live: &[Resource]) -> Vec<crate::Drift> {
+            self.0.compare_all(desired, live)
+        }
+    }
+
+    /// Runs a future of the in-memory sources (they never wait) to its end.
+    fn ready<T>(future: impl std::future::Future<Output = T>) -> T {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let std::task::Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+                return v;
+            }
+        }
+    }
+
+    #[test]
+    fn comparing_live_objects_as_they_are_read_finds_what_a_whole_read_finds() {
+        let obj = |v: serde_json::Value| Resource::from_object(v).unwrap();
+        let deploy = |ns: &str, name: &str, replicas: u32, image: &str| {
+            obj(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "a", "image": image}]}}}}))
+        };
+        let hpa = |ns: &str, target: &str| {
+            obj(json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": target, "namespace": ns},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                         "minReplicas": 1, "maxReplicas": 9}}))
+        };
+        let cm = |ns: &str, name: &str, mode: &str| {
+            obj(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns},
+                "data": {"mode": mode}}))
+        };
+        let sops = obj(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "a"},
+            "data": {"k": "ENC[AES256_GCM,data:Zm9v,iv:YmFy,tag:YmF6,type:str]"},
+            "sops": {"mac": "ENC[AES256_GCM,data:eA==,iv:eQ==,tag:eg==,type:str]", "lastmodified": "2026-11-01T00:00:00Z"}}));
+        let desired = vec![
+            deploy("a", "scaled", 2, "web:1"),
+            hpa("a", "scaled"),
+            deploy("b", "scaled", 2, "web:1"),
+            hpa("b", "scaled"),
+            deploy("a", "plain", 2, "web:1"),
+            deploy("a", "missing", 1, "web:1"),
+            cm("a", "same", "prod"),
+            cm("a", "changed", "prod"),
+            cm("c", "unread", "prod"),
+            sops.clone(),
+        ];
+        let live = vec![
+            deploy("a", "scaled", 7, "web:2"),
+            hpa("a", "scaled"),
+            deploy("b", "scaled", 7, "web:1"),
+            hpa("b", "scaled"),
+            deploy("a", "plain", 5, "web:1"),
+            cm("a", "same", "prod"),
+            cm("a", "changed", "debug"),
+            cm("a", "not-in-git", "x"),
+            cm("c", "unread", "debug"),
+            obj(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "a"},
+                "data": {"k": "eA=="}})),
+        ];
+        let engine = || Engine::new(&EngineConfig::default()).unwrap();
+        let options = ScanOptions { clock: || DateTime::<Utc>::UNIX_EPOCH, ..ScanOptions::new("s") };
+        let scan = |whole_read: bool, whole_parts: bool| {
+            let desired = crate::memory::MemoryDesiredSource::new("r", desired.clone());
+            let inner = crate::memory::MemoryLiveSource::new("c", live.clone());
+            inner.fail(GroupKind::new("", "ConfigMap"), Some("c"), CoverageStatus::Failed { message: "503".into() });
+            // The autoscaler of `b` cannot be read: its target's replicas are compared.
+            inner.fail(
+                GroupKind::new("autoscaling", "HorizontalPodAutoscaler"),
+                Some("b"),
+                CoverageStatus::Forbidden { message: "403".into() },
+            );
+            let live = Parts { inner, whole: whole_parts };
+            let options = options.clone();
+            async move {
+                if whole_read {
+                    run_scan(&desired, &live, &Whole(engine()), &options).await
+                } else {
+                    run_scan(&desired, &live, &engine(), &options).await
+                }
+            }
+        };
+        let before = ready(scan(true, true));
+        let found: Vec<(String, String)> = before
+            .drifts
+            .iter()
+            .map(|d| {
+                (
+                    format!("{}/{}", d.resource.namespace.clone().unwrap_or_default(), d.resource.name),
+                    d.path.to_string(),
+                )
+            })
+            .collect();
+        assert!(found.contains(&("b/scaled".into(), "spec.replicas".into())), "{found:?}");
+        assert!(!found.contains(&("a/scaled".into(), "spec.replicas".into())), "the autoscaler's: {found:?}");
+        assert!(
+            found.iter().any(|(o, _)| o == "a/missing") && found.iter().any(|(o, _)| o == "a/changed"),
+            "{found:?}"
+        );
+        assert!(!found.iter().any(|(o, _)| o == "c/unread" || o == "a/s"), "{found:?}");
+        for (whole_parts, what) in [(true, "one part"), (false, "one part per pair")] {
+            let after = ready(scan(false, whole_parts));
+            assert_eq!(after, before, "compared as read ({what})");
+        }
     }
 
     #[test]

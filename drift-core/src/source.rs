@@ -97,6 +97,19 @@ pub trait LiveSource: Send + Sync + std::fmt::Debug {
     }
     /// Reads the objects of a scope now.
     async fn fetch(&self, scope: &Scope) -> Result<LiveSnapshot>;
+    /// Reads the objects of a scope now, like [`LiveSource::fetch`], handing them to `part` in
+    /// parts as they are read, so that a scan compares them and lets them go instead of
+    /// holding the whole live state ([`crate::scan::run_scan`]).
+    ///
+    /// Contract: together, the parts hold what `fetch` would return: each object once, and the
+    /// coverage of every pair of the scope (each pair in one part). An `Err` means the cluster
+    /// could not be read at all, as for `fetch`; parts handed over before it are then of no
+    /// use. The default hands over `fetch`'s snapshot as one part; a source that reads pair by
+    /// pair hands over each pair once it has read it whole.
+    async fn fetch_parts(&self, scope: &Scope, part: &mut (dyn FnMut(LiveSnapshot) + Send)) -> Result<()> {
+        part(self.fetch(scope).await?);
+        Ok(())
+    }
     /// Which of `kinds` the cluster serves cluster-scoped. Custom kinds are not in the built-in
     /// table ([`crate::is_cluster_scoped`]): a namespace a desired object gives such a kind is
     /// then ignored, as `kubectl apply` and Argo CD do, instead of the object being reported

@@ -22,8 +22,10 @@ use tokio::sync::{mpsc, watch};
 use crate::batch::{Batch, Note, Pending};
 use crate::scanner::{Scanner, new_scan_id};
 
-/// Events waiting to be handled; beyond this the reader waits (the watch stream buffers).
-pub const WATCH_QUEUE: usize = 4096;
+/// Events waiting to be handled; beyond this the reader waits (the watch stream buffers). Each
+/// `Applied` holds a full live object: a watch's first list announces every object Git holds
+/// faster than they are re-compared (docs/benchmarks.md, issue 16).
+pub const WATCH_QUEUE: usize = 256;
 /// Most events taken from the queue at once.
 pub const WATCH_BATCH: usize = 1024;
 /// First pause before a watch whose stream ended starts again; it doubles (with jitter) while

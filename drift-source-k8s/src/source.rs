@@ -380,6 +380,38 @@ impl K8sSource {
     }
 }
 
+impl K8sSource {
+    /// Reads every (kind, namespace) of a scope, `concurrency` at a time, and hands each one to
+    /// `each` as soon as it is read whole (or failed), with its coverage.
+    async fn read_pairs(
+        &self,
+        scope: &Scope,
+        mut each: impl FnMut(&GroupKind, Option<&str>, Vec<Resource>, CoverageStatus) + Send,
+    ) {
+        let discovered = self.discover(scope.entries.keys()).await;
+        let pairs: Vec<(GroupKind, Option<String>)> =
+            scope.pairs().map(|(gk, ns)| (gk.clone(), ns.map(str::to_owned))).collect();
+        let mut reads = std::pin::pin!(
+            futures::stream::iter(pairs)
+                .map(|(gk, ns): (GroupKind, Option<String>)| {
+                    let info = discovered
+                        .get(&gk)
+                        .cloned()
+                        .unwrap_or_else(|| Err(CoverageStatus::Failed { message: format!("{gk} was not discovered") }));
+                    async move {
+                        let (resources, status) = self.read_pair(&gk, ns.as_deref(), &info, scope).await;
+                        self.progress.live_read(resources.len() as u64);
+                        (gk, ns, resources, status)
+                    }
+                })
+                .buffer_unordered(self.config.concurrency)
+        );
+        while let Some((gk, ns, resources, status)) = reads.next().await {
+            each(&gk, ns.as_deref(), resources, status);
+        }
+    }
+}
+
 #[async_trait]
 impl LiveSource for K8sSource {
     fn cluster(&self) -> &str {
@@ -399,33 +431,28 @@ impl LiveSource for K8sSource {
     }
 
     async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
-        let discovered = self.discover(scope.entries.keys()).await;
-        let pairs: Vec<(GroupKind, Option<String>)> =
-            scope.pairs().map(|(gk, ns)| (gk.clone(), ns.map(str::to_owned))).collect();
-        let results: Vec<(GroupKind, Option<String>, Vec<Resource>, CoverageStatus)> = futures::stream::iter(pairs)
-            .map(|(gk, ns): (GroupKind, Option<String>)| {
-                let info = discovered
-                    .get(&gk)
-                    .cloned()
-                    .unwrap_or_else(|| Err(CoverageStatus::Failed { message: format!("{gk} was not discovered") }));
-                async move {
-                    let (resources, status) = self.read_pair(&gk, ns.as_deref(), &info, scope).await;
-                    self.progress.live_read(resources.len() as u64);
-                    (gk, ns, resources, status)
-                }
-            })
-            .buffer_unordered(self.config.concurrency)
-            .collect()
-            .await;
         let mut coverage = Coverage::default();
         let mut resources = Vec::new();
-        for (gk, ns, rs, status) in results {
-            coverage.set(&gk, ns.as_deref(), status);
+        self.read_pairs(scope, |gk, ns, rs, status| {
+            coverage.set(gk, ns, status);
             resources.extend(rs);
-        }
+        })
+        .await;
         resources.sort_by(|a, b| a.key.cmp(&b.key));
         resources.dedup_by(|a, b| a.key == b.key);
         Ok(LiveSnapshot { cluster: self.cluster.clone(), resources, coverage })
+    }
+
+    /// Each (kind, namespace) is handed over as soon as it is read whole: at most
+    /// `concurrency` pairs are held at once, not the whole live state.
+    async fn fetch_parts(&self, scope: &Scope, part: &mut (dyn FnMut(LiveSnapshot) + Send)) -> drift_core::Result<()> {
+        self.read_pairs(scope, |gk, ns, resources, status| {
+            let mut coverage = Coverage::default();
+            coverage.set(gk, ns, status);
+            part(LiveSnapshot { cluster: self.cluster.clone(), resources, coverage });
+        })
+        .await;
+        Ok(())
     }
 
     async fn watch(&self, scope: &Scope) -> drift_core::Result<LiveEventStream> {

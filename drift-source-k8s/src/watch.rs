@@ -38,6 +38,16 @@ use crate::error::K8sError;
 use crate::source::{K8sSource, KindInfo};
 
 type PairKey = (GroupKind, Option<String>);
+
+/// Largest page of a watcher's list. A listing watcher holds its page of full objects until it
+/// has announced the ones in scope (waiting for the consumer when the queue is full), and
+/// `concurrency` watchers list at once: smaller pages than a fetch's keep that small.
+const WATCH_PAGE: u32 = 100;
+
+/// Events waiting for the consumer. Each `Applied` carries a full object (with managedFields,
+/// often 10 KiB or more in memory): the first list of a large scope announces every object in
+/// it faster than the consumer re-compares them, so this bound is what the queue weighs.
+const WATCH_CHANNEL: usize = 256;
 type ObjectName = (Option<Box<str>>, Box<str>);
 
 #[derive(Debug)]
@@ -304,7 +314,7 @@ impl PairWatcher {
             Some(ns) => Api::namespaced_with(client, ns, &ar),
             None => Api::all_with(client, &ar),
         };
-        let config = watcher::Config::default().page_size(self.source.config.page_size);
+        let config = watcher::Config::default().page_size(self.source.config.page_size.min(WATCH_PAGE));
         let Ok(mut permit) = Arc::clone(&self.listing).acquire_owned().await.map(Some) else { return Step::Stop };
         let mut stream = std::pin::pin!(watcher::watcher(api, config));
         let mut listed: BTreeSet<ObjectName> = BTreeSet::new();
@@ -419,7 +429,7 @@ impl K8sSource {
     /// and settings; with `scope.only`, only those objects are cached and announced. Must be
     /// called inside a tokio runtime.
     pub async fn start_watch(&self, scope: &Scope) -> K8sWatch {
-        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        let (tx, rx) = tokio::sync::mpsc::channel(WATCH_CHANNEL);
         let state = Arc::new(WatchState { only: scope.only.clone(), ..WatchState::default() });
         let source = Arc::new(K8sSource::from_client(self.client.clone(), self.cluster.clone(), self.config.clone()));
         let mut tasks = Vec::new();

@@ -63,6 +63,29 @@ pub fn wait_for<T>(limit: Duration, what: &str, mut f: impl FnMut() -> Option<T>
     }
 }
 
+/// The `drift` binary the tests and benchmarks run: the one built with them, or, for
+/// benchmarks that compare two builds in one run, the one `DRIFT_BENCH_BIN` names.
+pub fn drift_bin() -> PathBuf {
+    match std::env::var_os("DRIFT_BENCH_BIN") {
+        Some(path) if !path.is_empty() => path.into(),
+        _ => env!("CARGO_BIN_EXE_drift").into(),
+    }
+}
+
+/// A command that runs [`drift_bin`], behind the profiler `DRIFT_BENCH_WRAPPER` names when it
+/// is set (benchmarks: for example `heaptrack -o FILE`).
+pub fn drift_command() -> Command {
+    match std::env::var("DRIFT_BENCH_WRAPPER") {
+        Ok(wrapper) if !wrapper.trim().is_empty() => {
+            let mut words = wrapper.split_whitespace();
+            let mut cmd = Command::new(words.next().unwrap_or_default());
+            cmd.args(words).arg(drift_bin());
+            cmd
+        }
+        _ => Command::new(drift_bin()),
+    }
+}
+
 /// `drift serve` running as a child process; its stderr is collected (and never fills a pipe).
 pub struct Serve {
     child: Child,
@@ -76,16 +99,7 @@ impl Serve {
     /// Starts `drift serve --config FILE` with extra environment variables and waits for the
     /// address line.
     pub fn start(config: &Path, env: &[(&str, &str)]) -> Serve {
-        // A profiler in front of the binary, for benchmarks (for example `heaptrack -o FILE`).
-        let mut cmd = match std::env::var("DRIFT_BENCH_WRAPPER") {
-            Ok(wrapper) if !wrapper.trim().is_empty() => {
-                let mut words = wrapper.split_whitespace();
-                let mut cmd = Command::new(words.next().unwrap_or_default());
-                cmd.args(words).arg(env!("CARGO_BIN_EXE_drift"));
-                cmd
-            }
-            _ => Command::new(env!("CARGO_BIN_EXE_drift")),
-        };
+        let mut cmd = drift_command();
         cmd.args(["serve", "--config"]).arg(config).env("NO_COLOR", "1").env_remove("KUBECONFIG");
         for (k, v) in env {
             cmd.env(k, v);
