@@ -90,10 +90,12 @@ pub async fn run_scan(
     if options.orphans {
         scope.only = None;
     }
-    // Orphans need every live object of the scope at once, and so does a comparator whose
-    // objects may all depend on one another; otherwise each live object is compared as soon
-    // as it is read and let go, so that a pass holds the drifts, not the live state.
-    let related = if options.orphans { None } else { comparator.relations(&snapshot.resources) };
+    // Orphans need every live object of the scope at once, and so do policies of the live side
+    // and a comparator whose objects may all depend on one another; otherwise each live object
+    // is compared as soon as it is read and let go, so that a pass holds the drifts, not the
+    // live state.
+    let live_policy = options.policy.as_ref().is_some_and(|p| p.checks(crate::policy::Side::Live));
+    let related = if options.orphans || live_policy { None } else { comparator.relations(&snapshot.resources) };
     let read = match related {
         None => live.fetch(&scope).await.map(Live::Whole),
         Some(related) => {
@@ -348,7 +350,12 @@ fn compare_into(
     report.uncomparable = encrypted.into_iter().map(|r| r.key).collect();
     report.uncomparable.sort_unstable();
     if let Some(policy) = &options.policy {
-        check_policies(&mut report, policy, &readable, &live_snapshot);
+        // (`run_scan` reads the live state whole when a policy checks the live side.)
+        let live_objects: &[Resource] = match &live {
+            Live::Whole(l) => &l.resources,
+            Live::Compared(_) => &[],
+        };
+        check_policies(&mut report, policy, &readable, live_objects, live.coverage());
     }
     let comparable: Vec<_> = readable
         .into_iter()
@@ -391,7 +398,8 @@ fn check_policies(
     report: &mut ScanReport,
     policy: &crate::policy::Policy,
     desired: &[crate::Resource],
-    live: &LiveSnapshot,
+    live: &[crate::Resource],
+    coverage: &Coverage,
 ) {
     use crate::policy::Side;
     report.policy_sides = policy.sides().to_vec();
@@ -402,9 +410,9 @@ fn check_policies(
         let declared = |r: &&crate::Resource| {
             report.desired.binary_search(&r.key).is_ok()
                 && report.uncomparable.binary_search(&r.key).is_err()
-                && live.coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref())
+                && coverage.is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref())
         };
-        let found: Vec<_> = live.resources.iter().filter(declared).flat_map(|r| policy.check(r, Side::Live)).collect();
+        let found: Vec<_> = live.iter().filter(declared).flat_map(|r| policy.check(r, Side::Live)).collect();
         report.findings.extend(found);
     }
     sort_findings(&mut report.findings);
