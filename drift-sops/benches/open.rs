@@ -1,6 +1,6 @@
-//! What opening a SOPS file costs: a Secret of 1, 10 and 100 values encrypted by `rops` (as in
+//! What opening a SOPS file costs: a Secret of 1, 10 and 100 values encrypted by `sops` (as in
 //! the tests), opened with `SopsKeys::open` (the age stanza, every value, the MAC), timed over
-//! many rounds; the median and the fastest round per file are printed. Needs `rops`
+//! many rounds; the median and the fastest round per file are printed. Needs `sops`
 //! (scripts/install-tools.sh). Run: `cargo bench -p drift-sops --bench open`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,7 +21,7 @@ fn secret(values: usize) -> String {
 }
 
 fn main() {
-    let Some(rops) = drift_testkit::sops::rops("bench open") else { return };
+    let Some(sops) = drift_testkit::sops::sops("bench open") else { return };
     let identity = age::x25519::Identity::generate();
     let recipient = identity.to_public().to_string();
     let keys = SopsKeys::parse(identity.to_string().expose_secret()).unwrap();
@@ -30,7 +30,7 @@ fn main() {
         for (what, extra) in
             [("all values", &[][..]), ("encrypted_regex data", &["--encrypted-regex", "^(data|stringData)$"][..])]
         {
-            let file = drift_testkit::sops::encrypt(&rops, &secret(values), "yaml", &[&recipient], extra);
+            let file = drift_testkit::sops::encrypt(&sops, &secret(values), "yaml", &[&recipient], extra);
             let rounds = 300;
             let mut times: Vec<Duration> = (0..rounds)
                 .map(|_| {

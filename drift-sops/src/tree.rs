@@ -69,6 +69,10 @@ impl Node {
             Node::Bool(b) => Value::Bool(b),
             Node::Int(i) => Value::from(i),
             Node::UInt(u) => Value::from(u),
+            // What `sops decrypt` prints: Go's JSON writes a whole float64 below 1e21 as an
+            // integer (SOPS reads every JSON number as a float: `"port": 5432` comes back as
+            // 5432, never 5432.0). Below 2^53 the integer is exact.
+            Node::Float(f) if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => Value::from(f as i64),
             Node::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
             Node::Str(s) => Value::String(s),
             Node::Bytes(b) => Value::String(String::from_utf8_lossy(&b).into_owned()),
@@ -165,6 +169,9 @@ mod tests {
     fn leaves_hash_as_sops_writes_them() {
         assert_eq!(Node::Bool(true).mac_bytes().unwrap(), b"True");
         assert_eq!(Node::Float(1.0).mac_bytes().unwrap(), b"1");
+        assert_eq!(Node::Float(5432.0).into_json(), serde_json::json!(5432), "as sops decrypt prints it");
+        assert_eq!(Node::Float(1.5).into_json(), serde_json::json!(1.5));
+        assert_eq!(Node::Float(-0.0).into_json(), serde_json::json!(0));
         assert_eq!(Node::Float(0.000001).mac_bytes().unwrap(), b"0.000001");
         assert_eq!(Node::Int(-3).mac_bytes().unwrap(), b"-3");
         assert_eq!(Node::Null.mac_bytes(), None);

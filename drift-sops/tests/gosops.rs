@@ -1,5 +1,5 @@
-//! Files encrypted by a real, independent SOPS implementation (`rops`, see
-//! `drift_testkit::sops`) opened with `SopsKeys`: every partial-encryption setting, JSON, a wrong
+//! Files encrypted by `sops` itself (the Go reference implementation, see `drift_testkit::sops`)
+//! opened with `SopsKeys`: every partial-encryption setting, JSON, a wrong
 //! key, and tampering (a value, an unencrypted value, the MAC), never with a value in a message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -42,8 +42,8 @@ fn key() -> Key {
     Key { keys: SopsKeys::parse(identity.to_string().expose_secret()).unwrap(), recipient }
 }
 
-fn encrypt(rops: &std::path::Path, text: &str, format: &str, key: &Key, extra: &[&str]) -> String {
-    drift_testkit::sops::encrypt(rops, text, format, &[&key.recipient], extra)
+fn encrypt(sops: &std::path::Path, text: &str, format: &str, key: &Key, extra: &[&str]) -> String {
+    drift_testkit::sops::encrypt(sops, text, format, &[&key.recipient], extra)
 }
 
 fn open(keys: &SopsKeys, text: &str) -> Result<Vec<Value>, Unopened> {
@@ -61,21 +61,30 @@ fn message(e: Unopened) -> String {
 
 #[test]
 fn every_partial_encryption_setting_opens_to_the_plaintext() {
-    let Some(rops) = drift_testkit::sops::rops("every_partial_encryption_setting_opens_to_the_plaintext") else {
+    let Some(sops) = drift_testkit::sops::sops("every_partial_encryption_setting_opens_to_the_plaintext") else {
         return;
     };
     let k = key();
-    let variants: [(&[&str], &str); 6] = [
+    let variants: [(&[&str], &str); 5] = [
         (&[], "everything"),
         (&["--encrypted-regex", "^(data|stringData)$"], "data and stringData"),
         (&["--unencrypted-suffix", "name"], "all but names"),
         (&["--encrypted-suffix", "Data"], "keys ending in Data"),
         (&["--unencrypted-regex", "^(metadata|kind|apiVersion|type)$"], "all but the bookkeeping"),
-        (&["--encrypted-regex", "^stringData$", "--mac-only-encrypted"], "MAC over encrypted values only"),
     ];
-    for (args, what) in variants {
-        let encrypted = encrypt(&rops, SECRET, "yaml", &k, args);
-        assert!(!encrypted.contains(CANARY), "{what}: rops left the value in clear:\n{encrypted}");
+    // `mac_only_encrypted` has no flag: a .sops.yaml sets it.
+    let config = format!(
+        "creation_rules:\n  - age: {}\n    encrypted_regex: ^stringData$\n    mac_only_encrypted: true\n",
+        k.recipient
+    );
+    let mac_only = drift_testkit::sops::encrypt_with_config(&sops, SECRET, "yaml", &config);
+    assert!(mac_only.contains("mac_only_encrypted: true"), "{mac_only}");
+    let files = variants
+        .iter()
+        .map(|(args, what)| (encrypt(&sops, SECRET, "yaml", &k, args), *what))
+        .chain([(mac_only, "MAC over encrypted values only")]);
+    for (encrypted, what) in files {
+        assert!(!encrypted.contains(CANARY), "{what}: sops left the value in clear:\n{encrypted}");
         assert!(encrypted.contains("ENC[AES256_GCM,data:"), "{what}:\n{encrypted}");
         let opened = open(&k.keys, &encrypted).unwrap_or_else(|e| panic!("{what}: {e:?}\n{encrypted}"));
         assert_eq!(opened, vec![plain()], "{what}");
@@ -84,21 +93,21 @@ fn every_partial_encryption_setting_opens_to_the_plaintext() {
 
 #[test]
 fn a_json_file_opens() {
-    let Some(rops) = drift_testkit::sops::rops("a_json_file_opens") else { return };
+    let Some(sops) = drift_testkit::sops::sops("a_json_file_opens") else { return };
     let k = key();
     let text = serde_json::to_string_pretty(&plain()).unwrap();
-    let encrypted = encrypt(&rops, &text, "json", &k, &[]);
+    let encrypted = encrypt(&sops, &text, "json", &k, &[]);
     assert_eq!(open(&k.keys, &encrypted).unwrap(), vec![plain()]);
 }
 
 #[test]
 fn a_file_for_another_key_is_not_opened_and_any_given_key_that_is_a_recipient_opens_it() {
-    let Some(rops) = drift_testkit::sops::rops("a_file_for_another_key_is_not_opened") else { return };
+    let Some(sops) = drift_testkit::sops::sops("a_file_for_another_key_is_not_opened") else { return };
     let (mine, theirs) = (key(), key());
-    let encrypted = encrypt(&rops, SECRET, "yaml", &theirs, &[]);
+    let encrypted = encrypt(&sops, SECRET, "yaml", &theirs, &[]);
     assert_eq!(open(&mine.keys, &encrypted), Err(Unopened::NotRecipient));
     // Two recipients; keys given as a file of several identities.
-    let both = drift_testkit::sops::encrypt(&rops, SECRET, "yaml", &[&mine.recipient, &theirs.recipient], &[]);
+    let both = drift_testkit::sops::encrypt(&sops, SECRET, "yaml", &[&mine.recipient, &theirs.recipient], &[]);
     let other = age::x25519::Identity::generate();
     let file = format!("# two keys\n{}\n\n{}\n", other.to_string().expose_secret(), "");
     let mut keys = SopsKeys::parse(&file).unwrap();
@@ -117,11 +126,11 @@ fn flip_value(text: &str, n: usize) -> String {
 
 #[test]
 fn tampering_is_refused_with_a_message_that_names_no_value() {
-    let Some(rops) = drift_testkit::sops::rops("tampering_is_refused_with_a_message_that_names_no_value") else {
+    let Some(sops) = drift_testkit::sops::sops("tampering_is_refused_with_a_message_that_names_no_value") else {
         return;
     };
     let k = key();
-    let partial = encrypt(&rops, SECRET, "yaml", &k, &["--encrypted-regex", "^(data|stringData)$"]);
+    let partial = encrypt(&sops, SECRET, "yaml", &k, &["--encrypted-regex", "^(data|stringData)$"]);
     assert!(open(&k.keys, &partial).is_ok());
 
     // A ciphertext changed: it does not authenticate.
