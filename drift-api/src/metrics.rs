@@ -466,6 +466,7 @@ mod tests {
             summary: Default::default(),
             findings: Vec::new(),
             policy_sides: Vec::new(),
+            live_versions: Vec::new(),
         };
         r.warnings.push(SourceWarning::error(ErrorKind::Unavailable, "API server down"));
         r.warnings.push(SourceWarning::note("skipped a List"));

@@ -157,9 +157,22 @@ pub struct ScanReport {
     /// ([`ScanReport::may_resolve_finding`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policy_sides: Vec<Side>,
+    /// The `metadata.resourceVersion` of the live object each object of `desired` was compared
+    /// with, in the same order (an empty string: no live object, or one without a version;
+    /// the whole list is empty when no live object had one). Not serialized: it lets a watch
+    /// tell whether an event it holds is older than what this report recorded
+    /// ([`ScanReport::live_version`]).
+    #[serde(skip)]
+    pub live_versions: Vec<String>,
 }
 
 impl ScanReport {
+    /// The `resourceVersion` of the live object `key` was compared with, when known.
+    pub fn live_version(&self, key: &ResourceKey) -> Option<&str> {
+        let i = self.desired.binary_search(key).ok()?;
+        self.live_versions.get(i).map(String::as_str).filter(|v| !v.is_empty())
+    }
+
     /// The digest of a desired object of this report, if known.
     pub fn desired_digest(&self, key: &ResourceKey) -> Option<&str> {
         let i = self.desired.binary_search(key).ok()?;

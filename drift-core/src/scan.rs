@@ -145,6 +145,8 @@ struct Compared {
     related: HashSet<ResourceKey>,
     /// ... and their live objects, compared at the end with the whole comparable set.
     held: HashMap<ResourceKey, Resource>,
+    /// The `resourceVersion` of each live object read that Git holds.
+    versions: HashMap<ResourceKey, String>,
 }
 
 impl Compared {
@@ -186,7 +188,13 @@ async fn fetch_compared(
     // A SOPS-encrypted object is never compared (see `compare_into`).
     let index: HashMap<&ResourceKey, &Resource> =
         desired.iter().filter(|r| !crate::secret::is_sops_encrypted(&r.object)).map(|r| (&r.key, r)).collect();
-    let mut out = Compared { coverage: Coverage::default(), early: HashMap::new(), related, held: HashMap::new() };
+    let mut out = Compared {
+        coverage: Coverage::default(),
+        early: HashMap::new(),
+        related,
+        held: HashMap::new(),
+        versions: HashMap::new(),
+    };
     let mut first = true;
     live.fetch_parts(scope, &mut |part: LiveSnapshot| {
         if std::mem::take(&mut first) {
@@ -198,6 +206,9 @@ async fn fetch_compared(
         }
         for r in part.resources {
             let Some(d) = index.get(&r.key) else { continue };
+            if let Some(v) = resource_version(&r) {
+                out.versions.entry(r.key.clone()).or_insert_with(|| v.to_owned());
+            }
             // An object read twice: the first one counts, as in `fetch`.
             if out.related.contains(&r.key) {
                 out.held.entry(r.key.clone()).or_insert(r);
@@ -262,6 +273,7 @@ fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanR
         summary: Summary::default(),
         findings: Vec::new(),
         policy_sides: Vec::new(),
+        live_versions: Vec::new(),
     }
 }
 
@@ -366,6 +378,7 @@ fn compare_into(
         Live::Whole(l) => comparator.compare_all(&comparable, &l.resources),
         Live::Compared(c) => c.drifts(&comparable, comparator),
     };
+    report.live_versions = live_versions(&report.desired, &live);
     if options.orphans && options.elsewhere_unknown {
         report.desired_complete = false;
     } else if let (true, Live::Whole(l)) = (options.orphans, &live) {
@@ -389,6 +402,32 @@ fn compare_into(
         ScanOutcome::Partial
     };
     finish(report, compared, options)
+}
+
+/// The `metadata.resourceVersion` of a live object.
+fn resource_version(r: &Resource) -> Option<&str> {
+    r.object.get("metadata")?.get("resourceVersion")?.as_str().filter(|v| !v.is_empty())
+}
+
+/// [`ScanReport::live_versions`]: for each desired key, the version of the live object read
+/// (the first one, as compared); empty when no live object had one.
+fn live_versions(desired: &[ResourceKey], live: &Live) -> Vec<String> {
+    let found: HashMap<&ResourceKey, &str> = match live {
+        Live::Whole(l) => {
+            let mut found = HashMap::new();
+            for r in &l.resources {
+                if let Some(v) = resource_version(r) {
+                    found.entry(&r.key).or_insert(v);
+                }
+            }
+            found
+        }
+        Live::Compared(c) => c.versions.iter().map(|(k, v)| (k, v.as_str())).collect(),
+    };
+    if found.is_empty() {
+        return Vec::new();
+    }
+    desired.iter().map(|k| found.get(k).map_or_else(String::new, |v| (*v).to_owned())).collect()
 }
 
 /// The policy findings of a scan: each readable desired object on the desired side, and the

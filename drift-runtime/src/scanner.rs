@@ -94,6 +94,31 @@ pub struct Recorded {
     pub outcome: drift_core::Result<RecordOutcome>,
 }
 
+/// What a recorded pass saw of an object ([`Scanner::pass_saw_newer`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Passed {
+    read_started: Instant,
+    version: Option<Version>,
+}
+
+/// A `metadata.resourceVersion` that orders the states of one object. Kubernetes calls it
+/// opaque, but every API server backed by etcd (and the project's test API server) gives the
+/// revision number, which grows with each write; client-go compares them as integers the same
+/// way (`MutationCache`). A version that is not a number orders nothing: the times decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Version(u64);
+
+impl Version {
+    pub(crate) fn parse(v: &str) -> Option<Self> {
+        v.parse().ok().map(Version)
+    }
+
+    /// The version of a live object.
+    pub(crate) fn of(r: &drift_core::Resource) -> Option<Self> {
+        r.object.get("metadata")?.get("resourceVersion")?.as_str().and_then(Self::parse)
+    }
+}
+
 /// Everything a scan pass needs.
 #[derive(Debug)]
 pub struct Scanner {
@@ -114,10 +139,10 @@ pub struct Scanner {
     /// full pass that started before that leaves the object to the watch: its own view of it
     /// may be older ([`Scanner::leave_to_watch`]).
     pub(crate) watched: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Instant>>,
-    /// When the pass that last recorded each object began to read the cluster. A watch event
-    /// that arrived before that is older than what the pass recorded: the watch leaves such an
-    /// object as the pass left it ([`Scanner::pass_saw_newer`]).
-    pub(crate) passed: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Instant>>,
+    /// What the pass that last recorded each object saw of it: when it began to read the
+    /// cluster, and the `resourceVersion` of the live object it compared. A watch event older
+    /// than that leaves the object as the pass left it ([`Scanner::pass_saw_newer`]).
+    pub(crate) passed: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Passed>>,
 }
 
 impl Scanner {
@@ -182,34 +207,48 @@ impl Scanner {
         self.watched().insert(key.clone(), Instant::now());
     }
 
-    fn passed(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<drift_core::ResourceKey, Instant>> {
+    fn passed(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<drift_core::ResourceKey, Passed>> {
         self.passed.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Notes the objects whose state a recorded pass decided (those it was allowed to resolve:
-    /// compared from a complete read), with when it began to read the cluster.
+    /// compared from a complete read), with when it began to read the cluster and the version
+    /// of each live object it compared.
     fn note_passed(&self, report: &ScanReport, read_started: Instant) {
         let mut passed = self.passed();
         for key in report.desired.iter().filter(|k| report.may_resolve(k)) {
-            passed.insert(key.clone(), read_started);
+            let version = report.live_version(key).and_then(Version::parse);
+            passed.insert(key.clone(), Passed { read_started, version });
         }
     }
 
-    /// Whether a pass recorded `key` from a read that began after `received`, the arrival of a
-    /// watch event about it. The event is then older than what the pass recorded (a change
-    /// after it would have made a newer event): re-comparing it would resolve a drift the pass
-    /// just opened, or open one it resolved, until the newer event arrives. An event that
-    /// arrived after that read began is the watch's to handle, and the note is dropped.
-    pub(crate) fn pass_saw_newer(&self, key: &drift_core::ResourceKey, received: Instant) -> bool {
+    /// Whether a recorded pass saw `key` in a state at least as new as a watch event about it,
+    /// which arrived at `received` and carries the object's `version` (`None` for a deletion).
+    /// Re-comparing such an event would resolve a drift the pass just opened, or open one it
+    /// resolved, until the newer event arrives: the watch leaves the object as the pass left it.
+    ///
+    /// When both sides carry a `resourceVersion`, they decide: the watch delivers the events of
+    /// an object in order, however late, and an event whose version is not above the one the
+    /// pass compared is not newer. Otherwise (a deletion, an object the pass did not find, a
+    /// source without versions) the times decide: an event that arrived before the pass began
+    /// to read is older than what it recorded. An event newer than the pass is the watch's to
+    /// handle, and the note is dropped.
+    pub(crate) fn pass_saw_newer(
+        &self,
+        key: &drift_core::ResourceKey,
+        received: Instant,
+        version: Option<Version>,
+    ) -> bool {
         let mut passed = self.passed();
-        match passed.get(key) {
-            Some(&read_started) if read_started > received => true,
-            Some(_) => {
-                passed.remove(key);
-                false
-            }
-            None => false,
+        let Some(seen) = passed.get(key) else { return false };
+        let older = match (version, seen.version) {
+            (Some(event), Some(pass)) => event <= pass,
+            _ => seen.read_started > received,
+        };
+        if !older {
+            passed.remove(key);
         }
+        older
     }
 
     /// A full pass reads the live state over some time; the watch may meanwhile have seen (and

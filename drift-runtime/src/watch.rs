@@ -20,7 +20,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
 use crate::batch::{Batch, Note, Pending};
-use crate::scanner::{Scanner, new_scan_id};
+use crate::scanner::{Scanner, Version, new_scan_id};
 
 /// Events waiting to be handled; beyond this the reader waits (the watch stream buffers). Each
 /// `Applied` holds a full live object: a watch's first list announces every object Git holds
@@ -125,9 +125,10 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
 /// The watch lag is observed when the store has them; the extra sinks get them afterwards.
 async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
     let Some(places) = index.by_key.get(&pending.key) else { return };
-    if scanner.pass_saw_newer(&pending.key, pending.received) {
-        // A pass read the cluster after this event arrived and recorded it: the event is older
-        // (a watch that relists, or a queue that waited), and the pass's view stands.
+    let version = pending.live.as_ref().and_then(Version::of);
+    if scanner.pass_saw_newer(&pending.key, pending.received, version) {
+        // A pass recorded a state at least as new as this event (a watch that relists, or
+        // queues that waited): the pass's view stands.
         tracing::debug!(object = %pending.key, "watch: a pass recorded a newer state; event left out");
         return;
     }

@@ -475,6 +475,76 @@ async fn the_watch_never_undoes_a_pass_with_an_event_older_than_the_pass() {
     watching.await.unwrap();
 }
 
+/// `cm(name, mode)` as the API server hands it out, at `version`.
+fn at_version(name: &str, mode: &str, version: &str) -> drift_core::Resource {
+    drift_core::Resource::from_object(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "shop", "resourceVersion": version}, "data": {"mode": mode}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_event_that_comes_late_but_is_older_than_what_the_pass_compared_is_left_out() {
+    let store = Arc::new(MemoryStore::new());
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let cluster = vec![at_version("a", "slow", "7"), at_version("b", "x", "3")];
+    let live = Arc::new(Fed::new(MemoryLiveSource::new("homelab", cluster), rx_events));
+    let detector = Arc::new(
+        Detector::builder()
+            .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+            .live(live.clone())
+            .store(Store::new(store.clone()))
+            .sink(Arc::new(Recording(tx)))
+            .build()
+            .unwrap(),
+    );
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let watching =
+        tokio::spawn(drift_runtime::watch::run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+    let pass = detector.scan_once().await.unwrap();
+    assert_eq!(pass[0].live_version(&cm("a", "fast").key), Some("7"), "the pass keeps the version it compared");
+    assert_eq!(next(&mut reports).await.scan_id, pass[0].scan_id);
+    let drifted = [("a".to_owned(), DriftType::ConfigmapDrift, "data.mode".to_owned())];
+    assert_eq!(open_drifts(&store).await, drifted);
+
+    // What the watch re-compares for an event of a, told by the report of an event of b sent
+    // after it (the watch handles events in order).
+    let mut b_version = 3;
+    let mut handle = async |a: drift_core::Resource| {
+        events.send(Ok(LiveEvent::Applied(a))).unwrap();
+        b_version += 1;
+        events.send(Ok(LiveEvent::Applied(at_version("b", "x", &b_version.to_string())))).unwrap();
+        let mut of_a = Vec::new();
+        loop {
+            let r = next(&mut reports).await;
+            assert!(r.scan_id.starts_with("watch-"), "{}", r.scan_id);
+            if r.desired[0].name == "b" {
+                return of_a;
+            }
+            of_a.push(r.drifts.len());
+        }
+    };
+
+    // The watch, far behind, hands over a's state before the change (version 5), then the state
+    // the pass compared (7): both arrive after the pass began, neither is newer than what it
+    // recorded, and neither is re-compared.
+    assert_eq!(handle(at_version("a", "fast", "5")).await, [0; 0], "an older state is left out");
+    assert_eq!(handle(at_version("a", "slow", "7")).await, [0; 0], "so is the state the pass saw");
+    let resolved = DriftFilter { status: Some(DriftStatus::Resolved), ..Default::default() };
+    let page = store.list(&resolved, PageRequest { limit: 10, after: None }).await.unwrap();
+    assert!(page.items.is_empty(), "a was never resolved by its older state: {:?}", page.items);
+    assert_eq!(open_drifts(&store).await, drifted);
+
+    // A newer version is the watch's: a really is put back, changed again, and from then on
+    // the watch decides alone.
+    assert_eq!(handle(at_version("a", "fast", "9")).await, [0]);
+    assert!(open_drifts(&store).await.is_empty(), "the watch resolves a");
+    assert_eq!(handle(at_version("a", "slow", "10")).await, [1]);
+    assert_eq!(open_drifts(&store).await, drifted, "the watch reopens a");
+    stop.send_replace(true);
+    watching.await.unwrap();
+}
+
 #[tokio::test]
 async fn the_watch_says_how_much_of_the_cluster_it_does_not_see() {
     let (events, rx_events) = mpsc::unbounded_channel();

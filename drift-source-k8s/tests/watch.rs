@@ -93,11 +93,18 @@ async fn kubectl_changes_become_events_with_their_manager() {
     assert_eq!(r.object.pointer("/spec/replicas"), Some(&Value::from(5)), "the first event is the scale");
     // kubectl scale sends no fieldManager: the API server names it after the User-Agent.
     assert!(managers(&e).contains(&"kubectl".to_owned()), "{:?}", managers(&e));
-    assert!(r.object.pointer("/metadata/resourceVersion").is_some(), "events carry the object as read");
+    // Events carry the object as read, with a version that grows with each write (the watch
+    // of `drift serve` orders its events against a pass with it).
+    let version = |e: &LiveEvent| -> u64 {
+        let LiveEvent::Applied(r) = e else { panic!("{e:?}") };
+        r.object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap().parse().unwrap()
+    };
+    let scaled = version(&e);
 
     cluster.kubectl(&["set", "image", "deployment/web", "-n", "shop", "web=nginx:1.28"]);
     let e = next(&mut watch).await;
     assert!(managers(&e).contains(&"kubectl-set".to_owned()), "{e:?}");
+    assert!(version(&e) > scaled, "{} after {scaled}", version(&e));
 
     cluster.kubectl(&["delete", "deployment", "web", "-n", "shop"]);
     let e = next(&mut watch).await;

@@ -132,6 +132,7 @@ pub fn report(scan_id: &str, at: DateTime<Utc>, desired: &[ResourceKey], drifts:
         summary,
         findings: Vec::new(),
         policy_sides: Vec::new(),
+        live_versions: Vec::new(),
     }
 }
 
