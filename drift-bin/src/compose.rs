@@ -48,8 +48,9 @@ pub fn desired_sources(
         .collect()
 }
 
-/// The age identities of the environment (`SOPS_AGE_KEY`, `SOPS_AGE_KEY_FILE`) that open
-/// SOPS-encrypted files; empty when neither is set. An error names the variable and the line,
+/// The age identities that open SOPS-encrypted files, found where sops finds them
+/// (`SOPS_AGE_KEY`, `SOPS_AGE_KEY_FILE`, `SOPS_AGE_KEY_CMD`, the user's `sops/age/keys.txt`);
+/// empty when there is none. An error names the variable and the line,
 /// never a key.
 pub fn sops_keys() -> Result<SopsKeys> {
     let keys = SopsKeys::from_env()?;

@@ -1,8 +1,8 @@
 //! `drift diff` and `drift scan` on a Secret that the reference SOPS implementation
-//! (`sops`, `drift_testkit::sops`) encrypted: with the age key in `SOPS_AGE_KEY` or
-//! `SOPS_AGE_KEY_FILE` it is opened in memory and compared as a Secret (values hashed); without
-//! a key, with a key that is not a recipient, or tampered, it is not compared and a note or an
-//! error says why. A canary value never reaches the output, the logs, errors or the store.
+//! (`sops`, `drift_testkit::sops`) encrypted: with the age key in `SOPS_AGE_KEY`,
+//! `SOPS_AGE_KEY_FILE`, `SOPS_AGE_KEY_CMD` or the user's `sops/age/keys.txt` it is opened in
+//! memory and compared as a Secret (values hashed); without a key, with a key that is not a
+//! recipient, or tampered, it is not compared and a note or an error says why. A canary value never reaches the output, the logs, errors or the store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -94,7 +94,10 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         .env("NO_COLOR", "1")
         .env("DRIFT_LOG", "debug")
         .env_remove("SOPS_AGE_KEY")
-        .env_remove("SOPS_AGE_KEY_FILE");
+        .env_remove("SOPS_AGE_KEY_FILE")
+        .env_remove("SOPS_AGE_KEY_CMD")
+        // No user key file (sops/age/keys.txt) unless a test gives one.
+        .env("XDG_CONFIG_HOME", "/nonexistent/drift-test-config");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -146,6 +149,16 @@ fn with_the_key_a_sops_secret_is_compared_hashed_and_without_it_left_uncomparabl
     let (code, doc, err) = same.diff(&[("SOPS_AGE_KEY_FILE", keys.to_str().unwrap())]);
     assert_eq!(code, 0, "{doc}\n{err}");
     assert_eq!(doc["summary"]["resources_compared"], 2, "{doc}");
+    // ... from the user's key file, where sops looks without being told ...
+    let config = same.path("config");
+    std::fs::create_dir_all(config.join("sops/age")).unwrap();
+    std::fs::copy(&keys, config.join("sops/age/keys.txt")).unwrap();
+    let (code, doc, err) = same.diff(&[("XDG_CONFIG_HOME", config.to_str().unwrap())]);
+    assert_eq!((code, &doc["summary"]["resources_compared"]), (0, &Value::from(2)), "{doc}\n{err}");
+    // ... and from a command that prints it.
+    let cmd = format!("cat {}", keys.display());
+    let (code, doc, err) = drifted.diff(&[("SOPS_AGE_KEY_CMD", &cmd)]);
+    assert_eq!((code, doc["drifts"].as_array().unwrap().len()), (1, 1), "{doc}\n{err}");
 
     // No key: as before, not compared, a note that says no key was given, exit 0.
     let (code, doc, err) = drifted.diff(&[]);

@@ -155,7 +155,7 @@ pub fn open_file(parsed: &mut ParsedManifests, text: &str, path: &str, opener: &
 /// key was given.
 pub fn why_unopened(object: &Value, recipients: Option<&[String]>) -> &'static str {
     let Some(given) = recipients else {
-        return "no age key given in SOPS_AGE_KEY or SOPS_AGE_KEY_FILE";
+        return "no age key given (SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, SOPS_AGE_KEY_CMD or sops/age/keys.txt)";
     };
     let listed = object
         .pointer("/sops/age")
@@ -276,7 +276,10 @@ mod tests {
         let r = Resource::from_object(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"},
             "sops": {"mac": "m", "age": [{"recipient": "age1mine", "enc": "x"}]}}))
         .unwrap();
-        assert_eq!(why_unopened(&r.object, None), "no age key given in SOPS_AGE_KEY or SOPS_AGE_KEY_FILE");
+        assert_eq!(
+            why_unopened(&r.object, None),
+            "no age key given (SOPS_AGE_KEY, SOPS_AGE_KEY_FILE, SOPS_AGE_KEY_CMD or sops/age/keys.txt)"
+        );
         assert_eq!(why_unopened(&r.object, Some(&["age1other".into()])), "none of the given age keys opens it");
         assert_eq!(
             why_unopened(&r.object, Some(&["age1mine".into()])),

@@ -3,8 +3,9 @@
 //! A manifest that [SOPS](https://getsops.io) encrypted for an age recipient holds its values as
 //! `ENC[AES256_GCM,data:...,iv:...,tag:...,type:...]` and a top-level `sops:` block with the data
 //! key encrypted for each recipient, `lastmodified` and an encrypted MAC. [`SopsKeys`] holds age
-//! identities, read from the environment the way sops reads them (`SOPS_AGE_KEY`: one or more
-//! `AGE-SECRET-KEY-1...` lines; `SOPS_AGE_KEY_FILE`: a file of them), and implements
+//! identities, found where sops finds them (`SOPS_AGE_KEY`: one or more `AGE-SECRET-KEY-1...`
+//! lines; `SOPS_AGE_KEY_FILE`: a file of them; `SOPS_AGE_KEY_CMD`: a command that prints them;
+//! `sops/age/keys.txt` in the user's configuration folder), and implements
 //! [`drift_core::sops::SopsOpener`]: it opens the data key with [`age`], decrypts each value with
 //! AES-256-GCM (32-byte nonces; the path of mapping keys from the root, joined with `:` and
 //! ended with `:`, as additional data), follows the file's `unencrypted_suffix`,
@@ -18,7 +19,7 @@
 //! ```
 //! use drift_sops::SopsKeys;
 //! // What `drift diff`, `drift scan` and `drift serve` do at start.
-//! let keys = SopsKeys::from_env_with(|_| None).unwrap(); // neither variable set
+//! let keys = SopsKeys::from_env_with(|_| None).unwrap(); // no variable set, no key file
 //! assert!(keys.is_empty()); // SOPS files stay uncomparable, with a note saying no key was given
 //! let keys = SopsKeys::parse("# a comment\n").unwrap();
 //! assert_eq!(keys.recipients().len(), 0);
@@ -28,4 +29,4 @@ mod keys;
 mod open;
 mod tree;
 
-pub use keys::{KEY_FILE_VAR, KEY_VAR, KeysError, SopsKeys};
+pub use keys::{KEY_CMD_VAR, KEY_FILE_VAR, KEY_VAR, KeysError, SopsKeys, USER_KEY_FILE};
