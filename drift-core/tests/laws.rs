@@ -299,4 +299,37 @@ proptest! {
             prop_assert!(w.path.as_deref() == Some("random.yaml"));
         }
     }
+
+    #[test]
+    fn a_compact_resource_expands_to_the_resource_it_was_made_from(object in json_object()) {
+        let mut object = object;
+        object.insert("apiVersion".into(), json!("example.com/v1"));
+        object.insert("kind".into(), json!("Thing"));
+        object.insert("metadata".into(), json!({"name": "x", "namespace": "y"}));
+        let r = res(Value::Object(object));
+        let compact = drift_core::CompactResource::new(&r);
+        prop_assert_eq!(&compact.key, &r.key);
+        prop_assert_eq!(compact.expand(), r);
+    }
+}
+
+/// Any JSON object: nested mappings and lists of strings, booleans, nulls, integers of any
+/// size and finite floats of any precision.
+fn json_object() -> impl Strategy<Value = serde_json::Map<String, Value>> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        "\\PC{0,12}".prop_map(Value::from),
+    ];
+    let value = leaf.prop_recursive(4, 64, 8, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+            prop::collection::btree_map("[a-z./-]{0,8}", inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    prop::collection::btree_map("[a-z]{1,8}", value, 0..8).prop_map(|m| m.into_iter().collect())
 }

@@ -1,7 +1,7 @@
 //! Watch mode: re-compare only the objects the cluster changes, within seconds.
 //!
-//! The desired objects of every repository are indexed by key and one [`LiveSource::watch`]
-//! covers their scope. A reader task stamps each event's arrival and queues it (bounded); the
+//! The desired objects of every repository are indexed by key (kept compact until their live
+//! object changes) and one [`LiveSource::watch`] covers their scope. A reader task stamps each event's arrival and queues it (bounded); the
 //! loop takes what has arrived, folds it in a [`Batch`] (newest state per object), re-compares
 //! each object alone ([`targeted_report`], which may open or resolve drifts of that object
 //! only) and records the report through the [`Scanner`]. The index is rebuilt every refresh
@@ -9,13 +9,13 @@
 //!
 //! [`LiveSource::watch`]: drift_core::LiveSource::watch
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use drift_core::scan::{discover_cluster_scoped, prepare, targeted_report};
 use drift_core::source::{LiveEvent, LiveEventStream};
-use drift_core::{Resource, ResourceKey, Scope};
+use drift_core::{CompactResource, Comparator, Resource, ResourceKey, Scope};
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
@@ -87,10 +87,47 @@ impl LogThrottle {
 /// The desired objects of every repository, by key, and the scope they imply.
 #[derive(Debug, Default)]
 struct DesiredIndex {
-    /// Repository, revision and objects of each desired source that could be read.
-    all: Vec<(String, Option<String>, Vec<Resource>)>,
+    /// Each desired source that could be read.
+    all: Vec<Repository>,
     by_key: HashMap<ResourceKey, Vec<(usize, usize)>>,
     scope: Scope,
+}
+
+/// One repository's objects as the watch keeps them until the next refresh: compact (JSON
+/// text, about a twentieth of a tree), each expanded when its live object changes.
+#[derive(Debug)]
+struct Repository {
+    name: String,
+    revision: Option<String>,
+    objects: Vec<CompactResource>,
+    /// The objects whose drifts depend on others of the repository
+    /// ([`drift_core::Comparator::relations`]; `None`: any may): those are compared with the
+    /// whole repository expanded, the others alone.
+    related: Option<HashSet<ResourceKey>>,
+}
+
+impl Repository {
+    /// Re-compares object `i` with the live state `live`.
+    fn report(&self, i: usize, live: Option<&Resource>, scanner: &Scanner) -> drift_core::ScanReport {
+        let desired = self.objects[i].expand();
+        let depends = self.related.as_ref().is_none_or(|r| r.contains(&desired.key));
+        let whole: Vec<Resource> =
+            if depends { self.objects.iter().map(CompactResource::expand).collect() } else { Vec::new() };
+        // An object that depends on no other gets the drifts of a comparison alone, whatever
+        // the set holds: itself is enough.
+        let set = if depends { whole.as_slice() } else { std::slice::from_ref(&desired) };
+        let options = scanner.settings().options(format!("watch-{}", new_scan_id()));
+        targeted_report(
+            set,
+            &desired,
+            live,
+            scanner.engine(),
+            scanner.live().cluster(),
+            &self.name,
+            self.revision.clone(),
+            &options,
+        )
+    }
 }
 
 async fn desired_index(scanner: &Scanner) -> DesiredIndex {
@@ -110,7 +147,13 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
                 for (i, r) in snapshot.resources.iter().enumerate() {
                     index.by_key.entry(r.key.clone()).or_default().push((repo, i));
                 }
-                index.all.push((snapshot.repository, snapshot.revision, snapshot.resources));
+                let related = Comparator::relations(scanner.engine(), &snapshot.resources);
+                index.all.push(Repository {
+                    name: snapshot.repository,
+                    revision: snapshot.revision,
+                    objects: snapshot.resources.iter().map(CompactResource::new).collect(),
+                    related,
+                });
             }
             Err(e) => tracing::warn!(repository = source.name(), error = %e, "watch: desired state unreadable"),
         }
@@ -135,18 +178,7 @@ async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
     scanner.mark_watched(&pending.key);
     let mut reports = Vec::with_capacity(places.len());
     for &(repo, i) in places {
-        let (repository, revision, resources) = &index.all[repo];
-        let options = scanner.settings().options(format!("watch-{}", new_scan_id()));
-        let report = targeted_report(
-            resources,
-            &resources[i],
-            pending.live.as_ref(),
-            scanner.engine(),
-            scanner.live().cluster(),
-            repository,
-            revision.clone(),
-            &options,
-        );
+        let report = index.all[repo].report(i, pending.live.as_ref(), scanner);
         match scanner.record_in_store(&report).await {
             Ok(o) => tracing::info!(
                 object = %pending.key, drifts = report.drifts.len(), opened = o.opened, resolved = o.resolved,

@@ -198,8 +198,8 @@ impl DesiredSource for FolderSource {
 }
 
 impl FolderSource {
-    /// Like [`DesiredSource::fetch`], without copying the snapshot: an unchanged folder
-    /// returns the same shared snapshot.
+    /// Like [`DesiredSource::fetch`], as a shared snapshot: an unchanged folder is not read
+    /// again (its objects are expanded from the compact copy the source keeps).
     pub async fn fetch_shared(&self) -> Result<Arc<DesiredSnapshot>> {
         let inner = Arc::clone(&self.inner);
         let span = tracing::debug_span!("folder_fetch", repository = %inner.name);

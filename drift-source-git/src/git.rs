@@ -357,8 +357,9 @@ impl DesiredSource for GitSource {
 }
 
 impl GitSource {
-    /// Like [`DesiredSource::fetch`], without copying the snapshot: an unchanged commit
-    /// returns the same shared snapshot, so a rescan costs one ref listing.
+    /// Like [`DesiredSource::fetch`], as a shared snapshot: an unchanged commit is not read
+    /// again, so a rescan costs one ref listing and the expansion of the compact copy the
+    /// source keeps.
     pub async fn fetch_shared(&self) -> Result<Arc<DesiredSnapshot>> {
         let _guard = self.lock.lock().await;
         let inner = Arc::clone(&self.inner);

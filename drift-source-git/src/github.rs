@@ -391,8 +391,9 @@ impl DesiredSource for GitHubSource {
 }
 
 impl GitHubSource {
-    /// Like [`DesiredSource::fetch`], without copying the snapshot: an unchanged commit
-    /// returns the same shared snapshot after one conditional request.
+    /// Like [`DesiredSource::fetch`], as a shared snapshot: an unchanged commit is not
+    /// downloaded again, after one conditional request (its objects are expanded from the
+    /// compact copy the source keeps).
     pub async fn fetch_shared(&self) -> Result<Arc<DesiredSnapshot>> {
         let mut state = self.state.lock().await;
         let inner = Arc::clone(&self.inner);

@@ -99,9 +99,39 @@ pub(crate) fn redact_in(text: &str, url: &str) -> String {
 }
 
 /// The snapshot of the last revision read, keyed by revision: the same commit twice is not
-/// read or rendered twice.
+/// read or rendered twice. It keeps the objects compact ([`drift_core::CompactResource`]: JSON
+/// text, about a twentieth of a tree) and hands out a snapshot of its own to each caller.
 #[derive(Debug)]
-pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<DesiredSnapshot>)>>, bool);
+pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<KeptSnapshot>)>>, bool);
+
+/// A snapshot as [`LastSnapshot`] keeps it.
+#[derive(Debug)]
+pub(crate) struct KeptSnapshot {
+    repository: String,
+    revision: Option<String>,
+    resources: Vec<drift_core::CompactResource>,
+    warnings: Vec<drift_core::SourceWarning>,
+}
+
+impl KeptSnapshot {
+    fn of(s: &DesiredSnapshot) -> Self {
+        KeptSnapshot {
+            repository: s.repository.clone(),
+            revision: s.revision.clone(),
+            resources: s.resources.iter().map(drift_core::CompactResource::new).collect(),
+            warnings: s.warnings.clone(),
+        }
+    }
+
+    fn expand(&self) -> DesiredSnapshot {
+        DesiredSnapshot {
+            repository: self.repository.clone(),
+            revision: self.revision.clone(),
+            resources: self.resources.iter().map(drift_core::CompactResource::expand).collect(),
+            warnings: self.warnings.clone(),
+        }
+    }
+}
 
 impl LastSnapshot {
     /// A slot that keeps the last snapshot when `keep`, else forgets it (the caller then holds
@@ -110,20 +140,22 @@ impl LastSnapshot {
         LastSnapshot(Mutex::new(None), keep)
     }
     pub fn get(&self, revision: &str) -> Option<Arc<DesiredSnapshot>> {
-        let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        guard.as_ref().filter(|(r, _)| r == revision).map(|(_, s)| Arc::clone(s))
+        let kept = {
+            let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            guard.as_ref().filter(|(r, _)| r == revision).map(|(_, s)| Arc::clone(s))?
+        };
+        Some(Arc::new(kept.expand()))
     }
     pub fn revision(&self) -> Option<String> {
         let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         guard.as_ref().map(|(r, _)| r.clone())
     }
     pub fn set(&self, revision: String, snapshot: DesiredSnapshot) -> Arc<DesiredSnapshot> {
-        let snapshot = Arc::new(snapshot);
-        if !self.1 {
-            return snapshot;
+        if self.1 {
+            let kept = Arc::new(KeptSnapshot::of(&snapshot));
+            *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, kept));
         }
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, Arc::clone(&snapshot)));
-        snapshot
+        Arc::new(snapshot)
     }
 }
 

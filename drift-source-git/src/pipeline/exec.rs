@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 
 use super::closure::closure;
 use super::plan::{Unit, UnitKind, display_dir, join, kustomization_file, unit_root};
-use super::{Cache, Parsed, Pipeline, Stats};
+use super::{Cache, Kept, Parsed, Pipeline, Stats};
 use crate::render;
 use crate::tree::Checkout;
 
@@ -34,11 +34,12 @@ impl Pipeline {
             return (unit, Arc::new(Parsed::default()));
         };
         let key = (path.clone(), entry.id.clone());
-        if let Some(p) = fresh.files.get(&key).or_else(|| old.files.get(&key)) {
+        if let Some(kept) = fresh.files.get(&key).or_else(|| old.files.get(&key)) {
             Stats::inc(&self.stats.file_cache_hits);
-            let p = Arc::clone(p);
-            fresh.files.insert(key, Arc::clone(&p));
-            return (unit, p);
+            let kept = Arc::clone(kept);
+            let parsed = Arc::new(kept.expand());
+            fresh.files.insert(key, kept);
+            return (unit, parsed);
         }
         Stats::inc(&self.stats.files_parsed);
         self.stats.progress.files_read(1);
@@ -85,9 +86,10 @@ impl Pipeline {
                 },
             }
         };
-        let parsed = Arc::new(parsed);
-        fresh.files.insert(key, Arc::clone(&parsed));
-        (unit, parsed)
+        if self.cfg.keep_between_fetches {
+            fresh.files.insert(key, Arc::new(Kept::of(&parsed)));
+        }
+        (unit, Arc::new(parsed))
     }
 
     /// The cache key of an external render: what it renders, with which options and program,
@@ -121,11 +123,11 @@ impl Pipeline {
         let mut misses: Vec<(usize, Unit, String, String)> = Vec::new();
         for unit in units {
             let key = self.render_key(checkout, &unit);
-            if let Some(p) = fresh.renders.get(&key).or_else(|| old.renders.get(&key)) {
+            if let Some(kept) = fresh.renders.get(&key).or_else(|| old.renders.get(&key)) {
                 Stats::inc(&self.stats.render_cache_hits);
-                let p = Arc::clone(p);
-                fresh.renders.insert(key, Arc::clone(&p));
-                out.push(Some((unit, p)));
+                let kept = Arc::clone(kept);
+                out.push(Some((unit, Arc::new(kept.expand()))));
+                fresh.renders.insert(key, kept);
             } else {
                 let config_file = match &unit.kind {
                     UnitKind::Kustomize(dir) => {
@@ -168,12 +170,11 @@ impl Pipeline {
                 }
             });
             for (slot, unit, key, parsed, ok) in done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
-                let parsed = Arc::new(parsed);
-                if ok {
+                if ok && self.cfg.keep_between_fetches {
                     // Failures are not cached: a missing program may be installed before the next commit.
-                    fresh.renders.insert(key, Arc::clone(&parsed));
+                    fresh.renders.insert(key, Arc::new(Kept::of(&parsed)));
                 }
-                out[slot] = Some((unit, parsed));
+                out[slot] = Some((unit, Arc::new(parsed)));
             }
         }
         out.into_iter().flatten().collect()
@@ -258,7 +259,8 @@ mod tests {
         // The next build starts from this one's cache.
         let (old, mut fresh) = (fresh, Cache::default());
         let (_, again) = p.exec_plain(&tree.checkout(), plain("a.yaml"), &old, &mut fresh);
-        assert!(Arc::ptr_eq(&first, &again), "the same parse is reused");
+        assert_eq!(first.resources, again.resources, "the kept parse is expanded, not parsed again");
+        assert!(!Arc::ptr_eq(&first.resources[0].object, &again.resources[0].object), "kept compact, not shared");
         let changed = Tree::new(&[("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n")]);
         let (_, other) = p.exec_plain(&changed.checkout(), plain("a.yaml"), &old, &mut fresh);
         assert_eq!(other.resources[0].key.name, "b", "a new content is parsed again");

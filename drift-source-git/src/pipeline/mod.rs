@@ -50,10 +50,36 @@ pub(crate) struct Parsed {
     warnings: Vec<SourceWarning>,
 }
 
+/// What the caches keep of a parse between fetches: its objects compact
+/// ([`drift_core::CompactResource`], about a twentieth of a tree), expanded again on a hit.
+#[derive(Debug, Default)]
+pub(crate) struct Kept {
+    resources: Vec<drift_core::CompactResource>,
+    warnings: Vec<SourceWarning>,
+}
+
+impl Kept {
+    fn of(p: &Parsed) -> Self {
+        Kept {
+            resources: p.resources.iter().map(drift_core::CompactResource::new).collect(),
+            warnings: p.warnings.clone(),
+        }
+    }
+
+    fn expand(&self) -> Parsed {
+        Parsed {
+            resources: self.resources.iter().map(drift_core::CompactResource::expand).collect(),
+            warnings: self.warnings.clone(),
+        }
+    }
+}
+
+/// The parses of one fetch, by file (path and content id) and by render key. Filled only when
+/// the pipeline keeps them between fetches.
 #[derive(Debug, Default)]
 struct Cache {
-    files: HashMap<(String, String), Arc<Parsed>>,
-    renders: HashMap<String, Arc<Parsed>>,
+    files: HashMap<(String, String), Arc<Kept>>,
+    renders: HashMap<String, Arc<Kept>>,
 }
 
 /// One revision to turn into a snapshot.
@@ -182,13 +208,9 @@ impl Pipeline {
             }
             pending = next;
         }
-        if self.cfg.keep_between_fetches {
-            *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
-        } else {
-            // Nothing is kept: `results` then holds the only reference to each parse, and
-            // `assemble` moves the objects out instead of copying them.
-            drop(fresh);
-        }
+        // `fresh` is filled only when the parses are kept; `results` holds the only reference
+        // to each parse, and `assemble` moves the objects out instead of copying them.
+        *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
         drop(old);
         // A chart the walk skipped but an application renders is not worth a note.
         let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _)| path).collect();
