@@ -545,6 +545,57 @@ async fn an_event_that_comes_late_but_is_older_than_what_the_pass_compared_is_le
     watching.await.unwrap();
 }
 
+fn deployment(name: &str, replicas: u32, image: &str) -> drift_core::Resource {
+    drift_core::Resource::from_object(serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "app", "image": image}]}}}}))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_watch_compares_an_autoscaled_object_with_its_autoscaler_and_the_others_alone() {
+    let hpa = drift_core::Resource::from_object(serde_json::json!({"apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler", "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "minReplicas": 2, "maxReplicas": 9}}))
+    .unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let git = vec![deployment("web", 2, "app:1"), deployment("api", 2, "app:1"), hpa.clone()];
+    let live = Arc::new(Fed::new(MemoryLiveSource::new("homelab", git.clone()), rx_events));
+    let detector = Arc::new(
+        Detector::builder()
+            .desired(Arc::new(MemoryDesiredSource::new("platform", git)))
+            .live(live)
+            .store(Store::new(store.clone()))
+            .sink(Arc::new(Recording(tx)))
+            .build()
+            .unwrap(),
+    );
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let watching =
+        tokio::spawn(drift_runtime::watch::run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+    let pass = detector.scan_once().await.unwrap();
+    assert!(pass[0].drifts.is_empty());
+    next(&mut reports).await;
+
+    // The autoscaler scaled web: its replicas are the autoscaler's, not a drift; api scaled by
+    // hand is one. Each is re-compared from the index's compact copy.
+    events.send(Ok(LiveEvent::Applied(deployment("web", 7, "app:1")))).unwrap();
+    assert!(next(&mut reports).await.drifts.is_empty(), "web's replicas belong to its autoscaler");
+    events.send(Ok(LiveEvent::Applied(deployment("api", 7, "app:1")))).unwrap();
+    let api = next(&mut reports).await;
+    assert_eq!(api.drifts.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(), ["spec.replicas"]);
+    // Another field of web is a drift as usual.
+    events.send(Ok(LiveEvent::Applied(deployment("web", 7, "app:2")))).unwrap();
+    let web = next(&mut reports).await;
+    assert_eq!(web.drifts.len(), 1, "{:?}", web.drifts);
+    assert!(web.drifts[0].path.contains("image"), "{:?}", web.drifts);
+    stop.send_replace(true);
+    watching.await.unwrap();
+}
+
 #[tokio::test]
 async fn the_watch_says_how_much_of_the_cluster_it_does_not_see() {
     let (events, rx_events) = mpsc::unbounded_channel();
