@@ -53,6 +53,9 @@ enum Command {
     /// Recorded drifts.
     #[command(subcommand)]
     Drifts(cmd::store::DriftsCommand),
+    /// Recorded policy findings (`policies:` in drift.yaml).
+    #[command(subcommand)]
+    Findings(cmd::store::FindingsCommand),
     /// Decide about a drift: acknowledge, accept (a waiver) or reject.
     Decide(cmd::decide::DecideArgs),
     /// Act on a drift: revert the cluster to Git, or accept the cluster's value into Git.
@@ -125,6 +128,7 @@ fn main() -> ExitCode {
         Command::Render(args) => runtime.block_on(cmd::render::run(args)),
         Command::Migrate(args) => runtime.block_on(cmd::store::migrate(args)),
         Command::Drifts(c) => runtime.block_on(cmd::store::drifts(c)),
+        Command::Findings(c) => runtime.block_on(cmd::store::findings(c)),
         Command::Decide(args) => runtime.block_on(cmd::decide::run(args)),
         Command::Fix(args) => runtime.block_on(cmd::fix::run(args)),
         Command::Audit(c) => runtime.block_on(cmd::audit::run(c)),

@@ -115,6 +115,25 @@ fn the_demo_with_policies_records_findings_apart_from_drifts() {
         })
     };
     assert_eq!(stored(FindingStatus::Open).len(), reported.len(), "one row per finding");
+    // `drift findings list` shows them, filtered as `GET /findings` filters them.
+    let (code, out, err) = drift(&["findings", "list", "--config", cfg_arg, "--json"], dir.path());
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), reported.len(), "{out}");
+    let (code, out, err) =
+        drift(&["findings", "list", "--config", cfg_arg, "--rule", "required-labels", "--side", "desired"], dir.path());
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    let want = reported.iter().filter(|f| f["rule"] == "required-labels" && f["side"] == "desired").count();
+    assert_eq!(rows.len(), want, "{out}");
+    assert!(out.lines().next().unwrap().starts_with("    ID  STATUS"), "{out}");
+    assert!(
+        rows.iter().all(|r| r.contains(" open ") && r.contains("required-labels") && r.contains("desired")),
+        "{out}"
+    );
+    let (code, _, err) = drift(&["findings", "list", "--config", cfg_arg, "--rule", "no-such-rule"], dir.path());
+    assert_eq!(code, 2, "a bad filter is a usage error");
+    assert!(err.contains("no-such-rule"), "{err}");
 
     std::fs::write(
         &cfg,

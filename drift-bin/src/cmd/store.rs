@@ -1,4 +1,4 @@
-//! `drift migrate`, `drift drifts list`, `drift drifts get`, `drift config check`.
+//! `drift migrate`, `drift drifts list`, `drift drifts get`, `drift findings list`, `drift config check`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use drift_api::DriftDetail;
-use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
+use drift_core::policy::{Rule, Side};
+use drift_core::sink::{DriftFilter, DriftStatus, FindingFilter, FindingStatus, PageRequest};
 use drift_core::{DriftType, ErrorKind, Severity};
 
 use crate::cmd::decide::when;
@@ -161,6 +162,93 @@ async fn list(args: &ListArgs) -> Result<ExitCode> {
             format!("{} {ns}{}", d.resource_kind, d.resource_name),
             d.occurrences,
             d.path
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `drift findings ...`.
+#[derive(Debug, Subcommand)]
+pub enum FindingsCommand {
+    /// List recorded policy findings (docs/policies.md), newest first.
+    List(FindingListArgs),
+}
+
+/// Filters of `drift findings list`.
+#[derive(Debug, Args)]
+pub struct FindingListArgs {
+    /// Configuration file.
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// open or resolved.
+    #[arg(long)]
+    pub status: Option<FindingStatus>,
+    /// A rule (image-tag, resource-limits, run-as-root, ...).
+    #[arg(long)]
+    pub rule: Option<Rule>,
+    /// LOW, MEDIUM, HIGH or CRITICAL.
+    #[arg(long)]
+    pub severity: Option<Severity>,
+    /// desired (Git) or live (the cluster).
+    #[arg(long)]
+    pub side: Option<Side>,
+    /// Namespace.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Repository.
+    #[arg(long)]
+    pub repository: Option<String>,
+    /// Cluster (several clusters may share one store).
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Most rows.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    /// Print JSON (the answer of `GET /findings`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `drift findings ...`.
+pub async fn findings(cmd: &FindingsCommand) -> Result<ExitCode> {
+    let FindingsCommand::List(args) = cmd;
+    let config = Config::load(&args.config)?;
+    let store = compose::open_store(&config.store_config()?).await?;
+    let filter = FindingFilter {
+        status: args.status,
+        rule: args.rule,
+        severity: args.severity,
+        side: args.side,
+        namespace: args.namespace.clone(),
+        kind: args.kind.clone(),
+        repository: args.repository.clone(),
+        cluster: args.cluster.clone(),
+    };
+    let page = store.read.findings(&filter, PageRequest { limit: args.limit, after: None }).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&page)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:>6}  {:<8}  {:<9}  {:<18}  {:<7}  {:<40}  {:<5}  MESSAGE",
+        "ID", "STATUS", "SEVERITY", "RULE", "SIDE", "OBJECT", "SEEN"
+    );
+    for f in &page.items {
+        let ns = if f.namespace.is_empty() { String::new() } else { format!("{}/", f.namespace) };
+        let container = f.container.as_deref().map(|c| format!(" [{c}]")).unwrap_or_default();
+        println!(
+            "{:>6}  {:<8}  {:<9}  {:<18}  {:<7}  {:<40}  {:<5}  {}",
+            f.id,
+            f.status.as_str(),
+            f.severity.as_str(),
+            f.rule.as_str(),
+            f.side.as_str(),
+            format!("{} {ns}{}{container}", f.resource_kind, f.resource_name),
+            f.occurrences,
+            f.message
         );
     }
     Ok(ExitCode::SUCCESS)
