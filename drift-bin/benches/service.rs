@@ -21,7 +21,8 @@
 //!   memory sampled every second, its peak, and the steady figure after the first pass.
 //!
 //! `DRIFT_BENCH_BIN=PATH` runs another build of `drift` (to compare two builds in one run);
-//! `DRIFT_BENCH_WRAPPER="heaptrack -o FILE"` puts a profiler in front of every run of it.
+//! `DRIFT_BENCH_WRAPPER="heaptrack -o FILE"` puts a profiler in front of every run of it;
+//! `DRIFT_BENCH_TLS=1` serves the test API server over TLS, as a real cluster is.
 //!
 //! `cargo bench -p drift-bin --bench service -- full-scan 10000`
 //! `cargo bench -p drift-bin --bench service -- serve-memory 100000 10000`
@@ -134,7 +135,7 @@ fn fill_split(server: &TestApiServer, repo: &GitRepo, live: usize, desired: usiz
 /// `render` and `diff --cluster` runs before them.
 fn full_scan(n: usize, runs: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestApiServer::start(Options::default()).unwrap();
+    let server = TestApiServer::start(api_options()).unwrap();
     let pg = durable_pg();
     let repo = GitRepo::init(dir.path().join("repo"));
     let started = Instant::now();
@@ -178,6 +179,11 @@ fn full_scan(n: usize, runs: usize) {
     }
 }
 
+/// The test API server's options: plain HTTP, or TLS with `DRIFT_BENCH_TLS=1`.
+fn api_options() -> Options {
+    Options { tls: std::env::var("DRIFT_BENCH_TLS").is_ok_and(|v| v == "1"), ..Options::default() }
+}
+
 /// `VmRSS` and `VmHWM` (peak) of a process, in KiB.
 fn rss_kib(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -191,12 +197,32 @@ fn rss_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// What the resident memory of a process is made of: anonymous pages (the heap, stacks) against
+/// pages of mapped files (the binary's code), and its thread count.
+fn smaps_rollup(pid: u32) -> String {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let wanted = ["Rss:", "Anonymous:", "Shared_Clean:", "Private_Clean:", "Private_Dirty:"];
+    let mut out: Vec<String> = rollup
+        .lines()
+        .filter(|l| wanted.iter().any(|w| l.starts_with(w)))
+        .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    out.extend(
+        status
+            .lines()
+            .filter(|l| l.starts_with("Threads:"))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")),
+    );
+    out.join(", ")
+}
+
 /// `drift serve` with watch over `live` objects in the test API server, `desired` of them in
 /// Git, on PostgreSQL: resident memory sampled every second from the start, the peak, and the
 /// steady figure (mean of the last 30 s of 90 s after the first pass).
 fn serve_memory(live: usize, desired: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestApiServer::start(Options::default()).unwrap();
+    let server = TestApiServer::start(api_options()).unwrap();
     let pg = durable_pg();
     let repo = GitRepo::init(dir.path().join("repo"));
     let started = Instant::now();
@@ -224,6 +250,7 @@ fn serve_memory(live: usize, desired: usize) {
         std::thread::sleep(Duration::from_secs(1));
     }
     let (_, peak) = rss_kib(pid);
+    let parts = smaps_rollup(pid);
     let end = t0.elapsed();
     let last: Vec<u64> = samples.iter().filter(|(t, _)| *t + Duration::from_secs(30) >= end).map(|(_, r)| *r).collect();
     let steady = last.iter().sum::<u64>() / last.len().max(1) as u64;
@@ -234,6 +261,7 @@ fn serve_memory(live: usize, desired: usize) {
         steady / 1024,
         stats["by_status"]["open"]
     );
+    println!("  at the end, from /proc/PID/smaps_rollup and status (KiB): {parts}");
     for (t, r) in samples.iter().step_by(5) {
         println!("  t={:>5.1}s rss={} MiB", t.as_secs_f64(), r / 1024);
     }
@@ -277,7 +305,7 @@ struct Small {
 impl Small {
     fn start() -> Small {
         let dir = tempfile::tempdir().unwrap();
-        let server = TestApiServer::start(Options::default()).unwrap();
+        let server = TestApiServer::start(api_options()).unwrap();
         let pg = durable_pg();
         let repo = GitRepo::init(dir.path().join("repo"));
         repo.write("apps/00-namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-0\n");
@@ -400,7 +428,7 @@ fn notify_latency(n: usize) {
 
 fn notify_burst(n: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let server = TestApiServer::start(Options::default()).unwrap();
+    let server = TestApiServer::start(api_options()).unwrap();
     let pg = durable_pg();
     let repo = GitRepo::init(dir.path().join("repo"));
     // Every object changed in the cluster: one drift each (ConfigMaps, Deployments, Services).

@@ -131,6 +131,23 @@ fn the_demo_with_policies_records_findings_apart_from_drifts() {
         rows.iter().all(|r| r.contains(" open ") && r.contains("required-labels") && r.contains("desired")),
         "{out}"
     );
+    let (code, out, err) = drift(
+        &[
+            "findings",
+            "list",
+            "--config",
+            cfg_arg,
+            "--rule",
+            "required-labels",
+            "--side",
+            "live",
+            "--kind",
+            "NoSuchKind",
+        ],
+        dir.path(),
+    );
+    assert_eq!((code, out.lines().count()), (0, 1), "only the header: {out}");
+    assert!(err.contains("no finding matches"), "{err}");
     let (code, _, err) = drift(&["findings", "list", "--config", cfg_arg, "--rule", "no-such-rule"], dir.path());
     assert_eq!(code, 2, "a bad filter is a usage error");
     assert!(err.contains("no-such-rule"), "{err}");
@@ -147,4 +164,10 @@ fn the_demo_with_policies_records_findings_apart_from_drifts() {
     let open = stored(FindingStatus::Open);
     assert_eq!(open.len() + resolved.len(), reported.len());
     assert!(open.iter().all(|f| f.rule != Rule::RequiredLabels && f.occurrences == 2), "{open:?}");
+
+    // With the checks off, an empty list says how to turn them on.
+    std::fs::write(&cfg, &base).unwrap();
+    let (code, out, err) = drift(&["findings", "list", "--config", cfg_arg, "--kind", "NoSuchKind"], dir.path());
+    assert_eq!((code, out.lines().count()), (0, 1), "only the header: {out}");
+    assert!(err.contains("policy checks are off") && err.contains("policies:"), "{err}");
 }

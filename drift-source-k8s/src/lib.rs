@@ -46,6 +46,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod lease;

@@ -135,7 +135,7 @@ impl K8sSource {
         // outage took minutes to report instead of seconds.
         let mut kube_config = kube_config;
         kube_config.default_retry = false;
-        let client = kube::Client::try_from(kube_config)
+        let client = crate::client::build(kube_config)
             .map_err(|e| K8sError::Config(format!("cannot build a client: {}", error_chain(&e))))?;
         let cluster = config.cluster.clone().unwrap_or(default_name);
         Ok(K8sSource::from_client(client, cluster, config))

@@ -164,6 +164,9 @@ async fn list(args: &ListArgs) -> Result<ExitCode> {
             d.path
         );
     }
+    if page.items.is_empty() {
+        eprintln!("no drift matches");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -250,6 +253,16 @@ pub async fn findings(cmd: &FindingsCommand) -> Result<ExitCode> {
             f.occurrences,
             f.message
         );
+    }
+    if page.items.is_empty() {
+        // On standard error: the table on standard output stays a header and its rows.
+        if config.policies.enabled {
+            eprintln!("no finding matches (findings are recorded by scans with `policies:` enabled)");
+        } else {
+            eprintln!(
+                "no finding: policy checks are off (turn them on with `policies: {{enabled: true}}` in the configuration, see docs/policies.md)"
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
