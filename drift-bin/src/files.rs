@@ -38,22 +38,30 @@ fn load_files(files: &[PathBuf], progress: &Progress, sops: Option<&dyn SopsOpen
     loaded
 }
 
-/// Loads every manifest under `path`, walked with the rules and bounds of
-/// [`drift_source_k8s::walk`]: each entry refused (a link leaving the folder or into a folder
-/// being walked, a file that is not a regular file) and a bound reached are warnings naming the
-/// path. A file that cannot be read as text is a warning. Each file parsed is counted into
-/// `progress`. With `sops`, SOPS-encrypted files are opened in memory
-/// ([`drift_core::sops::open_file`]); the desired side only.
-pub fn load(path: &Path, progress: &Progress, sops: Option<&dyn SopsOpener>) -> Result<Loaded> {
-    let walked = drift_source_k8s::walk::walk(path).map_err(|e| {
+/// The files under `path`, walked with the rules and bounds of [`drift_source_k8s::walk`]: each
+/// entry refused (a link leaving the folder or into a folder being walked, a file that is not a
+/// regular file) and a bound reached are warnings naming the path.
+pub fn walk(path: &Path) -> Result<drift_source_k8s::walk::Walked> {
+    drift_source_k8s::walk::walk(path).map_err(|e| {
         let what = if e.path == path && std::fs::metadata(path).is_err() { "read" } else { "list" };
         let shown = format!("cannot {what} {}", e.path.display());
         anyhow::Error::new(e.source).context(shown)
-    })?;
+    })
+}
+
+/// Parsing dominates: the files are spread over the cores.
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
+}
+
+/// Loads every manifest under `path` ([`walk`]). A file that cannot be read as text is a
+/// warning. Each file parsed is counted into `progress`. With `sops`, SOPS-encrypted files are
+/// opened in memory ([`drift_core::sops::open_file`]); the desired side only.
+pub fn load(path: &Path, progress: &Progress, sops: Option<&dyn SopsOpener>) -> Result<Loaded> {
+    let walked = walk(path)?;
     let files = walked.files;
-    // Parsing dominates: spread the files over the cores, keeping their order.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-    let chunk = files.len().div_ceil(workers).max(1);
+    // Keeping the files' order.
+    let chunk = files.len().div_ceil(workers()).max(1);
     let parts: Vec<Loaded> = std::thread::scope(|s| {
         let handles: Vec<_> =
             files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress, sops))).collect();
@@ -65,4 +73,46 @@ pub fn load(path: &Path, progress: &Progress, sops: Option<&dyn SopsOpener>) -> 
         loaded.warnings.extend(part.warnings);
     }
     Ok(loaded)
+}
+
+/// Reads the walked files as [`load`] does, but hands each object to `sink` on the calling
+/// thread as soon as its file is parsed, with its place in the files (the file's index in the
+/// walk, then the document's: `file << 32 | document`), so that no more than a few files'
+/// objects exist at once. Files are parsed on several threads and arrive in any order. Returns
+/// the warnings in the order [`load`] gives them.
+pub fn stream(
+    walked: drift_source_k8s::walk::Walked,
+    progress: &Progress,
+    sink: &mut dyn FnMut(u64, Resource),
+) -> Vec<SourceWarning> {
+    let files = &walked.files;
+    let workers = workers();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Loaded)>(workers * 2);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut by_file: Vec<(usize, Vec<SourceWarning>)> = Vec::new();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(file) = files.get(i) else { break };
+                    if tx.send((i, load_files(std::slice::from_ref(file), progress, None))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for (i, loaded) in rx {
+            for (j, r) in loaded.resources.into_iter().enumerate() {
+                sink(((i as u64) << 32) | j as u64, r);
+            }
+            by_file.push((i, loaded.warnings));
+        }
+    });
+    by_file.sort_by_key(|(i, _)| *i);
+    let mut warnings = walked.warnings;
+    warnings.extend(by_file.into_iter().flat_map(|(_, w)| w));
+    warnings
 }

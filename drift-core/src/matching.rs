@@ -37,17 +37,77 @@ pub struct Settled {
 /// Custom kinds (not in the built-in table) of which `live` holds objects and all of them name
 /// no namespace.
 pub fn cluster_scoped_in(live: &[Resource]) -> Vec<GroupKind> {
-    let mut seen: HashMap<GroupKind, bool> = HashMap::new();
+    let mut keys = LiveKeys::default();
     for r in live {
-        if is_cluster_scoped(&r.key.group, &r.key.kind) {
-            continue;
-        }
-        let all_without = seen.entry(r.key.group_kind()).or_insert(true);
-        *all_without &= r.key.namespace.is_none();
+        keys.add(&r.key);
     }
-    let mut kinds: Vec<GroupKind> = seen.into_iter().filter_map(|(gk, none)| none.then_some(gk)).collect();
-    kinds.sort();
-    kinds
+    keys.cluster_scoped()
+}
+
+/// What the namespace rules need to know of a live state read from files: the keys of its
+/// objects, gathered one by one (so that a live side read as a stream need not be held whole).
+#[derive(Debug, Default, Clone)]
+pub struct LiveKeys {
+    /// For each custom kind: whether all of its live objects name no namespace.
+    kinds: HashMap<GroupKind, bool>,
+    /// (group, kind, name) -> the namespaces the live objects that name one are in.
+    placed: HashMap<(String, String, String), BTreeSet<String>>,
+    /// (group, kind, name) of the live objects of kinds outside the built-in cluster-scoped
+    /// table that name no namespace: placed by [`LiveKeys::places`] once the kinds are known.
+    unplaced: Vec<(String, String, String)>,
+}
+
+impl LiveKeys {
+    /// Notes the key of one live object, as read (before [`place_live`]).
+    pub fn add(&mut self, key: &crate::ResourceKey) {
+        if is_cluster_scoped(&key.group, &key.kind) {
+            return;
+        }
+        let all_without = self.kinds.entry(key.group_kind()).or_insert(true);
+        *all_without &= key.namespace.is_none();
+        let gkn = (key.group.clone(), key.kind.clone(), key.name.clone());
+        match &key.namespace {
+            Some(ns) => {
+                self.placed.entry(gkn).or_default().insert(ns.clone());
+            }
+            None => self.unplaced.push(gkn),
+        }
+    }
+
+    /// Custom kinds of which the live objects all name no namespace (sorted).
+    pub fn cluster_scoped(&self) -> Vec<GroupKind> {
+        let mut kinds: Vec<GroupKind> =
+            self.kinds.iter().filter(|(_, none)| **none).map(|(gk, _)| gk.clone()).collect();
+        kinds.sort();
+        kinds
+    }
+
+    /// (group, kind, name) -> the namespaces the live state has it in, once the live objects
+    /// that name none are placed as [`place_live`] places them without a namespace given.
+    fn places(&self, cluster_scoped: &[GroupKind]) -> HashMap<(&str, &str, &str), BTreeSet<&str>> {
+        let mut places: HashMap<(&str, &str, &str), BTreeSet<&str>> = HashMap::new();
+        for ((g, k, n), nss) in &self.placed {
+            places.entry((g, k, n)).or_default().extend(nss.iter().map(String::as_str));
+        }
+        let fallback = DEFAULT_NAMESPACE;
+        for (g, k, n) in &self.unplaced {
+            if !cluster_scoped.iter().any(|gk| &gk.group == g && &gk.kind == k) {
+                places.entry((g, k, n)).or_default().insert(fallback);
+            }
+        }
+        places
+    }
+}
+
+/// Places the live objects of namespaced kinds that name no namespace (hand-written files) in
+/// `namespace`, or `default`.
+pub fn place_live(live: &mut [Resource], cluster_scoped: &[GroupKind], namespace: Option<&str>) {
+    for r in live.iter_mut() {
+        let gk = r.key.group_kind();
+        if r.key.namespace.is_none() && !is_cluster_scoped(&gk.group, &gk.kind) && !cluster_scoped.contains(&gk) {
+            r.key.namespace = Some(namespace.unwrap_or(DEFAULT_NAMESPACE).to_owned());
+        }
+    }
 }
 
 /// Settles the namespace of every desired object against a live state read from files (see the
@@ -56,14 +116,20 @@ pub fn cluster_scoped_in(live: &[Resource]) -> Vec<GroupKind> {
 /// `namespace`, or `default`. Desired objects without a namespace that match nothing are left
 /// without one: the scan places them in its default namespace.
 pub fn settle_namespaces(desired: &mut Vec<Resource>, live: &mut [Resource], namespace: Option<&str>) -> Settled {
-    let cluster_scoped = cluster_scoped_in(live);
+    let mut keys = LiveKeys::default();
+    for r in live.iter() {
+        keys.add(&r.key);
+    }
+    let settled = settle_desired(desired, &keys, namespace);
+    place_live(live, &settled.cluster_scoped, namespace);
+    settled
+}
+
+/// The desired half of [`settle_namespaces`], from the keys of the live state alone.
+pub fn settle_desired(desired: &mut Vec<Resource>, keys: &LiveKeys, namespace: Option<&str>) -> Settled {
+    let cluster_scoped = keys.cluster_scoped();
     let mut warnings = Vec::new();
     let scoped = |gk: &GroupKind| is_cluster_scoped(&gk.group, &gk.kind) || cluster_scoped.contains(gk);
-    for r in live.iter_mut() {
-        if r.key.namespace.is_none() && !scoped(&r.key.group_kind()) {
-            r.key.namespace = Some(namespace.unwrap_or(DEFAULT_NAMESPACE).to_owned());
-        }
-    }
     let mut ambiguous = Vec::new();
     if let Some(ns) = namespace {
         for r in desired.iter_mut() {
@@ -72,13 +138,7 @@ pub fn settle_namespaces(desired: &mut Vec<Resource>, live: &mut [Resource], nam
             }
         }
     } else {
-        // (group, kind, name) -> the namespaces the live state has it in.
-        let mut places: HashMap<(&str, &str, &str), BTreeSet<&str>> = HashMap::new();
-        for r in live.iter() {
-            if let Some(ns) = r.key.namespace.as_deref() {
-                places.entry((&r.key.group, &r.key.kind, &r.key.name)).or_default().insert(ns);
-            }
-        }
+        let places = keys.places(&cluster_scoped);
         for (i, r) in desired.iter_mut().enumerate() {
             if r.key.namespace.is_some() || scoped(&r.key.group_kind()) {
                 continue;

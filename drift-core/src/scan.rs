@@ -143,7 +143,8 @@ struct Compared {
     early: HashMap<ResourceKey, Vec<Drift>>,
     /// The objects whose drifts depend on others ([`Comparator::relations`]) ...
     related: HashSet<ResourceKey>,
-    /// ... and their live objects, compared at the end with the whole comparable set.
+    /// ... and their live objects, compared at the end with the whole comparable set (and, for
+    /// files, the live objects whose pairing waited for the namespace rules).
     held: HashMap<ResourceKey, Resource>,
     /// The `resourceVersion` of each live object read that Git holds.
     versions: HashMap<ResourceKey, String>,
@@ -161,8 +162,9 @@ impl Compared {
             } else {
                 match self.early.remove(&d.key) {
                     Some(found) => drifts.extend(found),
-                    // No live object: nothing else to wait for.
-                    None => drifts.extend(comparator.compare(d, None)),
+                    // Not compared as it was read: with the live object kept for the end, if
+                    // any (files, [`compare_files_streamed`]), else none.
+                    None => drifts.extend(comparator.compare(d, self.held.get(&d.key))),
                 }
             }
         }
@@ -251,6 +253,160 @@ pub fn compare_snapshots(
     let mut report = empty_report(&desired.repository, &live.cluster, options);
     prepare_desired(&mut desired, &mut report, options);
     compare_into(report, desired, Live::Whole(live), comparator, options)
+}
+
+/// `drift diff` on files, the live side held whole: the namespace rules of files
+/// ([`crate::matching`]), then [`compare_snapshots`]. Every (kind, namespace) Git names is
+/// complete, unless a live file could not be read (a fatal warning in `live_warnings`): then
+/// nothing is compared, so that nothing looks missing. The live warnings end the report's.
+pub fn compare_files(
+    mut desired: DesiredSnapshot,
+    mut live: Vec<Resource>,
+    live_warnings: Vec<SourceWarning>,
+    namespace: Option<&str>,
+    comparator: &dyn Comparator,
+    options: &ScanOptions,
+) -> ScanReport {
+    options.progress.live_read(live.len() as u64);
+    let settled = crate::matching::settle_namespaces(&mut desired.resources, &mut live, namespace);
+    let (desired, options, coverage) = settle_files(desired, settled, &live_warnings, options);
+    let live = LiveSnapshot { cluster: FILES.to_owned(), resources: live, coverage };
+    let report = compare_snapshots(desired, live, comparator, &options);
+    with_live_warnings(report, live_warnings)
+}
+
+/// [`compare_files`] with the live side read as a stream: `read_live` hands over each live
+/// object with its place in the files (file, then document: the order of a whole read), in any
+/// order, and returns the warnings of the read. The report is the one [`compare_files`] gives
+/// (a test holds it so), but the live objects are not held: a live object that names a
+/// namespace and whose exact key a desired object names with that namespace is paired whatever
+/// else the files hold (its namespace proves its kind namespaced, and the rules do not move a
+/// desired object that names its namespace), so it is compared as it arrives and dropped. The
+/// others whose kind and name Git holds are kept, compact, until the namespace rules have seen
+/// the keys of the whole live side. Excluded from pairing at once, and kept: objects whose kind
+/// and name a desired object without namespace shares, the targets of an autoscaler
+/// ([`Comparator::relations`]), SOPS-encrypted and cluster-scoped kinds. With orphans, a policy
+/// on the live side or a comparator without relations, the live side is read whole.
+pub fn compare_files_streamed(
+    mut desired: DesiredSnapshot,
+    read_live: impl FnOnce(&mut dyn FnMut(u64, Resource)) -> Vec<SourceWarning>,
+    namespace: Option<&str>,
+    comparator: &dyn Comparator,
+    options: &ScanOptions,
+) -> ScanReport {
+    let live_policy = options.policy.as_ref().is_some_and(|p| p.checks(crate::policy::Side::Live));
+    let relations = if options.orphans || live_policy { None } else { comparator.relations(&desired.resources) };
+    let Some(relations) = relations else {
+        let mut all = Vec::new();
+        let warnings = read_live(&mut |order, r| all.push((order, r)));
+        all.sort_by_key(|(order, _)| *order);
+        let live = all.into_iter().map(|(_, r)| r).collect();
+        return compare_files(desired, live, warnings, namespace, comparator, options);
+    };
+    type Name = (GroupKind, String);
+    let name = |k: &ResourceKey| (k.group_kind(), k.name.clone());
+    let related: HashSet<Name> = relations.iter().map(name).collect();
+    let unnamed: HashSet<Name> =
+        desired.resources.iter().filter(|r| r.key.namespace.is_none()).map(|r| name(&r.key)).collect();
+    let names: HashSet<Name> = desired.resources.iter().map(|r| name(&r.key)).collect();
+    let mut certain: HashMap<&ResourceKey, &Resource> = HashMap::new();
+    for r in &desired.resources {
+        let n = name(&r.key);
+        if r.key.namespace.is_some()
+            && !is_cluster_scoped(&r.key.group, &r.key.kind)
+            && !crate::secret::is_sops_encrypted(&r.object)
+            && !unnamed.contains(&n)
+            && !related.contains(&n)
+        {
+            // The first definition counts, as in `prepare_desired`.
+            certain.entry(&r.key).or_insert(r);
+        }
+    }
+    let mut keys = crate::matching::LiveKeys::default();
+    let mut early: HashMap<ResourceKey, (u64, Vec<Drift>)> = HashMap::new();
+    let mut versions: HashMap<ResourceKey, (u64, String)> = HashMap::new();
+    let mut kept: Vec<(u64, crate::CompactResource)> = Vec::new();
+    let mut read = 0u64;
+    let live_warnings = read_live(&mut |order, r| {
+        read += 1;
+        keys.add(&r.key);
+        if r.key.namespace.is_some()
+            && let Some(d) = certain.get(&r.key)
+        {
+            note_version(&mut versions, &r, order);
+            // The last object of a key in the files counts, as in `compare_all`'s index.
+            if early.get(&r.key).is_none_or(|(seen, _)| *seen < order) {
+                early.insert(r.key.clone(), (order, comparator.compare(d, Some(&r))));
+            }
+        } else if names.contains(&name(&r.key)) {
+            kept.push((order, crate::CompactResource::new(&r)));
+        }
+    });
+    drop(certain);
+    options.progress.live_read(read);
+    kept.sort_by_key(|(order, _)| *order);
+    let (orders, mut live): (Vec<u64>, Vec<Resource>) = kept.into_iter().map(|(o, c)| (o, c.expand())).unzip();
+    let settled = crate::matching::settle_desired(&mut desired.resources, &keys, namespace);
+    crate::matching::place_live(&mut live, &settled.cluster_scoped, namespace);
+    let (mut desired, options, coverage) = settle_files(desired, settled, &live_warnings, options);
+    let mut held: HashMap<ResourceKey, Resource> = HashMap::new();
+    for (order, r) in orders.into_iter().zip(live) {
+        note_version(&mut versions, &r, order);
+        // A kept object placed on the key of one compared at once: the later one counts.
+        if early.get(&r.key).is_some_and(|(seen, _)| *seen < order) {
+            early.remove(&r.key);
+        }
+        if !early.contains_key(&r.key) {
+            held.insert(r.key.clone(), r);
+        }
+    }
+    let mut report = empty_report(&desired.repository, FILES, &options);
+    prepare_desired(&mut desired, &mut report, &options);
+    let compared = Compared {
+        coverage,
+        early: early.into_iter().map(|(k, (_, drifts))| (k, drifts)).collect(),
+        related: comparator.relations(&desired.resources).unwrap_or_default(),
+        held,
+        versions: versions.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+    };
+    let report = compare_into(report, desired, Live::Compared(compared), comparator, &options);
+    with_live_warnings(report, live_warnings)
+}
+
+/// The cluster name of a live state read from files.
+const FILES: &str = "files";
+
+/// The `resourceVersion` of the first live object of a key in the files (as [`live_versions`]
+/// takes it from a whole read).
+fn note_version(versions: &mut HashMap<ResourceKey, (u64, String)>, r: &Resource, order: u64) {
+    if let Some(v) = resource_version(r)
+        && versions.get(&r.key).is_none_or(|(seen, _)| *seen > order)
+    {
+        versions.insert(r.key.clone(), (order, v.to_owned()));
+    }
+}
+
+/// What the namespace rules decided, applied to a files comparison: their warnings with the
+/// desired state's, the custom kinds they found cluster-scoped in the options, the scan's
+/// namespaces, and the coverage of a whole read.
+fn settle_files(
+    mut desired: DesiredSnapshot,
+    settled: crate::matching::Settled,
+    live_warnings: &[SourceWarning],
+    options: &ScanOptions,
+) -> (DesiredSnapshot, ScanOptions, Coverage) {
+    desired.warnings.extend(settled.warnings);
+    let mut options = options.clone();
+    options.cluster_scoped = settled.cluster_scoped;
+    place_namespaces(&mut desired.resources, &options);
+    let coverage = Coverage::of_whole_read(&desired.scope(), live_warnings);
+    (desired, options, coverage)
+}
+
+fn with_live_warnings(mut report: ScanReport, live_warnings: Vec<SourceWarning>) -> ScanReport {
+    report.warnings.extend(live_warnings);
+    report.summary.warnings = report.warnings.len();
+    report
 }
 
 fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanReport {

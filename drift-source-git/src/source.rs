@@ -1,6 +1,6 @@
 //! What the three sources share: the last snapshot per revision, names, URL redaction.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use drift_core::DesiredSnapshot;
 
@@ -110,6 +110,12 @@ pub(crate) struct KeptSnapshot {
     repository: String,
     revision: Option<String>,
     resources: Vec<drift_core::CompactResource>,
+    /// The tree of each object last handed out, while some caller still holds it: a caller at
+    /// the same time (a pass while the watch starts, two passes) shares it instead of expanding
+    /// a copy of its own. A `Weak` keeps only the `Arc`'s header (48 bytes), not the tree, and
+    /// a tree behind a live `Weak` is never changed: `Arc::make_mut` copies a shared tree and
+    /// detaches the `Weak` from an unshared one.
+    trees: Mutex<Vec<Weak<serde_json::Value>>>,
     warnings: Vec<drift_core::SourceWarning>,
 }
 
@@ -119,15 +125,35 @@ impl KeptSnapshot {
             repository: s.repository.clone(),
             revision: s.revision.clone(),
             resources: s.resources.iter().map(drift_core::CompactResource::new).collect(),
+            trees: Mutex::new(s.resources.iter().map(|r| Arc::downgrade(&r.object)).collect()),
             warnings: s.warnings.clone(),
         }
     }
 
     fn expand(&self) -> DesiredSnapshot {
+        let mut trees = self.trees.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let resources = self
+            .resources
+            .iter()
+            .zip(trees.iter_mut())
+            .map(|(compact, tree)| match tree.upgrade() {
+                Some(object) => drift_core::Resource {
+                    key: compact.key.clone(),
+                    api_version: compact.api_version.clone(),
+                    object,
+                    provenance: compact.provenance.clone(),
+                },
+                None => {
+                    let r = compact.expand();
+                    *tree = Arc::downgrade(&r.object);
+                    r
+                }
+            })
+            .collect();
         DesiredSnapshot {
             repository: self.repository.clone(),
             revision: self.revision.clone(),
-            resources: self.resources.iter().map(drift_core::CompactResource::expand).collect(),
+            resources,
             warnings: self.warnings.clone(),
         }
     }
@@ -179,6 +205,46 @@ pub(crate) fn require_crypto_provider(url: &str) -> drift_core::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn snapshot() -> DesiredSnapshot {
+        let object = |name: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": "apps"}, "data": {"k": name}})
+        };
+        DesiredSnapshot {
+            repository: "repo".into(),
+            revision: Some("abc".into()),
+            resources: ["a", "b"].into_iter().map(|n| drift_core::Resource::from_object(object(n)).unwrap()).collect(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Callers of the same revision at the same time share the trees; a change one makes is its
+    /// own; once nobody holds them, the next caller gets them again from the compact form.
+    #[test]
+    fn callers_at_the_same_time_share_the_trees_and_a_change_stays_their_own() {
+        let last = LastSnapshot::new(true);
+        let first = last.set("abc".into(), snapshot());
+        let second = last.get("abc").unwrap();
+        assert_eq!(*second, *first);
+        assert!(first.resources.iter().zip(&second.resources).all(|(x, y)| Arc::ptr_eq(&x.object, &y.object)));
+
+        // A caller changes its copy (as applying a namespace does): the others do not see it.
+        let mut mine = (*second).clone();
+        Arc::make_mut(&mut mine.resources[0].object)["data"]["k"] = "changed".into();
+        let third = last.get("abc").unwrap();
+        assert_eq!(third.resources[0].object["data"]["k"], "a");
+        assert_eq!(*third, *first);
+
+        // Nobody holds the trees any more: expanded again, equal.
+        let want = (*first).clone();
+        drop((first, second, third, mine));
+        let again = last.get("abc").unwrap();
+        assert_eq!(*again, want);
+        // ... and shared with the next caller while held.
+        let more = last.get("abc").unwrap();
+        assert!(again.resources.iter().zip(&more.resources).all(|(x, y)| Arc::ptr_eq(&x.object, &y.object)));
+    }
 
     #[test]
     fn credentials_are_removed_from_urls() {

@@ -7,11 +7,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::Args;
 use drift_core::ignore::IgnoreRule;
-use drift_core::matching::{DEFAULT_NAMESPACE, settle_namespaces};
+use drift_core::matching::DEFAULT_NAMESPACE;
 use drift_core::policy::{Policy, PolicyConfig};
 use drift_core::progress::Progress;
-use drift_core::scan::{ScanOptions, compare_snapshots, discover_cluster_scoped, place_namespaces};
-use drift_core::{Coverage, DesiredSnapshot, Engine, EngineConfig, LiveSnapshot};
+use drift_core::scan::{
+    ScanOptions, compare_files_streamed, compare_snapshots, discover_cluster_scoped, place_namespaces,
+};
+use drift_core::{DesiredSnapshot, Engine, EngineConfig};
 
 use crate::output::{Format, print_report};
 
@@ -106,32 +108,21 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let Some(live_path) = &args.live else {
         return run_cluster(args, &engine, policy, desired, recipients, line, progress);
     };
-    let mut live = crate::files::load(live_path, &progress, None)?;
-    progress.live_read(live.resources.len() as u64);
-    let mut resources = desired.resources;
-    let settled = settle_namespaces(&mut resources, &mut live.resources, args.namespace.as_deref());
-    let mut desired = DesiredSnapshot {
+    let walked = crate::files::walk(live_path)?;
+    let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
         revision: None,
-        resources,
+        resources: desired.resources,
         warnings: desired.warnings,
     };
-    desired.warnings.extend(settled.warnings);
     let mut options = ScanOptions::new("diff");
-    options.cluster_scoped = settled.cluster_scoped;
-    options.progress = progress;
+    options.progress = progress.clone();
     options.orphans = args.orphans;
     options.policy = policy;
     options.sops_recipients = recipients;
-    place_namespaces(&mut desired.resources, &options);
-    // Files hold everything they hold: every (kind, namespace) Git names is complete, unless a
-    // live file could not be read (then nothing may look missing).
-    let coverage = Coverage::of_whole_read(&desired.scope(), &live.warnings);
-    let live_warnings = live.warnings;
-    let live = LiveSnapshot { cluster: "files".to_owned(), resources: live.resources, coverage };
-    let mut report = compare_snapshots(desired, live, &engine, &options);
-    report.warnings.extend(live_warnings);
-    report.summary.warnings = report.warnings.len();
+    // The live files are compared as they are read and let go (see `compare_files_streamed`).
+    let read_live = |sink: &mut dyn FnMut(u64, drift_core::Resource)| crate::files::stream(walked, &progress, sink);
+    let report = compare_files_streamed(desired, read_live, args.namespace.as_deref(), &engine, &options);
     line.finish();
     finish(&report, args.output)
 }

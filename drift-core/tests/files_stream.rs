@@ -1,0 +1,150 @@
+//! `drift diff` on files compares the live side as it is read (`compare_files_streamed`) and
+//! gives the report of a whole read (`compare_files`), whatever the order the files arrive in:
+//! objects without namespaces on either side (matched, ambiguous, placed by `-n`), custom kinds
+//! the live side shows cluster-scoped, built-in cluster-scoped kinds given a namespace,
+//! duplicates on both sides, autoscalers and their targets, a broken live file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use drift_core::scan::{ScanOptions, compare_files, compare_files_streamed};
+use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, Resource, SourceWarning};
+use proptest::prelude::*;
+use serde_json::json;
+
+/// The kinds of the generated objects: (apiVersion, kind).
+const KINDS: &[(&str, &str)] = &[
+    ("v1", "ConfigMap"),
+    ("apps/v1", "Deployment"),
+    ("example.com/v1", "Widget"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+];
+const NAMES: &[&str] = &["a", "b"];
+const NAMESPACES: &[Option<&str>] = &[None, Some("x"), Some("y")];
+
+/// One generated object: kind, name, namespace, a value that may differ between the sides, and
+/// a resourceVersion on the live side.
+fn object(kind: usize, name: usize, ns: usize, value: u8, live: bool) -> Resource {
+    let (api_version, kind) = KINDS[kind];
+    let mut meta = json!({"name": NAMES[name]});
+    if let Some(ns) = NAMESPACES[ns] {
+        meta["namespace"] = json!(ns);
+    }
+    if live {
+        meta["resourceVersion"] = json!(format!("{}", 100 + value));
+    }
+    let mut o = json!({"apiVersion": api_version, "kind": kind, "metadata": meta});
+    match kind {
+        "ConfigMap" => o["data"] = json!({"k": format!("v{value}")}),
+        "Deployment" => {
+            o["spec"] = json!({"replicas": value % 3 + 1, "template": {"spec": {"containers": [{"name": "c", "image": format!("img:{value}")}]}}})
+        }
+        "HorizontalPodAutoscaler" => {
+            o["spec"] = json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": NAMES[name]}, "maxReplicas": 5})
+        }
+        _ => o["spec"] = json!({"v": value % 2}),
+    }
+    Resource::from_object(o).unwrap()
+}
+
+type Spec = (usize, usize, usize, u8);
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (0..KINDS.len(), 0..NAMES.len(), 0..NAMESPACES.len(), 0u8..3)
+}
+
+fn fixed_clock() -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(1_700_000_000, 0).unwrap()
+}
+
+fn options() -> ScanOptions {
+    let mut o = ScanOptions::new("diff");
+    o.clock = fixed_clock;
+    o
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_live_side_compared_as_it_is_read_gives_the_report_of_a_whole_read(
+        desired in proptest::collection::vec(spec(), 0..8),
+        live in proptest::collection::vec(spec(), 0..10),
+        order in Just(()).prop_perturb(|_, mut rng| { let mut v: Vec<u64> = (0..10).collect(); for i in (1..v.len()).rev() { v.swap(i, (rng.next_u32() as usize) % (i + 1)); } v }),
+        namespace in proptest::option::of(Just("x")),
+        broken in proptest::bool::weighted(0.1),
+    ) {
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        let snapshot = DesiredSnapshot {
+            repository: "desired".into(),
+            revision: None,
+            resources: desired.iter().map(|&(k, n, ns, v)| object(k, n, ns, v, false)).collect(),
+            warnings: Vec::new(),
+        };
+        let live: Vec<Resource> = live.iter().map(|&(k, n, ns, v)| object(k, n, ns, v, true)).collect();
+        let warnings: Vec<SourceWarning> = if broken {
+            vec![SourceWarning::error(ErrorKind::InvalidInput, "broken document").at("live/9.yaml".to_owned(), Some(1), None)]
+        } else {
+            Vec::new()
+        };
+
+        let mut whole = compare_files(snapshot.clone(), live.clone(), warnings.clone(), namespace, &engine, &options());
+        // The live objects handed over in a shuffled order, each with its place in the files.
+        let mut streamed = compare_files_streamed(
+            snapshot,
+            |sink: &mut dyn FnMut(u64, Resource)| {
+                for &i in &order {
+                    if let Some(r) = live.get(i as usize) {
+                        sink(i, r.clone());
+                    }
+                }
+                warnings
+            },
+            namespace,
+            &engine,
+            &options(),
+        );
+        // (Versions are kept for the watch's ordering, which files do not have; a whole read
+        // also notes those of objects Git does not hold.)
+        whole.live_versions.clear();
+        streamed.live_versions.clear();
+        prop_assert_eq!(streamed, whole);
+    }
+}
+
+/// The generator reaches the cases the law is about: a desired object without a namespace
+/// matched to the live one, an ambiguous one, a custom kind found cluster-scoped, drifts.
+#[test]
+fn the_cases_the_law_is_about_occur() {
+    let engine = Engine::new(&EngineConfig::default()).unwrap();
+    let desired = DesiredSnapshot {
+        repository: "d".into(),
+        revision: None,
+        resources: vec![object(0, 0, 0, 0, false), object(1, 1, 1, 0, false), object(2, 0, 1, 0, false)],
+        warnings: Vec::new(),
+    };
+    let live = [object(0, 0, 2, 1, true), object(1, 1, 1, 2, true), object(2, 0, 0, 0, true)];
+    let report = compare_files_streamed(
+        desired,
+        |sink: &mut dyn FnMut(u64, Resource)| {
+            for (i, r) in live.iter().enumerate() {
+                sink(i as u64, r.clone());
+            }
+            Vec::new()
+        },
+        None,
+        &engine,
+        &options(),
+    );
+    let messages: Vec<&str> = report.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(messages.iter().any(|m| m.contains("matched to the live object in namespace y")), "{messages:?}");
+    assert!(
+        report.drifts.iter().any(|d| d.resource.name == "a" && d.resource.kind == "ConfigMap"),
+        "{:?}",
+        report.drifts
+    );
+    assert!(
+        report.drifts.iter().any(|d| d.resource.name == "b" && d.resource.kind == "Deployment"),
+        "{:?}",
+        report.drifts
+    );
+}
