@@ -8,14 +8,22 @@ use drift_core::progress::Progress;
 use drift_core::sops::SopsOpener;
 use drift_core::{Resource, SourceWarning};
 
-/// Manifests read from a path: a YAML or JSON file, or a folder of them (recursively, sorted).
-#[derive(Debug, Default)]
-pub struct Loaded {
-    pub resources: Vec<Resource>,
+/// Manifests read from a path: a YAML or JSON file, or a folder of them (recursively, sorted);
+/// each object as a tree ([`Resource`]) or in the form `T` it is made into as soon as its file
+/// is parsed ([`drift_core::KeptResource`]).
+#[derive(Debug)]
+pub struct Loaded<T = Resource> {
+    pub resources: Vec<T>,
     pub warnings: Vec<SourceWarning>,
 }
 
-fn load_files(files: &[PathBuf], progress: &Progress, sops: Option<&dyn SopsOpener>) -> Loaded {
+impl<T> Default for Loaded<T> {
+    fn default() -> Self {
+        Loaded { resources: Vec::new(), warnings: Vec::new() }
+    }
+}
+
+fn load_files<T: From<Resource>>(files: &[PathBuf], progress: &Progress, sops: Option<&dyn SopsOpener>) -> Loaded<T> {
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
@@ -25,7 +33,7 @@ fn load_files(files: &[PathBuf], progress: &Progress, sops: Option<&dyn SopsOpen
                 if let Some(opener) = sops {
                     drift_core::sops::open_file(&mut parsed, &text, &shown, opener);
                 }
-                loaded.resources.extend(parsed.resources);
+                loaded.resources.extend(parsed.resources.into_iter().map(T::from));
                 loaded.warnings.extend(parsed.warnings);
                 progress.files_read(1);
             }
@@ -56,13 +64,18 @@ fn workers() -> usize {
 
 /// Loads every manifest under `path` ([`walk`]). A file that cannot be read as text is a
 /// warning. Each file parsed is counted into `progress`. With `sops`, SOPS-encrypted files are
-/// opened in memory ([`drift_core::sops::open_file`]); the desired side only.
-pub fn load(path: &Path, progress: &Progress, sops: Option<&dyn SopsOpener>) -> Result<Loaded> {
+/// opened in memory ([`drift_core::sops::open_file`]); the desired side only. Each object is
+/// made a `T` on the thread that parsed it.
+pub fn load<T: From<Resource> + Send>(
+    path: &Path,
+    progress: &Progress,
+    sops: Option<&dyn SopsOpener>,
+) -> Result<Loaded<T>> {
     let walked = walk(path)?;
     let files = walked.files;
     // Keeping the files' order.
     let chunk = files.len().div_ceil(workers()).max(1);
-    let parts: Vec<Loaded> = std::thread::scope(|s| {
+    let parts: Vec<Loaded<T>> = std::thread::scope(|s| {
         let handles: Vec<_> =
             files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress, sops))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
@@ -87,7 +100,7 @@ pub fn stream(
 ) -> Vec<SourceWarning> {
     let files = &walked.files;
     let workers = workers();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Loaded)>(workers * 2);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Loaded<Resource>)>(workers * 2);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut by_file: Vec<(usize, Vec<SourceWarning>)> = Vec::new();
     std::thread::scope(|s| {

@@ -46,6 +46,11 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     /// of `desired` is a subset of this one. A scan then compares each of those objects as soon
     /// as its live state is read and lets the live object go ([`crate::scan::run_scan`]), and
     /// these ones at the end with [`Comparator::compare_some`].
+    ///
+    /// A desired side kept compact ([`crate::KeptResource`]) asks each object alone and unites
+    /// the answers, and gives [`Comparator::compare_some`] as `desired` the objects named and the
+    /// objects that named them, not the whole set: the set should be the union of what each
+    /// object alone gives (as an autoscaler names its target).
     fn relations(&self, desired: &[Resource]) -> Option<HashSet<ResourceKey>> {
         let _ = desired;
         None

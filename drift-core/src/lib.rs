@@ -6,6 +6,7 @@
 
 pub mod act;
 pub mod compare;
+pub mod desired;
 pub mod diff;
 pub mod drift;
 pub mod engine;
@@ -33,6 +34,7 @@ pub mod sops;
 pub mod source;
 pub mod verdict;
 pub mod waiver;
+mod yaml;
 
 /// The former name of [`verdict`]: the type rule table and the severity table.
 #[deprecated(
@@ -45,6 +47,7 @@ pub mod rules {
 
 pub use act::{ActStore, DriftEvent, EventKind};
 pub use compare::Comparator;
+pub use desired::{DesiredObject, KeptResource};
 pub use drift::{
     Attribution, Classification, DecisionSource, Drift, DriftType, RecommendedAction, ResourceRef, Severity,
     drift_fingerprint,

@@ -308,15 +308,15 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-struct Document<'a> {
-    text: &'a str,
+pub(crate) struct Document<'a> {
+    pub(crate) text: &'a str,
     /// Line of the document's first line in the file, from 1.
     first_line: usize,
 }
 
 /// Splits a YAML stream at `---` marker lines. Block scalars are indented, so a `---` at
 /// column 0 always starts a document.
-fn split_documents(text: &str) -> Vec<Document<'_>> {
+pub(crate) fn split_documents(text: &str) -> Vec<Document<'_>> {
     let mut docs = Vec::new();
     let mut start = 0usize;
     let mut start_line = 1usize;
@@ -443,6 +443,10 @@ fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Opt
     }
     if let Some((value, line)) = oversized_integer(text) {
         return Err((format!("the integer {value} does not fit in 64 bits (Kubernetes rejects it)"), Some(line)));
+    }
+    // The common form straight from the parser's events; anything else through serde-saphyr.
+    if let Some(value) = crate::yaml::read(text, limits.max_depth, limits.max_nodes) {
+        return Ok(value);
     }
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use crate::DesiredObject;
 use crate::model::{GroupKind, Resource, SourceWarning, is_cluster_scoped};
 
 /// The namespace given to namespaced objects that name none, when nothing else decides.
@@ -115,7 +116,11 @@ pub fn place_live(live: &mut [Resource], cluster_scoped: &[GroupKind], namespace
 /// objects of namespaced kinds that name no namespace (hand-written files) are placed in
 /// `namespace`, or `default`. Desired objects without a namespace that match nothing are left
 /// without one: the scan places them in its default namespace.
-pub fn settle_namespaces(desired: &mut Vec<Resource>, live: &mut [Resource], namespace: Option<&str>) -> Settled {
+pub fn settle_namespaces<T: DesiredObject>(
+    desired: &mut Vec<T>,
+    live: &mut [Resource],
+    namespace: Option<&str>,
+) -> Settled {
     let mut keys = LiveKeys::default();
     for r in live.iter() {
         keys.add(&r.key);
@@ -126,28 +131,30 @@ pub fn settle_namespaces(desired: &mut Vec<Resource>, live: &mut [Resource], nam
 }
 
 /// The desired half of [`settle_namespaces`], from the keys of the live state alone.
-pub fn settle_desired(desired: &mut Vec<Resource>, keys: &LiveKeys, namespace: Option<&str>) -> Settled {
+pub fn settle_desired<T: DesiredObject>(desired: &mut Vec<T>, keys: &LiveKeys, namespace: Option<&str>) -> Settled {
     let cluster_scoped = keys.cluster_scoped();
     let mut warnings = Vec::new();
     let scoped = |gk: &GroupKind| is_cluster_scoped(&gk.group, &gk.kind) || cluster_scoped.contains(gk);
     let mut ambiguous = Vec::new();
     if let Some(ns) = namespace {
         for r in desired.iter_mut() {
-            if r.key.namespace.is_none() && !scoped(&r.key.group_kind()) {
-                r.key.namespace = Some(ns.to_owned());
+            if r.key().namespace.is_none() && !scoped(&r.key().group_kind()) {
+                r.key_mut().namespace = Some(ns.to_owned());
             }
         }
     } else {
         let places = keys.places(&cluster_scoped);
         for (i, r) in desired.iter_mut().enumerate() {
-            if r.key.namespace.is_some() || scoped(&r.key.group_kind()) {
+            let key = r.key();
+            if key.namespace.is_some() || scoped(&key.group_kind()) {
                 continue;
             }
-            let found = places.get(&(r.key.group.as_str(), r.key.kind.as_str(), r.key.name.as_str()));
+            let found = places.get(&(key.group.as_str(), key.kind.as_str(), key.name.as_str()));
             let candidates: Vec<&str> = found.map(|s| s.iter().copied().collect()).unwrap_or_default();
-            let gk = r.key.group_kind();
-            let at = |w: SourceWarning| match &r.provenance.path {
-                Some(p) => w.at(p.clone(), r.provenance.document, None),
+            let gk = key.group_kind();
+            let provenance = r.provenance();
+            let at = |w: SourceWarning| match &provenance.path {
+                Some(p) => w.at(p.clone(), provenance.document, None),
                 None => w,
             };
             match candidates.as_slice() {
@@ -155,9 +162,9 @@ pub fn settle_desired(desired: &mut Vec<Resource>, keys: &LiveKeys, namespace: O
                 [only] => {
                     warnings.push(at(SourceWarning::note(format!(
                         "{gk} {} names no namespace; matched to the live object in namespace {only} (pass -n to choose)",
-                        r.key.name
+                        key.name
                     ))));
-                    r.key.namespace = Some((*only).to_owned());
+                    r.key_mut().namespace = Some((*only).to_owned());
                 }
                 many => {
                     warnings.push(at(SourceWarning::error(
@@ -165,7 +172,7 @@ pub fn settle_desired(desired: &mut Vec<Resource>, keys: &LiveKeys, namespace: O
                         format!(
                             "{gk} {} names no namespace and the live state has it in {}: pass -n NAMESPACE to choose; \
                              not compared",
-                            r.key.name,
+                            key.name,
                             many.join(", ")
                         ),
                     )));
@@ -178,8 +185,8 @@ pub fn settle_desired(desired: &mut Vec<Resource>, keys: &LiveKeys, namespace: O
         desired.remove(i);
     }
     for r in desired.iter_mut() {
-        if cluster_scoped.contains(&r.key.group_kind()) {
-            r.key.namespace = None;
+        if r.key().namespace.is_some() && cluster_scoped.contains(&r.key().group_kind()) {
+            r.key_mut().namespace = None;
         }
     }
     Settled { cluster_scoped, warnings }

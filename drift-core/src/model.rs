@@ -358,30 +358,39 @@ impl fmt::Display for SourceWarning {
     }
 }
 
-/// The desired state read from one repository at one revision.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DesiredSnapshot {
+/// The desired state read from one repository at one revision. Its objects are trees
+/// ([`Resource`], the default), or kept compact until compared ([`crate::KeptResource`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesiredSnapshot<T = Resource> {
     /// Repository name or URL.
     pub repository: String,
     /// Revision read (commit id, or a content hash for plain folders).
     pub revision: Option<String>,
     /// The objects.
-    pub resources: Vec<Resource>,
+    pub resources: Vec<T>,
     /// Files or documents that could not be read.
     pub warnings: Vec<SourceWarning>,
 }
 
-impl DesiredSnapshot {
+impl<T> Default for DesiredSnapshot<T> {
+    fn default() -> Self {
+        DesiredSnapshot { repository: String::new(), revision: None, resources: Vec::new(), warnings: Vec::new() }
+    }
+}
+
+impl<T: crate::DesiredObject> DesiredSnapshot<T> {
     /// The live scope this desired state implies: every (group, kind, namespace) it names.
     pub fn scope(&self) -> Scope {
         let mut scope = Scope::default();
         for r in &self.resources {
-            scope.insert(r.key.group_kind(), r.key.namespace.clone());
+            scope.insert(r.key().group_kind(), r.key().namespace.clone());
         }
-        scope.only = Some(self.resources.iter().map(|r| r.key.clone()).collect());
+        scope.only = Some(self.resources.iter().map(|r| r.key().clone()).collect());
         scope
     }
+}
 
+impl DesiredSnapshot {
     /// Places objects without a namespace in `namespace`, unless their kind is known to be
     /// cluster-scoped. This is what `kubectl apply` does with the namespace of the context.
     pub fn default_namespace(&mut self, namespace: &str) {

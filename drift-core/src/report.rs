@@ -71,9 +71,14 @@ impl std::str::FromStr for Resolution {
 /// its JSON with sorted keys): equal objects have equal digests, and a commit that changes the
 /// object changes it.
 pub fn object_digest(object: &serde_json::Value) -> String {
-    use sha2::Digest;
     // `Value`'s Display is its compact JSON and cannot fail.
-    hex::encode(&sha2::Sha256::digest(object.to_string().as_bytes())[..8])
+    digest_of_json(object.to_string().as_bytes())
+}
+
+/// [`object_digest`] of an object already written as compact JSON (`serde_json::to_vec`).
+pub(crate) fn digest_of_json(json: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(json)[..8])
 }
 
 /// Counts of a report, for output and the `scans` table.

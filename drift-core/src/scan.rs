@@ -6,11 +6,12 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, Utc};
 
 use crate::compare::Comparator;
+use crate::desired::DesiredObject;
 use crate::drift::Drift;
 use crate::model::{
     Coverage, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, ResourceKey, Scope, SourceWarning, is_cluster_scoped,
 };
-use crate::report::{ScanOutcome, ScanReport, Summary, object_digest};
+use crate::report::{ScanOutcome, ScanReport, Summary};
 use crate::source::{DesiredSource, LiveSource};
 
 /// Options of one scan pass.
@@ -143,6 +144,9 @@ struct Compared {
     early: HashMap<ResourceKey, Vec<Drift>>,
     /// The objects whose drifts depend on others ([`Comparator::relations`]) ...
     related: HashSet<ResourceKey>,
+    /// ... the objects that make those relations (for a desired side kept compact, the trees
+    /// the end comparison needs besides those of `related`; see [`DesiredObject::relations`]) ...
+    holders: HashSet<ResourceKey>,
     /// ... and their live objects, compared at the end with the whole comparable set (and, for
     /// files, the live objects whose pairing waited for the namespace rules).
     held: HashMap<ResourceKey, Resource>,
@@ -153,24 +157,27 @@ struct Compared {
 impl Compared {
     /// The drifts of the comparable objects: what [`Comparator::compare_all`] gives them with
     /// the live objects read (for each object, the same drifts in the same order).
-    fn drifts(&mut self, comparable: &[Resource], comparator: &dyn Comparator) -> Vec<Drift> {
+    fn drifts<T: DesiredObject>(&mut self, comparable: &[T], comparator: &dyn Comparator) -> Vec<Drift> {
         let mut drifts = Vec::new();
-        let mut late = Vec::new();
+        let mut late = false;
         for d in comparable {
-            if self.related.contains(&d.key) {
-                late.push(d);
+            if self.related.contains(d.key()) {
+                late = true;
             } else {
-                match self.early.remove(&d.key) {
+                match self.early.remove(d.key()) {
                     Some(found) => drifts.extend(found),
                     // Not compared as it was read: with the live object kept for the end, if
                     // any (files, [`compare_files_streamed`]), else none.
-                    None => drifts.extend(comparator.compare(d, self.held.get(&d.key))),
+                    None => drifts.extend(comparator.compare(&d.tree(), self.held.get(d.key()))),
                 }
             }
         }
-        if !late.is_empty() {
+        if late {
+            let (related, holders) = (&self.related, &self.holders);
+            let context = T::trees(comparable, &|k| related.contains(k) || holders.contains(k));
+            let which: Vec<&Resource> = context.iter().filter(|r| related.contains(&r.key)).collect();
             let held: Vec<Resource> = std::mem::take(&mut self.held).into_values().collect();
-            drifts.extend(comparator.compare_some(comparable, &late, &held));
+            drifts.extend(comparator.compare_some(&context, &which, &held));
         }
         drifts
     }
@@ -194,6 +201,7 @@ async fn fetch_compared(
         coverage: Coverage::default(),
         early: HashMap::new(),
         related,
+        holders: HashSet::new(),
         held: HashMap::new(),
         versions: HashMap::new(),
     };
@@ -287,39 +295,50 @@ pub fn compare_files(
 /// and name a desired object without namespace shares, the targets of an autoscaler
 /// ([`Comparator::relations`]), SOPS-encrypted and cluster-scoped kinds. With orphans, a policy
 /// on the live side or a comparator without relations, the live side is read whole.
-pub fn compare_files_streamed(
-    mut desired: DesiredSnapshot,
+///
+/// The desired objects may be trees ([`Resource`]) or kept compact ([`crate::KeptResource`]):
+/// then each is expanded only while it is compared or checked, and the report is the same.
+pub fn compare_files_streamed<T: DesiredObject>(
+    mut desired: DesiredSnapshot<T>,
     read_live: impl FnOnce(&mut dyn FnMut(u64, Resource)) -> Vec<SourceWarning>,
     namespace: Option<&str>,
     comparator: &dyn Comparator,
     options: &ScanOptions,
 ) -> ScanReport {
     let live_policy = options.policy.as_ref().is_some_and(|p| p.checks(crate::policy::Side::Live));
-    let relations = if options.orphans || live_policy { None } else { comparator.relations(&desired.resources) };
+    let relations =
+        if options.orphans || live_policy { None } else { T::relations(&mut desired.resources, comparator) };
     let Some(relations) = relations else {
         let mut all = Vec::new();
         let warnings = read_live(&mut |order, r| all.push((order, r)));
         all.sort_by_key(|(order, _)| *order);
         let live = all.into_iter().map(|(_, r)| r).collect();
+        let desired = DesiredSnapshot {
+            repository: desired.repository,
+            revision: desired.revision,
+            resources: desired.resources.into_iter().map(T::into_tree).collect(),
+            warnings: desired.warnings,
+        };
         return compare_files(desired, live, warnings, namespace, comparator, options);
     };
     type Name = (GroupKind, String);
     let name = |k: &ResourceKey| (k.group_kind(), k.name.clone());
-    let related: HashSet<Name> = relations.iter().map(name).collect();
+    let related: HashSet<Name> = relations.related.iter().map(name).collect();
     let unnamed: HashSet<Name> =
-        desired.resources.iter().filter(|r| r.key.namespace.is_none()).map(|r| name(&r.key)).collect();
-    let names: HashSet<Name> = desired.resources.iter().map(|r| name(&r.key)).collect();
-    let mut certain: HashMap<&ResourceKey, &Resource> = HashMap::new();
+        desired.resources.iter().filter(|r| r.key().namespace.is_none()).map(|r| name(r.key())).collect();
+    let names: HashSet<Name> = desired.resources.iter().map(|r| name(r.key())).collect();
+    let mut certain: HashMap<&ResourceKey, &T> = HashMap::new();
     for r in &desired.resources {
-        let n = name(&r.key);
-        if r.key.namespace.is_some()
-            && !is_cluster_scoped(&r.key.group, &r.key.kind)
-            && !crate::secret::is_sops_encrypted(&r.object)
+        let key = r.key();
+        let n = name(key);
+        if key.namespace.is_some()
+            && !is_cluster_scoped(&key.group, &key.kind)
+            && !r.encrypted()
             && !unnamed.contains(&n)
             && !related.contains(&n)
         {
             // The first definition counts, as in `prepare_desired`.
-            certain.entry(&r.key).or_insert(r);
+            certain.entry(key).or_insert(r);
         }
     }
     let mut keys = crate::matching::LiveKeys::default();
@@ -336,7 +355,7 @@ pub fn compare_files_streamed(
             note_version(&mut versions, &r, order);
             // The last object of a key in the files counts, as in `compare_all`'s index.
             if early.get(&r.key).is_none_or(|(seen, _)| *seen < order) {
-                early.insert(r.key.clone(), (order, comparator.compare(d, Some(&r))));
+                early.insert(r.key.clone(), (order, comparator.compare(&d.tree(), Some(&r))));
             }
         } else if names.contains(&name(&r.key)) {
             kept.push((order, crate::CompactResource::new(&r)));
@@ -362,10 +381,18 @@ pub fn compare_files_streamed(
     }
     let mut report = empty_report(&desired.repository, FILES, &options);
     prepare_desired(&mut desired, &mut report, &options);
+    // The relations again, on the settled keys. A comparator that has none now (it had some
+    // before the namespace rules) gets every object not compared at once compared with the
+    // whole set; an object compared at once keeps the drifts it got, its live object is gone.
+    let settled = T::relations(&mut desired.resources, comparator).unwrap_or_else(|| {
+        let all: HashSet<ResourceKey> = desired.resources.iter().map(|r| r.key().clone()).collect();
+        crate::desired::Relations { related: all.clone(), holders: all }
+    });
     let compared = Compared {
         coverage,
+        related: settled.related.into_iter().filter(|k| !early.contains_key(k)).collect(),
+        holders: settled.holders,
         early: early.into_iter().map(|(k, (_, drifts))| (k, drifts)).collect(),
-        related: comparator.relations(&desired.resources).unwrap_or_default(),
         held,
         versions: versions.into_iter().map(|(k, (_, v))| (k, v)).collect(),
     };
@@ -389,12 +416,12 @@ fn note_version(versions: &mut HashMap<ResourceKey, (u64, String)>, r: &Resource
 /// What the namespace rules decided, applied to a files comparison: their warnings with the
 /// desired state's, the custom kinds they found cluster-scoped in the options, the scan's
 /// namespaces, and the coverage of a whole read.
-fn settle_files(
-    mut desired: DesiredSnapshot,
+fn settle_files<T: DesiredObject>(
+    mut desired: DesiredSnapshot<T>,
     settled: crate::matching::Settled,
     live_warnings: &[SourceWarning],
     options: &ScanOptions,
-) -> (DesiredSnapshot, ScanOptions, Coverage) {
+) -> (DesiredSnapshot<T>, ScanOptions, Coverage) {
     desired.warnings.extend(settled.warnings);
     let mut options = options.clone();
     options.cluster_scoped = settled.cluster_scoped;
@@ -437,32 +464,40 @@ fn empty_report(repository: &str, cluster: &str, options: &ScanOptions) -> ScanR
 /// `options.cluster_scoped`) lose the namespace they name; namespaced objects that name none go
 /// to `options.default_namespace`. [`run_scan`] and [`compare_snapshots`] apply them; callers
 /// that need the scope before (to read the live state) apply them first.
-pub fn place_namespaces(resources: &mut [crate::Resource], options: &ScanOptions) {
+pub fn place_namespaces<T: DesiredObject>(resources: &mut [T], options: &ScanOptions) {
     for r in resources {
-        let cluster_scoped = is_cluster_scoped(&r.key.group, &r.key.kind)
-            || options.cluster_scoped.iter().any(|gk| gk.group == r.key.group && gk.kind == r.key.kind);
-        if cluster_scoped {
-            r.key.namespace = None;
-        } else if r.key.namespace.is_none() {
-            r.key.namespace = Some(options.default_namespace.clone());
+        let key = r.key();
+        let cluster_scoped = is_cluster_scoped(&key.group, &key.kind)
+            || options.cluster_scoped.iter().any(|gk| gk.group == key.group && gk.kind == key.kind);
+        // (The key is taken to change only when it changes: a kept object forgets what the
+        // comparator said of it when it does.)
+        if cluster_scoped && key.namespace.is_some() {
+            r.key_mut().namespace = None;
+        } else if !cluster_scoped && key.namespace.is_none() {
+            r.key_mut().namespace = Some(options.default_namespace.clone());
         }
     }
 }
 
 /// Namespaces, duplicates, completeness: returns the live scope the desired state implies.
-fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, options: &ScanOptions) -> Scope {
+fn prepare_desired<T: DesiredObject>(
+    snapshot: &mut DesiredSnapshot<T>,
+    report: &mut ScanReport,
+    options: &ScanOptions,
+) -> Scope {
     report.revision = snapshot.revision.clone();
     place_namespaces(&mut snapshot.resources, options);
     let mut seen = HashSet::new();
     snapshot.resources.retain(|r| {
-        let fresh = seen.insert(r.key.clone());
+        let fresh = seen.insert(r.key().clone());
         if !fresh {
+            let provenance = r.provenance();
             report.warnings.push(
                 SourceWarning::error(
                     crate::ErrorKind::InvalidInput,
-                    format!("{} is defined twice; the first definition is used", r.key),
+                    format!("{} is defined twice; the first definition is used", r.key()),
                 )
-                .at(r.provenance.path.clone().unwrap_or_default(), r.provenance.document, None),
+                .at(provenance.path.clone().unwrap_or_default(), provenance.document, None),
             );
         }
         fresh
@@ -471,15 +506,15 @@ fn prepare_desired(snapshot: &mut DesiredSnapshot, report: &mut ScanReport, opti
     report.warnings.extend(snapshot.warnings.iter().cloned());
 
     let mut desired: Vec<(ResourceKey, String)> =
-        snapshot.resources.iter().map(|r| (r.key.clone(), digest_of(r))).collect();
+        snapshot.resources.iter().map(|r| (r.key().clone(), r.digest())).collect();
     desired.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     (report.desired, report.desired_digests) = desired.into_iter().unzip();
     snapshot.scope()
 }
 
-fn compare_into(
+fn compare_into<T: DesiredObject>(
     mut report: ScanReport,
-    snapshot: DesiredSnapshot,
+    snapshot: DesiredSnapshot<T>,
     mut live: Live,
     comparator: &dyn Comparator,
     options: &ScanOptions,
@@ -510,12 +545,11 @@ fn compare_into(
     // Only objects whose (kind, namespace) was read completely can be compared: an object that
     // could not be read is not "missing".
     // A SOPS-encrypted manifest holds ciphertext: listed as uncomparable, never compared.
-    let (encrypted, readable): (Vec<_>, Vec<_>) =
-        snapshot.resources.into_iter().partition(|r| crate::secret::is_sops_encrypted(&r.object));
+    let (encrypted, readable): (Vec<T>, Vec<T>) = snapshot.resources.into_iter().partition(|r| r.encrypted());
     for r in &encrypted {
-        report.warnings.push(crate::sops::note(r, options.sops_recipients.as_deref()));
+        report.warnings.push(crate::sops::note(&r.tree(), options.sops_recipients.as_deref()));
     }
-    report.uncomparable = encrypted.into_iter().map(|r| r.key).collect();
+    report.uncomparable = encrypted.iter().map(|r| r.key().clone()).collect();
     report.uncomparable.sort_unstable();
     if let Some(policy) = &options.policy {
         // (`run_scan` reads the live state whole when a policy checks the live side.)
@@ -525,13 +559,15 @@ fn compare_into(
         };
         check_policies(&mut report, policy, &readable, live_objects, live.coverage());
     }
-    let comparable: Vec<_> = readable
+    let comparable: Vec<T> = readable
         .into_iter()
-        .filter(|r| live.coverage().is_complete(&r.key.group, &r.key.kind, r.key.namespace.as_deref()))
+        .filter(|r| live.coverage().is_complete(&r.key().group, &r.key().kind, r.key().namespace.as_deref()))
         .collect();
     options.progress.comparing(comparable.len() as u64);
+    // (Every tree is asked for only with the live side read whole, which a desired side kept
+    // compact never is: `compare_files_streamed` expands it first.)
     report.drifts = match &mut live {
-        Live::Whole(l) => comparator.compare_all(&comparable, &l.resources),
+        Live::Whole(l) => comparator.compare_all(&T::trees(&comparable, &|_| true), &l.resources),
         Live::Compared(c) => c.drifts(&comparable, comparator),
     };
     report.live_versions = live_versions(&report.desired, &live);
@@ -540,12 +576,16 @@ fn compare_into(
     } else if let (true, Live::Whole(l)) = (options.orphans, &live) {
         // (`run_scan` reads the live state whole when orphans are asked for.)
         let declared = [report.desired.as_slice(), &options.declared_elsewhere];
-        let candidates = crate::orphans::unmanaged(&declared, &comparable, &l.resources, &l.coverage);
+        let trees = T::trees(&comparable, &|_| true);
+        let candidates = crate::orphans::unmanaged(&declared, &trees, &l.resources, &l.coverage);
         report.drifts.extend(candidates.into_iter().filter_map(|r| comparator.unmanaged(r)));
     }
     options.progress.compared(comparable.len() as u64);
     report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
-    crate::waiver::apply(&mut report, &comparable, (options.clock)());
+    let now = (options.clock)();
+    for r in comparable.iter().filter(|r| r.waived()) {
+        crate::waiver::apply(&mut report, std::slice::from_ref(&*r.tree()), now);
+    }
     let compared = comparable.len();
     report.coverage = live.into_coverage();
     let fatal = report.warnings.iter().any(|w| w.fatal);
@@ -589,17 +629,17 @@ fn live_versions(desired: &[ResourceKey], live: &Live) -> Vec<String> {
 /// The policy findings of a scan: each readable desired object on the desired side, and the
 /// live counterpart of each desired object, read completely, on the live side (live objects Git
 /// does not declare are not checked: `orphans` reports those).
-fn check_policies(
+fn check_policies<T: DesiredObject>(
     report: &mut ScanReport,
     policy: &crate::policy::Policy,
-    desired: &[crate::Resource],
+    desired: &[T],
     live: &[crate::Resource],
     coverage: &Coverage,
 ) {
     use crate::policy::Side;
     report.policy_sides = policy.sides().to_vec();
     if policy.checks(Side::Desired) {
-        report.findings.extend(desired.iter().flat_map(|r| policy.check(r, Side::Desired)));
+        report.findings.extend(desired.iter().flat_map(|r| policy.check(&r.tree(), Side::Desired)));
     }
     if policy.checks(Side::Live) {
         let declared = |r: &&crate::Resource| {
@@ -617,12 +657,6 @@ fn sort_findings(findings: &mut [crate::policy::Finding]) {
     findings.sort_by(|a, b| {
         (&a.resource, a.side, a.rule, &a.path, &a.container).cmp(&(&b.resource, b.side, b.rule, &b.path, &b.container))
     });
-}
-
-/// The digest of a desired object as Git holds it: of its encrypted document when it was opened
-/// from SOPS (no digest of plaintext is reported).
-fn digest_of(r: &crate::Resource) -> String {
-    r.provenance.sops_digest.clone().unwrap_or_else(|| object_digest(&r.object))
 }
 
 fn finish(mut report: ScanReport, compared: usize, options: &ScanOptions) -> ScanReport {
@@ -649,7 +683,7 @@ pub fn targeted_report(
     let mut report = empty_report(repository, cluster, options);
     report.revision = revision;
     report.desired = vec![desired.key.clone()];
-    report.desired_digests = vec![digest_of(desired)];
+    report.desired_digests = vec![desired.digest()];
     report.desired_complete = false;
     report.coverage.set(&desired.key.group_kind(), desired.key.namespace.as_deref(), crate::CoverageStatus::Complete);
     if crate::secret::is_sops_encrypted(&desired.object) {

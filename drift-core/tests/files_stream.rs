@@ -2,11 +2,12 @@
 //! gives the report of a whole read (`compare_files`), whatever the order the files arrive in:
 //! objects without namespaces on either side (matched, ambiguous, placed by `-n`), custom kinds
 //! the live side shows cluster-scoped, built-in cluster-scoped kinds given a namespace,
-//! duplicates on both sides, autoscalers and their targets, a broken live file.
+//! duplicates on both sides, autoscalers and their targets, waivers, a broken live file; with
+//! the desired objects as trees and kept compact until compared (`KeptResource`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use drift_core::scan::{ScanOptions, compare_files, compare_files_streamed};
-use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, Resource, SourceWarning};
+use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, KeptResource, Resource, SourceWarning};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -31,6 +32,10 @@ fn object(kind: usize, name: usize, ns: usize, value: u8, live: bool) -> Resourc
     }
     if live {
         meta["resourceVersion"] = json!(format!("{}", 100 + value));
+    } else if value == 2 {
+        // Waivers in Git, one in force and one expired (the clock is `fixed_clock`).
+        meta["annotations"] = json!({"drift-detector.io/waivers":
+            "- {path: data.k, owner: a, reason: r, expires: 2023-12-31}\n- {path: spec.replicas, owner: a, reason: r, expires: 2023-01-01}"});
     }
     let mut o = json!({"apiVersion": api_version, "kind": kind, "metadata": meta});
     match kind {
@@ -89,40 +94,50 @@ proptest! {
 
         let mut whole = compare_files(snapshot.clone(), live.clone(), warnings.clone(), namespace, &engine, &options());
         // The live objects handed over in a shuffled order, each with its place in the files.
-        let mut streamed = compare_files_streamed(
-            snapshot,
-            |sink: &mut dyn FnMut(u64, Resource)| {
-                for &i in &order {
-                    if let Some(r) = live.get(i as usize) {
-                        sink(i, r.clone());
-                    }
+        let read_live = |sink: &mut dyn FnMut(u64, Resource)| {
+            for &i in &order {
+                if let Some(r) = live.get(i as usize) {
+                    sink(i, r.clone());
                 }
-                warnings
-            },
-            namespace,
-            &engine,
-            &options(),
-        );
+            }
+            warnings.clone()
+        };
+        // The desired objects as trees, and kept compact until compared.
+        let kept = DesiredSnapshot {
+            repository: snapshot.repository.clone(),
+            revision: None,
+            resources: snapshot.resources.iter().map(KeptResource::new).collect(),
+            warnings: Vec::new(),
+        };
+        let mut streamed = compare_files_streamed(snapshot, read_live, namespace, &engine, &options());
+        let mut compact = compare_files_streamed(kept, read_live, namespace, &engine, &options());
         // (Versions are kept for the watch's ordering, which files do not have; a whole read
         // also notes those of objects Git does not hold.)
         whole.live_versions.clear();
         streamed.live_versions.clear();
-        prop_assert_eq!(streamed, whole);
+        compact.live_versions.clear();
+        prop_assert_eq!(&streamed, &whole);
+        prop_assert_eq!(compact, whole);
     }
 }
 
 /// The generator reaches the cases the law is about: a desired object without a namespace
-/// matched to the live one, an ambiguous one, a custom kind found cluster-scoped, drifts.
+/// matched to the live one, an ambiguous one, a custom kind found cluster-scoped, drifts, a
+/// waived drift (with the desired objects kept compact).
 #[test]
 fn the_cases_the_law_is_about_occur() {
     let engine = Engine::new(&EngineConfig::default()).unwrap();
     let desired = DesiredSnapshot {
         repository: "d".into(),
         revision: None,
-        resources: vec![object(0, 0, 0, 0, false), object(1, 1, 1, 0, false), object(2, 0, 1, 0, false)],
+        resources: [object(0, 0, 0, 0, false), object(1, 1, 1, 0, false), object(2, 0, 1, 0, false)]
+            .iter()
+            .chain(&[object(0, 1, 1, 2, false)])
+            .map(KeptResource::new)
+            .collect(),
         warnings: Vec::new(),
     };
-    let live = [object(0, 0, 2, 1, true), object(1, 1, 1, 2, true), object(2, 0, 0, 0, true)];
+    let live = [object(0, 0, 2, 1, true), object(1, 1, 1, 2, true), object(2, 0, 0, 0, true), object(0, 1, 1, 0, true)];
     let report = compare_files_streamed(
         desired,
         |sink: &mut dyn FnMut(u64, Resource)| {
@@ -144,6 +159,11 @@ fn the_cases_the_law_is_about_occur() {
     );
     assert!(
         report.drifts.iter().any(|d| d.resource.name == "b" && d.resource.kind == "Deployment"),
+        "{:?}",
+        report.drifts
+    );
+    assert!(
+        report.drifts.iter().any(|d| d.resource.name == "b" && d.resource.kind == "ConfigMap" && d.waiver.is_some()),
         "{:?}",
         report.drifts
     );

@@ -13,7 +13,7 @@ use drift_core::progress::Progress;
 use drift_core::scan::{
     ScanOptions, compare_files_streamed, compare_snapshots, discover_cluster_scoped, place_namespaces,
 };
-use drift_core::{DesiredSnapshot, Engine, EngineConfig};
+use drift_core::{DesiredSnapshot, Engine, EngineConfig, KeptResource};
 
 use crate::output::{Format, print_report};
 
@@ -103,11 +103,13 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let line = crate::progress::Line::start("diff", &progress);
     let sops = crate::compose::sops_keys()?;
     let opener = crate::compose::sops_opener(&sops);
-    let desired = crate::files::load(&args.desired, &progress, opener.as_deref())?;
     let recipients = crate::compose::sops_recipients(&sops);
     let Some(live_path) = &args.live else {
+        let desired = crate::files::load(&args.desired, &progress, opener.as_deref())?;
         return run_cluster(args, &engine, policy, desired, recipients, line, progress);
     };
+    // Each desired object is kept compact until it is compared (`drift_core::desired`).
+    let desired = crate::files::load::<KeptResource>(&args.desired, &progress, opener.as_deref())?;
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),

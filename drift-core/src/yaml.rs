@@ -1,0 +1,383 @@
+//! Manifests in their common form, read straight from the YAML parser's events into a tree.
+//!
+//! serde-saphyr reads a document into a `Value` through serde, which costs about as much again
+//! as its parser's events (docs/benchmarks.md, "Where the whole `drift diff` goes"). Manifests
+//! use a small part of YAML: block and flow collections, string keys, quoted and block scalars,
+//! and plain scalars that are strings, integers, booleans or null at a glance. [`read`] builds
+//! the tree of such a document from the same parser (granit-parser, with the options
+//! serde-saphyr gives it) and gives up, with `None`, at the first thing outside that form: a
+//! tag, an anchor, an alias, a merge key or a key given twice, a key that is not plainly a
+//! string, a plain scalar whose type needs YAML's fuller rules (floats, octal and hexadecimal,
+//! leading zeros, `yes`/`no`/`on`/`off`), a syntax error, or a document near a bound of the
+//! reader's budget. serde-saphyr then reads the document, so that its rules and its error
+//! messages stay the only ones; a differential property test holds the two readers equal.
+
+use granit_parser::{Event, Parser, ScalarStyle};
+use serde_json::{Map, Value};
+
+/// serde-saphyr's defaults for what its budget gives the parser (`Budget::parser_options`).
+const SIMPLE_KEY_MAX_LOOKAHEAD: usize = 1024;
+const FLOW_NESTING_LIMIT: usize = 255;
+/// Below serde-saphyr's default bound on events (1,000,000), with room for how it counts.
+const MAX_EVENTS: usize = 500_000;
+
+/// A collection being built.
+enum Frame {
+    Seq(Vec<Value>),
+    /// A mapping, and the key read whose value comes next.
+    Map(Map<String, Value>, Option<String>),
+}
+
+/// The tree of one YAML document in the common form, or `None` (see the module documentation).
+/// `max_depth` and `max_nodes` are the reader's bounds: a document that reaches one is left to
+/// the reader, which reports it.
+pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
+    let mut options = granit_parser::Options::default();
+    options.simple_key_max_lookahead = SIMPLE_KEY_MAX_LOOKAHEAD;
+    options.flow_nesting_limit = FLOW_NESTING_LIMIT;
+    options.block_nesting_limit = options.block_nesting_limit.max(max_depth.saturating_add(1));
+    options.emit_comments = false;
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Value> = None;
+    let (mut nodes, mut events) = (0usize, 0usize);
+    for event in Parser::new_from_str_with_options(text, options) {
+        let (event, _) = event.ok()?;
+        events += 1;
+        if events > MAX_EVENTS {
+            return None;
+        }
+        let value = match event {
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => continue,
+            // A second document is the reader's to refuse.
+            Event::DocumentStart(..) if root.is_some() => return None,
+            Event::DocumentStart(..) => continue,
+            Event::Scalar(text, style, anchor, tag) => {
+                nodes += 1;
+                if anchor != 0 || tag.is_some() || nodes > max_nodes {
+                    return None;
+                }
+                let value = match style {
+                    ScalarStyle::Plain => plain(&text)?,
+                    _ => Value::String(text.into_owned()),
+                };
+                if let Some(Frame::Map(_, key @ None)) = stack.last_mut() {
+                    // A key: a string, never the merge key.
+                    match value {
+                        Value::String(k) if k != "<<" => *key = Some(k),
+                        _ => return None,
+                    }
+                    continue;
+                }
+                value
+            }
+            Event::SequenceStart(_, anchor, ref tag) | Event::MappingStart(_, anchor, ref tag) => {
+                nodes += 1;
+                let complex_key = matches!(stack.last(), Some(Frame::Map(_, None)));
+                if anchor != 0 || tag.is_some() || nodes > max_nodes || stack.len() >= max_depth || complex_key {
+                    return None;
+                }
+                stack.push(if matches!(event, Event::SequenceStart(..)) {
+                    Frame::Seq(Vec::new())
+                } else {
+                    Frame::Map(Map::new(), None)
+                });
+                continue;
+            }
+            Event::SequenceEnd => match stack.pop()? {
+                Frame::Seq(items) => Value::Array(items),
+                Frame::Map(..) => return None,
+            },
+            Event::MappingEnd => match stack.pop()? {
+                Frame::Map(map, None) => Value::Object(map),
+                _ => return None,
+            },
+            // Aliases, and anything else the parser may say.
+            _ => return None,
+        };
+        match stack.last_mut() {
+            None if root.is_none() => root = Some(value),
+            None => return None,
+            Some(Frame::Seq(items)) => items.push(value),
+            Some(Frame::Map(map, key)) => {
+                let key = key.take()?;
+                if map.contains_key(&key) {
+                    return None;
+                }
+                map.insert(key, value);
+            }
+        }
+    }
+    if !stack.is_empty() {
+        return None;
+    }
+    // An empty document is the reader's too.
+    root
+}
+
+/// Characters that a number's text may hold, in every spelling YAML or a float parser accepts
+/// (signs, radix prefixes, hexadecimal digits, exponents, `.inf`/`.nan`, underscores,
+/// sexagesimal colons, commas): a plain scalar that starts like a number and holds only these
+/// is left to the reader.
+const NUMERIC: &[u8] = b"0123456789abcdefABCDEFxXoObBiInN._+-:,";
+
+/// YAML 1.1 booleans, in any case (the reader's `parse_yaml11_bool`), and null.
+const WORDS: &[&str] = &["y", "yes", "n", "no", "on", "off", "true", "false", "null"];
+
+/// The value of a plain scalar without tag, when it is plain at a glance.
+fn plain(s: &str) -> Option<Value> {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
+        "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Value::Bool(false)),
+        _ => {}
+    }
+    let first = *s.as_bytes().first()?;
+    if first.is_ascii_alphabetic() {
+        // A word that is not a boolean or null is a string (`inf`, `nan` too: the reader
+        // reads a float only from a numeral).
+        return if WORDS.iter().any(|w| s.eq_ignore_ascii_case(w)) { None } else { Some(Value::String(s.to_owned())) };
+    }
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let decimal = !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit());
+    if decimal && (digits == s || digits != "0") {
+        // No leading zero (octal for some readers, a string for others).
+        return if digits.len() > 1 && digits.starts_with('0') { None } else { s.parse::<i64>().ok().map(Value::from) };
+    }
+    if (first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'.')) && s.bytes().all(|b| NUMERIC.contains(&b)) {
+        return None;
+    }
+    Some(Value::String(s.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The reader the fast path stands in for, with the budget `manifest` gives it.
+    fn saphyr(text: &str) -> Result<Value, String> {
+        let options = serde_saphyr::options! {
+            budget: serde_saphyr::budget! { max_depth: 100, max_aliases: 10_000, max_nodes: 1_000_000, max_documents: 1 },
+            reject_unsupported_tags: true,
+        };
+        serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| e.to_string())
+    }
+
+    /// Plain scalars that sit on the edges of YAML's typing rules.
+    #[rustfmt::skip]
+    const TOKENS: &[&str] = &[
+        "", "~", "null", "Null", "NULL", "nULL", "true", "True", "TRUE", "tRUE", "false", "FALSE", "yes", "Yes",
+        "no", "NO", "on", "Off", "y", "n", "Y", "N", "inf", "nan", "NaN", "Infinity", ".inf", "-.inf", ".NaN",
+        "+.nan", "0", "-0", "+0", "00", "007", "-007", "12", "-12", "+12", "123456789012345678",
+        "-123456789012345678", "1234567890123456789", "99999999999999999999", "1_000", "0x1F", "0X1F", "0o17",
+        "0b101", "1.5", "-1.5", "1.", ".5", "+.5", "1e5", "1E5", "1e999", "-1e999", "1:30", "1,000", "10.0.0.1",
+        "500m", "100Mi", "1Gi", "0.5Gi", "3s", "--port=8080", "-Xmx512m", "-", "--", ".", "_", "+", "/var/run",
+        "a b", "nginx:1.25", "app.kubernetes.io/name", "2023-12-31", "2001-12-14t21:59:43.10-05:00", "90deg",
+        "1.5rad", "~foo", "=x", "<<", "$HOME", "a#b", "é", "ÿes", "1__0", "_1", "0x", "0xg", "1e", "e5",
+    ];
+
+    #[derive(Debug, Clone)]
+    enum Node {
+        Scalar(&'static str, u8),
+        Seq(Vec<Node>, bool),
+        Map(Vec<((&'static str, u8), Node)>, bool),
+    }
+
+    fn node() -> impl Strategy<Value = Node> {
+        let scalar = (proptest::sample::select(TOKENS), 0u8..5).prop_map(|(t, s)| Node::Scalar(t, s));
+        scalar.prop_recursive(4, 24, 5, |inner| {
+            let key = (proptest::sample::select(TOKENS), 0u8..5);
+            prop_oneof![
+                (proptest::collection::vec(inner.clone(), 0..4), proptest::bool::weighted(0.2))
+                    .prop_map(|(v, flow)| Node::Seq(v, flow)),
+                (proptest::collection::vec((key, inner), 0..4), proptest::bool::weighted(0.2))
+                    .prop_map(|(v, flow)| Node::Map(v, flow)),
+            ]
+        })
+    }
+
+    /// A scalar in one of the styles: plain (most often), single- or double-quoted, literal.
+    fn scalar(t: &str, style: u8, indent: usize) -> String {
+        match style {
+            3 => format!("'{}'", t.replace('\'', "''")),
+            4 => format!("\"{}\"", t.replace('\\', "\\\\").replace('"', "\\\"")),
+            2 if indent > 0 && !t.is_empty() => format!("|\n{}{t}", " ".repeat(indent)),
+            _ => t.to_owned(),
+        }
+    }
+
+    fn flow(n: &Node, out: &mut String) {
+        match n {
+            Node::Scalar(t, s) => out.push_str(&scalar(t, if *s >= 3 { *s } else { 0 }, 0)),
+            Node::Seq(items, _) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    flow(item, out);
+                }
+                out.push(']');
+            }
+            Node::Map(entries, _) => {
+                out.push('{');
+                for (i, ((k, ks), v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                    }
+                    out.push_str(&scalar(k, if *ks >= 3 { *ks } else { 0 }, 0));
+                    out.push_str(": ");
+                    flow(v, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    /// Writes `n` after a `key:` or a `- ` at `indent`.
+    fn block(n: &Node, indent: usize, out: &mut String) {
+        let pad = " ".repeat(indent);
+        match n {
+            Node::Scalar(t, s) => {
+                out.push(' ');
+                out.push_str(&scalar(t, *s, indent + 2));
+            }
+            Node::Seq(items, in_flow) if *in_flow || items.is_empty() => {
+                out.push(' ');
+                flow(n, out);
+            }
+            Node::Map(entries, in_flow) if *in_flow || entries.is_empty() => {
+                out.push(' ');
+                flow(n, out);
+            }
+            Node::Seq(items, _) => {
+                for item in items {
+                    out.push('\n');
+                    out.push_str(&pad);
+                    out.push('-');
+                    block(item, indent + 2, out);
+                }
+            }
+            Node::Map(entries, _) => {
+                for ((k, ks), v) in entries {
+                    out.push('\n');
+                    out.push_str(&pad);
+                    out.push_str(&scalar(k, if *ks >= 3 { *ks } else { 0 }, 0));
+                    out.push(':');
+                    block(v, indent + 2, out);
+                }
+            }
+        }
+    }
+
+    fn document(n: &Node) -> String {
+        let mut out = String::new();
+        match n {
+            Node::Map(entries, false) if !entries.is_empty() => block(n, 0, &mut out),
+            _ => {
+                out.push_str("root:");
+                block(n, 2, &mut out);
+            }
+        }
+        out.push('\n');
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        /// Whenever the fast path reads a document, the reader reads the same tree.
+        #[test]
+        fn the_fast_path_reads_what_the_reader_reads(n in node()) {
+            let text = document(&n);
+            if let Some(fast) = read(&text, 100, 1_000_000) {
+                prop_assert_eq!(Ok(fast), saphyr(&text), "{}", text);
+            }
+        }
+    }
+
+    #[test]
+    fn every_token_alone_is_read_as_the_reader_reads_it_or_left_to_it() {
+        let mut fast = 0;
+        for t in TOKENS {
+            for style in 0..5u8 {
+                let text = format!("k: {}\n", scalar(t, style, 2));
+                if let Some(v) = read(&text, 100, 1_000_000) {
+                    fast += 1;
+                    assert_eq!(Ok(v), saphyr(&text), "{text}");
+                }
+                let key = format!("{}: v\n", scalar(t, if style >= 3 { style } else { 0 }, 0));
+                if let Some(v) = read(&key, 100, 1_000_000) {
+                    assert_eq!(Ok(v), saphyr(&key), "{key}");
+                }
+            }
+        }
+        assert!(fast > TOKENS.len() * 3, "the fast path read only {fast} documents");
+    }
+
+    /// Every YAML document under `dir`: (read by the fast path, all), each read so checked
+    /// against the reader.
+    fn documents_under(dir: &std::path::Path) -> (usize, usize) {
+        let (mut fast, mut all) = (0, 0);
+        let mut folders = vec![dir.to_path_buf()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+                let path = entry.path();
+                if entry.file_type().unwrap().is_dir() {
+                    folders.push(path);
+                } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                    let Ok(text) = std::fs::read_to_string(&path) else { continue };
+                    for doc in crate::manifest::split_documents(&text) {
+                        all += 1;
+                        if let Some(v) = read(doc.text, 100, 1_000_000) {
+                            fast += 1;
+                            assert_eq!(Ok(v), saphyr(doc.text), "{}", path.display());
+                        }
+                    }
+                }
+            }
+        }
+        (fast, all)
+    }
+
+    #[test]
+    fn the_repository_examples_read_the_same_both_ways() {
+        let (fast, all) = documents_under(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples"));
+        assert!(all > 5 && fast * 2 > all, "{fast} of {all} documents took the fast path");
+    }
+
+    #[test]
+    fn the_corpus_reads_the_same_both_ways() {
+        let Some(corpus) = drift_testkit::corpus::dir("the_corpus_reads_the_same_both_ways", "") else { return };
+        let (fast, all) = documents_under(&corpus);
+        eprintln!("{fast} of {all} YAML documents of the corpus took the fast path");
+        assert!(fast * 2 > all, "{fast} of {all} documents took the fast path");
+    }
+
+    #[test]
+    fn a_manifest_is_read_by_the_fast_path_and_the_rest_is_left_to_the_reader() {
+        let manifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n  labels: {app: web, tier: \"1\"}\nspec:\n  replicas: 3\n  template:\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.25\n          args: [--port=8080, -v]\n          resources:\n            limits: {cpu: 500m, memory: 256Mi}\n          env:\n            - name: A\n              value: 'yes'\n            - name: B\n              value: |\n                line one\n                line two\n          securityContext:\n            runAsNonRoot: true\n            runAsUser: 1000\n";
+        let fast = read(manifest, 100, 1_000_000).expect("a common manifest takes the fast path");
+        assert_eq!(Ok(fast), saphyr(manifest));
+        for left in [
+            "a: 1.5\n",
+            "a: yes\n",
+            "a: 0x1F\n",
+            "a: &x 1\nb: *x\n",
+            "a: !!str 1\n",
+            "a: 1\na: 2\n",
+            "<<: {a: 1}\n",
+            "? [a]\n: b\n",
+            "a: [\n",
+            "",
+            "8080: x\n",
+        ] {
+            assert!(read(left, 100, 1_000_000).is_none(), "{left:?} is left to the reader");
+        }
+        let deep = "a:\n  b:\n    c: 1\n";
+        assert!(read(deep, 2, 1_000_000).is_none() && read(deep, 3, 1_000_000).is_some());
+        assert!(read(deep, 3, 3).is_none() && read(deep, 3, 7).is_some());
+    }
+}
