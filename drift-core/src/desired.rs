@@ -178,13 +178,7 @@ impl KeptResource {
     /// Bytes held on the heap: the compressed object, the key, apiVersion and digest (the
     /// provenance's paths and rules are not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.packed.len()
-            + self.api_version.len()
-            + self.key.group.len()
-            + self.key.kind.len()
-            + self.key.name.len()
-            + self.key.namespace.as_ref().map_or(0, String::len)
-            + self.digest.len()
+        self.packed.len() + self.api_version.len() + self.key.heap_bytes() + self.digest.len()
     }
 }
 

@@ -68,6 +68,11 @@ impl ResourceKey {
     pub fn with_namespace(&self, namespace: Option<&str>) -> Self {
         ResourceKey { namespace: namespace.map(str::to_owned), ..self.clone() }
     }
+
+    /// Bytes its strings hold on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.group.len() + self.kind.len() + self.name.len() + self.namespace.as_ref().map_or(0, String::len)
+    }
 }
 
 impl fmt::Display for ResourceKey {
@@ -248,12 +253,7 @@ impl CompactResource {
     /// Bytes held on the heap (the object's text, key and apiVersion; the provenance's paths
     /// and rules are not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.json.len()
-            + self.api_version.len()
-            + self.key.group.len()
-            + self.key.kind.len()
-            + self.key.name.len()
-            + self.key.namespace.as_ref().map_or(0, String::len)
+        self.json.len() + self.api_version.len() + self.key.heap_bytes()
     }
 }
 
