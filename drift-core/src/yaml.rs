@@ -15,9 +15,11 @@
 use granit_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Value};
 
-/// serde-saphyr's defaults for what its budget gives the parser (`Budget::parser_options`).
+/// serde-saphyr's defaults for what its budget gives the parser (`Budget::parser_options`; it
+/// has the parser emit comments, and bounds how many it buffers).
 const SIMPLE_KEY_MAX_LOOKAHEAD: usize = 1024;
 const FLOW_NESTING_LIMIT: usize = 255;
+const MAX_BUFFERED_COMMENT_EVENTS: usize = 32;
 /// Below serde-saphyr's default bound on events (1,000,000), with room for how it counts.
 const MAX_EVENTS: usize = 500_000;
 
@@ -36,7 +38,8 @@ pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Val
     options.simple_key_max_lookahead = SIMPLE_KEY_MAX_LOOKAHEAD;
     options.flow_nesting_limit = FLOW_NESTING_LIMIT;
     options.block_nesting_limit = options.block_nesting_limit.max(max_depth.saturating_add(1));
-    options.emit_comments = false;
+    options.emit_comments = true;
+    options.max_buffered_comment_events = MAX_BUFFERED_COMMENT_EVENTS;
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Value> = None;
     let (mut nodes, mut events) = (0usize, 0usize);
@@ -47,7 +50,7 @@ pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Val
             return None;
         }
         let value = match event {
-            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => continue,
+            Event::StreamStart | Event::StreamEnd | Event::DocumentEnd | Event::Comment(..) => continue,
             // A second document is the reader's to refuse.
             Event::DocumentStart(..) if root.is_some() => return None,
             Event::DocumentStart(..) => continue,
@@ -354,6 +357,30 @@ mod tests {
         let (fast, all) = documents_under(&corpus);
         eprintln!("{fast} of {all} YAML documents of the corpus took the fast path");
         assert!(fast * 2 > all, "{fast} of {all} documents took the fast path");
+    }
+
+    /// Comments anywhere, and runs of them past the reader's bound on buffered comments: the
+    /// fast path reads what the reader reads and refuses what it refuses.
+    #[test]
+    fn comments_are_read_as_the_reader_reads_them() {
+        let mut fast = 0;
+        for run in [1, 31, 32, 33, 40, 100] {
+            let comments = "# c\n".repeat(run);
+            for text in [
+                format!("{comments}a: 1\n"),
+                format!("a:\n{comments}  b: 1\n"),
+                format!("a:\n{comments}- 1\n"),
+                format!("a:\n  - 1\n{comments}  - 2\n"),
+                format!("a: 1 # c\n{comments}b: [1, # c\n  2]\n"),
+                format!("? a\n{comments}: b\n"),
+            ] {
+                if let Some(v) = read(&text, 100, 1_000_000) {
+                    fast += 1;
+                    assert_eq!(Ok(v), saphyr(&text), "{text}");
+                }
+            }
+        }
+        assert!(fast > 12, "the fast path read only {fast} documents with comments");
     }
 
     #[test]
