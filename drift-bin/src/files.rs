@@ -23,7 +23,15 @@ impl<T> Default for Loaded<T> {
     }
 }
 
-fn load_files<T: From<Resource>>(files: &[PathBuf], progress: &Progress, sops: Option<&dyn SopsOpener>) -> Loaded<T> {
+/// What the loader makes of each object as soon as its file is parsed.
+pub type Make<'a, T> = &'a (dyn Fn(Resource) -> T + Sync);
+
+fn load_files<T>(
+    files: &[PathBuf],
+    progress: &Progress,
+    sops: Option<&dyn SopsOpener>,
+    make: Make<'_, T>,
+) -> Loaded<T> {
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
@@ -33,7 +41,7 @@ fn load_files<T: From<Resource>>(files: &[PathBuf], progress: &Progress, sops: O
                 if let Some(opener) = sops {
                     drift_core::sops::open_file(&mut parsed, &text, &shown, opener);
                 }
-                loaded.resources.extend(parsed.resources.into_iter().map(T::from));
+                loaded.resources.extend(parsed.resources.into_iter().map(make));
                 loaded.warnings.extend(parsed.warnings);
                 progress.files_read(1);
             }
@@ -65,11 +73,12 @@ fn workers() -> usize {
 /// Loads every manifest under `path` ([`walk`]). A file that cannot be read as text is a
 /// warning. Each file parsed is counted into `progress`. With `sops`, SOPS-encrypted files are
 /// opened in memory ([`drift_core::sops::open_file`]); the desired side only. Each object is
-/// made a `T` on the thread that parsed it.
-pub fn load<T: From<Resource> + Send>(
+/// made a `T` by `make` on the thread that parsed it.
+pub fn load<T: Send>(
     path: &Path,
     progress: &Progress,
     sops: Option<&dyn SopsOpener>,
+    make: Make<'_, T>,
 ) -> Result<Loaded<T>> {
     let walked = walk(path)?;
     let files = walked.files;
@@ -77,7 +86,7 @@ pub fn load<T: From<Resource> + Send>(
     let chunk = files.len().div_ceil(workers()).max(1);
     let parts: Vec<Loaded<T>> = std::thread::scope(|s| {
         let handles: Vec<_> =
-            files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress, sops))).collect();
+            files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress, sops, make))).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };
@@ -110,7 +119,7 @@ pub fn stream(
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(file) = files.get(i) else { break };
-                    if tx.send((i, load_files(std::slice::from_ref(file), progress, None))).is_err() {
+                    if tx.send((i, load_files(std::slice::from_ref(file), progress, None, &|r| r))).is_err() {
                         break;
                     }
                 }

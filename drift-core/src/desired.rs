@@ -163,6 +163,14 @@ impl KeptResource {
         }
     }
 
+    /// [`KeptResource::new`], with `comparator`'s relations of the object alone asked while its
+    /// tree is in hand (what [`DesiredObject::relations`] would otherwise expand it for).
+    pub fn asking(r: &Resource, comparator: &dyn Comparator) -> Self {
+        let mut kept = KeptResource::new(r);
+        kept.related = comparator.relations(std::slice::from_ref(r));
+        kept
+    }
+
     /// The resource back, with a tree of its own.
     fn expand(&self) -> Resource {
         // The block and its text were written by `new`: they read back.
@@ -179,12 +187,6 @@ impl KeptResource {
     /// provenance's paths and rules are not counted).
     pub fn heap_bytes(&self) -> usize {
         self.packed.len() + self.api_version.len() + self.key.heap_bytes() + self.digest.len()
-    }
-}
-
-impl From<Resource> for KeptResource {
-    fn from(r: Resource) -> Self {
-        KeptResource::new(&r)
     }
 }
 
@@ -310,6 +312,21 @@ mod tests {
         let again = KeptResource::relations(&mut kept, &counting).unwrap();
         assert_eq!(asked(), 3, "only the object whose key changed asked again");
         assert!(again.related.contains(&ResourceKey::new("", "ConfigMap", Some("shop"), "t")));
+    }
+
+    #[test]
+    fn a_kept_object_asked_when_made_is_not_asked_again_until_its_key_changes() {
+        let r = resource(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        let counting = Counting::default();
+        let mut kept = vec![KeptResource::asking(&r, &counting)];
+        let asked = || counting.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(asked(), 1);
+        let found = KeptResource::relations(&mut kept, &counting).unwrap();
+        assert_eq!(found.related, HashSet::from([ResourceKey::new("", "ConfigMap", None, "t")]));
+        assert_eq!(asked(), 1, "the answer given when it was made");
+        kept[0].key_mut().namespace = Some("shop".into());
+        KeptResource::relations(&mut kept, &counting).unwrap();
+        assert_eq!(asked(), 2);
     }
 
     #[test]

@@ -105,11 +105,13 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let opener = crate::compose::sops_opener(&sops);
     let recipients = crate::compose::sops_recipients(&sops);
     let Some(live_path) = &args.live else {
-        let desired = crate::files::load(&args.desired, &progress, opener.as_deref())?;
+        let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &|r| r)?;
         return run_cluster(args, &engine, policy, desired, recipients, line, progress);
     };
-    // Each desired object is kept compact until it is compared (`drift_core::desired`).
-    let desired = crate::files::load::<KeptResource>(&args.desired, &progress, opener.as_deref())?;
+    // Each desired object is kept compact until it is compared (`drift_core::desired`); the
+    // engine is asked for its relations while its tree is in hand.
+    let keep = |r: drift_core::Resource| KeptResource::asking(&r, &engine);
+    let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &keep)?;
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
