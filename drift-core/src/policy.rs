@@ -447,6 +447,9 @@ impl Policy {
             }
         }
         out.sort_by(|a, b| (a.rule, &a.path, &a.container).cmp(&(b.rule, &b.path, &b.container)));
+        // Two containers of one name (refused by the API server, possible in Git) would repeat
+        // a pod-level finding told per container.
+        out.dedup_by(|a, b| (a.rule, &a.path, &a.container) == (b.rule, &b.path, &b.container));
         out
     }
 }
