@@ -5,13 +5,18 @@
 //! drift (three-way awareness). Lists with a merge key compare as maps; other lists compare by
 //! position, and a length difference is one difference at the list's path. Empty and absent are
 //! equal on the desired side.
-
-use std::collections::HashMap;
+//!
+//! The walk sees the objects as [`crate::normalize`] would make them without copying them: it
+//! skips the fields normalisation drops ([`Level`]), compares quantities by their canonical text
+//! ([`quantity_at`]), and reports normalised copies of the values it records. Objects given
+//! already normalised walk the same (normalisation is idempotent); a Secret must be given
+//! normalised ([`crate::normalize::view`]), since its values are folded and hashed first.
+//! Merge keys identify list items as written: a key field is never read as a quantity.
 
 use serde_json::Value;
 
 use crate::merge_keys::{MergeKeyRule, MergeKeys};
-use crate::normalize::{is_empty, scalar_eq};
+use crate::normalize::{Level, canonical_quantity, quantity_at, scalar_eq};
 use crate::path::{Path, SegRef, SegView, scalar_text};
 
 /// One difference found by the walk.
@@ -29,11 +34,13 @@ pub struct RawDiff {
 
 /// Compares normalised `desired` with normalised `live` for an object of `kind`.
 pub fn diff(kind: &str, desired: &Value, live: &Value, merge_keys: &MergeKeys) -> Vec<RawDiff> {
-    diff_filtered(kind, desired, live, merge_keys, &mut |_| true)
+    diff_normalised(kind, desired, live, merge_keys, &mut |_| true)
 }
 
 /// [`diff`], asking `keep_extra` about each field only the cluster has before recording it
 /// (most such fields are server defaults that nobody claims; skipping them early is cheap).
+/// `desired` and `live` are seen through [`crate::normalize::view`] (or normalised already):
+/// the walk skips what normalisation drops and compares quantities canonically.
 pub fn diff_filtered(
     kind: &str,
     desired: &Value,
@@ -41,8 +48,33 @@ pub fn diff_filtered(
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
 ) -> Vec<RawDiff> {
+    walk_pair(kind, desired, live, merge_keys, keep_extra, true)
+}
+
+/// [`diff_filtered`] of two normalised copies, without skipping or canonicalising anything
+/// during the walk: the reference the normalising walk is tested against.
+pub fn diff_normalised(
+    kind: &str,
+    desired: &Value,
+    live: &Value,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+) -> Vec<RawDiff> {
+    walk_pair(kind, desired, live, merge_keys, keep_extra, false)
+}
+
+fn walk_pair(
+    kind: &str,
+    desired: &Value,
+    live: &Value,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+    normalising: bool,
+) -> Vec<RawDiff> {
     let mut w = Walker {
         kind,
+        normalising,
+        limit_range: kind == "LimitRange",
         merge_keys,
         keep_extra,
         path: Vec::with_capacity(16),
@@ -55,6 +87,9 @@ pub fn diff_filtered(
 
 struct Walker<'a, 'k> {
     kind: &'a str,
+    /// Whether the walk normalises as it goes (else the objects are normalised copies).
+    normalising: bool,
+    limit_range: bool,
     merge_keys: &'a MergeKeys,
     keep_extra: &'k mut dyn FnMut(&[SegRef<'_>]) -> bool,
     path: Vec<SegRef<'a>>,
@@ -92,7 +127,46 @@ impl<'a> Walker<'a, '_> {
             return;
         }
         let path = Path(self.path.iter().map(SegRef::to_seg).collect());
-        self.out.push(RawDiff { path, git: git.cloned(), live: live.cloned(), extra });
+        let (git, live) = (git.map(|v| self.normalized_here(v)), live.map(|v| self.normalized_here(v)));
+        self.out.push(RawDiff { path, git, live, extra });
+    }
+
+    /// What normalisation makes of a value at the current path.
+    fn normalized_here(&self, v: &Value) -> Value {
+        if !self.normalising {
+            return v.clone();
+        }
+        let Some(name) = reach(&self.path) else { return v.clone() };
+        match v {
+            Value::Array(_) if matches!(self.path.last(), Some(SegRef::Item { .. })) => v.clone(),
+            Value::Object(_) | Value::Array(_) => self.level().normalized(v, name, self.limit_range),
+            _ if self.quantity_leaf() => canonical_quantity(v).into_owned(),
+            _ => v.clone(),
+        }
+    }
+
+    /// Where the mapping at the current path sits, for what normalisation drops from it.
+    fn level(&self) -> Level {
+        match self.path.as_slice() {
+            _ if !self.normalising => Level::Other,
+            [] => Level::Root,
+            [SegRef::Field("metadata")] => Level::Metadata,
+            [SegRef::Field("metadata"), SegRef::Field("annotations")] => Level::Annotations,
+            _ => Level::Other,
+        }
+    }
+
+    /// Whether a scalar at the current path is a quantity normalisation writes canonically.
+    fn quantity_leaf(&self) -> bool {
+        let Some((SegRef::Field(k), parent)) = self.path.split_last().filter(|_| self.normalising) else {
+            return false;
+        };
+        let name = match parent {
+            [] => None,
+            [.., SegRef::Field(p)] | [.., SegRef::Field(p), SegRef::Item { .. }] => Some(*p),
+            _ => return false,
+        };
+        quantity_at(name, k, self.limit_range) && reach(parent).is_some()
     }
 
     fn push_field(&mut self, name: &'a str) -> usize {
@@ -124,13 +198,14 @@ impl<'a> Walker<'a, '_> {
             return;
         }
         let l = l.filter(|v| !v.is_null());
+        let level = self.level();
         match (d, l) {
             (_, None) => {
-                if is_empty(d) {
+                if level.is_empty(d) {
                     return;
                 }
                 if let Value::Object(dm) = d {
-                    for (k, v) in dm {
+                    for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
                         let s = self.push_field(k);
                         self.walk(v, None, &[]);
                         self.pop(s);
@@ -140,27 +215,27 @@ impl<'a> Walker<'a, '_> {
                 }
             }
             (Value::Object(dm), Some(Value::Object(lm))) => {
-                for (k, v) in dm {
+                for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
                     let s = self.push_field(k);
                     self.walk(v, lm.get(k), &[]);
                     self.pop(s);
                 }
-                for (k, lv) in lm {
-                    if dm.get(k).is_none_or(Value::is_null) && !is_empty(lv) && !key_fields.contains(k) {
+                for (k, lv) in lm.iter().filter(|(k, _)| !level.drops(k)) {
+                    if dm.get(k).is_none_or(Value::is_null) && !level.child(k).is_empty(lv) && !key_fields.contains(k) {
                         let s = self.push_field(k);
                         self.extra(lv);
                         self.pop(s);
                     }
                 }
             }
-            (Value::Object(dm), Some(other)) => {
-                if !dm.is_empty() {
+            (Value::Object(_), Some(other)) => {
+                if !level.is_empty(d) {
                     self.report(Some(d), Some(other), false);
                 }
             }
             (Value::Array(da), Some(l)) => {
                 if da.is_empty() {
-                    if !is_empty(l) {
+                    if !level.is_empty(l) {
                         self.report(Some(d), Some(l), false);
                     }
                 } else if let Value::Array(la) = l {
@@ -170,7 +245,14 @@ impl<'a> Walker<'a, '_> {
                 }
             }
             (_, Some(l)) => {
-                if !scalar_eq(d, l) {
+                let differ = if d == l {
+                    false
+                } else if self.quantity_leaf() {
+                    !scalar_eq(&canonical_quantity(d), &canonical_quantity(l))
+                } else {
+                    !scalar_eq(d, l)
+                };
+                if differ {
                     self.report(Some(d), Some(l), false);
                 }
             }
@@ -180,10 +262,11 @@ impl<'a> Walker<'a, '_> {
     /// A field only the cluster has: mappings are opened down to their leaves so that each
     /// added field is judged (and typed) on its own.
     fn extra(&mut self, lv: &'a Value) {
+        let level = self.level();
         match lv {
-            Value::Object(m) if !m.is_empty() => {
-                for (k, v) in m {
-                    if !is_empty(v) {
+            Value::Object(m) if !level.is_empty(lv) => {
+                for (k, v) in m.iter().filter(|(k, _)| !level.drops(k)) {
+                    if !level.child(k).is_empty(v) {
                         let s = self.push_field(k);
                         self.extra(v);
                         self.pop(s);
@@ -199,23 +282,25 @@ impl<'a> Walker<'a, '_> {
         if let Some(rule) = rule
             && let (Some(dk), Some(lk)) = (keys_of(rule, da), keys_of(rule, la))
         {
-            let index: HashMap<&Vec<(String, String)>, usize> = lk.iter().enumerate().map(|(j, k)| (&k.0, j)).collect();
+            // Lists are short: pairing by linear search allocates nothing and hashes nothing.
+            let in_live: Vec<Option<usize>> = dk.iter().map(|d| lk.iter().position(|l| l.0 == d.0)).collect();
+            let in_desired: Vec<bool> = lk.iter().map(|l| dk.iter().any(|d| d.0 == l.0)).collect();
             let mut matched = vec![false; la.len()];
             // Items whose key changed (a Service port renumbered) are paired by `name` when
             // the key does not include it, so the change shows as one field, not as an item
             // removed and another added.
-            let by_name = |item: &Value| item.get("name").and_then(Value::as_str).map(str::to_owned);
+            let by_name = |item: &'a Value| item.get("name").and_then(Value::as_str);
             let renamed = |i: usize, matched: &[bool]| -> Option<usize> {
                 if rule.keys.iter().any(|k| k == "name") {
                     return None;
                 }
                 let name = by_name(&da[i])?;
-                let j = la.iter().position(|l| by_name(l).as_deref() == Some(name.as_str()))?;
-                (!matched[j] && !index.contains_key(&dk[i].0) && !dk.iter().any(|d| d.0 == lk[j].0)).then_some(j)
+                let j = la.iter().position(|l| by_name(l) == Some(name))?;
+                (!matched[j] && !in_desired[j]).then_some(j)
             };
-            for (i, (item, (key, hidden))) in da.iter().zip(dk.iter()).enumerate() {
-                let found = index.get(key).copied().or_else(|| renamed(i, &matched));
-                let s = self.push_item(key.clone(), hidden.clone(), i);
+            for (i, (item, (key, hidden))) in da.iter().zip(dk).enumerate() {
+                let found = in_live[i].or_else(|| renamed(i, &matched));
+                let s = self.push_item(key, hidden, i);
                 match found {
                     Some(j) => {
                         matched[j] = true;
@@ -244,6 +329,20 @@ impl<'a> Walker<'a, '_> {
             self.walk(d, Some(l), &[]);
             self.pop(s);
         }
+    }
+}
+
+/// Whether normalisation reaches the value at `path` (it opens mappings, and the mappings in a
+/// list, but not lists in a list), and if so the name its mapping's fields see as their
+/// parent's: the field it is under, or the list's field for a list item; `None` at the root.
+fn reach<'p>(path: &'p [SegRef<'_>]) -> Option<Option<&'p str>> {
+    if path.windows(2).any(|w| matches!(w, [SegRef::Item { .. }, SegRef::Item { .. }])) {
+        return None;
+    }
+    match path {
+        [] => Some(None),
+        [.., SegRef::Field(k)] | [.., SegRef::Field(k), SegRef::Item { .. }] => Some(Some(k)),
+        _ => None,
     }
 }
 

@@ -2,19 +2,21 @@
 //! attribution and ignore rules, configured by [`EngineConfig`]; each drift's type, severity,
 //! classification and recommended action come from [`crate::verdict`].
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::applied::Applied;
 use crate::compare::Comparator;
-use crate::diff::{RawDiff, diff_filtered, lookup, lookup_segments};
+use crate::diff::{RawDiff, diff_filtered, lookup_segments};
 use crate::drift::*;
 use crate::ignore::{CompiledRule, IgnoreRule, ObjectIgnores};
 use crate::managed::{ManagerClass, ManagerClassifier, ManagerPolicy, Ownership};
 use crate::merge_keys::{MergeKeyRule, MergeKeys};
 use crate::model::{Resource, ResourceKey, split_api_version};
-use crate::normalize::{LAST_APPLIED, SecretHasher, normalize};
+use crate::normalize::{LAST_APPLIED, SecretHasher, view};
 use crate::path::Path;
 use crate::verdict::{SeverityTable, Verdict, Verdicts};
 
@@ -144,28 +146,34 @@ impl Engine {
             )];
         };
         let kind = desired.key.kind.as_str();
-        let nd = normalize(&desired.object, &self.hasher);
-        let nl = normalize(&live.object, &self.hasher);
+        // Both objects as the walk sees them: borrowed, normalised as it goes (a Secret is
+        // copied to fold and hash its values first).
+        let nd = view(&desired.object, &self.hasher);
+        let nl = view(&live.object, &self.hasher);
         let ownership = Ownership::of(&live.object);
-        // The last applied configuration (client-side apply), parsed only when a field only the
-        // cluster has needs it.
+        // The last applied configuration (client-side apply), read only when a field only the
+        // cluster has needs it, and only for which fields it holds (normalising changes that
+        // only for a Secret, whose `stringData` counts as `data`).
         let last_applied_text =
             live.object.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str);
         let last_applied_cell = std::cell::OnceCell::new();
         let last_applied = || {
             last_applied_cell
                 .get_or_init(|| {
-                    last_applied_text
-                        .and_then(|s| serde_json::from_str::<Value>(s).ok())
-                        .map(|v| normalize(&v, &self.hasher))
+                    let text = last_applied_text?;
+                    if matches!(nl, Cow::Owned(_)) {
+                        let v = serde_json::from_str::<Value>(text).ok()?;
+                        Some(LastApplied::Normalised(crate::normalize::normalize(&v, &self.hasher)))
+                    } else {
+                        Applied::read(text).map(LastApplied::Read)
+                    }
                 })
                 .as_ref()
         };
         // Fields only the cluster has that nobody owns and that were never applied are server
         // defaults: skipped during the walk.
         let mut keep_extra = |segs: &[crate::path::SegRef<'_>]| {
-            ownership.owners_of_segments(segs) != 0
-                || last_applied().is_some_and(|la| lookup_segments(la, segs).is_some())
+            ownership.owners_of_segments(segs) != 0 || last_applied().is_some_and(|la| la.holds(segs))
         };
         let raw = diff_filtered(kind, &nd, &nl, &self.merge_keys, &mut keep_extra);
 
@@ -183,7 +191,7 @@ impl Engine {
             let attribution = if extra {
                 // Three-way: a field Git does not have is drift when the applier or a person put
                 // it there, or when the last applied configuration had it (Git removed it).
-                let in_last_applied = last_applied().is_some_and(|la| lookup(la, &path).is_some());
+                let in_last_applied = last_applied().is_some_and(|la| la.holds(path.segments()));
                 let claimant = managers.iter().find(|m| match self.classifier.classify(&m.manager) {
                     ManagerClass::Manual | ManagerClass::Applier => true,
                     ManagerClass::ClientSideApply => in_last_applied,
@@ -255,6 +263,23 @@ impl Engine {
             source_path: desired.provenance.path.clone(),
             waiver: None,
             revert: None,
+        }
+    }
+}
+
+/// The last applied configuration of a live object, for which fields it holds.
+enum LastApplied<'a> {
+    /// A Secret's, normalised (its `stringData` folded into `data`).
+    Normalised(Value),
+    /// Any other object's, read from the annotation's text.
+    Read(Applied<'a>),
+}
+
+impl LastApplied<'_> {
+    fn holds<S: crate::path::SegView>(&self, segments: &[S]) -> bool {
+        match self {
+            LastApplied::Normalised(v) => lookup_segments(v, segments).is_some(),
+            LastApplied::Read(a) => a.holds(segments),
         }
     }
 }

@@ -5,6 +5,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod act;
+pub mod applied;
 pub mod compare;
 pub mod desired;
 pub mod diff;

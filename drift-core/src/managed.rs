@@ -4,6 +4,8 @@
 use chrono::{DateTime, Utc};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::drift::Attribution;
@@ -91,45 +93,123 @@ impl ManagerClassifier {
     }
 }
 
+/// A FieldsV1 key, borrowed from the live object: `f:name` as the name, `k:{...}` as its key
+/// fields and their values (in the text's order; compared as a set), anything else (`v:`, `i:`,
+/// a key that does not parse) as written, which no path segment matches.
+#[derive(Debug, PartialEq)]
+enum Key<'a> {
+    Field(&'a str),
+    Item(Vec<(Cow<'a, str>, Cow<'a, str>)>),
+    Other(&'a str),
+}
+
+impl<'a> Key<'a> {
+    fn of(k: &'a str) -> Self {
+        if let Some(name) = k.strip_prefix("f:") {
+            return Key::Field(name);
+        }
+        if let Some(json) = k.strip_prefix("k:") {
+            if let Some(pairs) = flat_pairs(json) {
+                return Key::Item(pairs);
+            }
+            if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(json) {
+                let pairs = m
+                    .iter()
+                    .map(|(k, v)| (Cow::Owned(k.clone()), Cow::Owned(scalar_text(v).unwrap_or_else(|| v.to_string()))))
+                    .collect();
+                return Key::Item(pairs);
+            }
+        }
+        Key::Other(k)
+    }
+
+    /// Whether this key is the same as another written differently (key fields in another order).
+    fn same(&self, other: &Key<'_>) -> bool {
+        match (self, other) {
+            (Key::Field(a), Key::Field(b)) | (Key::Other(a), Key::Other(b)) => a == b,
+            (Key::Item(a), Key::Item(b)) => {
+                a.len() == b.len() && b.iter().all(|(k, v)| a.iter().any(|(ak, av)| ak == k && av == v))
+            }
+            _ => false,
+        }
+    }
+
+    fn is_item(&self, key: &[(String, String)]) -> bool {
+        match self {
+            Key::Item(pairs) => {
+                pairs.len() == key.len()
+                    && key.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| pk == k.as_str() && pv == v.as_str()))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The fields of a flat JSON object as the API server writes FieldsV1 item keys
+/// (`{"containerPort":80,"protocol":"TCP"}`), borrowed: string values without escapes and
+/// integers written as serde_json writes them back, else `None` (and the caller parses the
+/// JSON in full).
+fn flat_pairs(json: &str) -> Option<Vec<(Cow<'_, str>, Cow<'_, str>)>> {
+    // The content of a string at the start of `s` and the rest after it; none with escapes.
+    fn string(s: &str) -> Option<(&str, &str)> {
+        let body = s.strip_prefix('"')?;
+        let end = body.find(['"', '\\'])?;
+        (body.as_bytes()[end] == b'"').then(|| (&body[..end], &body[end + 1..]))
+    }
+    let mut rest = json.strip_prefix('{')?.strip_suffix('}')?;
+    let mut pairs = Vec::with_capacity(2);
+    loop {
+        let (key, after) = string(rest)?;
+        rest = after.strip_prefix(':')?;
+        let value = if rest.starts_with('"') {
+            let (v, after) = string(rest)?;
+            rest = after;
+            v
+        } else {
+            let end = rest.find([',', '}']).unwrap_or(rest.len());
+            let v = &rest[..end];
+            let digits = v.strip_prefix('-').unwrap_or(v);
+            let integer = !digits.is_empty()
+                && digits.len() < 19
+                && digits.bytes().all(|c| c.is_ascii_digit())
+                && (digits == "0" || !digits.starts_with('0'))
+                && v != "-0";
+            if !(integer || v == "true" || v == "false" || v == "null") {
+                return None;
+            }
+            rest = &rest[end..];
+            v
+        };
+        pairs.push((Cow::Borrowed(key), Cow::Borrowed(value)));
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r,
+            None if rest.is_empty() => return Some(pairs),
+            None => return None,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
-struct Node {
+struct Node<'a> {
     /// Children by FieldsV1 key; fan-out is small, a vector beats a hash map here.
-    children: Vec<(String, Node)>,
+    children: Vec<(Key<'a>, Node<'a>)>,
     /// Managers whose set holds this node as a leaf (the whole value).
     whole: u64,
     /// Managers with any entry at or below this node.
     any: u64,
 }
 
-/// The ownership tree of one live object.
+/// The ownership tree of one live object, borrowing its field names from the object.
 #[derive(Debug, Default)]
-pub struct Ownership {
+pub struct Ownership<'a> {
     managers: Vec<Attribution>,
-    root: Node,
+    root: Node<'a>,
 }
 
-fn key_of_fields_v1(k: &str) -> String {
-    if let Some(json) = k.strip_prefix("k:")
-        && let Ok(Value::Object(m)) = serde_json::from_str::<Value>(json)
-    {
-        let mut pairs: Vec<String> =
-            m.iter().map(|(k, v)| format!("{k}={}", scalar_text(v).unwrap_or_else(|| v.to_string()))).collect();
-        pairs.sort();
-        return format!("k:{}", pairs.join(","));
-    }
-    k.to_owned()
-}
-
-fn key_of_item(key: &[(String, String)]) -> String {
-    let mut pairs: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    pairs.sort();
-    format!("k:{}", pairs.join(","))
-}
-
-impl Ownership {
+impl<'a> Ownership<'a> {
     /// Reads `metadata.managedFields` of a live object (missing or malformed entries are skipped;
     /// at most 64 managers are tracked).
-    pub fn of(object: &Value) -> Self {
+    pub fn of(object: &'a Value) -> Self {
         let mut own = Ownership::default();
         let Some(entries) = object.pointer("/metadata/managedFields").and_then(Value::as_array) else {
             return own;
@@ -172,11 +252,8 @@ impl Ownership {
         for seg in segments {
             whole |= node.whole;
             let found = match (seg.field(), seg.item()) {
-                (Some(f), _) => node.children.iter().find(|(k, _)| k.strip_prefix("f:") == Some(f)),
-                (None, Some((key, _, _))) if !key.is_empty() => {
-                    let k = key_of_item(key);
-                    node.children.iter().find(|(ck, _)| *ck == k)
-                }
+                (Some(f), _) => node.children.iter().find(|(k, _)| *k == Key::Field(f)),
+                (None, Some((key, _, _))) if !key.is_empty() => node.children.iter().find(|(k, _)| k.is_item(key)),
                 _ => return whole | node.any,
             };
             match found {
@@ -201,17 +278,17 @@ impl Ownership {
     }
 }
 
-fn insert(node: &mut Node, fields: &Value, bit: u64) {
+fn insert<'a>(node: &mut Node<'a>, fields: &'a Value, bit: u64) {
     node.any |= bit;
     let Value::Object(map) = fields else { return };
-    let children: Vec<_> = map.iter().filter(|(k, _)| k.as_str() != ".").collect();
-    if children.is_empty() {
-        node.whole |= bit;
-        return;
-    }
-    for (k, v) in children {
-        let key = key_of_fields_v1(k);
-        let i = match node.children.iter().position(|(ck, _)| *ck == key) {
+    let mut leaf = true;
+    for (k, v) in map.iter().filter(|(k, _)| k.as_str() != ".") {
+        if leaf && node.children.is_empty() {
+            node.children.reserve_exact(map.len());
+        }
+        leaf = false;
+        let key = Key::of(k);
+        let i = match node.children.iter().position(|(ck, _)| ck.same(&key)) {
             Some(i) => i,
             None => {
                 node.children.push((key, Node::default()));
@@ -219,6 +296,9 @@ fn insert(node: &mut Node, fields: &Value, bit: u64) {
             }
         };
         insert(&mut node.children[i].1, v, bit);
+    }
+    if leaf {
+        node.whole |= bit;
     }
 }
 
@@ -245,6 +325,67 @@ mod tests {
         assert_eq!(o.owners(&port.field("targetPort")), 0, "nobody owns targetPort");
         assert_eq!(o.owners(&Path::root().field("data").field("key")), 2, "f:data as a whole");
         assert_eq!(o.managers_of(3)[0].manager, "kubectl-edit", "most recent first");
+    }
+
+    #[test]
+    fn item_keys_read_without_parsing_equal_the_parsed_ones() {
+        for k in [
+            r#"{"name":"web"}"#,
+            r#"{"containerPort":80,"protocol":"TCP"}"#,
+            r#"{"port":-8,"b":true,"c":null,"d":"","e":0}"#,
+            r#"{"a":1.5}"#,
+            r#"{"a":1e3}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":007}"#,
+            r#"{"a":12345678901234567890}"#,
+            r#"{"a\"b":"c"}"#,
+            r#"{"a":"\u0041"}"#,
+            r#"{ "a": 1 }"#,
+            r#"{"a":{"b":1}}"#,
+            r#"{}"#,
+            "{",
+        ] {
+            let parsed = match serde_json::from_str::<Value>(k) {
+                Ok(Value::Object(m)) => Some(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), scalar_text(v).unwrap_or_else(|| v.to_string())))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            };
+            let fast = flat_pairs(k);
+            if let Some(fast) = &fast {
+                let mut fast: Vec<(String, String)> =
+                    fast.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+                fast.sort();
+                assert_eq!(Some(fast), parsed, "{k}");
+            }
+            let key = Key::of(Box::leak(format!("k:{k}").into_boxed_str()));
+            match parsed {
+                Some(pairs) => {
+                    assert!(matches!(&key, Key::Item(_)) && (pairs.is_empty() || key.is_item(&pairs)), "{k}: {key:?}")
+                }
+                None => assert!(matches!(key, Key::Other(_)), "{k}: {key:?}"),
+            }
+        }
+        assert!(flat_pairs(r#"{"name":"web"}"#).is_some(), "the common form is read without parsing");
+        assert!(flat_pairs(r#"{"containerPort":80,"protocol":"TCP"}"#).is_some());
+    }
+
+    #[test]
+    fn item_keys_written_in_another_order_are_one_node() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "a", "fieldsV1": {"f:spec": {"f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {"f:port": {}}}}}},
+            {"manager": "b", "fieldsV1": {"f:spec": {"f:ports": {"k:{\"protocol\":\"TCP\",\"port\":80}": {"f:name": {}}}}}}
+        ]}});
+        let o = Ownership::of(&obj);
+        let port = Path::root().field("spec").field("ports").item(
+            vec![("protocol".into(), "TCP".into()), ("port".into(), "80".into())],
+            vec![false, false],
+            0,
+        );
+        assert_eq!(o.owners(&port), 3);
+        assert_eq!(o.owners(&port.field("name")), 2);
     }
 
     #[test]

@@ -188,13 +188,18 @@ impl fmt::Display for Path {
                     if key.is_empty() {
                         write!(f, "[{index}]")?;
                     } else {
-                        let shown: Vec<String> = key
-                            .iter()
-                            .zip(hidden.iter().chain(std::iter::repeat(&false)))
-                            .filter(|(_, h)| !**h)
-                            .map(|((k, v), _)| format!("{k}={v}"))
-                            .collect();
-                        write!(f, "[{}]", shown.join(","))?;
+                        f.write_str("[")?;
+                        let shown =
+                            key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).filter(|(_, h)| !**h);
+                        for (i, ((k, v), _)) in shown.enumerate() {
+                            if i > 0 {
+                                f.write_str(",")?;
+                            }
+                            f.write_str(k)?;
+                            f.write_str("=")?;
+                            f.write_str(v)?;
+                        }
+                        f.write_str("]")?;
                     }
                 }
             }

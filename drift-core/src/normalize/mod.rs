@@ -12,6 +12,8 @@
 
 pub mod secret;
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 pub use secret::SecretHasher;
@@ -100,6 +102,112 @@ pub fn normalize(object: &Value, hasher: &SecretHasher) -> Value {
     v
 }
 
+/// The object as [`crate::diff`] walks it: borrowed as it is, since the walk skips what
+/// [`normalize`] drops and compares quantities canonically as it goes (see [`Level`] and
+/// [`quantity_at`]); a copy only for a Secret, whose values are folded and hashed first.
+pub fn view<'v>(object: &'v Value, hasher: &SecretHasher) -> Cow<'v, Value> {
+    if object.get("kind").and_then(Value::as_str) == Some("Secret") {
+        Cow::Owned(normalize(object, hasher))
+    } else {
+        Cow::Borrowed(object)
+    }
+}
+
+/// Where a mapping sits, for the fields [`normalize`] drops from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// The object itself (`status` is dropped).
+    Root,
+    /// `metadata` ([`DROPPED_METADATA`]).
+    Metadata,
+    /// `metadata.annotations` ([`DROPPED_ANNOTATIONS`]).
+    Annotations,
+    /// Anywhere else: nothing is dropped.
+    Other,
+}
+
+impl Level {
+    /// The level of the mapping under `key` of a mapping at this level.
+    pub fn child(self, key: &str) -> Level {
+        match (self, key) {
+            (Level::Root, "metadata") => Level::Metadata,
+            (Level::Metadata, "annotations") => Level::Annotations,
+            _ => Level::Other,
+        }
+    }
+
+    /// Whether [`normalize`] drops `key` from a mapping at this level.
+    pub fn drops(self, key: &str) -> bool {
+        match self {
+            Level::Root => key == "status",
+            Level::Metadata => DROPPED_METADATA.contains(&key),
+            Level::Annotations => DROPPED_ANNOTATIONS.contains(&key),
+            Level::Other => false,
+        }
+    }
+
+    /// Whether a value at this level is absent once normalised ([`is_empty`] of what is left).
+    pub fn is_empty(self, v: &Value) -> bool {
+        match (self, v) {
+            (Level::Other, _) => is_empty(v),
+            (_, Value::Object(m)) => m.keys().all(|k| self.drops(k)),
+            _ => is_empty(v),
+        }
+    }
+
+    /// The normalised copy of a value at this level whose mapping is named `name` (the field
+    /// it is under, or the list's field for a list item): dropped fields removed, quantities
+    /// canonical; what [`normalize`] makes of that part of an object.
+    pub fn normalized(self, v: &Value, name: Option<&str>, limit_range: bool) -> Value {
+        let mut v = v.clone();
+        self.drop_fields(&mut v);
+        match &mut v {
+            Value::Object(m) => canonicalize_quantities(m, name, limit_range),
+            Value::Array(items) => {
+                for item in items {
+                    if let Value::Object(m) = item {
+                        canonicalize_quantities(m, name, limit_range);
+                    }
+                }
+            }
+            _ => {}
+        }
+        v
+    }
+
+    fn drop_fields(self, v: &mut Value) {
+        let Value::Object(m) = v else { return };
+        if self == Level::Other {
+            return;
+        }
+        m.retain(|k, _| !self.drops(k));
+        for (k, child) in m.iter_mut() {
+            self.child(k).drop_fields(child);
+        }
+    }
+}
+
+/// Whether a scalar under `key` in a mapping named `parent` is a quantity that [`normalize`]
+/// writes canonically.
+pub fn quantity_at(parent: Option<&str>, key: &str, limit_range: bool) -> bool {
+    key == "sizeLimit"
+        || parent.is_some_and(|p| QUANTITY_PARENTS.contains(&p) || (limit_range && LIMIT_RANGE_PARENTS.contains(&p)))
+}
+
+/// A scalar at a quantity's place as [`normalize`] writes it: the canonical text of a quantity,
+/// anything else as it is.
+pub fn canonical_quantity(v: &Value) -> Cow<'_, Value> {
+    let text = match v {
+        Value::String(s) => Cow::Borrowed(s.as_str()),
+        Value::Number(n) => Cow::Owned(n.to_string()),
+        _ => return Cow::Borrowed(v),
+    };
+    match crate::quantity::canonical(&text) {
+        Some(c) => Cow::Owned(Value::String(c)),
+        None => Cow::Borrowed(v),
+    }
+}
+
 /// [`normalize`] without the copy.
 pub fn normalize_in_place(v: &mut Value, hasher: &SecretHasher) {
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("").to_owned();
@@ -122,8 +230,6 @@ pub fn normalize_in_place(v: &mut Value, hasher: &SecretHasher) {
 }
 
 fn canonicalize_quantities(map: &mut Map<String, Value>, parent: Option<&str>, limit_range: bool) {
-    let quantity_parent =
-        parent.is_some_and(|p| QUANTITY_PARENTS.contains(&p) || (limit_range && LIMIT_RANGE_PARENTS.contains(&p)));
     for (k, v) in map.iter_mut() {
         match v {
             Value::Object(child) => canonicalize_quantities(child, Some(k), limit_range),
@@ -134,13 +240,9 @@ fn canonicalize_quantities(map: &mut Map<String, Value>, parent: Option<&str>, l
                     }
                 }
             }
-            Value::String(_) | Value::Number(_) if quantity_parent || k == "sizeLimit" => {
-                let text = match &*v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                if let Some(c) = crate::quantity::canonical(&text) {
-                    *v = Value::String(c);
+            Value::String(_) | Value::Number(_) if quantity_at(parent, k, limit_range) => {
+                if let Cow::Owned(c) = canonical_quantity(v) {
+                    *v = c;
                 }
             }
             _ => {}
