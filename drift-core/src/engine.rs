@@ -154,8 +154,12 @@ impl Engine {
         // The last applied configuration (client-side apply), read only when a field only the
         // cluster has needs it, and only for which fields it holds (normalising changes that
         // only for a Secret, whose `stringData` counts as `data`).
-        let last_applied_text =
-            live.object.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).and_then(Value::as_str);
+        let last_applied_text = live
+            .object
+            .get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(LAST_APPLIED))
+            .and_then(Value::as_str);
         let last_applied_cell = std::cell::OnceCell::new();
         let last_applied = || {
             last_applied_cell
@@ -192,14 +196,14 @@ impl Engine {
                 // Three-way: a field Git does not have is drift when the applier or a person put
                 // it there, or when the last applied configuration had it (Git removed it).
                 let in_last_applied = last_applied().is_some_and(|la| la.holds(path.segments()));
-                let claimant = managers.iter().find(|m| match self.classifier.classify(&m.manager) {
+                let claimant = managers.iter().find(|m| match ownership.class(m, &self.classifier) {
                     ManagerClass::Manual | ManagerClass::Applier => true,
                     ManagerClass::ClientSideApply => in_last_applied,
                     ManagerClass::Controller => self.report_controller_fields,
                 });
                 match claimant {
-                    Some(m) => Some((*m).clone()),
-                    None if in_last_applied => managers.first().map(|m| (*m).clone()),
+                    Some(m) => Some(*m),
+                    None if in_last_applied => managers.first().copied(),
                     None => continue,
                 }
             } else {
@@ -208,19 +212,15 @@ impl Engine {
                 // that differs from Git.
                 let applier = |m: &Attribution| {
                     matches!(
-                        self.classifier.classify(&m.manager),
+                        ownership.class(m, &self.classifier),
                         ManagerClass::Applier | ManagerClass::ClientSideApply
                     )
                 };
                 let newest = managers.first().map(|m| m.time);
-                managers
-                    .iter()
-                    .filter(|m| Some(m.time) == newest)
-                    .find(|m| !applier(m))
-                    .or(managers.first())
-                    .map(|m| (*m).clone())
+                managers.iter().filter(|m| Some(m.time) == newest).find(|m| !applier(m)).or(managers.first()).copied()
             };
             let drift_type = self.verdicts.drift_type(kind, &path);
+            let attribution = attribution.map(|a| (a.clone(), ownership.class(a, &self.classifier)));
             let mut drift = self.make(desired, drift_type, &path, git, cluster, attribution);
             drift.revert = crate::remedy::revert_of(desired, live, &path);
             out.push((path, drift));
@@ -236,9 +236,9 @@ impl Engine {
         path: &Path,
         git: Option<Value>,
         cluster: Option<Value>,
-        attribution: Option<Attribution>,
+        attribution: Option<(Attribution, ManagerClass)>,
     ) -> Drift {
-        let manager = attribution.as_ref().map(|a| self.classifier.classify(&a.manager));
+        let (attribution, manager) = attribution.unzip();
         let Verdict { drift_type, severity, classification, recommended_action } =
             self.verdicts.decide(drift_type, manager);
         Drift {
@@ -334,6 +334,10 @@ impl Comparator for Engine {
             .filter(|m| !ignores.manager_ignored(&m.manager))
             .min_by_key(|m| (m.time.is_none(), m.time))
             .cloned();
+        let creator = creator.map(|a| {
+            let class = self.classifier.classify(&a.manager);
+            (a, class)
+        });
         let mut drift = self.make(live, DriftType::UnmanagedResource, &Path::root(), None, None, creator);
         if !self.verdicts.severities().is_overridden(DriftType::UnmanagedResource)
             && crate::orphans::sensitive_kind(&live.key)

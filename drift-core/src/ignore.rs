@@ -104,7 +104,7 @@ impl ObjectIgnores {
         for r in rules.iter().filter(|r| r.selects(key)) {
             out.add(r);
         }
-        let annotations = desired.pointer("/metadata/annotations");
+        let annotations = desired.get("metadata").and_then(|m| m.get("annotations"));
         // Waivers in Git are the detector's own notes: never a drift, wherever they are applied.
         if annotations.is_some_and(|a| a.get(crate::waiver::WAIVERS_ANNOTATION).is_some()) {
             out.pointers

@@ -203,6 +203,8 @@ struct Node<'a> {
 #[derive(Debug, Default)]
 pub struct Ownership<'a> {
     managers: Vec<Attribution>,
+    /// Each manager's class, worked out when first asked ([`Ownership::class`]).
+    classes: Vec<std::cell::Cell<Option<ManagerClass>>>,
     root: Node<'a>,
 }
 
@@ -211,7 +213,8 @@ impl<'a> Ownership<'a> {
     /// at most 64 managers are tracked).
     pub fn of(object: &'a Value) -> Self {
         let mut own = Ownership::default();
-        let Some(entries) = object.pointer("/metadata/managedFields").and_then(Value::as_array) else {
+        let Some(entries) = object.get("metadata").and_then(|m| m.get("managedFields")).and_then(Value::as_array)
+        else {
             return own;
         };
         for entry in entries.iter().take(64) {
@@ -227,6 +230,7 @@ impl<'a> Ownership<'a> {
                     .map(|t| t.with_timezone(&Utc)),
                 subresource: entry.get("subresource").and_then(Value::as_str).map(str::to_owned),
             });
+            own.classes.push(std::cell::Cell::new(None));
             if let Some(fields) = entry.get("fieldsV1") {
                 insert(&mut own.root, fields, bit);
             }
@@ -262,6 +266,21 @@ impl<'a> Ownership<'a> {
             }
         }
         whole | node.any
+    }
+
+    /// The class of one of this object's managers (`manager` as [`Ownership::manager`] or
+    /// [`Ownership::managers_of`] gave it), worked out once per object; any other attribution
+    /// is classified each time.
+    pub fn class(&self, manager: &Attribution, classifier: &ManagerClassifier) -> ManagerClass {
+        let Some(i) = self.managers.iter().position(|m| std::ptr::eq(m, manager)) else {
+            return classifier.classify(&manager.manager);
+        };
+        let cell = &self.classes[i];
+        cell.get().unwrap_or_else(|| {
+            let class = classifier.classify(&manager.manager);
+            cell.set(Some(class));
+            class
+        })
     }
 
     /// The manager at a bit index.
@@ -386,6 +405,26 @@ mod tests {
         );
         assert_eq!(o.owners(&port), 3);
         assert_eq!(o.owners(&port.field("name")), 2);
+    }
+
+    #[test]
+    fn a_managers_class_is_the_classifiers_whether_asked_once_or_again() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-edit", "fieldsV1": {"f:data": {}}},
+            {"manager": "argocd-controller", "fieldsV1": {"f:data": {}}},
+            {"manager": "kube-controller-manager", "fieldsV1": {"f:data": {}}}
+        ]}});
+        let c = ManagerClassifier::new(&ManagerPolicy::default()).unwrap();
+        let o = Ownership::of(&obj);
+        for _ in 0..2 {
+            for m in o.managers_of(7) {
+                assert_eq!(o.class(m, &c), c.classify(&m.manager));
+                assert_eq!(o.class(&m.clone(), &c), c.classify(&m.manager), "not one of its own: classified");
+            }
+        }
+        assert_eq!(o.class(o.manager(0).unwrap(), &c), ManagerClass::Manual);
+        assert_eq!(o.class(o.manager(1).unwrap(), &c), ManagerClass::Applier);
+        assert_eq!(o.class(o.manager(2).unwrap(), &c), ManagerClass::Controller);
     }
 
     #[test]
