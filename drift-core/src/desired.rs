@@ -37,6 +37,18 @@ pub trait DesiredObject {
     fn digest(&self) -> String;
     /// Whether it carries the waivers annotation ([`crate::waiver::WAIVERS_ANNOTATION`]).
     fn waived(&self) -> bool;
+    /// Lets go of what its tree is made from, once its pair is compared and nothing else will
+    /// ask for the tree; [`DesiredObject::held`] then says `false` until
+    /// [`DesiredObject::restore`]. Trees are kept (the default does nothing).
+    fn let_go(&mut self) {}
+    /// Whether its tree can be had ([`DesiredObject::let_go`]).
+    fn held(&self) -> bool {
+        true
+    }
+    /// Holds `r` again after [`DesiredObject::let_go`] (the same object, read again).
+    fn restore(&mut self, r: &Resource) {
+        let _ = r;
+    }
     /// The trees of the objects of `all` that `keep` selects, in their order; objects held as
     /// trees are all lent whatever `keep` says (the callers ask for a superset of what they need).
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]>
@@ -132,8 +144,8 @@ pub struct KeptResource {
     key: ResourceKey,
     api_version: String,
     provenance: Provenance,
-    /// The object's compact JSON, LZ4 block with its length first.
-    packed: Box<[u8]>,
+    /// The object's compact JSON, LZ4 block with its length first; `None` once let go.
+    packed: Option<Box<[u8]>>,
     digest: String,
     encrypted: bool,
     waived: bool,
@@ -155,7 +167,7 @@ impl KeptResource {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
             provenance: r.provenance.clone(),
-            packed: lz4_flex::block::compress_prepend_size(&json).into_boxed_slice(),
+            packed: Some(lz4_flex::block::compress_prepend_size(&json).into_boxed_slice()),
             digest,
             encrypted: crate::secret::is_sops_encrypted(&r.object),
             waived: has_waivers(r),
@@ -171,10 +183,12 @@ impl KeptResource {
         kept
     }
 
-    /// The resource back, with a tree of its own.
+    /// The resource back, with a tree of its own (`null` once let go: the scan asks for the
+    /// tree only of objects it holds, [`DesiredObject::held`]).
     fn expand(&self) -> Resource {
         // The block and its text were written by `new`: they read back.
-        let json = lz4_flex::block::decompress_size_prepended(&self.packed).unwrap_or_default();
+        let json =
+            self.packed.as_deref().and_then(|p| lz4_flex::block::decompress_size_prepended(p).ok()).unwrap_or_default();
         Resource {
             key: self.key.clone(),
             api_version: self.api_version.clone(),
@@ -186,7 +200,7 @@ impl KeptResource {
     /// Bytes held on the heap: the compressed object, the key, apiVersion and digest (the
     /// provenance's paths and rules are not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.packed.len() + self.api_version.len() + self.key.heap_bytes() + self.digest.len()
+        self.packed.as_ref().map_or(0, |p| p.len()) + self.api_version.len() + self.key.heap_bytes() + self.digest.len()
     }
 }
 
@@ -223,6 +237,19 @@ impl DesiredObject for KeptResource {
 
     fn waived(&self) -> bool {
         self.waived
+    }
+
+    fn let_go(&mut self) {
+        self.packed = None;
+    }
+
+    fn held(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    fn restore(&mut self, r: &Resource) {
+        let json = serde_json::to_vec(&*r.object).unwrap_or_default();
+        self.packed = Some(lz4_flex::block::compress_prepend_size(&json).into_boxed_slice());
     }
 
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]> {

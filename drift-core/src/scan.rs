@@ -301,6 +301,7 @@ pub fn compare_files(
 pub fn compare_files_streamed<T: DesiredObject>(
     mut desired: DesiredSnapshot<T>,
     read_live: impl FnOnce(&mut dyn FnMut(u64, Resource)) -> Vec<SourceWarning>,
+    reload: Option<Reload<'_>>,
     namespace: Option<&str>,
     comparator: &dyn Comparator,
     options: &ScanOptions,
@@ -327,8 +328,12 @@ pub fn compare_files_streamed<T: DesiredObject>(
     let unnamed: HashSet<Name> =
         desired.resources.iter().filter(|r| r.key().namespace.is_none()).map(|r| name(r.key())).collect();
     let names: HashSet<Name> = desired.resources.iter().map(|r| name(r.key())).collect();
-    let mut certain: HashMap<&ResourceKey, &T> = HashMap::new();
-    for r in &desired.resources {
+    // The objects compared as their live object is read, found by the hash of their key (a map
+    // of borrowed keys would hold the objects borrowed while they are let go of).
+    use std::hash::BuildHasher;
+    let hasher = std::collections::hash_map::RandomState::new();
+    let mut certain: Vec<(u64, usize)> = Vec::new();
+    for (i, r) in desired.resources.iter().enumerate() {
         let key = r.key();
         let n = name(key);
         if key.namespace.is_some()
@@ -337,25 +342,44 @@ pub fn compare_files_streamed<T: DesiredObject>(
             && !unnamed.contains(&n)
             && !related.contains(&n)
         {
-            // The first definition counts, as in `prepare_desired`.
-            certain.entry(key).or_insert(r);
+            certain.push((hasher.hash_one(key), i));
         }
     }
+    // By hash, then position: the first definition of a key counts, as in `prepare_desired`.
+    certain.sort_unstable();
+    let find = |resources: &[T], key: &ResourceKey| -> Option<usize> {
+        let h = hasher.hash_one(key);
+        let from = certain.partition_point(|(x, _)| *x < h);
+        certain[from..].iter().take_while(|(x, _)| *x == h).map(|(_, i)| *i).find(|i| resources[*i].key() == key)
+    };
+    // An object compared at once is let go of when nothing asks for its tree again (no waivers,
+    // no desired-side policy, not an autoscaler) and it can be read again (`reload`) should a second live object
+    // of its key come.
+    let desired_policy = options.policy.as_ref().is_some_and(|p| p.checks(crate::policy::Side::Desired));
+    let letting_go = reload.is_some() && !desired_policy;
     let mut keys = crate::matching::LiveKeys::default();
     let mut early: HashMap<ResourceKey, (u64, Vec<Drift>)> = HashMap::new();
     let mut versions: HashMap<ResourceKey, (u64, String)> = HashMap::new();
     let mut kept: Vec<(u64, crate::CompactResource)> = Vec::new();
+    let mut reread: Vec<SourceWarning> = Vec::new();
     let mut read = 0u64;
+    let resources = &mut desired.resources;
     let live_warnings = read_live(&mut |order, r| {
         read += 1;
         keys.add(&r.key);
         if r.key.namespace.is_some()
-            && let Some(d) = certain.get(&r.key)
+            && let Some(i) = find(resources, &r.key)
         {
             note_version(&mut versions, &r, order);
             // The last object of a key in the files counts, as in `compare_all`'s index.
             if early.get(&r.key).is_none_or(|(seen, _)| *seen < order) {
-                early.insert(r.key.clone(), (order, comparator.compare(&d.tree(), Some(&r))));
+                let d = &mut resources[i];
+                if read_again(d, reload, &mut reread) {
+                    early.insert(r.key.clone(), (order, comparator.compare(&d.tree(), Some(&r))));
+                    if letting_go && !d.waived() && !relations.holders.contains(&r.key) {
+                        d.let_go();
+                    }
+                }
             }
         } else if names.contains(&name(&r.key)) {
             kept.push((order, crate::CompactResource::new(&r)));
@@ -371,14 +395,19 @@ pub fn compare_files_streamed<T: DesiredObject>(
     let mut held: HashMap<ResourceKey, Resource> = HashMap::new();
     for (order, r) in orders.into_iter().zip(live) {
         note_version(&mut versions, &r, order);
-        // A kept object placed on the key of one compared at once: the later one counts.
+        // A kept object placed on the key of one compared at once: the later one counts, and
+        // the desired object is compared with it at the end (read again if it was let go of).
         if early.get(&r.key).is_some_and(|(seen, _)| *seen < order) {
-            early.remove(&r.key);
+            let d = desired.resources.iter_mut().find(|d| d.key() == &r.key && !d.held());
+            if d.is_none_or(|d| read_again(d, reload, &mut reread)) {
+                early.remove(&r.key);
+            }
         }
         if !early.contains_key(&r.key) {
             held.insert(r.key.clone(), r);
         }
     }
+    desired.warnings.extend(reread);
     let mut report = empty_report(&desired.repository, FILES, &options);
     prepare_desired(&mut desired, &mut report, &options);
     // The relations again, on the settled keys. A comparator that has none now (it had some
@@ -398,6 +427,40 @@ pub fn compare_files_streamed<T: DesiredObject>(
     };
     let report = compare_into(report, desired, Live::Compared(compared), comparator, &options);
     with_live_warnings(report, live_warnings)
+}
+
+/// Reads a desired object again by where it came from ([`compare_files_streamed`]).
+pub type Reload<'r> = &'r (dyn Fn(&crate::model::Provenance) -> Option<Resource> + 'r);
+
+/// Makes sure `d` holds its tree, reading it again if it was let go of; `false`, with a fatal
+/// warning, when it cannot be read again as it was (the file changed or is gone since).
+fn read_again<T: DesiredObject>(d: &mut T, reload: Option<Reload<'_>>, warnings: &mut Vec<SourceWarning>) -> bool {
+    if d.held() {
+        return true;
+    }
+    match reload.and_then(|f| f(d.provenance())) {
+        // (The digest as the object's own: of its encrypted document when opened from SOPS.)
+        Some(r) if r.digest() == d.digest() => {
+            d.restore(&r);
+            true
+        }
+        _ => {
+            let p = d.provenance();
+            let mut w = SourceWarning::error(
+                crate::ErrorKind::InvalidInput,
+                format!(
+                    "{} has a second live object; its manifest, read again to compare it, changed or is gone: \
+                     the first live object's comparison is kept",
+                    d.key()
+                ),
+            );
+            if let Some(path) = &p.path {
+                w = w.at(path.clone(), p.document, None);
+            }
+            warnings.push(w);
+            false
+        }
+    }
 }
 
 /// The cluster name of a live state read from files.

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use drift_core::scan::{ScanOptions, compare_files, compare_files_streamed};
-use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, KeptResource, Resource, SourceWarning};
+use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, KeptResource, Provenance, Resource, SourceWarning};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -51,6 +51,13 @@ fn object(kind: usize, name: usize, ns: usize, value: u8, live: bool) -> Resourc
     Resource::from_object(o).unwrap()
 }
 
+/// `r` as read from the `i`th desired file.
+fn in_file(mut r: Resource, i: usize) -> Resource {
+    r.provenance.path = Some(format!("desired/{i}.yaml"));
+    r.provenance.document = Some(0);
+    r
+}
+
 type Spec = (usize, usize, usize, u8);
 
 fn spec() -> impl Strategy<Value = Spec> {
@@ -82,7 +89,7 @@ proptest! {
         let snapshot = DesiredSnapshot {
             repository: "desired".into(),
             revision: None,
-            resources: desired.iter().map(|&(k, n, ns, v)| object(k, n, ns, v, false)).collect(),
+            resources: desired.iter().enumerate().map(|(i, &(k, n, ns, v))| in_file(object(k, n, ns, v, false), i)).collect(),
             warnings: Vec::new(),
         };
         let live: Vec<Resource> = live.iter().map(|&(k, n, ns, v)| object(k, n, ns, v, true)).collect();
@@ -111,15 +118,23 @@ proptest! {
             resources: snapshot.resources.iter().map(|r| KeptResource::asking(r, &engine)).collect(),
             warnings: Vec::new(),
         };
-        let mut streamed = compare_files_streamed(snapshot, read_live, namespace, &engine, &options());
-        let mut compact = compare_files_streamed(kept, read_live, namespace, &engine, &options());
+        // And let go of once compared, read again by where they came from when a second live
+        // object of their key comes.
+        let originals = snapshot.resources.clone();
+        let reload = |p: &Provenance| originals.iter().find(|r| r.provenance == *p).cloned();
+        let let_go = kept.clone();
+        let mut streamed = compare_files_streamed(snapshot, read_live, None, namespace, &engine, &options());
+        let mut compact = compare_files_streamed(kept, read_live, None, namespace, &engine, &options());
+        let mut released = compare_files_streamed(let_go, read_live, Some(&reload), namespace, &engine, &options());
         // (Versions are kept for the watch's ordering, which files do not have; a whole read
         // also notes those of objects Git does not hold.)
         whole.live_versions.clear();
         streamed.live_versions.clear();
         compact.live_versions.clear();
+        released.live_versions.clear();
         prop_assert_eq!(&streamed, &whole);
-        prop_assert_eq!(compact, whole);
+        prop_assert_eq!(&compact, &whole);
+        prop_assert_eq!(released, whole);
     }
 }
 
@@ -149,6 +164,7 @@ fn the_cases_the_law_is_about_occur() {
             Vec::new()
         },
         None,
+        None,
         &engine,
         &options(),
     );
@@ -169,4 +185,100 @@ fn the_cases_the_law_is_about_occur() {
         "{:?}",
         report.drifts
     );
+}
+
+/// A desired object let go of once compared is read again for a second live object of its key
+/// (the later one counts, as in a whole read), and only then; read again changed, it keeps the
+/// first comparison and says so in a fatal warning.
+#[test]
+fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
+    let engine = Engine::new(&EngineConfig::default()).unwrap();
+    let desired = [in_file(object(0, 0, 1, 0, false), 0), in_file(object(1, 0, 1, 0, false), 1)];
+    // The ConfigMap comes twice (first in sync, then drifted), the Deployment once.
+    let live = [object(0, 0, 1, 0, true), object(1, 0, 1, 0, true), object(0, 0, 1, 1, true)];
+    let read_live = |sink: &mut dyn FnMut(u64, Resource)| {
+        for (i, r) in live.iter().enumerate() {
+            sink(i as u64, r.clone());
+        }
+        Vec::new()
+    };
+    let snapshot = |d: &[Resource]| DesiredSnapshot {
+        repository: "d".into(),
+        revision: None,
+        resources: d.iter().map(KeptResource::new).collect(),
+        warnings: Vec::new(),
+    };
+    let asked = std::cell::RefCell::new(Vec::new());
+    let reload = |p: &Provenance| {
+        asked.borrow_mut().push(p.path.clone().unwrap());
+        desired.iter().find(|r| r.provenance == *p).cloned()
+    };
+    let report = compare_files_streamed(snapshot(&desired), read_live, Some(&reload), None, &engine, &options());
+    assert_eq!(*asked.borrow(), ["desired/0.yaml"], "read again for the second ConfigMap only");
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let trees =
+        DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
+    let whole = compare_files(trees, live.to_vec(), Vec::new(), None, &engine, &options());
+    assert_eq!(report.drifts, whole.drifts);
+    assert!(report.drifts.iter().any(|d| d.resource.kind == "ConfigMap"), "the later, drifted one counts");
+
+    // The manifest changed since it was first read: the first comparison stays, and a fatal
+    // warning names the file.
+    let changed = |p: &Provenance| {
+        let mut r = desired.iter().find(|r| r.provenance == *p).cloned()?;
+        std::sync::Arc::make_mut(&mut r.object)["data"]["k"] = json!("other");
+        Some(r)
+    };
+    let report = compare_files_streamed(snapshot(&desired), read_live, Some(&changed), None, &engine, &options());
+    let w = report.warnings.iter().find(|w| w.fatal).expect("a fatal warning");
+    assert_eq!(w.path.as_deref(), Some("desired/0.yaml"));
+    assert!(w.message.contains("changed or is gone"), "{}", w.message);
+    assert!(!report.drifts.iter().any(|d| d.resource.kind == "ConfigMap"), "the first (in sync) comparison is kept");
+
+    // A second live object without a namespace, placed on the key by `-n`: read again too.
+    let placed = [object(0, 0, 1, 0, true), object(0, 0, 0, 1, true)];
+    let read_placed = |sink: &mut dyn FnMut(u64, Resource)| {
+        for (i, r) in placed.iter().enumerate() {
+            sink(i as u64, r.clone());
+        }
+        Vec::new()
+    };
+    asked.borrow_mut().clear();
+    let report = compare_files_streamed(snapshot(&desired), read_placed, Some(&reload), Some("x"), &engine, &options());
+    assert_eq!(*asked.borrow(), ["desired/0.yaml"]);
+    let trees =
+        DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
+    let whole = compare_files(trees, placed.to_vec(), Vec::new(), Some("x"), &engine, &options());
+    assert_eq!(report.drifts, whole.drifts);
+    assert!(report.drifts.iter().any(|d| d.resource.kind == "ConfigMap" && d.path == "data.k"));
+}
+
+/// An autoscaler is never let go of: the comparison of its target, made at the end, reads it.
+#[test]
+fn an_autoscaler_is_kept_for_its_target() {
+    let engine = Engine::new(&EngineConfig::default()).unwrap();
+    // The HPA in namespace x is compared as it is read; its Deployment (replicas 1 in Git, 2 live)
+    // is compared at the end with it.
+    let desired = [in_file(object(4, 0, 1, 0, false), 0), in_file(object(1, 0, 1, 0, false), 1)];
+    let live = [object(4, 0, 1, 0, true), object(1, 0, 1, 1, true)];
+    let read_live = |sink: &mut dyn FnMut(u64, Resource)| {
+        for (i, r) in live.iter().enumerate() {
+            sink(i as u64, r.clone());
+        }
+        Vec::new()
+    };
+    let kept = DesiredSnapshot {
+        repository: "d".into(),
+        revision: None,
+        resources: desired.iter().map(|r| KeptResource::asking(r, &engine)).collect(),
+        warnings: Vec::new(),
+    };
+    let reload = |p: &Provenance| desired.iter().find(|r| r.provenance == *p).cloned();
+    let report = compare_files_streamed(kept, read_live, Some(&reload), None, &engine, &options());
+    let trees =
+        DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
+    let whole = compare_files(trees, live.to_vec(), Vec::new(), None, &engine, &options());
+    assert_eq!(report.drifts, whole.drifts);
+    assert!(!report.drifts.iter().any(|d| d.path == "spec.replicas"), "{:?}", report.drifts);
+    assert!(report.drifts.iter().any(|d| d.resource.kind == "Deployment"), "the image drifts: {:?}", report.drifts);
 }

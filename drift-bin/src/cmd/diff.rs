@@ -126,7 +126,11 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.sops_recipients = recipients;
     // The live files are compared as they are read and let go (see `compare_files_streamed`).
     let read_live = |sink: &mut dyn FnMut(u64, drift_core::Resource)| crate::files::stream(walked, &progress, sink);
-    let report = compare_files_streamed(desired, read_live, args.namespace.as_deref(), &engine, &options);
+    // An object compared at once is let go of, and read again from its file should a second
+    // live object of its key come.
+    let reload = |p: &drift_core::Provenance| crate::files::reload(p, opener.as_deref());
+    let report =
+        compare_files_streamed(desired, read_live, Some(&reload), args.namespace.as_deref(), &engine, &options);
     line.finish();
     finish(&report, args.output)
 }
