@@ -297,7 +297,12 @@ pub fn compare_files(
 /// on the live side or a comparator without relations, the live side is read whole.
 ///
 /// The desired objects may be trees ([`Resource`]) or kept compact ([`crate::KeptResource`]):
-/// then each is expanded only while it is compared or checked, and the report is the same.
+/// then each is expanded only while it is compared or checked, and the report is the same. With
+/// `reload`, a kept object compared as its live object arrives is let go of
+/// ([`DesiredObject::let_go`]) unless its tree is asked for again (an autoscaler, waivers, a
+/// desired-side policy); a second live object of its key (the later one in the files counts)
+/// has it read again by its provenance, and a digest that no longer matches is a fatal warning
+/// that keeps the first comparison.
 pub fn compare_files_streamed<T: DesiredObject>(
     mut desired: DesiredSnapshot<T>,
     read_live: impl FnOnce(&mut dyn FnMut(u64, Resource)) -> Vec<SourceWarning>,
