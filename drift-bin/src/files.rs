@@ -54,17 +54,18 @@ fn load_files<T>(
     loaded
 }
 
-/// A desired object read again from the file and document its provenance names (what
-/// [`load`] read there), for `compare_files_streamed`; `None` when the file cannot be read or no
-/// longer holds that document.
-pub fn reload(provenance: &drift_core::Provenance, sops: Option<&dyn SopsOpener>) -> Option<drift_core::Resource> {
-    let shown = provenance.path.as_deref()?;
-    let text = std::fs::read_to_string(shown).ok()?;
+/// The desired objects read again from the file and document a provenance names (what [`load`]
+/// read there; the items of a `List` share their document), for `compare_files_streamed`; none
+/// when the file cannot be read or no longer holds that document.
+pub fn reload(provenance: &drift_core::Provenance, sops: Option<&dyn SopsOpener>) -> Vec<drift_core::Resource> {
+    let Some(shown) = provenance.path.as_deref() else { return Vec::new() };
+    let Ok(text) = std::fs::read_to_string(shown) else { return Vec::new() };
     let mut parsed = parse_manifests_with(&text, shown, Limits::live());
     if let Some(opener) = sops {
         drift_core::sops::open_file(&mut parsed, &text, shown, opener);
     }
-    parsed.resources.into_iter().find(|r| r.provenance.document == provenance.document)
+    parsed.resources.retain(|r| r.provenance.document == provenance.document);
+    parsed.resources
 }
 
 /// The files under `path`, walked with the rules and bounds of [`drift_source_k8s::walk`]: each

@@ -219,3 +219,31 @@ fn orphans_are_the_objects_a_person_made_that_git_does_not_declare() {
     by.sort_unstable();
     assert_eq!(by, ["kubectl-client-side-apply", "kubectl-create", "kubectl-create"], "{doc}");
 }
+
+/// A live folder that holds one object twice (two dumps that overlap): the later one counts,
+/// also for an item of a desired `List` (let go of once compared, read again from its file by
+/// its key among the items of its document).
+#[test]
+fn a_live_object_given_twice_counts_as_its_later_copy_for_a_list_item_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (desired, live) = (dir.path().join("desired"), dir.path().join("live"));
+    std::fs::create_dir_all(&desired).unwrap();
+    std::fs::create_dir_all(&live).unwrap();
+    std::fs::write(
+        desired.join("apps.yaml"),
+        "apiVersion: v1\nkind: List\nitems:\n\
+         - {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: x}, data: {k: '1'}}\n\
+         - {apiVersion: v1, kind: ConfigMap, metadata: {name: b, namespace: x}, data: {k: '1'}}\n",
+    )
+    .unwrap();
+    let cm = |name: &str, k: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: x}}\ndata: {{k: '{k}'}}\n")
+    };
+    // The first dump has both in sync; the second, read after it, has b changed.
+    std::fs::write(live.join("1.yaml"), format!("{}---\n{}", cm("a", "1"), cm("b", "1"))).unwrap();
+    std::fs::write(live.join("2.yaml"), cm("b", "2")).unwrap();
+    let (code, doc) = diff(&desired, &live, &[]);
+    assert_eq!(messages(&doc, true), Vec::<String>::new());
+    assert_eq!(drifts(&doc), [("b".to_owned(), "configmap_drift".to_owned(), "MEDIUM".to_owned())]);
+    assert_eq!(code, 1);
+}

@@ -434,8 +434,9 @@ pub fn compare_files_streamed<T: DesiredObject>(
     with_live_warnings(report, live_warnings)
 }
 
-/// Reads a desired object again by where it came from ([`compare_files_streamed`]).
-pub type Reload<'r> = &'r (dyn Fn(&crate::model::Provenance) -> Option<Resource> + 'r);
+/// Reads the desired objects of one document again by where one of them came from (every
+/// object of that document: the items of a `List` share it), for [`compare_files_streamed`].
+pub type Reload<'r> = &'r (dyn Fn(&crate::model::Provenance) -> Vec<Resource> + 'r);
 
 /// Makes sure `d` holds its tree, reading it again if it was let go of; `false`, with a fatal
 /// warning, when it cannot be read again as it was (the file changed or is gone since).
@@ -443,7 +444,8 @@ fn read_again<T: DesiredObject>(d: &mut T, reload: Option<Reload<'_>>, warnings:
     if d.held() {
         return true;
     }
-    match reload.and_then(|f| f(d.provenance())) {
+    let again = reload.map(|f| f(d.provenance())).unwrap_or_default();
+    match again.into_iter().find(|r| r.key == *d.key()) {
         // (The digest as the object's own: of its encrypted document when opened from SOPS.)
         Some(r) if r.digest() == d.digest() => {
             d.restore(&r);

@@ -89,7 +89,8 @@ proptest! {
         let snapshot = DesiredSnapshot {
             repository: "desired".into(),
             revision: None,
-            resources: desired.iter().enumerate().map(|(i, &(k, n, ns, v))| in_file(object(k, n, ns, v, false), i)).collect(),
+            // Up to three objects a document, as the items of a `List` share theirs.
+            resources: desired.iter().enumerate().map(|(i, &(k, n, ns, v))| in_file(object(k, n, ns, v, false), i / 3)).collect(),
             warnings: Vec::new(),
         };
         let live: Vec<Resource> = live.iter().map(|&(k, n, ns, v)| object(k, n, ns, v, true)).collect();
@@ -121,7 +122,7 @@ proptest! {
         // And let go of once compared, read again by where they came from when a second live
         // object of their key comes.
         let originals = snapshot.resources.clone();
-        let reload = |p: &Provenance| originals.iter().find(|r| r.provenance == *p).cloned();
+        let reload = |p: &Provenance| originals.iter().filter(|r| r.provenance == *p).cloned().collect();
         let let_go = kept.clone();
         let mut streamed = compare_files_streamed(snapshot, read_live, None, namespace, &engine, &options());
         let mut compact = compare_files_streamed(kept, read_live, None, namespace, &engine, &options());
@@ -211,7 +212,7 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
     let asked = std::cell::RefCell::new(Vec::new());
     let reload = |p: &Provenance| {
         asked.borrow_mut().push(p.path.clone().unwrap());
-        desired.iter().find(|r| r.provenance == *p).cloned()
+        desired.iter().filter(|r| r.provenance == *p).cloned().collect()
     };
     let report = compare_files_streamed(snapshot(&desired), read_live, Some(&reload), None, &engine, &options());
     assert_eq!(*asked.borrow(), ["desired/0.yaml"], "read again for the second ConfigMap only");
@@ -225,9 +226,11 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
     // The manifest changed since it was first read: the first comparison stays, and a fatal
     // warning names the file.
     let changed = |p: &Provenance| {
-        let mut r = desired.iter().find(|r| r.provenance == *p).cloned()?;
-        std::sync::Arc::make_mut(&mut r.object)["data"]["k"] = json!("other");
-        Some(r)
+        let mut found: Vec<Resource> = desired.iter().filter(|r| r.provenance == *p).cloned().collect();
+        for r in &mut found {
+            std::sync::Arc::make_mut(&mut r.object)["data"]["k"] = json!("other");
+        }
+        found
     };
     let report = compare_files_streamed(snapshot(&desired), read_live, Some(&changed), None, &engine, &options());
     let w = report.warnings.iter().find(|w| w.fatal).expect("a fatal warning");
@@ -273,7 +276,7 @@ fn an_autoscaler_is_kept_for_its_target() {
         resources: desired.iter().map(|r| KeptResource::asking(r, &engine)).collect(),
         warnings: Vec::new(),
     };
-    let reload = |p: &Provenance| desired.iter().find(|r| r.provenance == *p).cloned();
+    let reload = |p: &Provenance| desired.iter().filter(|r| r.provenance == *p).cloned().collect();
     let report = compare_files_streamed(kept, read_live, Some(&reload), None, &engine, &options());
     let trees =
         DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };

@@ -1,13 +1,16 @@
 //! Two arbitrary JSON bodies as a desired and a live object of one kind, through the engine's
 //! comparison (normalisation, diff, attribution, verdicts, reverts). Laws: it never panics; an
 //! object compared with itself has no drift; comparing is deterministic and the drifts are sorted
-//! by path; a Secret's drifts show no value in clear text and no revert.
+//! by path; a Secret's drifts show no value in clear text and no revert; the diff walk that
+//! normalises as it goes finds what the walk of two normalised copies finds.
 #![no_main]
 
 use std::sync::LazyLock;
 
 use arbitrary::Arbitrary;
-use drift_core::normalize::SecretHasher;
+use drift_core::diff::{diff_filtered, diff_normalised};
+use drift_core::merge_keys::MergeKeys;
+use drift_core::normalize::{SecretHasher, normalize, view};
 use drift_core::normalize::secret::HASH_PREFIX;
 use drift_core::path::Seg;
 use drift_core::{Comparator, Engine, Resource};
@@ -74,6 +77,12 @@ fuzz_target!(|input: Input| {
         Live::Other(body) => object(api_version, kind, &body.0),
     };
     let engine = &*ENGINE;
+    let hasher = engine.secret_hasher();
+    let (nd, nl) = (normalize(&desired.object, hasher), normalize(&live.object, hasher));
+    let keys = MergeKeys::default();
+    let copies = diff_normalised(kind, &nd, &nl, &keys, &mut |_| true);
+    let walked = diff_filtered(kind, &view(&desired.object, hasher), &view(&live.object, hasher), &keys, &mut |_| true);
+    assert_eq!(walked, copies, "the normalising walk differs from the walk of normalised copies");
     assert_eq!(engine.compare(&desired, Some(&desired)), vec![], "desired against itself");
     assert_eq!(engine.compare(&live, Some(&live)), vec![], "live against itself");
     let drifts = engine.compare(&desired, Some(&live));
