@@ -36,6 +36,7 @@ pub mod source;
 pub mod verdict;
 pub mod waiver;
 mod yaml;
+mod yaml_lines;
 
 /// The former name of [`verdict`]: the type rule table and the severity table.
 #[deprecated(

@@ -34,6 +34,15 @@ enum Frame {
 /// `max_depth` and `max_nodes` are the reader's bounds: a document that reaches one is left to
 /// the reader, which reports it.
 pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
+    // The block form of manifests, line by line, before the parser's events.
+    if let Some(value) = crate::yaml_lines::read(text, max_depth, max_nodes) {
+        return Some(value);
+    }
+    events(text, max_depth, max_nodes)
+}
+
+/// [`read`] from granit-parser's events.
+fn events(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
     let mut options = granit_parser::Options::default();
     options.simple_key_max_lookahead = SIMPLE_KEY_MAX_LOOKAHEAD;
     options.flow_nesting_limit = FLOW_NESTING_LIMIT;
@@ -127,7 +136,7 @@ const NUMERIC: &[u8] = b"0123456789abcdefABCDEFxXoObBiInN._+-:,";
 const WORDS: &[&str] = &["y", "yes", "n", "no", "on", "off", "true", "false", "null"];
 
 /// The value of a plain scalar without tag, when it is plain at a glance.
-fn plain(s: &str) -> Option<Value> {
+pub(crate) fn plain(s: &str) -> Option<Value> {
     match s {
         "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
         "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
@@ -275,6 +284,72 @@ mod tests {
         }
     }
 
+    /// [`block`] in the compact form tools write: a sequence at its key's indentation, a
+    /// mapping item's first entry on the item's line (`- key: value`).
+    fn block_compact(n: &Node, indent: usize, out: &mut String) {
+        match n {
+            Node::Seq(items, false) if !items.is_empty() => {
+                let at = indent.saturating_sub(2);
+                for item in items {
+                    out.push('\n');
+                    out.push_str(&" ".repeat(at));
+                    out.push_str("- ");
+                    item_inline(item, at + 2, out);
+                }
+            }
+            Node::Map(entries, false) if !entries.is_empty() => {
+                for ((k, ks), v) in entries {
+                    out.push('\n');
+                    out.push_str(&" ".repeat(indent));
+                    out.push_str(&scalar(k, if *ks >= 3 { *ks } else { 0 }, 0));
+                    out.push(':');
+                    block_compact(v, indent + 2, out);
+                }
+            }
+            _ => block(n, indent, out),
+        }
+    }
+
+    /// A sequence item after its `- `, its content at column `col`.
+    fn item_inline(n: &Node, col: usize, out: &mut String) {
+        match n {
+            Node::Map(entries, false) if !entries.is_empty() => {
+                for (j, ((k, ks), v)) in entries.iter().enumerate() {
+                    if j > 0 {
+                        out.push('\n');
+                        out.push_str(&" ".repeat(col));
+                    }
+                    out.push_str(&scalar(k, if *ks >= 3 { *ks } else { 0 }, 0));
+                    out.push(':');
+                    block_compact(v, col + 2, out);
+                }
+            }
+            Node::Seq(items, false) if !items.is_empty() => block_compact(n, col + 2, out),
+            Node::Scalar(t, s) => out.push_str(&scalar(t, *s, col + 2)),
+            _ => {
+                let mut rest = String::new();
+                block(n, col + 2, &mut rest);
+                out.push_str(rest.trim_start_matches(' '));
+            }
+        }
+    }
+
+    fn document_compact(n: &Node) -> String {
+        let mut out = String::new();
+        match n {
+            Node::Map(entries, false) if !entries.is_empty() => {
+                block_compact(n, 0, &mut out);
+                out.remove(0);
+            }
+            _ => {
+                out.push_str("root:");
+                block_compact(n, 2, &mut out);
+            }
+        }
+        out.push('\n');
+        out
+    }
+
     fn document(n: &Node) -> String {
         let mut out = String::new();
         match n {
@@ -291,14 +366,99 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
 
-        /// Whenever the fast path reads a document, the reader reads the same tree.
+        /// Whenever the fast path reads a document, the reader reads the same tree (in the
+        /// indented form and in the compact one; the line reader first, the events after it).
         #[test]
         fn the_fast_path_reads_what_the_reader_reads(n in node()) {
-            let text = document(&n);
-            if let Some(fast) = read(&text, 100, 1_000_000) {
-                prop_assert_eq!(Ok(fast), saphyr(&text), "{}", text);
+            for text in [document(&n), document_compact(&n)] {
+                if let Some(fast) = read(&text, 100, 1_000_000) {
+                    prop_assert_eq!(Ok(fast), saphyr(&text), "{}", text);
+                }
+                if let Some(lines) = crate::yaml_lines::read(&text, 100, 1_000_000) {
+                    prop_assert_eq!(Some(lines), events(&text, 100, 1_000_000), "{}", text);
+                }
             }
         }
+    }
+
+    /// Documents on the edges of the line reader's form: whatever it reads, the reader reads
+    /// the same; what it leaves, the events path or the reader read.
+    #[test]
+    fn the_line_reader_reads_edge_documents_as_the_reader_does() {
+        let long_key = format!("{}: 1\n", "k".repeat(1100));
+        let docs: &[&str] = &[
+            "a: b\n  c\n",
+            "a:\n- b\n  c\n",
+            "a: |+\n  x\n\n\nb: 1\n",
+            "a: |-\n  x\n\n  y\n\nb: 1\n",
+            "a: |\n\n  x\n",
+            "a: |\n   \n  x\n",
+            "a: |\n  x\n # c\n  y\nb: 1\n",
+            "a: \"x\"#c\n",
+            "a: \"x\" #c\n",
+            "a: 'x''y' # c\n",
+            "a: 'x\n  y'\n",
+            "a: \"x\\x41\"\n",
+            "a: \"x\\u0041\\n\"\n",
+            "a: \"\\ud800\"\n",
+            "<<: {a: 1}\n",
+            "a: 1\na: 2\n",
+            "a: b: c\n",
+            "a: b:\n",
+            "- - x\n",
+            "a:\n- - x\n",
+            "a:\n-\n- x\n",
+            "a:\n  -\n  - x\n",
+            "a: \u{1}\n",
+            "a: x\u{85}y\n",
+            "a: x\u{2028}y\n",
+            "a: -x\n",
+            "a: - x\n",
+            "a: :x\n",
+            "a: []\nb: {}\nc: [ ]\n",
+            "a: [] # c\nb: []x\n",
+            "--- \na: 1\n",
+            "---\na: 1\n---\nb: 1\n",
+            "a: 1\n...\n",
+            "%YAML 1.2\n---\na: 1\n",
+            "a:\n  b: 1\n c: 2\n",
+            "a:\n    b: 1\n  c: 2\n",
+            "- a: 1\n  b: 2\n",
+            "k:\n- a: 1\n   b: 2\n",
+            "k:\n-   a: 1\n    b: 2\n",
+            "'a': 1\n\"b\": 2\n\"c\":3\n",
+            "a b: c d\n",
+            "a#b: c#d\n",
+            "on: 1\n",
+            "a: yes\n",
+            "? a\n: b\n",
+            &long_key,
+        ];
+        let mut taken = 0;
+        for text in docs {
+            if let Some(lines) = crate::yaml_lines::read(text, 100, 1_000_000) {
+                taken += 1;
+                assert_eq!(Ok(lines), saphyr(text), "{text:?}");
+            }
+        }
+        assert!(taken >= 10, "the line reader took {taken} of {} edge documents", docs.len());
+    }
+
+    /// The line reader takes most generated documents, in both forms (else the property
+    /// above would say little of it).
+    #[test]
+    fn the_line_reader_reads_most_generated_documents() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut taken, mut all) = (0, 0);
+        for _ in 0..1000 {
+            let n = node().new_tree(&mut runner).unwrap().current();
+            for text in [document(&n), document_compact(&n)] {
+                all += 1;
+                taken += usize::from(crate::yaml_lines::read(&text, 100, 1_000_000).is_some());
+            }
+        }
+        assert!(taken * 3 > all, "the line reader took {taken} of {all} documents");
     }
 
     #[test]

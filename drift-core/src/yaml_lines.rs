@@ -1,0 +1,417 @@
+//! The block form of manifests read line by line, before any tokenizer.
+//!
+//! Most manifests are block mappings and sequences of one-line scalars, written by people or by
+//! tools (`kubectl`, PyYAML, Helm): indentation by spaces, `key: value`, `- item`, `- key: value`,
+//! sequences at their key's indentation, plain, single- and double-quoted scalars, literal block
+//! scalars (`|`, `|-`, `|+`), empty flow collections (`[]`, `{}`) and comments. [`read`] builds the
+//! tree of such a document from its lines, and gives up with `None` at the first thing outside
+//! that form (a tab, a carriage return, a flow collection with items, a folded or indented block
+//! scalar, a plain scalar on more than one line, a quoted one that does not close on its line, an
+//! anchor, alias, tag, directive or second document, a key that is not plainly a string, a key
+//! given twice, an escape other than JSON's, a bound of the reader's budget). The document then
+//! goes to [`crate::yaml`]'s reader of parser events, and from there to serde-saphyr; the
+//! differential tests of [`crate::yaml`] hold all three to the same tree.
+
+use serde_json::{Map, Value};
+
+/// The tree of one document in the block form above, or `None`.
+pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
+    // Tabs, carriage returns, the line breaks of YAML 1.1, a byte-order mark and characters
+    // YAML does not allow in a document are the reader's.
+    let odd = |c: char| {
+        (c < ' ' && c != '\n')
+            || ('\u{7f}'..='\u{9f}').contains(&c)
+            || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
+    };
+    if text.chars().any(odd) {
+        return None;
+    }
+    let lines: Vec<Line<'_>> = text.lines().map(Line::of).collect();
+    // The reader bounds the comments it buffers while it looks ahead (32): a long run of them
+    // is its to judge.
+    let mut run = 0;
+    for line in &lines {
+        run = if line.body.starts_with('#') {
+            run + 1
+        } else if line.body.is_empty() {
+            run
+        } else {
+            0
+        };
+        if run >= 30 {
+            return None;
+        }
+    }
+    let mut r = Reader { lines, pos: 0, nodes: 0, max_depth, max_nodes };
+    let first = r.next_content()?;
+    if r.lines[first].body == "---" {
+        r.pos = first + 1;
+    }
+    let root = r.next_content()?;
+    if r.lines[root].indent != 0 || is_item(r.lines[root].body) {
+        return None;
+    }
+    let value = r.map(0, 0)?;
+    // Nothing may follow the root mapping (a second document is the reader's to refuse).
+    if r.next_content().is_some() {
+        return None;
+    }
+    Some(value)
+}
+
+#[derive(Clone, Copy)]
+struct Line<'a> {
+    indent: usize,
+    /// The line after its indentation, trailing spaces removed.
+    body: &'a str,
+    /// The whole line (for block scalars).
+    raw: &'a str,
+}
+
+impl<'a> Line<'a> {
+    fn of(raw: &'a str) -> Self {
+        let body = raw.trim_start_matches(' ');
+        Line { indent: raw.len() - body.len(), body: body.trim_end_matches(' '), raw }
+    }
+
+    /// Blank or a comment alone.
+    fn is_empty(&self) -> bool {
+        self.body.is_empty() || self.body.starts_with('#')
+    }
+}
+
+struct Reader<'a> {
+    lines: Vec<Line<'a>>,
+    pos: usize,
+    nodes: usize,
+    max_depth: usize,
+    max_nodes: usize,
+}
+
+/// Whether a line's body starts a sequence item.
+fn is_item(body: &str) -> bool {
+    body == "-" || body.starts_with("- ")
+}
+
+impl<'a> Reader<'a> {
+    /// The next line with content (skipping blank lines and comments), not consumed.
+    fn next_content(&mut self) -> Option<usize> {
+        while let Some(line) = self.lines.get(self.pos) {
+            if !line.is_empty() {
+                return Some(self.pos);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+
+    /// The indentation of the next line with content, if any.
+    fn peek_indent(&mut self) -> Option<(usize, &'a str)> {
+        let save = self.pos;
+        let found = self.next_content().map(|i| (self.lines[i].indent, self.lines[i].body));
+        self.pos = save;
+        found
+    }
+
+    fn count(&mut self) -> Option<()> {
+        self.nodes += 1;
+        (self.nodes <= self.max_nodes).then_some(())
+    }
+
+    /// A block mapping whose entries sit at `indent`, the first at the current line.
+    fn map(&mut self, indent: usize, depth: usize) -> Option<Value> {
+        if depth >= self.max_depth {
+            return None;
+        }
+        self.count()?;
+        let mut map = Map::new();
+        while let Some(i) = self.next_content() {
+            let line = self.lines[i];
+            if line.indent < indent {
+                break;
+            }
+            // (Deeper would continue the value before; `---`, `...` and `%` lines are no keys.)
+            if line.indent != indent {
+                return None;
+            }
+            let (key, rest) = split_key(line.body)?;
+            self.count()?;
+            if map.contains_key(&key) {
+                return None;
+            }
+            self.pos = i + 1;
+            let value = self.value(rest, indent, depth + 1)?;
+            map.insert(key, value);
+        }
+        Some(Value::Object(map))
+    }
+
+    /// A block sequence whose items sit at `indent`, the first at the current line.
+    fn seq(&mut self, indent: usize, depth: usize) -> Option<Value> {
+        if depth >= self.max_depth {
+            return None;
+        }
+        self.count()?;
+        let mut items = Vec::new();
+        while let Some(i) = self.next_content() {
+            let line = self.lines[i];
+            if line.indent < indent || (line.indent == indent && !is_item(line.body)) {
+                break;
+            }
+            if line.indent != indent {
+                return None;
+            }
+            let after = &line.body[1..];
+            let content = after.trim_start_matches(' ');
+            let column = indent + 1 + (after.len() - content.len());
+            if content.is_empty() || content.starts_with('#') {
+                self.pos = i + 1;
+                items.push(self.nested(indent, depth + 1, false)?);
+            } else if content.starts_with('|') || content.starts_with('>') {
+                return None;
+            } else if let Some((_, _)) = split_key(content) {
+                // `- key: value`: a mapping whose entries sit at the key's column.
+                self.lines[i] = Line { indent: column, body: content, raw: line.raw };
+                items.push(self.map(column, depth + 1)?);
+            } else {
+                self.pos = i + 1;
+                self.count()?;
+                items.push(scalar(content)?);
+            }
+        }
+        Some(Value::Array(items))
+    }
+
+    /// The value after `key:` (the rest of the line), for an entry at `indent`.
+    fn value(&mut self, rest: &'a str, indent: usize, depth: usize) -> Option<Value> {
+        if rest.is_empty() || rest.starts_with('#') {
+            return self.nested(indent, depth, true);
+        }
+        if rest.starts_with('|') || rest.starts_with('>') {
+            return self.literal(rest, indent);
+        }
+        self.count()?;
+        scalar(rest)
+    }
+
+    /// The node on the lines after a `key:` or `-` with nothing after it: a block collection
+    /// indented deeper (or, after a key, a sequence at the key's indentation), else null.
+    fn nested(&mut self, indent: usize, depth: usize, after_key: bool) -> Option<Value> {
+        match self.peek_indent() {
+            Some((deeper, body)) if deeper > indent => {
+                self.next_content()?;
+                if is_item(body) {
+                    self.seq(deeper, depth)
+                } else if split_key(body).is_some() {
+                    self.map(deeper, depth)
+                } else {
+                    // A scalar on its own line (perhaps on several): the reader's.
+                    None
+                }
+            }
+            Some((same, body)) if same == indent && after_key && is_item(body) => {
+                self.next_content()?;
+                self.seq(same, depth)
+            }
+            _ => {
+                self.count()?;
+                Some(Value::Null)
+            }
+        }
+    }
+
+    /// A literal block scalar (`|`, `|-`, `|+`) after a key at `indent`.
+    fn literal(&mut self, header: &str, indent: usize) -> Option<Value> {
+        let header = header.split_once(" #").map_or(header, |(h, _)| h).trim_end_matches(' ');
+        let chomp = match header {
+            "|" => Chomp::Clip,
+            "|-" => Chomp::Strip,
+            "|+" => Chomp::Keep,
+            _ => return None,
+        };
+        self.count()?;
+        // The block: every following line that is blank or indented deeper than the key.
+        let start = self.pos;
+        let mut end = start;
+        while let Some(line) = self.lines.get(end) {
+            if !line.raw.trim_start_matches(' ').is_empty() && line.indent <= indent {
+                break;
+            }
+            end += 1;
+        }
+        let block = &self.lines[start..end];
+        let width = block.iter().find(|l| !l.raw.trim_start_matches(' ').is_empty())?.indent;
+        let mut text = String::new();
+        let (mut trailing, mut first) = (0, true);
+        for line in block {
+            if line.raw.trim_start_matches(' ').is_empty() {
+                // A blank line longer than the block's indentation holds spaces of its own.
+                if line.raw.len() > width {
+                    return None;
+                }
+                trailing += 1;
+                continue;
+            }
+            if line.indent < width {
+                return None;
+            }
+            if !first {
+                text.push('\n');
+            }
+            for _ in 0..trailing {
+                text.push('\n');
+            }
+            (trailing, first) = (0, false);
+            text.push_str(&line.raw[width..]);
+        }
+        match chomp {
+            Chomp::Strip => {}
+            Chomp::Clip => text.push('\n'),
+            Chomp::Keep => {
+                text.push('\n');
+                for _ in 0..trailing {
+                    text.push('\n');
+                }
+            }
+        }
+        self.pos = end;
+        Some(Value::String(text))
+    }
+}
+
+enum Chomp {
+    Clip,
+    Strip,
+    Keep,
+}
+
+/// Characters that start something other than a plain scalar (YAML's indicators).
+const INDICATORS: &[u8] = b"-?:,[]{}#&*!|>'\"%@`";
+
+/// `key: rest` with the key a plain or quoted string, `rest` trimmed (empty when the value is on
+/// the following lines).
+fn split_key(body: &str) -> Option<(String, &str)> {
+    let (key, after) = match body.as_bytes().first()? {
+        // An implicit key is at most 1024 characters long: a longer one is the reader's.
+        _ if body.find(':').is_none_or(|colon| colon > 1000) => return None,
+        b'"' => {
+            let (k, after) = double_quoted(body)?;
+            (k, after)
+        }
+        b'\'' => {
+            let (k, after) = single_quoted(body)?;
+            (k, after)
+        }
+        c if INDICATORS.contains(c) => return None,
+        _ => {
+            let colon = body.find(": ").or_else(|| body.ends_with(':').then(|| body.len() - 1))?;
+            let text = body[..colon].trim_end_matches(' ');
+            if text.contains(" #") {
+                return None;
+            }
+            match crate::yaml::plain(text)? {
+                Value::String(k) => (k, &body[colon..]),
+                _ => return None,
+            }
+        }
+    };
+    if key == "<<" {
+        return None;
+    }
+    let rest = after.strip_prefix(':')?;
+    if !(rest.is_empty() || rest.starts_with(' ')) {
+        return None;
+    }
+    Some((key, rest.trim_start_matches(' ')))
+}
+
+/// A one-line scalar (the rest of a line), with an optional comment after it.
+fn scalar(text: &str) -> Option<Value> {
+    let (value, after) = match text.as_bytes().first()? {
+        b'"' => {
+            let (s, after) = double_quoted(text)?;
+            (Value::String(s), after)
+        }
+        b'\'' => {
+            let (s, after) = single_quoted(text)?;
+            (Value::String(s), after)
+        }
+        b'[' | b'{' => {
+            let (v, after) = match text.get(..2)? {
+                "[]" => (Value::Array(Vec::new()), &text[2..]),
+                "{}" => (Value::Object(Map::new()), &text[2..]),
+                _ => return None,
+            };
+            (v, after)
+        }
+        // `-x` is a plain scalar; `- x` would be a sequence.
+        b'-' if text.len() > 1 && text.as_bytes()[1] != b' ' => return plain_value(text),
+        c if INDICATORS.contains(c) => return None,
+        _ => return plain_value(text),
+    };
+    // Nothing after it but a comment, which needs a space before its `#`.
+    let trimmed = after.trim_start_matches(' ');
+    (after.is_empty() || (trimmed.len() < after.len() && (trimmed.is_empty() || trimmed.starts_with('#'))))
+        .then_some(value)
+}
+
+/// A plain scalar on one line, up to a comment.
+fn plain_value(text: &str) -> Option<Value> {
+    let text = text.split_once(" #").map_or(text, |(v, _)| v).trim_end_matches(' ');
+    if text.contains(": ") || text.ends_with(':') {
+        return None;
+    }
+    crate::yaml::plain(text)
+}
+
+/// A double-quoted scalar at the start of `s` and the rest after it; `None` for an escape
+/// outside JSON's or a string that does not close.
+fn double_quoted(s: &str) -> Option<(String, &str)> {
+    let body = s.strip_prefix('"')?;
+    let mut out = String::new();
+    let mut chars = body.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((out, &body[i + 1..])),
+            '\\' => {
+                let (_, e) = chars.next()?;
+                out.push(match e {
+                    '"' => '"',
+                    '\\' => '\\',
+                    '/' => '/',
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'u' => {
+                        let hex: String = (0..4).map(|_| chars.next().map(|(_, h)| h)).collect::<Option<_>>()?;
+                        char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
+                    }
+                    _ => return None,
+                });
+            }
+            _ => out.push(c),
+        }
+    }
+    None
+}
+
+/// A single-quoted scalar at the start of `s` and the rest after it.
+fn single_quoted(s: &str) -> Option<(String, &str)> {
+    let body = s.strip_prefix('\'')?;
+    let mut out = String::new();
+    let mut rest = body;
+    loop {
+        let end = rest.find('\'')?;
+        out.push_str(&rest[..end]);
+        rest = &rest[end + 1..];
+        match rest.strip_prefix('\'') {
+            Some(r) => {
+                out.push('\'');
+                rest = r;
+            }
+            None => return Some((out, rest)),
+        }
+    }
+}
