@@ -26,6 +26,15 @@ impl<T> Default for Loaded<T> {
 /// What the loader makes of each object as soon as its file is parsed.
 pub type Make<'a, T> = &'a (dyn Fn(Resource) -> T + Sync);
 
+/// The manifests of one file's text, SOPS-encrypted documents opened with `sops`.
+fn parse_file(text: &str, shown: &str, sops: Option<&dyn SopsOpener>) -> drift_core::manifest::ParsedManifests {
+    let mut parsed = parse_manifests_with(text, shown, Limits::live());
+    if let Some(opener) = sops {
+        drift_core::sops::open_file(&mut parsed, text, shown, opener);
+    }
+    parsed
+}
+
 fn load_files<T>(
     files: &[PathBuf],
     progress: &Progress,
@@ -37,10 +46,7 @@ fn load_files<T>(
         let shown = file.display().to_string();
         match std::fs::read_to_string(file) {
             Ok(text) => {
-                let mut parsed = parse_manifests_with(&text, &shown, Limits::live());
-                if let Some(opener) = sops {
-                    drift_core::sops::open_file(&mut parsed, &text, &shown, opener);
-                }
+                let parsed = parse_file(&text, &shown, sops);
                 loaded.resources.extend(parsed.resources.into_iter().map(make));
                 loaded.warnings.extend(parsed.warnings);
                 progress.files_read(1);
@@ -60,10 +66,7 @@ fn load_files<T>(
 pub fn reload(provenance: &drift_core::Provenance, sops: Option<&dyn SopsOpener>) -> Vec<drift_core::Resource> {
     let Some(shown) = provenance.path.as_deref() else { return Vec::new() };
     let Ok(text) = std::fs::read_to_string(shown) else { return Vec::new() };
-    let mut parsed = parse_manifests_with(&text, shown, Limits::live());
-    if let Some(opener) = sops {
-        drift_core::sops::open_file(&mut parsed, &text, shown, opener);
-    }
+    let mut parsed = parse_file(&text, shown, sops);
     parsed.resources.retain(|r| r.provenance.document == provenance.document);
     parsed.resources
 }

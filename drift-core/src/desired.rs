@@ -46,9 +46,7 @@ pub trait DesiredObject {
         true
     }
     /// Holds `r` again after [`DesiredObject::let_go`] (the same object, read again).
-    fn restore(&mut self, r: &Resource) {
-        let _ = r;
-    }
+    fn restore(&mut self, _again: &Resource) {}
     /// The trees of the objects of `all` that `keep` selects, in their order; objects held as
     /// trees are all lent whatever `keep` says (the callers ask for a superset of what they need).
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]>
@@ -153,11 +151,21 @@ pub struct KeptResource {
     related: Option<HashSet<ResourceKey>>,
 }
 
+/// The compact JSON text of an object (writing a `Value` to memory cannot fail: its keys are
+/// strings).
+fn compact_json(r: &Resource) -> Vec<u8> {
+    serde_json::to_vec(&*r.object).unwrap_or_default()
+}
+
+/// An LZ4 block of `json`, its length first.
+fn pack(json: &[u8]) -> Box<[u8]> {
+    lz4_flex::block::compress_prepend_size(json).into_boxed_slice()
+}
+
 impl KeptResource {
     /// Keeps `r` compact.
     pub fn new(r: &Resource) -> Self {
-        // Writing a `Value` to memory cannot fail (its keys are strings).
-        let json = serde_json::to_vec(&*r.object).unwrap_or_default();
+        let json = compact_json(r);
         let digest = match &r.provenance.sops_digest {
             Some(d) => d.clone(),
             // `object_digest` of the same compact JSON text, without writing it twice.
@@ -167,7 +175,7 @@ impl KeptResource {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
             provenance: r.provenance.clone(),
-            packed: Some(lz4_flex::block::compress_prepend_size(&json).into_boxed_slice()),
+            packed: Some(pack(&json)),
             digest,
             encrypted: crate::secret::is_sops_encrypted(&r.object),
             waived: has_waivers(r),
@@ -186,7 +194,8 @@ impl KeptResource {
     /// The resource back, with a tree of its own (`null` once let go: the scan asks for the
     /// tree only of objects it holds, [`DesiredObject::held`]).
     fn expand(&self) -> Resource {
-        // The block and its text were written by `new`: they read back.
+        debug_assert!(self.packed.is_some(), "{}: the tree of an object let go of was asked for", self.key);
+        // The block and its text were written by `pack`: they read back.
         let json =
             self.packed.as_deref().and_then(|p| lz4_flex::block::decompress_size_prepended(p).ok()).unwrap_or_default();
         Resource {
@@ -247,9 +256,8 @@ impl DesiredObject for KeptResource {
         self.packed.is_some()
     }
 
-    fn restore(&mut self, r: &Resource) {
-        let json = serde_json::to_vec(&*r.object).unwrap_or_default();
-        self.packed = Some(lz4_flex::block::compress_prepend_size(&json).into_boxed_slice());
+    fn restore(&mut self, again: &Resource) {
+        self.packed = Some(pack(&compact_json(again)));
     }
 
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]> {

@@ -118,12 +118,17 @@ impl<'a> Reader<'a> {
         (self.nodes <= self.max_nodes).then_some(())
     }
 
-    /// A block mapping whose entries sit at `indent`, the first at the current line.
-    fn map(&mut self, indent: usize, depth: usize) -> Option<Value> {
+    /// A collection opened at `depth`: within the depth bound, counted as a node.
+    fn open(&mut self, depth: usize) -> Option<()> {
         if depth >= self.max_depth {
             return None;
         }
-        self.count()?;
+        self.count()
+    }
+
+    /// A block mapping whose entries sit at `indent`, the first at the current line.
+    fn map(&mut self, indent: usize, depth: usize) -> Option<Value> {
+        self.open(depth)?;
         let mut map = Map::new();
         while let Some(i) = self.next_content() {
             let line = self.lines[i];
@@ -148,10 +153,7 @@ impl<'a> Reader<'a> {
 
     /// A block sequence whose items sit at `indent`, the first at the current line.
     fn seq(&mut self, indent: usize, depth: usize) -> Option<Value> {
-        if depth >= self.max_depth {
-            return None;
-        }
-        self.count()?;
+        self.open(depth)?;
         let mut items = Vec::new();
         while let Some(i) = self.next_content() {
             let line = self.lines[i];
