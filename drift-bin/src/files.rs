@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use drift_core::manifest::{Limits, parse_manifests_with};
+use drift_core::manifest::{Limits, ParsedManifests, parse_live_manifests, parse_manifests_with};
 use drift_core::progress::Progress;
 use drift_core::sops::SopsOpener;
 use drift_core::{Resource, SourceWarning};
@@ -26,9 +26,20 @@ impl<T> Default for Loaded<T> {
 /// What the loader makes of each object as soon as its file is parsed.
 pub type Make<'a, T> = &'a (dyn Fn(Resource) -> T + Sync);
 
+/// Which side a file is read for: live objects are kept without their `status`
+/// ([`parse_live_manifests`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Desired,
+    Live,
+}
+
 /// The manifests of one file's text, SOPS-encrypted documents opened with `sops`.
-fn parse_file(text: &str, shown: &str, sops: Option<&dyn SopsOpener>) -> drift_core::manifest::ParsedManifests {
-    let mut parsed = parse_manifests_with(text, shown, Limits::live());
+fn parse_file(text: &str, shown: &str, side: Side, sops: Option<&dyn SopsOpener>) -> ParsedManifests {
+    let mut parsed = match side {
+        Side::Desired => parse_manifests_with(text, shown, Limits::live()),
+        Side::Live => parse_live_manifests(text, shown, Limits::live()),
+    };
     if let Some(opener) = sops {
         drift_core::sops::open_file(&mut parsed, text, shown, opener);
     }
@@ -37,6 +48,7 @@ fn parse_file(text: &str, shown: &str, sops: Option<&dyn SopsOpener>) -> drift_c
 
 fn load_files<T>(
     files: &[PathBuf],
+    side: Side,
     progress: &Progress,
     sops: Option<&dyn SopsOpener>,
     make: Make<'_, T>,
@@ -46,7 +58,7 @@ fn load_files<T>(
         let shown = file.display().to_string();
         match std::fs::read_to_string(file) {
             Ok(text) => {
-                let parsed = parse_file(&text, &shown, sops);
+                let parsed = parse_file(&text, &shown, side, sops);
                 loaded.resources.extend(parsed.resources.into_iter().map(make));
                 loaded.warnings.extend(parsed.warnings);
                 progress.files_read(1);
@@ -66,7 +78,7 @@ fn load_files<T>(
 pub fn reload(provenance: &drift_core::Provenance, sops: Option<&dyn SopsOpener>) -> Vec<drift_core::Resource> {
     let Some(shown) = provenance.path.as_deref() else { return Vec::new() };
     let Ok(text) = std::fs::read_to_string(shown) else { return Vec::new() };
-    let mut parsed = parse_file(&text, shown, sops);
+    let mut parsed = parse_file(&text, shown, Side::Desired, sops);
     parsed.resources.retain(|r| r.provenance.document == provenance.document);
     parsed.resources
 }
@@ -102,8 +114,10 @@ pub fn load<T: Send>(
     // Keeping the files' order.
     let chunk = files.len().div_ceil(workers()).max(1);
     let parts: Vec<Loaded<T>> = std::thread::scope(|s| {
-        let handles: Vec<_> =
-            files.chunks(chunk).map(|part| s.spawn(move || load_files(part, progress, sops, make))).collect();
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| s.spawn(move || load_files(part, Side::Desired, progress, sops, make)))
+            .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };
@@ -114,7 +128,8 @@ pub fn load<T: Send>(
     Ok(loaded)
 }
 
-/// Reads the walked files as [`load`] does, but hands each object to `sink` on the calling
+/// Reads the walked files of live objects as [`load`] does (each without its `status`,
+/// [`parse_live_manifests`]), but hands each object to `sink` on the calling
 /// thread as soon as its file is parsed, with its place in the files (the file's index in the
 /// walk, then the document's: `file << 32 | document`), so that no more than a few files'
 /// objects exist at once. Files are parsed on several threads and arrive in any order. Returns
@@ -136,7 +151,8 @@ pub fn stream(
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(file) = files.get(i) else { break };
-                    if tx.send((i, load_files(std::slice::from_ref(file), progress, None, &|r| r))).is_err() {
+                    if tx.send((i, load_files(std::slice::from_ref(file), Side::Live, progress, None, &|r| r))).is_err()
+                    {
                         break;
                     }
                 }

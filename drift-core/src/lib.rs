@@ -13,6 +13,7 @@ pub mod drift;
 pub mod engine;
 pub mod error;
 pub mod ignore;
+mod json_tree;
 pub mod lease;
 pub mod managed;
 pub mod manifest;

@@ -85,6 +85,30 @@ pub fn parse_manifests(text: &str, path: &str) -> ParsedManifests {
 
 /// Parses a file's text with explicit limits.
 pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedManifests {
+    parse(text, path, limits, false)
+}
+
+/// Parses a file of objects read from a cluster (`kubectl get -o json` or `-o yaml`, a live
+/// snapshot) as [`parse_manifests_with`] does, each object's `status` left out: drift never
+/// compares it, and the cluster source keeps objects without it too. The `status` of a JSON
+/// document that is one object is checked but never built.
+///
+/// ```
+/// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "status": {"x": 1}}"#;
+/// let parsed = drift_core::manifest::parse_live_manifests(text, "live.json", Default::default());
+/// assert!(parsed.resources[0].object.get("status").is_none());
+/// ```
+pub fn parse_live_manifests(text: &str, path: &str, limits: Limits) -> ParsedManifests {
+    let mut out = parse(text, path, limits, true);
+    for resource in &mut out.resources {
+        if let Some(object) = std::sync::Arc::make_mut(&mut resource.object).as_object_mut() {
+            object.remove("status");
+        }
+    }
+    out
+}
+
+fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests {
     let mut out = ParsedManifests::default();
     if text.len() > limits.max_file_bytes {
         out.warnings.push(
@@ -101,6 +125,16 @@ pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedMan
         // JSON: one document. serde_json bounds recursion at 128 levels by itself.
         if trimmed.len() > limits.max_document_bytes {
             read_large_json(text, trimmed, path, limits, &mut out);
+            return out;
+        }
+        // Most JSON (what kubectl and the API server write) is read by the fast reader; the
+        // rest, and every error, by serde_json below.
+        if let Some((value, deepest)) = crate::json_tree::read(trimmed, live) {
+            if deepest > limits.max_depth {
+                out.warnings.push(too_deep_warning(limits.max_depth).at(path, Some(0), None));
+            } else {
+                collect(value, path, 0, 1, &mut out);
+            }
             return out;
         }
         if let Some((value, line)) = oversized_integer(trimmed) {
@@ -322,6 +356,11 @@ pub(crate) fn split_documents(text: &str) -> Vec<Document<'_>> {
     let mut start_line = 1usize;
     let mut offset = 0usize;
     for (line_no, line) in (1usize..).zip(text.split_inclusive('\n')) {
+        // Only a line starting with `---` or `...` can be a marker.
+        if !(line.starts_with("---") || line.starts_with("...")) {
+            offset += line.len();
+            continue;
+        }
         let content = line.trim_end_matches(['\n', '\r']);
         let is_marker = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
         let is_end = content == "...";
@@ -379,18 +418,20 @@ fn too_deep(text: &str, max: usize) -> Option<usize> {
                 rest = r.trim_start();
             }
         }
+        // Bytes, not characters: every byte looked for is ASCII, and a character of several
+        // bytes ends an escape as one of one byte does.
         let (mut quote, mut escaped) = (None, false);
-        for c in rest.chars() {
-            match (quote, c) {
-                (Some('"'), '\\') if !escaped => {
+        for b in rest.bytes() {
+            match (quote, b) {
+                (Some(b'"'), b'\\') if !escaped => {
                     escaped = true;
                     continue;
                 }
-                (Some(q), c) if c == q && !escaped => quote = None,
-                (None, '"' | '\'') => quote = Some(c),
-                (None, '#') => break,
-                (None, '[' | '{') => flow += 1,
-                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                (Some(q), b) if b == q && !escaped => quote = None,
+                (None, b'"' | b'\'') => quote = Some(b),
+                (None, b'#') => break,
+                (None, b'[' | b'{') => flow += 1,
+                (None, b']' | b'}') => flow = flow.saturating_sub(1),
                 _ => {}
             }
             escaped = false;
@@ -438,14 +479,20 @@ fn has_digit_run(bytes: &[u8], min: usize) -> bool {
 }
 
 fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
-    if let Some(line) = too_deep(text, limits.max_depth) {
-        return Err((format!("document nested deeper than {} levels", limits.max_depth), Some(line)));
-    }
     if let Some((value, line)) = oversized_integer(text) {
         return Err((format!("the integer {value} does not fit in 64 bits (Kubernetes rejects it)"), Some(line)));
     }
+    // The block form of manifests, line by line; it counts the depth and the nodes of what it
+    // reads exactly and gives up at either bound.
+    if let Some(value) = crate::yaml_lines::read(text, limits.max_depth, limits.max_nodes) {
+        return Ok(value);
+    }
+    // Before a reader that recurses, the depth estimated from the text, with a line to show.
+    if let Some(line) = too_deep(text, limits.max_depth) {
+        return Err((format!("document nested deeper than {} levels", limits.max_depth), Some(line)));
+    }
     // The common form straight from the parser's events; anything else through serde-saphyr.
-    if let Some(value) = crate::yaml::read(text, limits.max_depth, limits.max_nodes) {
+    if let Some(value) = crate::yaml::events(text, limits.max_depth, limits.max_nodes) {
         return Ok(value);
     }
     let options = serde_saphyr::options! {
@@ -482,11 +529,11 @@ fn check_depth(value: &Value, max: usize) -> Result<(), SourceWarning> {
             _ => true,
         }
     }
-    if depth(value, 0, max) {
-        Ok(())
-    } else {
-        Err(SourceWarning::error(ErrorKind::InvalidInput, format!("document nested deeper than {max} levels")))
-    }
+    if depth(value, 0, max) { Ok(()) } else { Err(too_deep_warning(max)) }
+}
+
+fn too_deep_warning(max: usize) -> SourceWarning {
+    SourceWarning::error(ErrorKind::InvalidInput, format!("document nested deeper than {max} levels"))
 }
 
 /// Turns one parsed document into resources (expanding lists) or warnings.
@@ -641,6 +688,84 @@ mod tests {
         let object = &parsed.resources[0].object;
         let again: Value = serde_json::from_str(&serde_json::to_string(object).unwrap()).unwrap();
         assert_eq!(&again, &**object);
+    }
+
+    #[test]
+    fn live_objects_are_read_without_their_status_in_every_form() {
+        let object = |name: &str| {
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                "spec": {"replicas": 2, "status": "kept: not the object's"}, "status": {"replicas": 1}})
+        };
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [object("a"), object("b")]});
+        let one = object("c").to_string();
+        let texts = [
+            (one.clone(), 1),
+            (serde_json::to_string_pretty(&object("d")).unwrap(), 1),
+            (list.to_string(), 2),
+            (
+                format!(
+                    "{}\n---\n{}",
+                    serde_saphyr::to_string(&object("e")).unwrap(),
+                    serde_saphyr::to_string(&list).unwrap()
+                ),
+                3,
+            ),
+        ];
+        for (text, objects) in &texts {
+            let live = parse_live_manifests(text, "live", Limits::default());
+            let desired = parse_manifests(text, "live");
+            assert_eq!(live.resources.len(), *objects, "{text}");
+            assert!(live.warnings.is_empty() && desired.warnings.is_empty(), "{text}");
+            for (l, d) in live.resources.iter().zip(&desired.resources) {
+                assert!(l.object.get("status").is_none(), "{text}");
+                assert_eq!(d.object["status"]["replicas"], 1, "desired objects keep theirs");
+                let mut without = (*d.object).clone();
+                without.as_object_mut().unwrap().remove("status");
+                assert_eq!(*l.object, without);
+            }
+        }
+        // A broken status is the document's error as before, not skipped over.
+        let broken = one.replace("{\"replicas\":1}", "{\"replicas\":01}");
+        assert_ne!(broken, one);
+        let live = parse_live_manifests(&broken, "live.json", Limits::default());
+        assert!(live.resources.is_empty());
+        assert_eq!(live.warnings, parse_manifests_with(&broken, "live.json", Limits::default()).warnings);
+    }
+
+    proptest::proptest! {
+        /// Nothing nested deeper than the bound is read, whichever reader reads it, and what is
+        /// well within it is read.
+        #[test]
+        fn nothing_deeper_than_the_bound_is_read(levels in 1usize..14, max in 2usize..12, sequences in 0u16..) {
+            let mut yaml = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata:\n");
+            let mut indent = 2;
+            for level in 0..levels {
+                let pad = " ".repeat(indent);
+                if sequences >> (level % 16) & 1 == 1 {
+                    yaml.push_str(&format!("{pad}- k{level}:\n"));
+                    indent += 4;
+                } else {
+                    yaml.push_str(&format!("{pad}k{level}:\n"));
+                    indent += 2;
+                }
+            }
+            yaml.push_str(&format!("{}leaf: 1\n", " ".repeat(indent)));
+            let limits = Limits { max_depth: max, ..Limits::default() };
+            for text in [yaml.clone(), serde_json::to_string_pretty(&serde_saphyr::from_str::<Value>(&yaml).unwrap()).unwrap()] {
+                let parsed = parse_manifests_with(&text, "deep", limits);
+                if let Some(r) = parsed.resources.first() {
+                    proptest::prop_assert!(check_depth(&r.object, max).is_ok(), "{} read past {}", text, max);
+                } else {
+                    let depth = if text.starts_with('{') { "nested deeper" } else { "deeper" };
+                    proptest::prop_assert!(parsed.warnings[0].message.contains(depth), "{:?}", parsed.warnings);
+                }
+                // The tree's depth: the leaf under data, its levels, and a list item for each dash.
+                let deepest = 2 + levels + (0..levels).filter(|l| sequences >> (l % 16) & 1 == 1).count();
+                if deepest + 2 <= max {
+                    proptest::prop_assert_eq!(parsed.resources.len(), 1, "{}", text);
+                }
+            }
+        }
     }
 
     #[test]

@@ -32,7 +32,9 @@ enum Frame {
 
 /// The tree of one YAML document in the common form, or `None` (see the module documentation).
 /// `max_depth` and `max_nodes` are the reader's bounds: a document that reaches one is left to
-/// the reader, which reports it.
+/// the reader, which reports it. `manifest` calls the two readers apart (it estimates the depth
+/// between them); the tests hold them together to serde-saphyr's tree.
+#[cfg(test)]
 pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
     // The block form of manifests, line by line, before the parser's events.
     if let Some(value) = crate::yaml_lines::read(text, max_depth, max_nodes) {
@@ -42,7 +44,7 @@ pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Val
 }
 
 /// [`read`] from granit-parser's events.
-fn events(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
+pub(crate) fn events(text: &str, max_depth: usize, max_nodes: usize) -> Option<Value> {
     let mut options = granit_parser::Options::default();
     options.simple_key_max_lookahead = SIMPLE_KEY_MAX_LOOKAHEAD;
     options.flow_nesting_limit = FLOW_NESTING_LIMIT;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
-use drift_core::manifest::{Limits, parse_manifests_with};
+use drift_core::manifest::{Limits, parse_live_manifests};
 use drift_core::source::{LiveCapabilities, LiveSource};
 use drift_core::{Coverage, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
 
@@ -58,7 +58,7 @@ impl SnapshotSource {
             let shown = file.display().to_string();
             match std::fs::read_to_string(&file) {
                 Ok(text) => {
-                    let parsed = parse_manifests_with(&text, &shown, Limits::live());
+                    let parsed = parse_live_manifests(&text, &shown, Limits::live());
                     resources.extend(parsed.resources);
                     warnings.extend(parsed.warnings);
                 }

@@ -1,0 +1,648 @@
+//! JSON documents read straight into a [`serde_json::Value`], without serde's visitors.
+//!
+//! `kubectl get -o json` and the API server write objects indented by spaces, and most of such a
+//! file is indentation, keys and short strings. serde_json reads it a byte at a time between
+//! tokens, asks its visitor for each key and inserts every key into its map one by one (a search
+//! from the root each time). [`read`] skips indentation eight bytes at a time, scans strings for
+//! their end eight bytes at a time, keeps the entries of the mappings and lists it is inside on
+//! one stack and builds each map at once from its entries (sorted, the later of two equal keys
+//! kept, as serde_json keeps it). It reads exactly JSON (RFC 8259) into the tree serde_json
+//! makes, and gives up with `None` on anything else, on a number serde_json would read
+//! differently (beyond 64 bits, `-0`, out of range) and past its nesting bound; the document then
+//! goes to serde_json, which reads it or says where it is wrong. A differential property test
+//! holds the two to the same tree, and to `None` exactly where serde_json fails.
+
+use serde_json::{Map, Number, Value};
+
+/// Containers nested deeper than this are left to serde_json (which stops at 128).
+const MAX_NESTING: usize = 120;
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The tree of one JSON document (`text` holds it and nothing else but whitespace), with the
+/// deepest level a value sits at (the document is at 0, its members at 1); or `None`. With
+/// `drop_status`, the `status` of a document that is a mapping is checked but not built, nor
+/// kept (the depth still counts it).
+pub(crate) fn read(text: &str, drop_status: bool) -> Option<(Value, usize)> {
+    let mut reader = Reader {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        level: 0,
+        deepest: 0,
+        drop_status,
+        skipping: false,
+        entries: Vec::with_capacity(32),
+        items: Vec::with_capacity(32),
+    };
+    reader.skip_whitespace();
+    let value = reader.value()?;
+    reader.skip_whitespace();
+    (reader.pos == reader.bytes.len()).then_some((value, reader.deepest))
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    level: usize,
+    deepest: usize,
+    drop_status: bool,
+    /// Reading a value only to check it: nothing is kept.
+    skipping: bool,
+    /// The entries of the mappings being read, innermost last.
+    entries: Vec<(String, Value)>,
+    /// The items of the lists being read, innermost last.
+    items: Vec<Value>,
+}
+
+/// Eight bytes from `bytes[at..]`, or `None` near the end.
+fn chunk(bytes: &[u8], at: usize) -> Option<u64> {
+    let eight: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
+    Some(u64::from_le_bytes(eight))
+}
+
+/// The high bit of each byte of `x` that is zero, exact up to the first such byte.
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while let Some(b) = self.peek() {
+            match b {
+                b' ' => {
+                    self.pos += 1;
+                    // Indentation comes in runs: skip them eight bytes at a time.
+                    while let Some(x) = chunk(self.bytes, self.pos) {
+                        let other = x ^ (ONES * u64::from(b' '));
+                        if other != 0 {
+                            self.pos += (other.trailing_zeros() / 8) as usize;
+                            break;
+                        }
+                        self.pos += 8;
+                    }
+                }
+                b'\n' | b'\t' | b'\r' => self.pos += 1,
+                _ => return,
+            }
+        }
+    }
+
+    fn value(&mut self) -> Option<Value> {
+        self.deepest = self.deepest.max(self.level);
+        match self.peek()? {
+            b'{' => self.object(),
+            b'[' => self.array(),
+            b'"' => {
+                self.pos += 1;
+                self.string().map(Value::String)
+            }
+            b't' => self.literal("true", Value::Bool(true)),
+            b'f' => self.literal("false", Value::Bool(false)),
+            b'n' => self.literal("null", Value::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: Value) -> Option<Value> {
+        let end = self.pos + word.len();
+        (self.bytes.get(self.pos..end)? == word.as_bytes()).then(|| {
+            self.pos = end;
+            value
+        })
+    }
+
+    /// Steps into a container (its opening byte read).
+    fn open(&mut self) -> Option<()> {
+        self.pos += 1;
+        self.level += 1;
+        (self.level <= MAX_NESTING).then_some(())
+    }
+
+    /// After a member: whether another follows (`,`), or the container closes with `close`.
+    fn more(&mut self, close: u8) -> Option<bool> {
+        self.skip_whitespace();
+        let b = self.peek()?;
+        self.pos += 1;
+        if b == b',' {
+            self.skip_whitespace();
+            Some(true)
+        } else {
+            (b == close).then_some(false)
+        }
+    }
+
+    fn object(&mut self) -> Option<Value> {
+        self.open()?;
+        self.skip_whitespace();
+        let mark = self.entries.len();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+        } else {
+            loop {
+                if self.peek()? != b'"' {
+                    return None;
+                }
+                self.pos += 1;
+                let key = self.string()?;
+                self.skip_whitespace();
+                if self.peek()? != b':' {
+                    return None;
+                }
+                self.pos += 1;
+                self.skip_whitespace();
+                if self.skipping || (self.drop_status && self.level == 1 && key == "status") {
+                    self.skip()?;
+                } else {
+                    let value = self.value()?;
+                    self.entries.push((key, value));
+                }
+                if !self.more(b'}')? {
+                    break;
+                }
+            }
+        }
+        self.level -= 1;
+        if self.skipping {
+            return Some(Value::Null);
+        }
+        // Inserted last first: a map's search runs from its smallest key, and the keys of
+        // Kubernetes' maps (labels, FieldsV1) come in ascending order, so each key is placed
+        // after one comparison. Of two equal keys the later is kept, as serde_json keeps it.
+        let mut map = Map::new();
+        for (key, value) in self.entries.drain(mark..).rev() {
+            map.entry(key).or_insert(value);
+        }
+        Some(Value::Object(map))
+    }
+
+    fn array(&mut self) -> Option<Value> {
+        self.open()?;
+        self.skip_whitespace();
+        let mark = self.items.len();
+        if self.peek()? == b']' {
+            self.pos += 1;
+        } else {
+            loop {
+                let value = self.value()?;
+                if !self.skipping {
+                    self.items.push(value);
+                }
+                if !self.more(b']')? {
+                    break;
+                }
+            }
+        }
+        self.level -= 1;
+        Some(Value::Array(self.items.drain(mark..).collect()))
+    }
+
+    /// A value read only to check it (what serde_json would refuse is refused), not built.
+    fn skip(&mut self) -> Option<()> {
+        let outer = std::mem::replace(&mut self.skipping, true);
+        let value = self.value();
+        self.skipping = outer;
+        value.map(drop)
+    }
+
+    /// The first `"`, `\` or control character at or after `at`, or the end.
+    fn special(&self, mut at: usize) -> usize {
+        while let Some(x) = chunk(self.bytes, at) {
+            let found = zero_bytes(x ^ (ONES * u64::from(b'"')))
+                | zero_bytes(x ^ (ONES * u64::from(b'\\')))
+                | (x.wrapping_sub(ONES * 0x20) & !x & HIGHS);
+            if found != 0 {
+                return at + (found.trailing_zeros() / 8) as usize;
+            }
+            at += 8;
+        }
+        self.bytes[at.min(self.bytes.len())..]
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .map_or(self.bytes.len(), |i| at + i)
+    }
+
+    /// A string whose opening quote is read.
+    fn string(&mut self) -> Option<String> {
+        let start = self.pos;
+        let end = self.special(start);
+        match self.peek_at(end)? {
+            b'"' => {
+                self.pos = end + 1;
+                if self.skipping {
+                    return Some(String::new());
+                }
+                // Both ends are ASCII bytes, so on character boundaries.
+                self.text.get(start..end).map(str::to_owned)
+            }
+            b'\\' => {
+                // Room for the whole string at once: escapes only shorten it.
+                let mut out = String::with_capacity(self.closing_quote(end)? - start);
+                out.push_str(self.text.get(start..end)?);
+                self.pos = end;
+                self.escaped(out)
+            }
+            _ => None,
+        }
+    }
+
+    /// Where the string ends, from a backslash at `at` in it (`None` when it does not).
+    fn closing_quote(&self, mut at: usize) -> Option<usize> {
+        loop {
+            match self.peek_at(at)? {
+                b'"' => return Some(at),
+                b'\\' => at = self.special(at + 2),
+                _ => return None,
+            }
+        }
+    }
+
+    fn peek_at(&self, at: usize) -> Option<u8> {
+        self.bytes.get(at).copied()
+    }
+
+    /// The rest of a string from an escape on, appended to `out`.
+    fn escaped(&mut self, mut out: String) -> Option<String> {
+        loop {
+            // At a backslash.
+            self.pos += 1;
+            let c = match self.peek()? {
+                b'"' => '"',
+                b'\\' => '\\',
+                b'/' => '/',
+                b'b' => '\u{8}',
+                b'f' => '\u{c}',
+                b'n' => '\n',
+                b'r' => '\r',
+                b't' => '\t',
+                b'u' => self.unicode()?,
+                _ => return None,
+            };
+            out.push(c);
+            // Past the escape's last byte.
+            self.pos += 1;
+            let start = self.pos;
+            let end = self.special(start);
+            out.push_str(self.text.get(start..end)?);
+            self.pos = end;
+            match self.peek()? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(out);
+                }
+                b'\\' => {}
+                _ => return None,
+            }
+        }
+    }
+
+    /// The character of a `\u` escape (at its `u`), a surrogate pair read whole; `pos` ends on
+    /// the escape's last digit.
+    fn unicode(&mut self) -> Option<char> {
+        let first = self.hex4(self.pos + 1)?;
+        self.pos += 4;
+        match first {
+            0xd800..=0xdbff => {
+                if self.bytes.get(self.pos + 1..self.pos + 3)? != b"\\u" {
+                    return None;
+                }
+                let second = self.hex4(self.pos + 3)?;
+                if !(0xdc00..=0xdfff).contains(&second) {
+                    return None;
+                }
+                self.pos += 6;
+                char::from_u32(0x10000 + ((first - 0xd800) << 10) + (second - 0xdc00))
+            }
+            // A lone trailing surrogate is no character.
+            _ => char::from_u32(first),
+        }
+    }
+
+    fn hex4(&self, at: usize) -> Option<u32> {
+        let digits = self.bytes.get(at..at + 4)?;
+        digits.iter().try_fold(0, |n, &d| Some(n * 16 + char::from(d).to_digit(16)?))
+    }
+
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    fn number(&mut self) -> Option<Value> {
+        let start = self.pos;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.pos += 1;
+        }
+        match self.peek()? {
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => {
+                self.digits();
+            }
+            _ => return None,
+        }
+        let mut float = false;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if self.digits() == 0 {
+                return None;
+            }
+            float = true;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return None;
+            }
+            float = true;
+        }
+        let token = self.text.get(start..self.pos)?;
+        if float {
+            let f: f64 = token.parse().ok()?;
+            // Out of range (infinite) is serde_json's error to give.
+            return Number::from_f64(f).map(Value::Number);
+        }
+        if negative {
+            // `-0` is a float to serde_json; beyond 64 bits, its to judge.
+            let i: i64 = token.parse().ok()?;
+            return (i != 0).then(|| Value::from(i));
+        }
+        token.parse::<u64>().ok().map(Value::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What serde_json reads, with the depth `manifest` would check.
+    fn serde(text: &str) -> Option<(Value, usize)> {
+        fn depth(v: &Value) -> usize {
+            match v {
+                Value::Array(a) => a.iter().map(|x| 1 + depth(x)).max().unwrap_or(0),
+                Value::Object(o) => o.values().map(|x| 1 + depth(x)).max().unwrap_or(0),
+                _ => 0,
+            }
+        }
+        serde_json::from_str::<Value>(text).ok().map(|v| {
+            let d = depth(&v);
+            (v, d)
+        })
+    }
+
+    /// The one law: whatever the reader reads, serde_json reads the same; where serde_json
+    /// fails, the reader gives up.
+    fn agrees(text: &str) -> Result<bool, TestCaseError> {
+        let ours = read(text, false);
+        let theirs = serde(text);
+        match (&ours, &theirs) {
+            (Some(a), Some(b)) => prop_assert_eq!(a, b, "{:?}", text),
+            (Some(_), None) => prop_assert!(false, "read what serde_json refuses: {:?}", text),
+            (None, _) => {}
+        }
+        Ok(ours.is_some())
+    }
+
+    /// Strings with what escapes are made for: quotes, backslashes, controls, characters beyond
+    /// the basic plane, the bytes around the eight-byte chunks.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z:./-]{0,20}",
+            "[ -~]{0,24}",
+            proptest::collection::vec(
+                prop_oneof![
+                    Just('"'),
+                    Just('\\'),
+                    Just('/'),
+                    Just('\n'),
+                    Just('\t'),
+                    Just('\u{1}'),
+                    Just('\u{1f}'),
+                    Just('\u{7f}'),
+                    Just('é'),
+                    Just('\u{2028}'),
+                    Just('😀'),
+                    Just('<'),
+                    Just('&'),
+                    Just('a'),
+                    Just(' '),
+                ],
+                0..20
+            )
+            .prop_map(|c| c.into_iter().collect()),
+        ]
+    }
+
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<u64>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (0u64..1000).prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            (-1e3f64..1e3).prop_map(Value::from),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            number(),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::vec((text(), inner), 0..6)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// `value` written the way Go's encoder (kubectl, the API server) writes it: `<`, `>`, `&`
+    /// and the line separators as `\u` escapes, indented by `indent` spaces (none: compact).
+    fn go_style(v: &Value, indent: usize) -> String {
+        let text = if indent == 0 {
+            serde_json::to_string(v).unwrap()
+        } else {
+            let pad = " ".repeat(indent);
+            let mut out = Vec::new();
+            let formatter = serde_json::ser::PrettyFormatter::with_indent(pad.as_bytes());
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+            serde::Serialize::serialize(v, &mut ser).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        text.replace('<', "\\u003c")
+            .replace('>', "\\u003E")
+            .replace('&', "\\u0026")
+            .replace('\u{2028}', "\\u2028")
+            .replace('😀', "\\ud83d\\ude00")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Every document serde_json writes, compact or indented, and as Go writes it, is read
+        /// into the very tree serde_json reads back.
+        #[test]
+        fn reads_what_serde_json_reads(v in value(), indent in 0usize..5) {
+            for text in [go_style(&v, indent), serde_json::to_string_pretty(&v).unwrap()] {
+                prop_assert!(agrees(&text)?, "gave up on {:?}", text);
+            }
+        }
+
+        /// With `status` dropped, the reader reads the same document into the same tree without
+        /// its top-level `status`, and gives up exactly where it gives up building it.
+        #[test]
+        fn a_dropped_status_is_checked_and_left_out(
+            v in value(),
+            status in value(),
+            with_status in any::<bool>(),
+            indent in 0usize..5,
+            at in any::<prop::sample::Index>(),
+            cut in any::<bool>(),
+        ) {
+            let mut v = v;
+            if let (Value::Object(map), true) = (&mut v, with_status) {
+                map.insert("status".into(), status);
+            }
+            let mut text = go_style(&v, indent);
+            if cut {
+                // A broken document, possibly inside its status.
+                let mut i = at.index(text.len() + 1);
+                while !text.is_char_boundary(i) {
+                    i -= 1;
+                }
+                text.truncate(i);
+            }
+            let built = read(&text, false);
+            let dropped = read(&text, true);
+            prop_assert_eq!(built.is_some(), dropped.is_some(), "{:?}", text);
+            if let (Some((mut full, depth)), Some((without, depth_without))) = (built, dropped) {
+                if let Value::Object(map) = &mut full {
+                    map.remove("status");
+                }
+                prop_assert_eq!(full, without);
+                prop_assert_eq!(depth, depth_without);
+            }
+        }
+
+        /// Broken or odd documents: cut, a byte changed, a piece repeated, whitespace around. The
+        /// reader never reads what serde_json refuses, nor differently from it.
+        #[test]
+        fn gives_up_where_serde_json_fails(
+            v in value(),
+            indent in 0usize..3,
+            at in any::<prop::sample::Index>(),
+            edit in 0u8..6,
+            byte in prop_oneof![Just(b'"'), Just(b'\\'), Just(b','), Just(b'}'), Just(b']'), Just(b'0'),
+                Just(b'-'), Just(b'.'), Just(b'e'), Just(b' '), Just(b'\t'), Just(b'\x0b'), Just(b'u'), Just(b'a')],
+        ) {
+            let text = go_style(&v, indent);
+            let mut bytes = text.into_bytes();
+            let i = at.index(bytes.len() + 1);
+            match edit {
+                0 => bytes.truncate(i),
+                1 if i < bytes.len() => bytes[i] = byte,
+                2 => bytes.insert(i, byte),
+                3 if i < bytes.len() => {
+                    bytes.remove(i);
+                }
+                4 => {
+                    let piece = bytes[i..].iter().take(7).copied().collect::<Vec<_>>();
+                    bytes.splice(i..i, piece);
+                }
+                _ => {
+                    bytes.insert(0, b'\r');
+                    bytes.push(b'\n');
+                }
+            }
+            if let Ok(text) = String::from_utf8(bytes) {
+                agrees(&text)?;
+            }
+        }
+    }
+
+    #[test]
+    fn edge_documents_are_read_as_serde_json_reads_them_or_left_to_it() {
+        #[rustfmt::skip]
+        let documents = [
+            "{}", "[]", " {} ", "\n\t{\r\n}\n", "{\"a\":1,\"a\":2}", "{\"b\":1,\"a\":2,\"b\":3}", "0", "-0", "-0.0",
+            "1.0", "1e2", "1E+2", "1e-2", "1e400", "-1e400", "1e-400", "18446744073709551615",
+            "18446744073709551616", "-9223372036854775808", "-9223372036854775809", "01", "1.", ".5", "+1",
+            "-", "1e", "1e+", "tru", "true ", "nul", "nulls", "\"\\u00e9\"", "\"\\ud83d\\ude00\"", "\"\\ud83d\"",
+            "\"\\ude00\"", "\"\\ud83dx\"", "\"\\ud83d\\u0041\"", "\"\\u12\"", "\"\\uzzzz\"", "\"\\x\"", "\"\\'\"",
+            "\"a\u{1}\"", "\"a\u{7f}\"", "\"abcdefgh\\\"ijklmnop\"", "\"tab\tinside\"", "\"unterminated",
+            "{\"a\" 1}", "{\"a\":1,}", "[1,]", "[,1]", "{,}", "{\"a\":1 \"b\":2}", "[1 2]", "{1:2}", "{} {}",
+            "{}x", "\u{feff}{}", "{\"k\":\"v\"}\u{0}", "[[[[[[[[[[]]]]]]]]]]", "\"        \"", "        1",
+            "\"a\\/b\"", "\"\\b\\f\\n\\r\\t\"", "[1e-7,5e-324,2.2250738585072014e-308,1.7976931348623157e308]",
+        ];
+        // What it leaves to serde_json while serde_json reads it (named in the module's docs).
+        let left = ["-0", "18446744073709551616", "-9223372036854775809"];
+        for text in documents {
+            let ours = read(text, false);
+            let theirs = serde(text);
+            match (&ours, &theirs) {
+                (Some(a), Some(b)) => assert_eq!(a, b, "{text:?}"),
+                (Some(_), None) => panic!("read what serde_json refuses: {text:?}"),
+                (None, Some(_)) => assert!(left.contains(&text), "left to serde_json: {text:?}"),
+                (None, None) => {}
+            }
+        }
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_the_depth_is_that_of_the_deepest_value() {
+        assert_eq!(read("{\"a\":[1,{\"b\":{}}],\"c\":2}", false).map(|(_, d)| d), Some(3));
+        assert_eq!(read("[[[]]]", false).map(|(_, d)| d), Some(2));
+        assert_eq!(read("7", false).map(|(_, d)| d), Some(0));
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert_eq!(read(&deep(MAX_NESTING), false).map(|(_, d)| d), Some(MAX_NESTING - 1));
+        assert!(read(&deep(MAX_NESTING + 1), false).is_none());
+        assert!(serde(&deep(MAX_NESTING + 1)).is_some(), "serde_json reads what the reader leaves to it");
+    }
+
+    #[test]
+    fn a_kubectl_read_back_is_read_whole() {
+        let text = r#"{
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {
+        "annotations": {
+            "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"annotations\":{},\"name\":\"web\"}}\n"
+        },
+        "managedFields": [
+            {
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}}}}}}},
+                "manager": "kubectl-client-side-apply",
+                "time": "2024-01-01T00:00:00Z"
+            }
+        ],
+        "generation": 3,
+        "name": "web"
+    },
+    "spec": {"replicas": 2, "ratio": 0.25, "selector": {"matchLabels": {"app": "web"}}}
+}
+"#;
+        let (value, depth) = read(text, false).expect("read");
+        assert_eq!(value, serde_json::from_str::<Value>(text).unwrap());
+        assert_eq!(depth, 10);
+    }
+}
