@@ -1,10 +1,11 @@
 //! Arbitrary bytes into the YAML/JSON multi-document loader, with the default limits and with
 //! tight ones. Laws: it never panics; every resource has an apiVersion, a kind and a name and
 //! carries the file's path; every fatal warning names the file; a resource written back as JSON
-//! and loaded again is the same object.
+//! and loaded again is the same object; read as live objects, the file gives the same warnings
+//! and the same objects without their `status`.
 #![no_main]
 
-use drift_core::manifest::{Limits, parse_manifests_with};
+use drift_core::manifest::{Limits, parse_live_manifests, parse_manifests_with};
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "fuzz/input.yaml";
@@ -22,6 +23,17 @@ fuzz_target!(|data: &[u8]| {
         if w.fatal {
             assert_eq!(w.path.as_deref(), Some(PATH), "fatal warning without the file: {w:?}");
         }
+    }
+    let live = parse_live_manifests(&text, PATH, limits);
+    assert_eq!(live.warnings, parsed.warnings);
+    assert_eq!(live.resources.len(), parsed.resources.len());
+    for (l, d) in live.resources.iter().zip(&parsed.resources) {
+        let mut without = (*d.object).clone();
+        if let Some(map) = without.as_object_mut() {
+            map.remove("status");
+        }
+        assert_eq!(*l.object, without);
+        assert_eq!((&l.key, &l.provenance), (&d.key, &d.provenance));
     }
     for r in &parsed.resources {
         assert!(!r.api_version.is_empty() && !r.key.kind.is_empty() && !r.key.name.is_empty(), "{r:?}");
