@@ -8,8 +8,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use chrono::{DateTime, Utc};
-use drift_core::ErrorKind;
-use drift_core::act::{ActStore, DecisionAction, DeliveryRecord, NewDecision};
+use drift_model::ErrorKind;
+use drift_model::act::{ActStore, DecisionAction, DeliveryRecord, NewDecision};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

@@ -41,22 +41,22 @@ impl std::fmt::Debug for ApiToken {
 impl ApiToken {
     /// A token named [`DEFAULT_TOKEN_NAME`]. Refused when empty or when it holds whitespace or
     /// control characters (it could not be sent in an `Authorization` header).
-    pub fn new(token: impl AsRef<str>) -> drift_core::Result<Self> {
+    pub fn new(token: impl AsRef<str>) -> drift_model::Result<Self> {
         Self::named(DEFAULT_TOKEN_NAME, token)
     }
 
     /// A token with a name: the owner of the waivers and decisions made with it, as the audit
     /// trail shows them. A name is 1 to 64 characters among letters, digits, `.`, `_`, `@` and
     /// `-`.
-    pub fn named(name: impl Into<String>, token: impl AsRef<str>) -> drift_core::Result<Self> {
+    pub fn named(name: impl Into<String>, token: impl AsRef<str>) -> drift_model::Result<Self> {
         let name = name.into();
         check_name(&name)?;
         let token = token.as_ref();
         if token.is_empty() {
-            return Err(drift_core::Error::config(format!("the API token {name:?} is empty")));
+            return Err(drift_model::Error::config(format!("the API token {name:?} is empty")));
         }
         if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(drift_core::Error::config(format!(
+            return Err(drift_model::Error::config(format!(
                 "the API token {name:?} holds whitespace or control characters"
             )));
         }
@@ -67,22 +67,23 @@ impl ApiToken {
     /// named [`DEFAULT_TOKEN_NAME`]. Unset or empty gives `None` (`POST /scan` disabled); a value
     /// that is not valid UTF-8 or holds whitespace is an error that names the variable, never
     /// the value.
-    pub fn from_env(var: &str) -> drift_core::Result<Option<Self>> {
+    pub fn from_env(var: &str) -> drift_model::Result<Option<Self>> {
         Self::named_from_env(DEFAULT_TOKEN_NAME, var)
     }
 
     /// A named token held by the environment variable `var` (an entry of `api.tokens`), as
     /// [`ApiToken::from_env`] reads it.
-    pub fn named_from_env(name: &str, var: &str) -> drift_core::Result<Option<Self>> {
+    pub fn named_from_env(name: &str, var: &str) -> drift_model::Result<Option<Self>> {
         Self::from_value(name, var, std::env::var_os(var))
     }
 
-    fn from_value(name: &str, var: &str, value: Option<std::ffi::OsString>) -> drift_core::Result<Option<Self>> {
+    fn from_value(name: &str, var: &str, value: Option<std::ffi::OsString>) -> drift_model::Result<Option<Self>> {
         let Some(value) = value.filter(|v| !v.is_empty()) else {
             return Ok(None);
         };
-        let value = value.into_string().map_err(|_| drift_core::Error::config(format!("${var} is not valid UTF-8")))?;
-        Self::named(name, value).map(Some).map_err(|e| drift_core::Error::config(format!("${var}: {}", e.message())))
+        let value =
+            value.into_string().map_err(|_| drift_model::Error::config(format!("${var} is not valid UTF-8")))?;
+        Self::named(name, value).map(Some).map_err(|e| drift_model::Error::config(format!("${var}: {}", e.message())))
     }
 
     /// The token's name.
@@ -98,13 +99,13 @@ impl ApiToken {
     }
 }
 
-fn check_name(name: &str) -> drift_core::Result<()> {
+fn check_name(name: &str) -> drift_model::Result<()> {
     let ok = (1..=64).contains(&name.len())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
     if ok {
         Ok(())
     } else {
-        Err(drift_core::Error::config(format!(
+        Err(drift_model::Error::config(format!(
             "API token name {name:?} must be 1 to 64 letters, digits, '.', '_', '@' or '-'"
         )))
     }
@@ -113,21 +114,21 @@ fn check_name(name: &str) -> drift_core::Result<()> {
 /// Checks a set of write tokens (and the read token) before serving: names are unique, and no
 /// two tokens share a value (a value must say who acts). The error names tokens by their names,
 /// never by their values.
-pub fn check_tokens(write: &[ApiToken], read: Option<&ApiToken>) -> drift_core::Result<()> {
+pub fn check_tokens(write: &[ApiToken], read: Option<&ApiToken>) -> drift_model::Result<()> {
     for (i, a) in write.iter().enumerate() {
         for b in &write[i + 1..] {
             if a.name == b.name {
-                return Err(drift_core::Error::config(format!("two API tokens are named {:?}", a.name)));
+                return Err(drift_model::Error::config(format!("two API tokens are named {:?}", a.name)));
             }
             if constant_time_eq(&a.digest, &b.digest) {
-                return Err(drift_core::Error::config(format!(
+                return Err(drift_model::Error::config(format!(
                     "the API tokens {:?} and {:?} have the same value",
                     a.name, b.name
                 )));
             }
         }
         if read.is_some_and(|r| constant_time_eq(&r.digest, &a.digest)) {
-            return Err(drift_core::Error::config(format!(
+            return Err(drift_model::Error::config(format!(
                 "the read token has the same value as the write token {:?}",
                 a.name
             )));

@@ -1,8 +1,8 @@
 //! One drift with what people decided about it, what was sent about it and what similar
 //! decisions teach: the answer of `GET /drifts/{id}` and of `drift drifts get`.
 
-use drift_core::act::{ActStore, Decision, DeliveryRecord, Learned};
-use drift_core::sink::{DriftStore, PageRequest, StoredDrift};
+use drift_model::act::{ActStore, Decision, DeliveryRecord, Learned};
+use drift_model::sink::{DriftStore, PageRequest, StoredDrift};
 use serde::Serialize;
 
 /// How many deliveries a drift shows, newest first.
@@ -50,7 +50,7 @@ pub async fn drift_detail(
     store: &dyn DriftStore,
     act: Option<&dyn ActStore>,
     id: i64,
-) -> drift_core::Result<DriftDetail> {
+) -> drift_model::Result<DriftDetail> {
     let drift = store.get(id).await?;
     let Some(act) = act else {
         return Ok(DriftDetail { drift, decisions: Vec::new(), notifications: Vec::new(), learned: None });

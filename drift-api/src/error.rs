@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use drift_core::ErrorKind;
+use drift_model::ErrorKind;
 use serde_json::json;
 
 /// An error answer. The message is shown to the client: it never holds a secret, a connection
@@ -35,7 +35,7 @@ impl ApiError {
     /// The answer to a failed store call. Invalid input is the client's (400), not found is
     /// 404; anything else means the store cannot answer (503). The store's message is logged,
     /// not returned: it may name a host or a user.
-    pub fn from_store(error: &drift_core::Error) -> Self {
+    pub fn from_store(error: &drift_model::Error) -> Self {
         match error.kind() {
             ErrorKind::InvalidInput => Self::bad_request(error.message()),
             ErrorKind::NotFound => Self::not_found(error.message()),
@@ -79,13 +79,13 @@ mod tests {
 
     #[test]
     fn store_errors_map_to_statuses_without_the_store_message() {
-        let e = ApiError::from_store(&drift_core::Error::unavailable("postgres://drift:hunter2@db:5432 refused"));
+        let e = ApiError::from_store(&drift_model::Error::unavailable("postgres://drift:hunter2@db:5432 refused"));
         assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(!e.message().contains("hunter2"));
         assert!(e.message().contains("unavailable"));
-        let e = ApiError::from_store(&drift_core::Error::unexpected("boom"));
+        let e = ApiError::from_store(&drift_model::Error::unexpected("boom"));
         assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(ApiError::from_store(&drift_core::Error::not_found("no drift")).status(), StatusCode::NOT_FOUND);
-        assert_eq!(ApiError::from_store(&drift_core::Error::invalid_input("bad")).status(), StatusCode::BAD_REQUEST);
+        assert_eq!(ApiError::from_store(&drift_model::Error::not_found("no drift")).status(), StatusCode::NOT_FOUND);
+        assert_eq!(ApiError::from_store(&drift_model::Error::invalid_input("bad")).status(), StatusCode::BAD_REQUEST);
     }
 }

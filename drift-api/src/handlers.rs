@@ -9,8 +9,8 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use drift_core::ScanOutcome;
-use drift_core::sink::ScanRecord;
+use drift_model::ScanOutcome;
+use drift_model::sink::ScanRecord;
 use serde::Serialize;
 use serde_json::json;
 
@@ -28,8 +28,8 @@ const READY_SCAN_WINDOW: u32 = 100;
 /// available (503), not a request that never ends.
 pub(crate) async fn within<T>(
     state: &ApiState,
-    call: impl std::future::Future<Output = drift_core::Result<T>>,
-) -> drift_core::Result<T> {
+    call: impl std::future::Future<Output = drift_model::Result<T>>,
+) -> drift_model::Result<T> {
     crate::metrics::bounded(state.store_timeout, call).await
 }
 
@@ -126,8 +126,8 @@ pub(crate) async fn scan(State(state): State<ApiState>, Actor(actor): Actor, Raw
     let outcome = state.trigger.trigger(wait).await.map_err(|e| {
         tracing::warn!(error = %e, "the scan could not be started");
         let status = match e.kind() {
-            drift_core::ErrorKind::Conflict => StatusCode::CONFLICT,
-            drift_core::ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            drift_model::ErrorKind::Conflict => StatusCode::CONFLICT,
+            drift_model::ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, format!("the scan could not be started ({})", e.kind()))
@@ -166,7 +166,7 @@ pub(crate) async fn findings(State(state): State<ApiState>, RawQuery(raw): RawQu
     let page = query::page(&pairs)?;
     match within(&state, state.store.findings(&filter, page)).await {
         Ok(page) => Ok(Json(page).into_response()),
-        Err(e) if e.kind() == drift_core::ErrorKind::Unsupported => {
+        Err(e) if e.kind() == drift_model::ErrorKind::Unsupported => {
             Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "this store keeps no policy findings"))
         }
         Err(e) => Err(ApiError::from_store(&e)),
@@ -182,7 +182,7 @@ pub(crate) async fn drift(
     let id = path_id(id)?;
     match within(&state, crate::detail::drift_detail(state.store.as_ref(), state.act.as_deref(), id)).await {
         Ok(d) => Ok(Json(d).into_response()),
-        Err(e) if e.kind() == drift_core::ErrorKind::NotFound => {
+        Err(e) if e.kind() == drift_model::ErrorKind::NotFound => {
             Err(ApiError::not_found(format!("no drift with id {id}")))
         }
         Err(e) => Err(ApiError::from_store(&e)),

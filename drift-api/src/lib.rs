@@ -1,8 +1,8 @@
 //! # drift-api
 //!
 //! The REST API of the drift detector (docs/api.md), as an [`axum::Router`] that the `drift`
-//! binary mounts. The API reads the store only through the [`drift_core::sink::DriftStore`]
-//! trait (and its acting side through [`drift_core::act::ActStore`]), starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
+//! binary mounts. The API reads the store only through the [`drift_model::sink::DriftStore`]
+//! trait (and its acting side through [`drift_model::act::ActStore`]), starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
 //! metrics through [`Metrics`].
 //!
 //! | route | what |
@@ -31,19 +31,19 @@
 //! use std::sync::Arc;
 //! use async_trait::async_trait;
 //! use drift_api::{ApiState, ApiToken, Metrics, ScanTrigger, TriggerOutcome, router};
-//! use drift_core::memory::MemoryStore;
+//! use drift_model::memory::MemoryStore;
 //!
 //! #[derive(Debug)]
 //! struct NeverRunning;
 //!
 //! #[async_trait]
 //! impl ScanTrigger for NeverRunning {
-//!     async fn trigger(&self, _wait: bool) -> drift_core::Result<TriggerOutcome> {
+//!     async fn trigger(&self, _wait: bool) -> drift_model::Result<TriggerOutcome> {
 //!         Ok(TriggerOutcome::Started { scan_id: "scan-1".to_owned() })
 //!     }
 //! }
 //!
-//! # fn main() -> Result<(), drift_core::Error> {
+//! # fn main() -> Result<(), drift_model::Error> {
 //! let metrics = Metrics::new();
 //! let state = ApiState::new(Arc::new(MemoryStore::new()), Arc::new(NeverRunning))
 //!     .with_token(Some(ApiToken::new("a-long-random-token")?))

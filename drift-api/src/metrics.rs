@@ -13,9 +13,9 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use drift_core::act::{ActStore, DeliveryStatus};
-use drift_core::sink::{DriftFilter, DriftStatus, DriftStore};
-use drift_core::{ErrorKind, ScanOutcome, ScanReport};
+use drift_model::act::{ActStore, DeliveryStatus};
+use drift_model::sink::{DriftFilter, DriftStatus, DriftStore};
+use drift_model::{ErrorKind, ScanOutcome, ScanReport};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -409,7 +409,7 @@ impl Metrics {
                 fill(&i.open_by_repository, "repository", &stats.by_repository);
                 // Every severity is exported, zero included, so that alerts on CRITICAL have a
                 // series to compare with.
-                for s in drift_core::Severity::ALL {
+                for s in drift_model::Severity::ALL {
                     drop(i.open_by_severity.get_or_create(&vec![("severity", s.as_str().to_owned())]));
                 }
             }
@@ -430,10 +430,10 @@ impl Metrics {
 /// Runs a store call, failing with [`ErrorKind::Unavailable`] when it takes longer than `timeout`.
 pub(crate) async fn bounded<T>(
     timeout: Duration,
-    call: impl std::future::Future<Output = drift_core::Result<T>>,
-) -> drift_core::Result<T> {
+    call: impl std::future::Future<Output = drift_model::Result<T>>,
+) -> drift_model::Result<T> {
     tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
-        Err(drift_core::Error::unavailable(format!("the store did not answer within {}s", timeout.as_secs_f64())))
+        Err(drift_model::Error::unavailable(format!("the store did not answer within {}s", timeout.as_secs_f64())))
     })
 }
 
@@ -444,8 +444,8 @@ fn unix_seconds(t: DateTime<Utc>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use drift_core::memory::MemoryStore;
-    use drift_core::model::SourceWarning;
+    use drift_model::SourceWarning;
+    use drift_model::memory::MemoryStore;
 
     fn report(outcome: ScanOutcome) -> ScanReport {
         let mut r = ScanReport {

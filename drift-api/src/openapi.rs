@@ -105,11 +105,11 @@ fn object(required: &[&str], properties: Value) -> Value {
 }
 
 fn schemas() -> Value {
-    use drift_core::act::{AuditAction, DecisionAction, DeliveryStatus, EventKind};
-    use drift_core::{Classification, DecisionSource, DriftType, RecommendedAction, ScanOutcome, Severity};
+    use drift_model::act::{AuditAction, DecisionAction, DeliveryStatus, EventKind};
+    use drift_model::{Classification, DecisionSource, DriftType, RecommendedAction, ScanOutcome, Severity};
     let severity = enum_of(Severity::ALL.map(Severity::as_str));
     let revert_ref = json!({"$ref": "#/components/schemas/Revert"});
-    let refusals = drift_core::remedy::Refusal::ALL.map(drift_core::remedy::Refusal::as_str);
+    let refusals = drift_model::remedy::Refusal::ALL.map(drift_model::remedy::Refusal::as_str);
     let drift_type = enum_of(DriftType::ALL.map(DriftType::as_str));
     let classification = enum_of(
         [
@@ -396,7 +396,7 @@ fn schemas() -> Value {
     }
     schemas["ScanReport"]["properties"]["findings"] = json!({"type": "array", "items": {"$ref": "#/components/schemas/Finding"},
         "description": "policy findings of the scan (absent when none); not drifts"});
-    schemas["ScanReport"]["properties"]["policy_sides"] = json!({"type": "array", "items": enum_of(drift_core::policy::Side::ALL.map(drift_core::policy::Side::as_str)),
+    schemas["ScanReport"]["properties"]["policy_sides"] = json!({"type": "array", "items": enum_of(drift_model::finding::Side::ALL.map(drift_model::finding::Side::as_str)),
         "description": "the sides policies were checked on (absent when they were not)"});
     for (name, schema) in scan_schemas(&outcome, &time) {
         schemas[name] = schema;
@@ -406,7 +406,7 @@ fn schemas() -> Value {
 
 /// The schemas of policy findings: in a report, and as `GET /findings` lists them.
 fn finding_schemas(severity: &Value, time: &Value) -> [(&'static str, Value); 3] {
-    use drift_core::policy::{Rule, Side};
+    use drift_model::finding::{Rule, Side};
     let rule = enum_of(Rule::ALL.map(Rule::as_str));
     let side = enum_of(Side::ALL.map(Side::as_str));
     let finding_type = enum_of(["policy_violation"]);

@@ -1,10 +1,10 @@
 //! Query-string parsing with clear 400 answers: unknown or repeated parameters, bad values.
 
 use chrono::{DateTime, Utc};
-use drift_core::act::{AuditAction, AuditFilter, DeliveryStatus};
-use drift_core::policy::{Rule, Side};
-use drift_core::sink::{DriftFilter, DriftStatus, FindingFilter, FindingStatus, PageRequest};
-use drift_core::{DriftType, Severity};
+use drift_model::act::{AuditAction, AuditFilter, DeliveryStatus};
+use drift_model::finding::{Rule, Side};
+use drift_model::sink::{DriftFilter, DriftStatus, FindingFilter, FindingStatus, PageRequest};
+use drift_model::{DriftType, Severity};
 
 use crate::error::ApiError;
 
@@ -90,7 +90,7 @@ fn non_empty(name: &str, value: &str) -> Result<String, ApiError> {
 pub fn filter(pairs: &[(String, String)]) -> Result<DriftFilter, ApiError> {
     let mut f = DriftFilter::default();
     for (name, value) in pairs {
-        let bad = |e: drift_core::Error| ApiError::bad_request(e.message().to_owned());
+        let bad = |e: drift_model::Error| ApiError::bad_request(e.message().to_owned());
         match name.as_str() {
             "status" => f.status = Some(value.parse::<DriftStatus>().map_err(bad)?),
             "severity" => f.severity = Some(value.parse::<Severity>().map_err(bad)?),
@@ -118,7 +118,7 @@ pub fn filter(pairs: &[(String, String)]) -> Result<DriftFilter, ApiError> {
 pub fn finding_filter(pairs: &[(String, String)]) -> Result<FindingFilter, ApiError> {
     let mut f = FindingFilter::default();
     for (name, value) in pairs {
-        let bad = |e: drift_core::Error| ApiError::bad_request(e.message().to_owned());
+        let bad = |e: drift_model::Error| ApiError::bad_request(e.message().to_owned());
         match name.as_str() {
             "status" => f.status = Some(value.parse::<FindingStatus>().map_err(bad)?),
             "rule" => f.rule = Some(value.parse::<Rule>().map_err(bad)?),

@@ -9,8 +9,8 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use drift_core::ErrorKind;
-use drift_core::remedy::{AcceptOutcome, Fault, Refusal, RevertOutcome};
+use drift_model::ErrorKind;
+use drift_model::remedy::{AcceptOutcome, Fault, Refusal, RevertOutcome};
 use serde_json::json;
 
 use crate::auth::Actor;

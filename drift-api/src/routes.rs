@@ -135,12 +135,12 @@ fn filter_params() -> Vec<Param> {
         query(
             "severity",
             "severity (case-insensitive)",
-            json!({"type": "string", "enum": drift_core::Severity::ALL.map(drift_core::Severity::as_str)}),
+            json!({"type": "string", "enum": drift_model::Severity::ALL.map(drift_model::Severity::as_str)}),
         ),
         query(
             "drift_type",
             "drift type",
-            json!({"type": "string", "enum": drift_core::DriftType::ALL.map(drift_core::DriftType::as_str)}),
+            json!({"type": "string", "enum": drift_model::DriftType::ALL.map(drift_model::DriftType::as_str)}),
         ),
         query("namespace", "namespace; empty for cluster-scoped objects", json!({"type": "string"})),
         query("repository", "repository name", json!({"type": "string", "minLength": 1})),
@@ -156,14 +156,14 @@ fn filter_params() -> Vec<Param> {
 
 /// The parameters of `GET /findings`.
 fn finding_params() -> Vec<Param> {
-    use drift_core::policy::{Rule, Side};
+    use drift_model::finding::{Rule, Side};
     let mut params = vec![
         query("status", "open or resolved", json!({"type": "string", "enum": ["open", "resolved"]})),
         query("rule", "rule id", json!({"type": "string", "enum": Rule::ALL.map(Rule::as_str)})),
         query(
             "severity",
             "severity (case-insensitive)",
-            json!({"type": "string", "enum": drift_core::Severity::ALL.map(drift_core::Severity::as_str)}),
+            json!({"type": "string", "enum": drift_model::Severity::ALL.map(drift_model::Severity::as_str)}),
         ),
         query(
             "side",
@@ -202,7 +202,7 @@ fn table() -> Vec<Endpoint> {
         query(
             "action",
             "what was recorded",
-            json!({"type": "string", "enum": drift_core::act::AuditAction::ALL.map(drift_core::act::AuditAction::as_str)}),
+            json!({"type": "string", "enum": drift_model::act::AuditAction::ALL.map(drift_model::act::AuditAction::as_str)}),
         ),
         query("drift_id", "only about this drift", json!({"type": "integer", "minimum": 1, "maximum": MAX_ID})),
         query(
@@ -227,7 +227,7 @@ fn table() -> Vec<Endpoint> {
         query(
             "status",
             "only deliveries with this status",
-            json!({"type": "string", "enum": drift_core::act::DeliveryStatus::ALL.map(drift_core::act::DeliveryStatus::as_str)}),
+            json!({"type": "string", "enum": drift_model::act::DeliveryStatus::ALL.map(drift_model::act::DeliveryStatus::as_str)}),
         ),
         query(
             "drift_id",

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::ScanReport;
-use drift_core::act::ActStore;
-use drift_core::sink::DriftStore;
+use drift_model::ScanReport;
+use drift_model::act::ActStore;
+use drift_model::sink::DriftStore;
 
 use crate::auth::ApiToken;
 use crate::metrics::Metrics;
@@ -44,12 +44,12 @@ pub enum TriggerOutcome {
 /// - with `wait == false`, return [`TriggerOutcome::Started`] as soon as the scan is started;
 /// - with `wait == true`, return [`TriggerOutcome::Finished`] once the reports are recorded;
 /// - an error is for when no scan could be started at all (shutting down:
-///   [`drift_core::ErrorKind::Unavailable`]); a scan that fails is a report with outcome
+///   [`drift_model::ErrorKind::Unavailable`]); a scan that fails is a report with outcome
 ///   `failed`, not an error.
 #[async_trait]
 pub trait ScanTrigger: Send + Sync + std::fmt::Debug {
     /// Starts a scan pass.
-    async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome>;
+    async fn trigger(&self, wait: bool) -> drift_model::Result<TriggerOutcome>;
 }
 
 /// The time as the API sees it (`/ready` ages, the `/stats` trend). Tests use [`ManualClock`].

@@ -11,7 +11,7 @@ use axum::http::{Method, StatusCode};
 use chrono::{DateTime, Duration, Utc};
 use common::*;
 use drift_api::{ApiState, ApiToken, router};
-use drift_core::{DriftSink, DriftType};
+use drift_model::{DriftSink, DriftType};
 use drift_testkit::fixtures::{drift, key, report, t};
 use serde_json::{Value, json};
 

@@ -11,8 +11,8 @@ use axum::http::{Method, StatusCode};
 use chrono::{DateTime, Utc};
 use common::*;
 use drift_api::{ApiState, ApiToken, Metrics, router};
-use drift_core::DriftSink;
-use drift_core::sink::{DriftFilter, DriftStore, PageRequest};
+use drift_model::DriftSink;
+use drift_model::sink::{DriftFilter, DriftStore, PageRequest};
 use drift_testkit::fixtures::{key, report, t};
 use serde_json::Value;
 
@@ -81,7 +81,7 @@ async fn ready_and_metrics_say_whether_this_replica_leads() {
     assert_eq!(a.json()["leader"], false);
     assert_eq!(leader_gauge(&get(&app, "/metrics").await.text).as_deref(), Some("drift_leader 0"));
     // And the field is there when not ready too.
-    let empty = ApiState::new(Arc::new(drift_core::memory::MemoryStore::new()), Arc::new(FakeTrigger::default()))
+    let empty = ApiState::new(Arc::new(drift_model::memory::MemoryStore::new()), Arc::new(FakeTrigger::default()))
         .with_metrics(metrics.clone());
     let a = get(&router(empty), "/ready").await;
     assert_eq!((a.status, a.json()["leader"].clone()), (StatusCode::SERVICE_UNAVAILABLE, Value::Bool(false)));
@@ -89,7 +89,7 @@ async fn ready_and_metrics_say_whether_this_replica_leads() {
 
 #[tokio::test]
 async fn ready_is_503_before_any_scan() {
-    let state = ApiState::new(Arc::new(drift_core::memory::MemoryStore::new()), Arc::new(FakeTrigger::default()));
+    let state = ApiState::new(Arc::new(drift_model::memory::MemoryStore::new()), Arc::new(FakeTrigger::default()));
     let a = get(&router(state), "/ready").await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(a.json()["status"], "not_ready");
@@ -100,7 +100,7 @@ async fn ready_is_503_before_any_scan() {
 async fn ready_is_503_when_the_last_scan_failed() {
     let h = harness().await;
     let mut failed = report("scan-4", t(92), &[], vec![]);
-    failed.outcome = drift_core::ScanOutcome::Failed;
+    failed.outcome = drift_model::ScanOutcome::Failed;
     h.store.record(&failed).await.unwrap();
     let a = get(&h.app, "/ready").await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -114,7 +114,7 @@ async fn ready_is_503_when_the_last_scan_failed() {
 async fn ready_ignores_the_old_failure_of_a_repository_no_longer_scanned() {
     let h = harness().await;
     let mut failed = report("scan-old", t(70), &[], vec![]);
-    failed.outcome = drift_core::ScanOutcome::Failed;
+    failed.outcome = drift_model::ScanOutcome::Failed;
     failed.repository = "removed-repo".to_owned();
     h.store.record(&failed).await.unwrap();
     // 25 minutes old at t(95): more than the 15-minute limit.
@@ -371,7 +371,7 @@ async fn stats_counts_and_filters() {
 #[tokio::test]
 async fn scan_without_a_configured_token_is_403_and_says_how_to_set_one() {
     let trigger = Arc::new(FakeTrigger::default());
-    let app = router(ApiState::new(Arc::new(drift_core::memory::MemoryStore::new()), trigger.clone()));
+    let app = router(ApiState::new(Arc::new(drift_model::memory::MemoryStore::new()), trigger.clone()));
     for headers in [vec![], vec![("authorization", "Bearer anything")]] {
         let a = call(&app, Method::POST, "/scan", &headers).await;
         assert_eq!(a.status, StatusCode::FORBIDDEN);
@@ -438,7 +438,7 @@ async fn scan_needs_the_right_bearer_token() {
 #[tokio::test]
 async fn scan_that_cannot_start_is_503() {
     let h = harness().await;
-    *h.trigger.fail_with.lock().unwrap() = Some(drift_core::Error::unavailable("shutting down"));
+    *h.trigger.fail_with.lock().unwrap() = Some(drift_model::Error::unavailable("shutting down"));
     let bearer = format!("Bearer {TOKEN}");
     let a = call(&h.app, Method::POST, "/scan", &[("authorization", bearer.as_str())]).await;
     assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -509,7 +509,7 @@ async fn metrics_text_parses_and_follows_the_store() {
     for r in reports() {
         metrics.record_scan(&r, Duration::from_millis(800));
     }
-    metrics.record_source_error(drift_core::ErrorKind::PermissionDenied);
+    metrics.record_source_error(drift_model::ErrorKind::PermissionDenied);
     metrics.observe_watch_lag(Duration::from_millis(420));
 
     let a = get(&app, "/metrics").await;
@@ -763,22 +763,26 @@ async fn findings_every_filter_and_pages_on_both_stores() {
 #[tokio::test]
 async fn findings_of_a_store_that_keeps_none_are_501() {
     #[derive(Debug)]
-    struct DriftsOnly(Arc<drift_core::memory::MemoryStore>);
+    struct DriftsOnly(Arc<drift_model::memory::MemoryStore>);
     #[async_trait::async_trait]
     impl DriftStore for DriftsOnly {
-        async fn list(&self, f: &DriftFilter, p: PageRequest) -> drift_core::Result<drift_core::sink::DriftPage> {
+        async fn list(&self, f: &DriftFilter, p: PageRequest) -> drift_model::Result<drift_model::sink::DriftPage> {
             self.0.list(f, p).await
         }
-        async fn get(&self, id: i64) -> drift_core::Result<drift_core::sink::StoredDrift> {
+        async fn get(&self, id: i64) -> drift_model::Result<drift_model::sink::StoredDrift> {
             self.0.get(id).await
         }
-        async fn stats(&self, f: &DriftFilter, now: DateTime<Utc>) -> drift_core::Result<drift_core::sink::DriftStats> {
+        async fn stats(
+            &self,
+            f: &DriftFilter,
+            now: DateTime<Utc>,
+        ) -> drift_model::Result<drift_model::sink::DriftStats> {
             self.0.stats(f, now).await
         }
-        async fn recent_scans(&self, limit: u32) -> drift_core::Result<Vec<drift_core::sink::ScanRecord>> {
+        async fn recent_scans(&self, limit: u32) -> drift_model::Result<Vec<drift_model::sink::ScanRecord>> {
             self.0.recent_scans(limit).await
         }
-        async fn ping(&self) -> drift_core::Result<()> {
+        async fn ping(&self) -> drift_model::Result<()> {
             Ok(())
         }
     }

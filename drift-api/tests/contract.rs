@@ -12,8 +12,8 @@ use axum::http::{Method, StatusCode};
 use common::*;
 use drift_api::Metrics;
 use drift_api::routes::endpoints;
-use drift_core::ScanOutcome;
-use drift_core::sink::{DriftFilter, DriftStore, PageRequest};
+use drift_model::ScanOutcome;
+use drift_model::sink::{DriftFilter, DriftStore, PageRequest};
 use drift_testkit::fixtures::t;
 use proptest::prelude::*;
 use serde_json::Value;
@@ -235,7 +235,7 @@ async fn openapi_schemas_match_the_serialised_types() {
         assert_eq!(required, keys(value).difference(&optional).cloned().collect(), "{schema}");
     }
     // What the remediation answers, as the types serialise.
-    let plan = drift_core::remedy::RevertPlan {
+    let plan = drift_model::remedy::RevertPlan {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
         namespace: Some("shop".into()),
@@ -244,18 +244,18 @@ async fn openapi_schemas_match_the_serialised_types() {
         remove: serde_json::from_value(serde_json::json!([{"op": "remove", "path": "/data/x"}])).unwrap(),
         paths: vec!["data.mode".into()],
     };
-    let reverted = drift_core::remedy::RevertOutcome {
+    let reverted = drift_model::remedy::RevertOutcome {
         drift_id: 1,
-        status: drift_core::remedy::RevertStatus::DryRun,
+        status: drift_model::remedy::RevertStatus::DryRun,
         object: "ConfigMap shop/settings".into(),
         paths: vec!["data.mode".into()],
         plan: Some(plan),
         actor: "alice".into(),
     };
-    let accepted = drift_core::remedy::AcceptOutcome {
+    let accepted = drift_model::remedy::AcceptOutcome {
         drift_ids: vec![1],
         object: "ConfigMap shop/settings".into(),
-        proposal: drift_core::remedy::Proposal {
+        proposal: drift_model::remedy::Proposal {
             url: Some("https://github.com/o/r/pull/1".into()),
             pull_request: Some(1),
             branch: "drift/accept/x".into(),
@@ -265,7 +265,7 @@ async fn openapi_schemas_match_the_serialised_types() {
         },
         actor: "alice".into(),
     };
-    let refused = serde_json::json!({"error": "…", "refusal": drift_core::remedy::Refusal::Waived});
+    let refused = serde_json::json!({"error": "…", "refusal": drift_model::remedy::Refusal::Waived});
     for (schema, value) in [
         ("RevertOutcome", serde_json::to_value(&reverted).unwrap()),
         ("AcceptOutcome", serde_json::to_value(&accepted).unwrap()),
@@ -294,7 +294,7 @@ async fn openapi_schemas_match_the_serialised_types() {
     let decision = send(&sh.app, Method::POST, &format!("/drifts/{web}/decisions"), Some(ALICE), body).await.json();
     let detail = get(&sh.app, &format!("/drifts/{web}")).await.json();
     let learned =
-        serde_json::to_value(drift_api::LearnedView::from(drift_core::act::Learned::from_counts(3, 1).unwrap()))
+        serde_json::to_value(drift_api::LearnedView::from(drift_model::act::Learned::from_counts(3, 1).unwrap()))
             .unwrap();
     let audit = get(&sh.app, "/audit?limit=1000").await.json();
     let deliveries = get(&sh.app, "/notifications?limit=1").await.json();
@@ -483,7 +483,7 @@ async fn exported() -> BTreeSet<String> {
     for r in reports() {
         metrics.record_scan(&r, Duration::from_secs(1));
     }
-    metrics.record_source_error(drift_core::ErrorKind::Unavailable);
+    metrics.record_source_error(drift_model::ErrorKind::Unavailable);
     metrics.observe_watch_lag(Duration::from_millis(10));
     metrics.record_notification(HOOK, "sent", 1);
     metrics.observe_notification_latency(HOOK, 0.2);

@@ -111,7 +111,7 @@ async fn scans_lists_the_last_scans_newest_first_with_their_coverage_gaps() {
 
 #[tokio::test]
 async fn a_coverage_gap_is_listed_with_its_kind_namespace_and_reason() {
-    use drift_core::{CoverageStatus, DriftSink, GroupKind};
+    use drift_model::{CoverageStatus, DriftSink, GroupKind};
     let h = harness().await;
     let mut r = reports().remove(0);
     r.scan_id = "with-a-gap".into();

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use drift_core::act::DriftEvent;
-use drift_core::{EventKind, Severity};
+use drift_model::act::DriftEvent;
+use drift_model::{EventKind, Severity};
 use drift_notify::Message;
 use drift_notify::fixtures::{drift, event};
 

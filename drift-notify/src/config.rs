@@ -355,7 +355,7 @@ impl NotifierConfig {
 
     /// Whether this notifier takes `event`: an event addressed to a notifier (reminders,
     /// digests) only by that one, and otherwise what [`Route::takes`] says.
-    pub fn takes(&self, event: &drift_core::DriftEvent) -> bool {
+    pub fn takes(&self, event: &drift_model::DriftEvent) -> bool {
         event.notifier.as_deref().is_none_or(|n| n == self.name()) && self.route.takes(event)
     }
 
@@ -454,7 +454,7 @@ impl NotifierConfig {
 /// Validates every entry of `notify:` and that names are unique; the error lists every
 /// problem, one a line, each naming its field. `env` looks up environment variables (use
 /// [`process_env`] at start-up); their values never appear in the error.
-pub fn validate(configs: &[NotifierConfig], env: &dyn Fn(&str) -> Option<String>) -> drift_core::Result<()> {
+pub fn validate(configs: &[NotifierConfig], env: &dyn Fn(&str) -> Option<String>) -> drift_model::Result<()> {
     let mut problems = Vec::new();
     let mut names = BTreeSet::new();
     for (i, c) in configs.iter().enumerate() {
@@ -466,7 +466,7 @@ pub fn validate(configs: &[NotifierConfig], env: &dyn Fn(&str) -> Option<String>
             ));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(drift_core::Error::config(problems.join("\n"))) }
+    if problems.is_empty() { Ok(()) } else { Err(drift_model::Error::config(problems.join("\n"))) }
 }
 
 /// Looks an environment variable up in this process (`None` when unset or not UTF-8).
@@ -540,7 +540,7 @@ mod tests {
         assert_eq!((c.for_, c.attempts, c.backoff), (Duration::ZERO, 8, Backoff::default()));
         assert_eq!(c.backoff.initial, Duration::from_secs(2));
         assert_eq!(c.backoff.max, Duration::from_secs(600));
-        assert_eq!(c.route.events, drift_core::EventKind::ALL.to_vec());
+        assert_eq!(c.route.events, drift_model::EventKind::ALL.to_vec());
         validate(std::slice::from_ref(c), &env).unwrap();
     }
 

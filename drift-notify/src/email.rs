@@ -49,7 +49,7 @@ pub fn html_escape(text: &str) -> String {
 /// The email of `message`: the same content as the Slack message, bounded the same way.
 ///
 /// ```
-/// use drift_core::{EventKind, Severity};
+/// use drift_model::{EventKind, Severity};
 /// use drift_notify::{Message, fixtures::{drift, event}};
 /// let m = Message::new("mail", vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::Critical))], None);
 /// let email = drift_notify::email_content(&m);
@@ -167,10 +167,10 @@ impl EmailNotifier {
         email: &EmailConfig,
         username: Secret,
         password: Secret,
-    ) -> drift_core::Result<Self> {
+    ) -> drift_model::Result<Self> {
         let name = config.name().to_owned();
         let bad =
-            |what: &str, e: &dyn std::fmt::Display| drift_core::Error::config(format!("notifier {name}: {what}: {e}"));
+            |what: &str, e: &dyn std::fmt::Display| drift_model::Error::config(format!("notifier {name}: {what}: {e}"));
         let mut tls = TlsParameters::builder(email.host.clone());
         if let Some(ca) = &email.ca_file {
             let pem = std::fs::read(ca).map_err(|e| bad(&format!("cannot read ca_file {}", ca.display()), &e))?;
@@ -228,7 +228,7 @@ impl Notifier for EmailNotifier {
 mod tests {
     use super::*;
     use crate::fixtures::{drift, event};
-    use drift_core::{EventKind, Severity};
+    use drift_model::{EventKind, Severity};
 
     #[test]
     fn every_value_is_escaped_in_html() {

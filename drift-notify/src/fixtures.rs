@@ -1,10 +1,10 @@
 //! Small, fixed events and drifts for tests and examples (no wall-clock time).
 
 use chrono::{DateTime, TimeZone, Utc};
-use drift_core::EventKind;
-use drift_core::act::DriftEvent;
-use drift_core::drift::{Classification, DecisionSource, DriftType, RecommendedAction, Severity};
-use drift_core::sink::{DriftStats, DriftStatus, StoredDrift};
+use drift_model::EventKind;
+use drift_model::act::DriftEvent;
+use drift_model::drift::{Classification, DecisionSource, DriftType, RecommendedAction, Severity};
+use drift_model::sink::{DriftStats, DriftStatus, StoredDrift};
 use serde_json::json;
 
 /// 2026-12-01 08:00 UTC plus `minutes`.
@@ -61,12 +61,12 @@ pub fn digest_event(notifier: &str) -> DriftEvent {
         by_type: [("replicas_drift".to_owned(), 3)].into(),
         by_namespace: [("shop".to_owned(), 3)].into(),
         by_repository: [("deploy".to_owned(), 3)].into(),
-        trend: drift_core::sink::TrendDay::week(t(0), []),
+        trend: drift_model::sink::TrendDay::week(t(0), []),
         mean_time_to_resolve_seconds: Some(3600.0),
         p95_time_to_resolve_seconds: Some(7200.0),
     };
     DriftEvent {
-        id: drift_core::act::event_id("digest-2026-12-01", notifier, EventKind::Digest),
+        id: drift_model::act::event_id("digest-2026-12-01", notifier, EventKind::Digest),
         seq: 0,
         kind: EventKind::Digest,
         batch: "digest-2026-12-01".into(),

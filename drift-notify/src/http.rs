@@ -28,15 +28,15 @@ impl std::fmt::Debug for HttpPoster {
 impl HttpPoster {
     /// A poster with a request timeout; redirects are not followed (a signed POST must reach
     /// the URL configured).
-    pub(crate) fn new(url: &str, timeout: Duration) -> drift_core::Result<Self> {
-        let url = parse_http_url(url).map_err(drift_core::Error::config)?;
+    pub(crate) fn new(url: &str, timeout: Duration) -> drift_model::Result<Self> {
+        let url = parse_http_url(url).map_err(drift_model::Error::config)?;
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("drift/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| drift_core::Error::config(format!("cannot build the HTTP client: {}", e.without_url())))?;
+            .map_err(|e| drift_model::Error::config(format!("cannot build the HTTP client: {}", e.without_url())))?;
         let shown = redact_parsed(&url);
         Ok(HttpPoster { client, url, shown })
     }

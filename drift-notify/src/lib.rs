@@ -12,7 +12,7 @@
 //! configuration; docs/notify-webhook.schema.json the webhook body.
 //!
 //! ```
-//! use drift_core::{EventKind, Severity};
+//! use drift_model::{EventKind, Severity};
 //! use drift_notify::{Message, fixtures::{drift, event}};
 //!
 //! let yaml = "type: webhook\nname: ops\nurl: https://hooks.example.com/drift\nsecret_env: HOOK_SECRET\n";

@@ -3,10 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use drift_core::EventKind;
-use drift_core::act::{DriftEvent, Learned};
-use drift_core::drift::{DriftType, Severity};
-use drift_core::sink::StoredDrift;
+use drift_model::EventKind;
+use drift_model::act::{DriftEvent, Learned};
+use drift_model::drift::{DriftType, Severity};
+use drift_model::sink::StoredDrift;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -96,7 +96,7 @@ pub struct Counts {
 /// A message: what one notifier sends for one batch of events.
 ///
 /// ```
-/// use drift_core::{EventKind, Severity};
+/// use drift_model::{EventKind, Severity};
 /// use drift_notify::{Message, fixtures::{drift, event}};
 /// let events = vec![
 ///     event(EventKind::Opened, drift(1, "shop", "web", Severity::Critical)),
@@ -493,7 +493,7 @@ fn message_id(notifier: &str, sorted_ids: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::fixtures::{digest_event, drift, event};
-    use drift_core::act::Previous;
+    use drift_model::act::Previous;
     use serde_json::json;
 
     #[test]

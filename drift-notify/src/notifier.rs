@@ -31,15 +31,15 @@ pub trait Notifier: Send + Sync + fmt::Debug {
     async fn send(&self, message: &Message) -> Result<(), SendError>;
 }
 
-/// Why a message was not taken: [`drift_core::act::SendFailure`], which the delivery loop
+/// Why a message was not taken: [`drift_model::act::SendFailure`], which the delivery loop
 /// reads (retryable: connection errors, a failed TLS handshake included, since lettre reports
 /// it as one; timeouts; HTTP 5xx, 408 and 429; SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx
 /// such as a refused login or recipient, a relay without STARTTLS or AUTH, a message that
 /// cannot be built. Retryable failures are parked after `attempts` anyway).
-pub use drift_core::act::SendFailure as SendError;
+pub use drift_model::act::SendFailure as SendError;
 
 /// A notifier for `config`, reading its secrets from this process's environment.
-pub fn build(config: &NotifierConfig) -> drift_core::Result<Arc<dyn Notifier>> {
+pub fn build(config: &NotifierConfig) -> drift_model::Result<Arc<dyn Notifier>> {
     build_with_env(config, &crate::config::process_env)
 }
 
@@ -48,11 +48,11 @@ pub fn build(config: &NotifierConfig) -> drift_core::Result<Arc<dyn Notifier>> {
 pub fn build_with_env(
     config: &NotifierConfig,
     env: &dyn Fn(&str) -> Option<String>,
-) -> drift_core::Result<Arc<dyn Notifier>> {
+) -> drift_model::Result<Arc<dyn Notifier>> {
     let name = config.name();
-    let secret = |var: &str| -> drift_core::Result<Secret> {
+    let secret = |var: &str| -> drift_model::Result<Secret> {
         env(var).filter(|v| !v.is_empty()).map(Secret::new).ok_or_else(|| {
-            drift_core::Error::config(format!("notifier {name}: the environment variable {var} is not set or empty"))
+            drift_model::Error::config(format!("notifier {name}: the environment variable {var} is not set or empty"))
         })
     };
     Ok(match &config.kind {
@@ -62,7 +62,7 @@ pub fn build_with_env(
                 (Some(var), None) => secret(var)?,
                 (None, Some(url)) => Secret::new(url.clone()),
                 _ => {
-                    return Err(drift_core::Error::config(format!(
+                    return Err(drift_model::Error::config(format!(
                         "notifier {name}: set exactly one of url_env and url"
                     )));
                 }

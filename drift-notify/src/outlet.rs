@@ -1,5 +1,5 @@
 //! A configured notifier as the delivery loop of `drift-runtime` sees it
-//! ([`drift_core::act::Outlet`]): its routing and `for:` hold, reminders, digest, rate limit
+//! ([`drift_model::act::Outlet`]): its routing and `for:` hold, reminders, digest, rate limit
 //! and backoff from its [`NotifierConfig`], and one [`Message`] per batch sent through its
 //! [`Notifier`].
 
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::act::{DriftEvent, Outlet, SendFailure};
+use drift_model::act::{DriftEvent, Outlet, SendFailure};
 use url::Url;
 
 use crate::{Message, Notifier, NotifierConfig, RateLimiter, backoff};
@@ -35,7 +35,7 @@ impl NotifierOutlet {
 }
 
 /// Builds the outlet of a notifier configuration ([`crate::build`] and [`NotifierOutlet::new`]).
-pub fn outlet(config: &NotifierConfig, link: Option<Url>) -> drift_core::Result<Arc<dyn Outlet>> {
+pub fn outlet(config: &NotifierConfig, link: Option<Url>) -> drift_model::Result<Arc<dyn Outlet>> {
     Ok(Arc::new(NotifierOutlet::new(crate::build(config)?, link)))
 }
 
@@ -93,7 +93,7 @@ impl Outlet for NotifierOutlet {
     }
 
     async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure> {
-        let learned: BTreeMap<i64, drift_core::act::Learned> =
+        let learned: BTreeMap<i64, drift_model::act::Learned> =
             events.iter().filter_map(|e| Some((e.drift_id()?, e.learned?))).collect();
         let message = Message::new(self.notifier.name(), events.to_vec(), self.link.clone()).with_learned(learned);
         self.notifier.send(&message).await

@@ -3,7 +3,7 @@
 
 use url::Url;
 
-pub use drift_core::secret::Secret;
+pub use drift_model::secret::Secret;
 
 /// `scheme://host[:port]` of an HTTP URL, without user information, path, query or fragment;
 /// `(invalid URL)` when it does not parse (the text itself is never shown).

@@ -1,7 +1,7 @@
 //! Routing: which events a notifier takes.
 
-use drift_core::drift::{Classification, DriftType, Severity};
-use drift_core::{DriftEvent, EventKind};
+use drift_model::drift::{Classification, DriftType, Severity};
+use drift_model::{DriftEvent, EventKind};
 use serde::{Deserialize, Serialize};
 
 /// `route:` of a notifier. Every list is a filter that takes anything when empty; names match
@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 /// ```
 /// use drift_notify::Route;
 /// let route: Route = serde_saphyr::from_str("min_severity: HIGH\nnamespaces: [shop]\n").unwrap();
-/// assert_eq!(route.min_severity, Some(drift_core::Severity::High));
-/// assert_eq!(route.events, drift_core::EventKind::ALL.to_vec(), "every event by default");
+/// assert_eq!(route.min_severity, Some(drift_model::Severity::High));
+/// assert_eq!(route.events, drift_model::EventKind::ALL.to_vec(), "every event by default");
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -95,7 +95,7 @@ mod tests {
     use super::*;
     use crate::fixtures::{digest_event, drift, event};
     use crate::{NotifierConfig, NotifierKind, WebhookConfig};
-    use drift_core::act::Previous;
+    use drift_model::act::Previous;
 
     #[test]
     fn each_filter_keeps_what_it_names() {

@@ -33,7 +33,7 @@ fn esc(text: &str) -> String {
 /// context line with the message id).
 ///
 /// ```
-/// use drift_core::{EventKind, Severity};
+/// use drift_model::{EventKind, Severity};
 /// use drift_notify::{Message, fixtures::{drift, event}};
 /// let m = Message::new("ops", vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::Critical))], None);
 /// let body = drift_notify::slack_body(&m);
@@ -118,9 +118,9 @@ pub struct SlackNotifier {
 
 impl SlackNotifier {
     /// A notifier posting to `url` (a secret: errors show its scheme and host only).
-    pub(crate) fn new(config: NotifierConfig, url: &Secret) -> drift_core::Result<Self> {
+    pub(crate) fn new(config: NotifierConfig, url: &Secret) -> drift_model::Result<Self> {
         let poster = HttpPoster::new(url.expose(), Duration::from_secs(10)).map_err(|e| {
-            drift_core::Error::config(format!("notifier {}: the Slack URL: {}", config.name(), e.message()))
+            drift_model::Error::config(format!("notifier {}: the Slack URL: {}", config.name(), e.message()))
         })?;
         Ok(SlackNotifier { config, poster })
     }
@@ -149,7 +149,7 @@ mod tests {
     use super::*;
     use crate::fixtures::{drift, event};
     use crate::message::MAX_OBJECTS_SHOWN;
-    use drift_core::{DriftEvent, EventKind, Severity};
+    use drift_model::{DriftEvent, EventKind, Severity};
 
     #[test]
     fn values_cannot_inject_mrkdwn_or_links() {

@@ -9,7 +9,7 @@ use crate::message::{MAX_DRIFTS_PER_OBJECT, Message, ObjectGroup, digest_lines};
 /// objects with their first drifts, the digests, and the message id.
 ///
 /// ```
-/// use drift_core::{EventKind, Severity};
+/// use drift_model::{EventKind, Severity};
 /// use drift_notify::{Message, fixtures::{drift, event}};
 /// let m = Message::new("ops", vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::Critical))], None);
 /// let text = drift_notify::plain_text(&m);

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use drift_core::act::DriftEvent;
+use drift_model::act::DriftEvent;
 use serde_json::{Value, json};
 
 use crate::config::{NotifierConfig, WebhookConfig};
@@ -26,7 +26,7 @@ pub const WEBHOOK_BODY_VERSION: u32 = 1;
 /// whole (most severe objects first; `omitted_events` says how many more).
 ///
 /// ```
-/// use drift_core::{EventKind, Severity};
+/// use drift_model::{EventKind, Severity};
 /// use drift_notify::{Message, fixtures::{drift, event}};
 /// let m = Message::new("ops", vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::High))], None);
 /// let body = drift_notify::webhook_body(&m);
@@ -129,7 +129,7 @@ pub struct WebhookNotifier {
 
 impl WebhookNotifier {
     /// A notifier for `config` (its kind must be `webhook`) with the secret already read.
-    pub(crate) fn new(config: NotifierConfig, webhook: &WebhookConfig, secret: Secret) -> drift_core::Result<Self> {
+    pub(crate) fn new(config: NotifierConfig, webhook: &WebhookConfig, secret: Secret) -> drift_model::Result<Self> {
         let poster = HttpPoster::new(&webhook.url, Duration::from_secs(10))?;
         Ok(WebhookNotifier { config, poster, secret })
     }
@@ -157,7 +157,7 @@ impl Notifier for WebhookNotifier {
 mod tests {
     use super::*;
     use crate::fixtures::{digest_event, drift, event};
-    use drift_core::{EventKind, Severity};
+    use drift_model::{EventKind, Severity};
 
     #[test]
     fn a_large_batch_carries_every_id_and_a_bounded_number_of_events() {

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use drift_core::{EventKind, Severity};
+use drift_model::{EventKind, Severity};
 use drift_notify::fixtures::{drift, event};
 
 /// The first fenced block of `lang` that holds `holding`.

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use drift_core::{EventKind, Severity};
+use drift_model::{EventKind, Severity};
 use drift_notify::fixtures::{drift, event};
 use drift_notify::{EmailConfig, Message, NotifierConfig, NotifierKind, SmtpTls, build_with_env};
 use mail_parser::MessageParser;

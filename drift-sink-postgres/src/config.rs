@@ -70,25 +70,25 @@ impl PostgresConfig {
     }
 
     /// Checks the configuration without connecting.
-    pub fn validate(&self) -> drift_core::Result<()> {
+    pub fn validate(&self) -> drift_model::Result<()> {
         let scheme_ok = self.url.starts_with("postgres://") || self.url.starts_with("postgresql://");
         if !scheme_ok {
-            return Err(drift_core::Error::config(format!(
+            return Err(drift_model::Error::config(format!(
                 "database url must start with postgres:// or postgresql:// (got {})",
                 redact_url(&self.url)
             )));
         }
         if self.max_connections == 0 || self.max_connections > 1000 {
-            return Err(drift_core::Error::config("max_connections must be between 1 and 1000"));
+            return Err(drift_model::Error::config("max_connections must be between 1 and 1000"));
         }
         if self.connect_timeout.is_zero() {
-            return Err(drift_core::Error::config("connect_timeout must be more than 0"));
+            return Err(drift_model::Error::config("connect_timeout must be more than 0"));
         }
         if self.retention_days == Some(0) {
-            return Err(drift_core::Error::config("retention_days must be at least 1 (omit it to keep everything)"));
+            return Err(drift_model::Error::config("retention_days must be at least 1 (omit it to keep everything)"));
         }
         if self.password_env.as_deref().is_some_and(str::is_empty) {
-            return Err(drift_core::Error::config("password_env must name an environment variable"));
+            return Err(drift_model::Error::config("password_env must name an environment variable"));
         }
         Ok(())
     }
@@ -188,7 +188,7 @@ mod tests {
         assert!(PostgresConfig::new("postgres://h/db").with_retention_days(0).validate().is_err());
         let mut c = PostgresConfig::new("postgres://h/db");
         c.max_connections = 0;
-        assert_eq!(c.validate().unwrap_err().kind(), drift_core::ErrorKind::ConfigInvalid);
+        assert_eq!(c.validate().unwrap_err().kind(), drift_model::ErrorKind::ConfigInvalid);
         let c: PostgresConfig = serde_saphyr::from_str("url: postgres://h/db\nconnect_timeout: 3s\n").unwrap();
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
         assert!(c.migrate);

@@ -1,6 +1,6 @@
 //! What PostgreSQL's error codes mean to the drift detector.
 
-use drift_core::ErrorKind;
+use drift_model::ErrorKind;
 
 use crate::dialect::PgDialect;
 

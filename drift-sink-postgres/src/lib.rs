@@ -12,7 +12,7 @@
 //! - A partial unique index keeps at most one open row per fingerprint; the upsert goes through
 //!   it (`ON CONFLICT ... WHERE status = 'open'`), so two scanners racing leave one open row.
 //! - An open drift the report does not list is resolved only where
-//!   [`ScanReport::may_resolve`](drift_core::ScanReport::may_resolve) allows.
+//!   [`ScanReport::may_resolve`](drift_model::ScanReport::may_resolve) allows.
 //! - Optional retention: resolved drifts and scans older than N days are deleted.
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) that statement-level
 //!   triggers keep in the transaction of every write, exact, in milliseconds whatever the
@@ -26,10 +26,10 @@
 //! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
 //!
 //! ```no_run
-//! use drift_core::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
+//! use drift_model::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
 //! use drift_sink_postgres::PostgresSink;
 //!
-//! # async fn demo(report: drift_core::ScanReport) -> drift_core::Result<()> {
+//! # async fn demo(report: drift_model::ScanReport) -> drift_model::Result<()> {
 //! let store = PostgresSink::connect("postgres://drift@127.0.0.1:5432/drift").await?;
 //! let outcome = store.record(&report).await?;
 //! println!("{} new, {} seen again, {} resolved", outcome.opened, outcome.updated, outcome.resolved);
@@ -50,8 +50,8 @@ mod stats;
 use std::fmt;
 use std::str::FromStr;
 
-use drift_core::Result;
-pub use drift_core::{DriftSink, DriftStore};
+use drift_model::Result;
+pub use drift_model::{DriftSink, DriftStore};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use config::{PostgresConfig, redact_url};

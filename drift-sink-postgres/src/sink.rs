@@ -2,9 +2,9 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::act::EventKind;
-use drift_core::sink::DriftStatus;
-use drift_core::{Drift, Result, ScanReport};
+use drift_model::act::EventKind;
+use drift_model::sink::DriftStatus;
+use drift_model::{Drift, Result, ScanReport};
 use drift_sink_sql::{Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, upsert_change};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};

@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use drift_core::sink::{DriftFilter, DriftStats};
+use drift_model::sink::{DriftFilter, DriftStats};
 use drift_sink_sql::{SqlContext, SqlStats};
 use sqlx::{PgConnection, Postgres, QueryBuilder, Transaction};
 

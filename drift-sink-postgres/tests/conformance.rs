@@ -7,7 +7,7 @@ mod common;
 mod sink {
     use std::sync::Arc;
 
-    use drift_core::{DriftSink, DriftStore};
+    use drift_model::{DriftSink, DriftStore};
     use drift_sink_postgres::PostgresSink;
     use drift_testkit::sink::Guarded;
 

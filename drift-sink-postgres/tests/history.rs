@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use drift_core::{DriftSink, DriftStore};
+use drift_model::{DriftSink, DriftStore};
 use drift_sink_postgres::{PostgresConfig, PostgresSink};
 use sqlx::Connection;
 
@@ -55,7 +55,7 @@ async fn a_report_interrupted_mid_write_leaves_no_partial_state() {
     }
     let err = task.await.unwrap().unwrap_err();
     assert!(killed >= 1);
-    assert_eq!(err.kind(), drift_core::ErrorKind::Unavailable, "{err}");
+    assert_eq!(err.kind(), drift_model::ErrorKind::Unavailable, "{err}");
     assert!(err.is_temporary(), "a lost connection is worth retrying: {err}");
     sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
 
@@ -122,7 +122,7 @@ async fn a_store_that_is_down_answers_unavailable() {
     let store = PostgresSink::from_config(&config).await.unwrap();
     server.stop().unwrap();
     let err = store.ping().await.unwrap_err();
-    assert_eq!(err.kind(), drift_core::ErrorKind::Unavailable, "{err}");
+    assert_eq!(err.kind(), drift_model::ErrorKind::Unavailable, "{err}");
     assert!(err.is_temporary());
 }
 

@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use drift_core::DriftSink;
-use drift_core::sink::{DriftFilter, DriftStore};
+use drift_model::DriftSink;
+use drift_model::sink::{DriftFilter, DriftStore};
 use drift_sink_postgres::{MIGRATOR, PostgresConfig, PostgresSink};
 
 #[tokio::test]

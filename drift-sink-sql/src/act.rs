@@ -1,4 +1,4 @@
-//! The acting side of a SQL store ([`drift_core::ActStore`]), written once for both databases:
+//! The acting side of a SQL store ([`drift_model::ActStore`]), written once for both databases:
 //! the outbox (events written in the transaction of the report that caused them), routing of
 //! events to notifiers behind a locked cursor, leased deliveries, decisions and waivers, and the
 //! audit trail. docs/notifications.md and docs/decisions.md describe the behaviour.
@@ -6,13 +6,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
-use drift_core::act::{
+use drift_model::act::{
     AuditAction, AuditEntry, AuditFilter, AuditPage, Decision, DecisionAction, Delivery, DeliveryRecord,
     DeliveryStatus, DriftEvent, EventKind, Learned, NewDecision, Route, Settle, Similarity, event_id,
 };
-use drift_core::sink::{DriftStatus, PageRequest, StoredDrift};
-use drift_core::waiver::Waiver;
-use drift_core::{CoverageEntry, ScanReport, SourceWarning};
+use drift_model::sink::{DriftStatus, PageRequest, StoredDrift};
+use drift_model::waiver::Waiver;
+use drift_model::{CoverageEntry, ScanReport, SourceWarning};
 use serde_json::{Value, json};
 use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, QueryBuilder, Row, Type};
@@ -177,7 +177,7 @@ where
         conn: &mut Conn<D>,
         report: &ScanReport,
         changes: &[Change],
-        outcome: &drift_core::sink::RecordOutcome,
+        outcome: &drift_model::sink::RecordOutcome,
     ) -> Result<usize, SqlError<D>> {
         let ids: Vec<i64> = changes.iter().map(|c| c.drift_id).collect();
         let mut rows = Self::rows_by_id(conn, &ids).await?;
@@ -215,7 +215,7 @@ where
         Ok(written)
     }
 
-    /// [`ActStore::emit`](drift_core::ActStore::emit).
+    /// [`ActStore::emit`](drift_model::ActStore::emit).
     pub async fn emit<S: SqlStore<Dialect = D>>(store: &S, events: &[DriftEvent]) -> Result<usize, SqlError<D>> {
         let mut tx = store.begin().await?;
         let n = Self::insert_events(&mut tx, events).await?;
@@ -223,7 +223,7 @@ where
         Ok(n)
     }
 
-    /// [`ActStore::route`](drift_core::ActStore::route).
+    /// [`ActStore::route`](drift_model::ActStore::route).
     pub async fn route<S: SqlStore<Dialect = D>>(
         store: &S,
         notifier: &str,
@@ -293,7 +293,7 @@ where
         serde_json::from_value(payload).map_err(|e| SqlError::corrupt(seq, "payload", e))
     }
 
-    /// [`ActStore::claim`](drift_core::ActStore::claim).
+    /// [`ActStore::claim`](drift_model::ActStore::claim).
     pub async fn claim<S: SqlStore<Dialect = D>>(
         store: &S,
         notifier: &str,
@@ -387,7 +387,7 @@ where
             .transpose()
     }
 
-    /// [`ActStore::settle`](drift_core::ActStore::settle).
+    /// [`ActStore::settle`](drift_model::ActStore::settle).
     pub async fn settle<S: SqlStore<Dialect = D>>(
         store: &S,
         notifier: &str,
@@ -490,7 +490,7 @@ where
         Ok(())
     }
 
-    /// [`ActStore::notified`](drift_core::ActStore::notified).
+    /// [`ActStore::notified`](drift_model::ActStore::notified).
     pub async fn notified<S: SqlStore<Dialect = D>>(
         store: &S,
         notifier: &str,
@@ -509,7 +509,7 @@ where
         Ok(out)
     }
 
-    /// [`ActStore::stale`](drift_core::ActStore::stale).
+    /// [`ActStore::stale`](drift_model::ActStore::stale).
     pub async fn stale<S: SqlStore<Dialect = D>>(
         store: &S,
         notifier: &str,
@@ -541,7 +541,7 @@ where
         store.rollup_rows(&mut *conn, ids, 1).await
     }
 
-    /// [`ActStore::expire_waivers`](drift_core::ActStore::expire_waivers).
+    /// [`ActStore::expire_waivers`](drift_model::ActStore::expire_waivers).
     pub async fn expire_waivers<S: SqlStore<Dialect = D>>(store: &S, now: DateTime<Utc>) -> Result<usize, SqlError<D>> {
         let mut tx = store.begin().await?;
         let mut q = QueryBuilder::<D::Db>::new("SELECT ");
@@ -579,7 +579,7 @@ where
         Ok(events.len())
     }
 
-    /// [`ActStore::delivery_counts`](drift_core::ActStore::delivery_counts): pending and parked
+    /// [`ActStore::delivery_counts`](drift_model::ActStore::delivery_counts): pending and parked
     /// deliveries (the partial indexes keep this cheap; sent ones are counted by the process
     /// that sends them).
     pub async fn delivery_counts<S: SqlStore<Dialect = D>>(
@@ -597,7 +597,7 @@ where
         Ok(out)
     }
 
-    /// [`ActStore::deliveries`](drift_core::ActStore::deliveries).
+    /// [`ActStore::deliveries`](drift_model::ActStore::deliveries).
     pub async fn deliveries<S: SqlStore<Dialect = D>>(
         store: &S,
         drift_id: Option<i64>,
@@ -631,7 +631,7 @@ where
         Ok(all.iter().map(DeliveryRecord::from).collect())
     }
 
-    /// [`ActStore::requeue`](drift_core::ActStore::requeue).
+    /// [`ActStore::requeue`](drift_model::ActStore::requeue).
     pub async fn requeue<S: SqlStore<Dialect = D>>(
         store: &S,
         event_id: &str,
@@ -656,10 +656,10 @@ where
         Ok(done)
     }
 
-    /// [`ActStore::note`](drift_core::ActStore::note).
+    /// [`ActStore::note`](drift_model::ActStore::note).
     pub async fn note<S: SqlStore<Dialect = D>>(
         store: &S,
-        entry: &drift_core::act::AuditNote,
+        entry: &drift_model::act::AuditNote,
         now: DateTime<Utc>,
     ) -> Result<i64, SqlError<D>> {
         let mut tx = store.begin().await?;
@@ -682,7 +682,7 @@ where
         Ok(id)
     }
 
-    /// [`ActStore::decide`](drift_core::ActStore::decide).
+    /// [`ActStore::decide`](drift_model::ActStore::decide).
     pub async fn decide<S: SqlStore<Dialect = D>>(
         store: &S,
         drift_id: i64,
@@ -693,12 +693,12 @@ where
         let mut q = QueryBuilder::<D::Db>::new("SELECT ");
         q.push(COLUMNS).push(" FROM drifts WHERE id = ").push_bind(drift_id).push(D::FOR_UPDATE);
         let Some(row) = q.build().fetch_optional(&mut *tx).await.ctx::<D>("reading a drift")? else {
-            return Err(drift_core::Error::not_found(format!("no drift with id {drift_id}")).into());
+            return Err(drift_model::Error::not_found(format!("no drift with id {drift_id}")).into());
         };
         let drift = Self::decode(&row)?;
         if drift.status == DriftStatus::Resolved {
             return Err(
-                drift_core::Error::invalid_input(format!("drift {drift_id} is resolved; nothing to decide")).into()
+                drift_model::Error::invalid_input(format!("drift {drift_id} is resolved; nothing to decide")).into()
             );
         }
         let decision = Self::apply_decision(store, &mut tx, &drift, decision, now, json!({})).await?;
@@ -774,7 +774,7 @@ where
         })
     }
 
-    /// The waivers written in Git of a report ([`drift_core::waiver`]), in its transaction,
+    /// The waivers written in Git of a report ([`drift_model::waiver`]), in its transaction,
     /// after the store's write: a drift a waiver covers is waived (an `accept` decision by
     /// `git:<owner>` with the waiver's reason and expiry, when it was not already waived so);
     /// a drift waived from Git that the report shows without its waiver (removed from Git, or
@@ -853,7 +853,7 @@ where
         Ok(())
     }
 
-    /// [`ActStore::decisions`](drift_core::ActStore::decisions).
+    /// [`ActStore::decisions`](drift_model::ActStore::decisions).
     pub async fn decisions<S: SqlStore<Dialect = D>>(store: &S, drift_id: i64) -> Result<Vec<Decision>, SqlError<D>> {
         let mut q = QueryBuilder::<D::Db>::new(
             "SELECT id, drift_id, action, comment, actor, decided_at, expires_at FROM decisions WHERE drift_id = ",
@@ -877,7 +877,7 @@ where
         Ok(out)
     }
 
-    /// [`ActStore::similar`](drift_core::ActStore::similar): the last accept or reject of each
+    /// [`ActStore::similar`](drift_model::ActStore::similar): the last accept or reject of each
     /// similar drift (its own left out).
     pub async fn similar<S: SqlStore<Dialect = D>>(
         store: &S,
@@ -904,7 +904,7 @@ where
         Ok(Learned::from_counts(accepted, rejected))
     }
 
-    /// [`ActStore::audit`](drift_core::ActStore::audit).
+    /// [`ActStore::audit`](drift_model::ActStore::audit).
     pub async fn audit<S: SqlStore<Dialect = D>>(
         store: &S,
         filter: &AuditFilter,

@@ -2,7 +2,7 @@
 //! value are stored, and what a database error code means.
 
 use chrono::{DateTime, Utc};
-use drift_core::ErrorKind;
+use drift_model::ErrorKind;
 use serde_json::Value;
 use sqlx::{Database, Decode, Encode, QueryBuilder, Type};
 

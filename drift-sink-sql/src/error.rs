@@ -1,9 +1,9 @@
-//! The stores' private errors and their conversion into [`drift_core::Error`].
+//! The stores' private errors and their conversion into [`drift_model::Error`].
 
 use std::fmt;
 use std::marker::PhantomData;
 
-use drift_core::{Error, ErrorKind};
+use drift_model::{Error, ErrorKind};
 
 use crate::Dialect;
 

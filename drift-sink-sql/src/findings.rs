@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
-use drift_core::memory::distinct_findings;
-use drift_core::policy::{Rule, Side};
-use drift_core::sink::{FindingFilter, FindingPage, PageRequest, StoredFinding};
-use drift_core::{CoverageEntry, ResourceKey, Result, ScanReport, Severity, SourceWarning};
+use drift_model::finding::{Rule, Side};
+use drift_model::memory::distinct_findings;
+use drift_model::sink::{FindingFilter, FindingPage, PageRequest, StoredFinding};
+use drift_model::{CoverageEntry, ResourceKey, Result, ScanReport, Severity, SourceWarning};
 use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, QueryBuilder, Row, Type};
 
@@ -58,7 +58,7 @@ where
     /// open row updates it (last seen, occurrences, and severity and message when they changed),
     /// a new one opens a row, and the open rows of the report's cluster and repository that it
     /// does not list are resolved where [`ScanReport::may_resolve_finding`] allows it. The
-    /// same rules as the reference store (`drift_core::memory`).
+    /// same rules as the reference store (`drift_model::memory`).
     pub async fn write_findings(conn: &mut Connection<D>, report: &ScanReport) -> Result<FindingsWritten, SqlError<D>> {
         let mut written = FindingsWritten::default();
         if report.findings.is_empty() && report.policy_sides.is_empty() {

@@ -15,7 +15,7 @@
 //! Each store keeps what truly differs: its configuration, its write path
 //! ([`SqlStore::write_drifts`]), its rollup strategy and statistics, and its migrations. It
 //! implements [`SqlStore`] and calls [`impl_drift_store!`], which implements
-//! [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore) with the
+//! [`DriftSink`](drift_model::DriftSink) and [`DriftStore`](drift_model::DriftStore) with the
 //! shared code. docs/storage.md describes the schema and the behaviour both stores have.
 //!
 //! A store crate declares its dialect (`impl Dialect for PgDialect`), implements [`SqlStore`]
@@ -23,7 +23,7 @@
 //! of a write are plain functions over a report:
 //!
 //! ```
-//! use drift_core::{DriftType, ScanOutcome};
+//! use drift_model::{DriftType, ScanOutcome};
 //! use drift_testkit::fixtures::{drift, key, report, t};
 //!
 //! let web = key("Deployment", "shop", "web");
@@ -34,7 +34,7 @@
 //! // A scan that read the Deployment and did not see its drift resolves it; a failed one does not.
 //! let mut resolver = drift_sink_sql::Resolver::of(&r).unwrap();
 //! let how = resolver.resolve("apps".into(), "Deployment".into(), "shop".into(), "web".into(), Some("d0"));
-//! assert_eq!(how.map(|(_, resolution)| resolution), Some(drift_core::Resolution::Reverted));
+//! assert_eq!(how.map(|(_, resolution)| resolution), Some(drift_model::Resolution::Reverted));
 //! let mut failed = r.clone();
 //! failed.outcome = ScanOutcome::Failed;
 //! assert!(drift_sink_sql::Resolver::of(&failed).is_none());
@@ -62,21 +62,21 @@ pub use write::{
 pub mod __private {
     pub use async_trait::async_trait;
     pub use chrono::{DateTime, Duration, Utc};
-    pub use drift_core::Severity;
-    pub use drift_core::act::{
+    pub use drift_model::Severity;
+    pub use drift_model::act::{
         ActStore, AuditFilter, AuditNote, AuditPage, Decision, Delivery, DeliveryRecord, DeliveryStatus, DriftEvent,
         Learned, NewDecision, Route, Settle,
     };
-    pub use drift_core::policy::Rule;
-    pub use drift_core::sink::{
+    pub use drift_model::finding::Rule;
+    pub use drift_model::sink::{
         DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, FindingFilter, FindingPage, PageRequest,
         RecordOutcome, ScanRecord, SinkCapabilities, StoredDrift,
     };
-    pub use drift_core::{Result, ScanReport};
+    pub use drift_model::{Result, ScanReport};
     pub use std::collections::BTreeMap;
 }
 
-/// Implements [`DriftSink`](drift_core::DriftSink) and [`DriftStore`](drift_core::DriftStore)
+/// Implements [`DriftSink`](drift_model::DriftSink) and [`DriftStore`](drift_model::DriftStore)
 /// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`] of
 /// [`Sql::record_once`], `stats` is [`Sql::stats`], and reads are those of [`Sql`] over
 /// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]) and `stats_from_rows`

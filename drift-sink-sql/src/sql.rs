@@ -4,10 +4,10 @@
 use std::marker::PhantomData;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use drift_core::sink::{
+use drift_model::sink::{
     DriftFilter, DriftPage, DriftStats, PageRequest, RecordOutcome, ScanRecord, StoredDrift, TopPercentile, TrendDay,
 };
-use drift_core::{CoverageEntry, Result, ScanReport, SourceWarning};
+use drift_model::{CoverageEntry, Result, ScanReport, SourceWarning};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use sqlx::types::Json;
@@ -139,7 +139,7 @@ where
         q.push(COLUMNS).push(" FROM drifts WHERE id = ").push_bind(id);
         match q.build().fetch_optional(pool).await.ctx::<D>("reading a drift")? {
             Some(row) => Ok(Self::decode(&row)?),
-            None => Err(drift_core::Error::not_found(format!("no drift with id {id}"))),
+            None => Err(drift_model::Error::not_found(format!("no drift with id {id}"))),
         }
     }
 
@@ -232,7 +232,7 @@ where
     }
 
     /// Statistics computed from the rows themselves, without the rollups: what
-    /// [`DriftStore::stats`](drift_core::DriftStore::stats) answers for a filter with `since`.
+    /// [`DriftStore::stats`](drift_model::DriftStore::stats) answers for a filter with `since`.
     /// Exact, like the rollups, but it aggregates every row the filter keeps (seconds at
     /// millions of rows). Public (`stats_from_rows` of each store) so that the rollups can be
     /// checked against it.

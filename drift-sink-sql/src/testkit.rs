@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::sink::{DriftFilter, DriftStats, RecordOutcome};
-use drift_core::{CoverageEntry, DriftSink, DriftStore, ScanReport, SourceWarning};
+use drift_model::sink::{DriftFilter, DriftStats, RecordOutcome};
+use drift_model::{CoverageEntry, DriftSink, DriftStore, ScanReport, SourceWarning};
 use drift_testkit::store::StoreHarness;
 use sqlx::types::Json;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Pool, Row, Type};

@@ -6,9 +6,9 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use drift_core::act::{EventKind, Previous};
-use drift_core::sink::{DriftFilter, DriftStats, DriftStatus, RecordOutcome};
-use drift_core::{Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport, Severity};
+use drift_model::act::{EventKind, Previous};
+use drift_model::sink::{DriftFilter, DriftStats, DriftStatus, RecordOutcome};
+use drift_model::{Drift, Resolution, ResourceKey, Result, ScanOutcome, ScanReport, Severity};
 use serde::{Deserialize, Serialize};
 use sqlx::{Database, Pool, Transaction};
 use tracing::Instrument;
@@ -149,13 +149,13 @@ pub fn upsert_change(
     }
 }
 
-/// What a SQL store provides to the shared code, which implements [`drift_core::DriftSink`] and
-/// [`drift_core::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)): its
+/// What a SQL store provides to the shared code, which implements [`drift_model::DriftSink`] and
+/// [`drift_model::DriftStore`] over it ([`impl_drift_store!`](crate::impl_drift_store)): its
 /// pools, its part of a write (drifts, resolutions, rollups), its part of retention, and its
 /// statistics ([`SqlStats`]).
 #[async_trait::async_trait]
 pub trait SqlStore: SqlStats {
-    /// The sink's name ([`drift_core::DriftSink::name`]).
+    /// The sink's name ([`drift_model::DriftSink::name`]).
     const NAME: &'static str;
     /// The pool the reads go through.
     fn reader(&self) -> &Pool<<Self::Dialect as Dialect>::Db>;
@@ -290,7 +290,7 @@ pub fn cutoff(retention_days: Option<u32>, now: DateTime<Utc>) -> Option<DateTim
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use drift_core::{CoverageStatus, DriftType};
+    use drift_model::{CoverageStatus, DriftType};
     use drift_testkit::fixtures::{drift, key, report, t, with_digest};
 
     use super::*;

@@ -79,21 +79,21 @@ impl SqliteConfig {
     }
 
     /// Checks the configuration without touching the file system.
-    pub fn validate(&self) -> drift_core::Result<()> {
+    pub fn validate(&self) -> drift_model::Result<()> {
         if !self.url.starts_with("sqlite:") {
-            return Err(drift_core::Error::config(format!(
+            return Err(drift_model::Error::config(format!(
                 "database url must start with sqlite:// (got {:?})",
                 self.url
             )));
         }
         if self.url == "sqlite://" || self.url == "sqlite:" {
-            return Err(drift_core::Error::config("database url names no file (try sqlite://drift.db)"));
+            return Err(drift_model::Error::config("database url names no file (try sqlite://drift.db)"));
         }
         if self.read_connections == 0 || self.read_connections > 64 {
-            return Err(drift_core::Error::config("read_connections must be between 1 and 64"));
+            return Err(drift_model::Error::config("read_connections must be between 1 and 64"));
         }
         if self.retention_days == Some(0) {
-            return Err(drift_core::Error::config("retention_days must be at least 1 (omit it to keep everything)"));
+            return Err(drift_model::Error::config("retention_days must be at least 1 (omit it to keep everything)"));
         }
         Ok(())
     }

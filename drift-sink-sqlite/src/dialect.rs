@@ -1,7 +1,7 @@
 //! SQLite as the shared SQL store code sees it.
 
 use chrono::{DateTime, Utc};
-use drift_core::ErrorKind;
+use drift_model::ErrorKind;
 use drift_sink_sql::{Dialect, SqlError};
 use serde_json::Value;
 use sqlx::sqlite::{SqliteQueryResult, SqliteRow};

@@ -1,6 +1,6 @@
 //! What SQLite's result codes mean to the drift detector.
 
-use drift_core::ErrorKind;
+use drift_model::ErrorKind;
 
 use crate::dialect::SqliteDialect;
 

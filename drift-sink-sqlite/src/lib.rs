@@ -10,7 +10,7 @@
 //! - One transaction per report, idempotent per scan id, batched multi-row statements.
 //! - At most one open row per fingerprint, enforced by a partial unique index.
 //! - An open drift the report does not list is resolved only where
-//!   [`ScanReport::may_resolve`](drift_core::ScanReport::may_resolve) allows.
+//!   [`ScanReport::may_resolve`](drift_model::ScanReport::may_resolve) allows.
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) the store keeps in the
 //!   transaction of each write, exact, in milliseconds whatever the history's size; a filter
 //!   with `since` is computed from the rows ([`SqliteSink::stats_from_rows`]). After writing
@@ -23,7 +23,7 @@
 //! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
 //!
 //! ```
-//! use drift_core::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
+//! use drift_model::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
 //! use drift_sink_sqlite::SqliteSink;
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -32,7 +32,7 @@
 //! let outcome = store.record(&report).await?;
 //! assert_eq!(outcome.opened, 0);
 //! assert!(store.list(&DriftFilter::default(), PageRequest::default()).await?.items.is_empty());
-//! # Ok::<(), drift_core::Error>(()) }).unwrap();
+//! # Ok::<(), drift_model::Error>(()) }).unwrap();
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -46,8 +46,8 @@ mod stats;
 use std::fmt;
 use std::str::FromStr;
 
-use drift_core::Result;
-pub use drift_core::{DriftSink, DriftStore};
+use drift_model::Result;
+pub use drift_model::{DriftSink, DriftStore};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use config::SqliteConfig;

@@ -157,7 +157,7 @@ impl SqliteSink {
     /// Computes the rollups again from the rows, in one write transaction. Only needed after
     /// rows of `drifts` were written by hand (an operator's own `DELETE`, a bulk load): the
     /// store keeps them exact for every write it makes itself.
-    pub async fn rebuild_rollups(&self) -> drift_core::Result<()> {
+    pub async fn rebuild_rollups(&self) -> drift_model::Result<()> {
         let mut tx =
             self.writer.begin_with("BEGIN IMMEDIATE").await.ctx::<SqliteDialect>("starting the transaction")?;
         sqlx::query("DELETE FROM drift_counts")

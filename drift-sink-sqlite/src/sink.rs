@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::act::EventKind;
-use drift_core::sink::DriftStatus;
-use drift_core::{Drift, Resolution, Result, ScanReport};
+use drift_model::act::EventKind;
+use drift_model::sink::DriftStatus;
+use drift_model::{Drift, Resolution, Result, ScanReport};
 use drift_sink_sql::{Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, upsert_change};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
@@ -57,7 +57,7 @@ impl SqlStore for SqliteSink {
         let mut delta = Delta::default();
         follow_upsert(report, &drifts, &open, &values, &mut delta);
         let before: HashMap<&str, &OpenRow> = open.iter().map(|r| (r.1.as_str(), r)).collect();
-        let severity_of: HashMap<&str, drift_core::Severity> =
+        let severity_of: HashMap<&str, drift_model::Severity> =
             drifts.iter().map(|(fp, d)| (fp.as_str(), d.severity)).collect();
         let mut inserted = Vec::new();
         for chunk in drifts.chunks(CHUNK) {
@@ -72,7 +72,7 @@ impl SqlStore for SqliteSink {
                 written.outcome.updated += 1;
                 debug_assert!(occurrences > 1);
                 let (old_status, old_severity) = (parse(id, "status", &row.10)?, parse(id, "severity", &row.7)?);
-                let severity = severity_of.get(fingerprint.as_str()).copied().unwrap_or(drift_core::Severity::Low);
+                let severity = severity_of.get(fingerprint.as_str()).copied().unwrap_or(drift_model::Severity::Low);
                 let changed = values.get(fingerprint.as_str()).is_some_and(|v| *v != row.11);
                 if !changed && old_severity == severity && old_status == status {
                     continue; // seen again as it was: no event (the common case, kept cheap)

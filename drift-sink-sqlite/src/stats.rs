@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate};
-use drift_core::sink::{DriftFilter, DriftStats};
+use drift_model::sink::{DriftFilter, DriftStats};
 use drift_sink_sql::{SqlContext, SqlStats};
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 

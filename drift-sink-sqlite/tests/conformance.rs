@@ -9,7 +9,7 @@ mod sink {
     mod file {
         use std::sync::Arc;
 
-        use drift_core::{DriftSink, DriftStore};
+        use drift_model::{DriftSink, DriftStore};
         use drift_sink_sqlite::SqliteSink;
         use drift_testkit::sink::Guarded;
 
@@ -25,7 +25,7 @@ mod sink {
     mod in_memory {
         use std::sync::Arc;
 
-        use drift_core::{DriftSink, DriftStore};
+        use drift_model::{DriftSink, DriftStore};
         use drift_sink_sqlite::SqliteSink;
 
         drift_testkit::sink_suite!(|| async {

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use drift_core::{DriftSink, DriftStore};
+use drift_model::{DriftSink, DriftStore};
 use drift_sink_sqlite::SqliteSink;
 
 #[tokio::test]

@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use drift_core::sink::DriftFilter;
-use drift_core::{DriftSink, DriftStore};
+use drift_model::sink::DriftFilter;
+use drift_model::{DriftSink, DriftStore};
 use drift_sink_sqlite::SqliteSink;
 
 /// A database with a history and without migration 0002 (taken back by hand: this store

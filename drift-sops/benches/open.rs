@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use age::secrecy::ExposeSecret;
-use drift_core::sops::SopsOpener;
+use drift_model::sops::SopsOpener;
 use drift_sops::SopsKeys;
 
 fn secret(values: usize) -> String {

@@ -53,9 +53,9 @@ pub enum KeysError {
     },
 }
 
-impl From<KeysError> for drift_core::Error {
+impl From<KeysError> for drift_model::Error {
     fn from(e: KeysError) -> Self {
-        drift_core::Error::config(e.to_string())
+        drift_model::Error::config(e.to_string())
     }
 }
 

@@ -6,7 +6,7 @@
 //! identities, found where sops finds them (`SOPS_AGE_KEY`: one or more `AGE-SECRET-KEY-1...`
 //! lines; `SOPS_AGE_KEY_FILE`: a file of them; `SOPS_AGE_KEY_CMD`: a command that prints them;
 //! `sops/age/keys.txt` in the user's configuration folder), and implements
-//! [`drift_core::sops::SopsOpener`]: it opens the data key with [`age`], decrypts each value with
+//! [`drift_model::sops::SopsOpener`]: it opens the data key with [`age`], decrypts each value with
 //! AES-256-GCM (32-byte nonces; the path of mapping keys from the root, joined with `:` and
 //! ended with `:`, as additional data), follows the file's `unencrypted_suffix`,
 //! `encrypted_suffix`, `unencrypted_regex`, `encrypted_regex` and `mac_only_encrypted` to know

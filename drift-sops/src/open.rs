@@ -9,7 +9,7 @@ use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::aes::Aes256;
 use aes_gcm::{AesGcm, Nonce};
 use base64::Engine as _;
-use drift_core::sops::{SopsOpener, Unopened};
+use drift_model::sops::{SopsOpener, Unopened};
 use regex::Regex;
 use serde_json::Value;
 use sha2::{Digest, Sha512};

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use age::secrecy::ExposeSecret;
-use drift_core::sops::{SopsOpener, Unopened};
+use drift_model::sops::{SopsOpener, Unopened};
 use drift_sops::SopsKeys;
 use serde_json::{Value, json};
 

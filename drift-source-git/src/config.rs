@@ -32,13 +32,13 @@ pub enum SourceConfig {
 
 impl SourceConfig {
     /// Checks the configuration without touching the disk or the network.
-    pub fn validate(&self) -> Result<(), drift_core::Error> {
+    pub fn validate(&self) -> Result<(), drift_model::Error> {
         match self {
             SourceConfig::Folder(c) => c.validate(),
             SourceConfig::Git(c) => c.validate(),
             SourceConfig::Github(c) => c.validate(),
         }
-        .map_err(drift_core::Error::from)
+        .map_err(drift_model::Error::from)
     }
 }
 
@@ -250,14 +250,14 @@ pub enum RendererKind {
 }
 
 impl std::str::FromStr for RendererKind {
-    type Err = drift_core::Error;
+    type Err = drift_model::Error;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "auto" => Ok(RendererKind::Auto),
             "plain" => Ok(RendererKind::Plain),
             "kustomize" => Ok(RendererKind::Kustomize),
             "helm" => Ok(RendererKind::Helm),
-            other => Err(drift_core::Error::config(format!(
+            other => Err(drift_model::Error::config(format!(
                 "unknown renderer `{other}` (expected auto, plain, kustomize or helm)"
             ))),
         }
@@ -350,7 +350,7 @@ pub struct HelmConfig {
     pub binary: Option<String>,
 }
 
-pub use drift_core::secret::Secret;
+pub use drift_model::secret::Secret;
 
 /// The secret in the environment variable `name`, trimmed; `None` when unset or empty.
 pub fn secret_from_env(name: &str) -> Option<Secret> {

@@ -1,9 +1,9 @@
-//! The crate's private error enum and its conversion into [`drift_core::Error`].
+//! The crate's private error enum and its conversion into [`drift_model::Error`].
 
-use drift_core::{Error, ErrorKind};
+use drift_model::{Error, ErrorKind};
 
 /// Everything that can stop a whole fetch. Per-file and per-application problems are not
-/// errors: they become [`drift_core::SourceWarning`]s in the snapshot.
+/// errors: they become [`drift_model::SourceWarning`]s in the snapshot.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SourceError {
     #[error("invalid configuration: {0}")]

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use drift_core::progress::Progress;
-use drift_core::source::{DesiredCapabilities, DesiredSource};
-use drift_core::{DesiredSnapshot, Result, SourceWarning};
+use drift_model::progress::Progress;
+use drift_model::source::{DesiredCapabilities, DesiredSource};
+use drift_model::{DesiredSnapshot, Result, SourceWarning};
 use sha2::{Digest, Sha256};
 
 use crate::config::FolderConfig;
@@ -70,8 +70,8 @@ impl FolderSource {
     }
 
     /// The same source, opening the SOPS-encrypted plain files it reads with `opener`
-    /// ([`drift_core::sops::open_file`]); without it they stay encrypted and uncomparable.
-    pub fn with_sops(self, opener: Arc<dyn drift_core::sops::SopsOpener>) -> Self {
+    /// ([`drift_manifest::sops::open_file`]); without it they stay encrypted and uncomparable.
+    pub fn with_sops(self, opener: Arc<dyn drift_model::sops::SopsOpener>) -> Self {
         self.inner.pipeline.set_sops(opener);
         self
     }
@@ -114,8 +114,8 @@ pub(crate) fn locate_in_folder(
     root: &Path,
     sub: &str,
     cfg: &crate::config::RenderConfig,
-    key: &drift_core::ResourceKey,
-) -> Result<Result<(crate::pipeline::Origin, drift_core::Resource), Vec<SourceWarning>>, SourceError> {
+    key: &drift_model::ResourceKey,
+) -> Result<Result<(crate::pipeline::Origin, drift_model::Resource), Vec<SourceWarning>>, SourceError> {
     let mut notes = Vec::new();
     let mut files = BTreeMap::new();
     let mut contents = HashMap::new();

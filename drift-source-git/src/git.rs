@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use async_trait::async_trait;
-use drift_core::progress::Progress;
-use drift_core::source::{DesiredCapabilities, DesiredSource};
-use drift_core::{DesiredSnapshot, Result, SourceWarning};
+use drift_model::progress::Progress;
+use drift_model::source::{DesiredCapabilities, DesiredSource};
+use drift_model::{DesiredSnapshot, Result, SourceWarning};
 use gix::remote::Direction;
 use sha2::{Digest, Sha256};
 
@@ -68,7 +68,7 @@ impl GitSource {
     pub fn observed(cfg: GitConfig, progress: Progress) -> Result<Self> {
         let token = match &cfg.token_env {
             Some(var) => Some(crate::config::secret_from_env(var).ok_or_else(|| {
-                drift_core::Error::config(format!(
+                drift_model::Error::config(format!(
                     "git source {}: environment variable {var} is not set",
                     redact_url(&cfg.url)
                 ))
@@ -126,8 +126,8 @@ impl GitSource {
     }
 
     /// The same source, opening the SOPS-encrypted plain files it reads with `opener`
-    /// ([`drift_core::sops::open_file`]); without it they stay encrypted and uncomparable.
-    pub fn with_sops(self, opener: Arc<dyn drift_core::sops::SopsOpener>) -> Self {
+    /// ([`drift_manifest::sops::open_file`]); without it they stay encrypted and uncomparable.
+    pub fn with_sops(self, opener: Arc<dyn drift_model::sops::SopsOpener>) -> Self {
         self.inner.pipeline.set_sops(opener);
         self
     }
@@ -371,8 +371,8 @@ impl GitSource {
         // gix and reqwest quote the URL they were given, query string included: what leaves the
         // source (warnings, the scans table, logs) says it without its secrets.
         result.map_err(|e| {
-            let e = drift_core::Error::from(e);
-            drift_core::Error::new(e.kind(), crate::source::redact_in(e.message(), &raw)).temporary(e.is_temporary())
+            let e = drift_model::Error::from(e);
+            drift_model::Error::new(e.kind(), crate::source::redact_in(e.message(), &raw)).temporary(e.is_temporary())
         })
     }
 }

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use drift_core::progress::Progress;
-use drift_core::source::{DesiredCapabilities, DesiredSource};
-use drift_core::{DesiredSnapshot, Result, SourceWarning};
+use drift_model::progress::Progress;
+use drift_model::source::{DesiredCapabilities, DesiredSource};
+use drift_model::{DesiredSnapshot, Result, SourceWarning};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use http_body_util::BodyExt;
 use octocrab::Octocrab;
@@ -85,7 +85,7 @@ impl GitHubSource {
         cfg.validate()?;
         let mut builder = Octocrab::builder()
             .base_uri(cfg.api_url.as_str())
-            .map_err(|e| drift_core::Error::config(format!("github source: invalid api_url: {e}")))?
+            .map_err(|e| drift_model::Error::config(format!("github source: invalid api_url: {e}")))?
             // Our own rate-limit handling decides when to retry; octocrab must not retry behind it.
             .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
             .set_connect_timeout(Some(cfg.timeout))
@@ -95,7 +95,7 @@ impl GitHubSource {
         }
         let client = builder
             .build()
-            .map_err(|e| drift_core::Error::config(format!("github source: cannot build the HTTP client: {e}")))?;
+            .map_err(|e| drift_model::Error::config(format!("github source: cannot build the HTTP client: {e}")))?;
         let web = web_url(&cfg);
         let key = hex::encode(&Sha256::digest(web.as_bytes())[..10]);
         let cache_root = cfg.cache_dir.clone().unwrap_or_else(|| default_cache_dir("github"));
@@ -117,8 +117,8 @@ impl GitHubSource {
     }
 
     /// The same source, opening the SOPS-encrypted plain files it reads with `opener`
-    /// ([`drift_core::sops::open_file`]); without it they stay encrypted and uncomparable.
-    pub fn with_sops(self, opener: Arc<dyn drift_core::sops::SopsOpener>) -> Self {
+    /// ([`drift_manifest::sops::open_file`]); without it they stay encrypted and uncomparable.
+    pub fn with_sops(self, opener: Arc<dyn drift_model::sops::SopsOpener>) -> Self {
         self.inner.pipeline.set_sops(opener);
         self
     }

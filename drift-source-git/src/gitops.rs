@@ -5,7 +5,7 @@
 //! that cannot be rendered from this repository (Helm repositories, other Git repositories,
 //! OCI artifacts) give a note.
 
-use drift_core::{Resource, SourceWarning};
+use drift_model::{Resource, SourceWarning};
 use serde_json::Value;
 
 use crate::tree::join_relative;
@@ -58,7 +58,7 @@ pub(crate) struct App {
     pub declared_in: String,
     /// Its ignore rules (Argo CD `ignoreDifferences`, Flux `driftDetection.ignore`), given to
     /// every object it renders.
-    pub ignore: Vec<drift_core::ignore::IgnoreRule>,
+    pub ignore: Vec<drift_model::ignore::IgnoreRule>,
 }
 
 /// What the discovery needs to know about the repository being read.

@@ -2,14 +2,14 @@
 //! [`IgnoreRule`]s: Argo CD `Application.spec.ignoreDifferences` and Flux
 //! `HelmRelease.spec.driftDetection.ignore` (docs/sources.md, "Ignore rules of Argo CD and
 //! Flux"). The rules travel with each object the application renders
-//! ([`drift_core::Provenance::ignore`]), so they apply to that application's objects only.
+//! ([`drift_model::Provenance::ignore`]), so they apply to that application's objects only.
 //!
 //! Argo CD's `jqPathExpressions` are jq programs; the forms people write to name a path are
 //! turned into JSON pointers: `.a.b`, `.a["x/y"]`, `.a."x/y"`, `.a[0]`, `.a[]` (every item),
 //! `[]?`, and `.a[] | select(.name == "x")` (the item whose `name` is `x`) followed by more
 //! path (`| .b` or `.b`). Any other program is not applied, with a note naming it.
 
-use drift_core::ignore::{CompiledRule, IgnoreRule};
+use drift_model::ignore::{CompiledRule, IgnoreRule};
 use serde_json::Value;
 
 fn strings(v: Option<&Value>) -> Vec<String> {

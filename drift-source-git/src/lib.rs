@@ -1,7 +1,7 @@
 //! # drift-source-git
 //!
 //! The desired state of the drift detector, read from Git the way Argo CD or Flux would render
-//! it: three [`DesiredSource`](drift_core::source::DesiredSource)s and the renderers they share.
+//! it: three [`DesiredSource`](drift_model::source::DesiredSource)s and the renderers they share.
 //!
 //! - [`FolderSource`]: a local folder, no git (revision = a content hash of the files);
 //! - [`GitSource`]: any git server through gix (clone once into a cache, then fetch; branch,
@@ -29,8 +29,8 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), drift_core::Error> {
-//! use drift_core::source::DesiredSource;
+//! # async fn main() -> Result<(), drift_model::Error> {
+//! use drift_model::source::DesiredSource;
 //! use drift_source_git::{FolderConfig, FolderSource, OutputFormat, format_snapshot};
 //!
 //! let dir = tempfile::tempdir().unwrap();

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use drift_core::progress::Progress;
-use drift_core::source::DesiredSource;
-use drift_core::{DesiredSnapshot, Result};
+use drift_model::progress::Progress;
+use drift_model::source::DesiredSource;
+use drift_model::{DesiredSnapshot, Result};
 use serde_json::{Value, json};
 
 use crate::config::{FolderConfig, GitConfig, GitHubConfig, RenderConfig, RendererKind, SourceConfig};
@@ -83,7 +83,7 @@ pub fn source_observed(config: SourceConfig, progress: Progress) -> Result<Arc<d
 pub fn source_opening(
     config: SourceConfig,
     progress: Progress,
-    sops: Option<Arc<dyn drift_core::sops::SopsOpener>>,
+    sops: Option<Arc<dyn drift_model::sops::SopsOpener>>,
 ) -> Result<Arc<dyn DesiredSource>> {
     Ok(match (config, sops) {
         (SourceConfig::Folder(c), None) => Arc::new(FolderSource::observed(c, progress)?),
@@ -131,17 +131,17 @@ pub enum OutputFormat {
 }
 
 impl std::str::FromStr for OutputFormat {
-    type Err = drift_core::Error;
+    type Err = drift_model::Error;
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "yaml" => Ok(OutputFormat::Yaml),
             "json" => Ok(OutputFormat::Json),
-            other => Err(drift_core::Error::config(format!("unknown output `{other}` (expected yaml or json)"))),
+            other => Err(drift_model::Error::config(format!("unknown output `{other}` (expected yaml or json)"))),
         }
     }
 }
 
-fn source_line(r: &drift_core::Resource) -> String {
+fn source_line(r: &drift_model::Resource) -> String {
     let path = r.provenance.path.as_deref().unwrap_or("?");
     match r.provenance.document {
         Some(d) => format!("{path} (document {d})"),

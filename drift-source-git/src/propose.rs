@@ -3,7 +3,7 @@
 //! on GitHub) by [`Workspace::publish`]. docs/remediation.md describes the whole flow.
 
 use async_trait::async_trait;
-use drift_core::remedy::{ChangeProposer, ChangeRequest, Proposal};
+use drift_model::remedy::{ChangeProposer, ChangeRequest, Proposal};
 
 use crate::accept::{AcceptRequest, plan_accept};
 use crate::config::{RenderConfig, Secret, SourceConfig};
@@ -22,9 +22,9 @@ pub struct GitProposer {
 impl GitProposer {
     /// A proposer for a source (`name` as reports name the repository); the commits' author is
     /// `author` (name, email). A folder source is refused: it has no remote.
-    pub fn new(name: impl Into<String>, config: SourceConfig, author: (String, String)) -> drift_core::Result<Self> {
+    pub fn new(name: impl Into<String>, config: SourceConfig, author: (String, String)) -> drift_model::Result<Self> {
         if matches!(config, SourceConfig::Folder(_)) {
-            return Err(drift_core::Error::config(
+            return Err(drift_model::Error::config(
                 "a folder source has no remote to propose a change to; use a git or github source",
             ));
         }
@@ -55,7 +55,7 @@ impl ChangeProposer for GitProposer {
         &self.name
     }
 
-    async fn propose(&self, request: &ChangeRequest) -> drift_core::Result<Proposal> {
+    async fn propose(&self, request: &ChangeRequest) -> drift_model::Result<Proposal> {
         let workspace = match &self.token {
             Some(token) => Workspace::open_with_token(&self.config, Some(token.clone())).await?,
             None => Workspace::open(&self.config).await?,
@@ -71,7 +71,7 @@ impl ChangeProposer for GitProposer {
         let sub = sub.trim_matches('/').to_owned();
         let plan = tokio::task::spawn_blocking(move || plan_accept(&root, &sub, &render, &accept))
             .await
-            .map_err(|e| drift_core::Error::unavailable(format!("the accept planner stopped: {e}")))??;
+            .map_err(|e| drift_model::Error::unavailable(format!("the accept planner stopped: {e}")))??;
         let placed: Vec<String> = plan.placed.iter().map(|p| format!("{}: {}, {}", p.path, p.file, p.how)).collect();
         let unplaced: Vec<String> = plan.unplaced.iter().map(|u| format!("{}: {}", u.path, u.hint)).collect();
         if plan.edits.is_empty() {

@@ -1,7 +1,7 @@
 //! External renderers: `kustomize build` / `kubectl kustomize` and `helm template`.
 //!
 //! A failure here is reported for the one application being rendered (a
-//! [`drift_core::SourceWarning`]), never for the whole repository.
+//! [`drift_model::SourceWarning`]), never for the whole repository.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use drift_core::DesiredSnapshot;
+use drift_model::DesiredSnapshot;
 
 /// A URL as it may be logged, reported and stored: read through a URL parser, without its user
 /// information (`user:password@`), with the value of every query parameter and the fragment
@@ -99,7 +99,7 @@ pub(crate) fn redact_in(text: &str, url: &str) -> String {
 }
 
 /// The snapshot of the last revision read, keyed by revision: the same commit twice is not
-/// read or rendered twice. It keeps the objects compact ([`drift_core::CompactResource`]: JSON
+/// read or rendered twice. It keeps the objects compact ([`drift_model::CompactResource`]: JSON
 /// text, about a twentieth of a tree) and hands out a snapshot of its own to each caller.
 #[derive(Debug)]
 pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<KeptSnapshot>)>>, bool);
@@ -109,14 +109,14 @@ pub(crate) struct LastSnapshot(Mutex<Option<(String, Arc<KeptSnapshot>)>>, bool)
 pub(crate) struct KeptSnapshot {
     repository: String,
     revision: Option<String>,
-    resources: Vec<drift_core::CompactResource>,
+    resources: Vec<drift_model::CompactResource>,
     /// The tree of each object last handed out, while some caller still holds it: a caller at
     /// the same time (a pass while the watch starts, two passes) shares it instead of expanding
     /// a copy of its own. A `Weak` keeps only the `Arc`'s header (48 bytes), not the tree, and
     /// a tree behind a live `Weak` is never changed: `Arc::make_mut` copies a shared tree and
     /// detaches the `Weak` from an unshared one.
     trees: Mutex<Vec<Weak<serde_json::Value>>>,
-    warnings: Vec<drift_core::SourceWarning>,
+    warnings: Vec<drift_model::SourceWarning>,
 }
 
 impl KeptSnapshot {
@@ -124,7 +124,7 @@ impl KeptSnapshot {
         KeptSnapshot {
             repository: s.repository.clone(),
             revision: s.revision.clone(),
-            resources: s.resources.iter().map(drift_core::CompactResource::new).collect(),
+            resources: s.resources.iter().map(drift_model::CompactResource::new).collect(),
             trees: Mutex::new(s.resources.iter().map(|r| Arc::downgrade(&r.object)).collect()),
             warnings: s.warnings.clone(),
         }
@@ -137,7 +137,7 @@ impl KeptSnapshot {
             .iter()
             .zip(trees.iter_mut())
             .map(|(compact, tree)| match tree.upgrade() {
-                Some(object) => drift_core::Resource {
+                Some(object) => drift_model::Resource {
                     key: compact.key.clone(),
                     api_version: compact.api_version.clone(),
                     object,
@@ -189,10 +189,10 @@ impl LastSnapshot {
 /// process-level rustls crypto provider, which the program installs (only a binary chooses it;
 /// two providers in one binary make kube-rs panic). Without one, reqwest would panic on the
 /// first fetch: say so when the source is built instead.
-pub(crate) fn require_crypto_provider(url: &str) -> drift_core::Result<()> {
+pub(crate) fn require_crypto_provider(url: &str) -> drift_model::Result<()> {
     let http = url.starts_with("http://") || url.starts_with("https://");
     if http && rustls::crypto::CryptoProvider::get_default().is_none() {
-        return Err(drift_core::Error::config(format!(
+        return Err(drift_model::Error::config(format!(
             "git source {}: no rustls crypto provider is installed; the program must install one \
              before it builds an HTTP(S) git source, for example \
              `rustls::crypto::ring::default_provider().install_default()`",
@@ -214,7 +214,7 @@ mod tests {
         DesiredSnapshot {
             repository: "repo".into(),
             revision: Some("abc".into()),
-            resources: ["a", "b"].into_iter().map(|n| drift_core::Resource::from_object(object(n)).unwrap()).collect(),
+            resources: ["a", "b"].into_iter().map(|n| drift_model::Resource::from_object(object(n)).unwrap()).collect(),
             warnings: Vec::new(),
         }
     }

@@ -83,7 +83,7 @@ impl Default for K8sConfig {
 /// (recorded as cluster `cluster`, default `snapshot`), else the cluster it connects to.
 pub async fn live_source_from_config(
     config: K8sConfig,
-) -> drift_core::Result<std::sync::Arc<dyn drift_core::LiveSource>> {
+) -> drift_model::Result<std::sync::Arc<dyn drift_model::LiveSource>> {
     config.validate()?;
     match &config.snapshot {
         Some(path) => {
@@ -96,8 +96,8 @@ pub async fn live_source_from_config(
 
 impl K8sConfig {
     /// Checks the settings without any I/O.
-    pub fn validate(&self) -> drift_core::Result<()> {
-        let bad = |m: &str| Err(drift_core::Error::config(format!("kubernetes source: {m}")));
+    pub fn validate(&self) -> drift_model::Result<()> {
+        let bad = |m: &str| Err(drift_model::Error::config(format!("kubernetes source: {m}")));
         if self.in_cluster && (self.kubeconfig.is_some() || self.context.is_some()) {
             return bad("in_cluster cannot be combined with kubeconfig or context");
         }

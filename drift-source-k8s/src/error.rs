@@ -1,6 +1,6 @@
 //! The errors of this crate, their conversion into the core error and into coverage.
 
-use drift_core::{CoverageStatus, ErrorKind};
+use drift_model::{CoverageStatus, ErrorKind};
 
 /// What went wrong talking to a cluster.
 #[derive(Debug, thiserror::Error)]
@@ -113,10 +113,10 @@ impl K8sError {
     }
 }
 
-impl From<K8sError> for drift_core::Error {
+impl From<K8sError> for drift_model::Error {
     fn from(e: K8sError) -> Self {
         let temporary = e.is_retryable();
-        drift_core::Error::new(e.kind(), e.to_string()).temporary(temporary)
+        drift_model::Error::new(e.kind(), e.to_string()).temporary(temporary)
     }
 }
 
@@ -159,10 +159,10 @@ mod tests {
         assert!(api(503).is_retryable());
         assert!(!api(403).is_retryable());
         assert!(!api(404).is_retryable());
-        let core: drift_core::Error = api(403).into();
+        let core: drift_model::Error = api(403).into();
         assert_eq!(core.kind(), ErrorKind::PermissionDenied);
         assert!(!core.is_temporary());
-        let core: drift_core::Error = api(503).into();
+        let core: drift_model::Error = api(503).into();
         assert!(core.is_temporary());
     }
 }

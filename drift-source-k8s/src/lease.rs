@@ -1,7 +1,7 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease: [`KubeLease`], the
-//! [`drift_core::lease::LeaseLock`] of the detector's replicas.
+//! [`drift_model::lease::LeaseLock`] of the detector's replicas.
 //!
-//! One attempt reads the Lease, decides with [`drift_core::lease::decide`] (client-go's
+//! One attempt reads the Lease, decides with [`drift_model::lease::decide`] (client-go's
 //! rules: `holderIdentity`, `leaseDurationSeconds`, `acquireTime`, `renewTime`,
 //! `leaseTransitions`), then creates it or replaces it carrying the `resourceVersion` it read:
 //! when another candidate wrote in between, the API server answers 409 and this attempt does
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::lease::{Attempt, LeaseLock, LeaseRecord, Step, decide};
+use drift_model::lease::{Attempt, LeaseLock, LeaseRecord, Step, decide};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
@@ -84,7 +84,7 @@ impl KubeLease {
 
     /// Writes `record`: creates the Lease when there was none, else replaces the one read,
     /// conditional on its `resourceVersion`.
-    async fn write(&self, current: Option<Lease>, record: &LeaseRecord) -> drift_core::Result<()> {
+    async fn write(&self, current: Option<Lease>, record: &LeaseRecord) -> drift_model::Result<()> {
         let what = self.what();
         let written = match current {
             None => {
@@ -112,7 +112,7 @@ impl KubeLease {
         };
         match written {
             Ok(_) => Ok(()),
-            Err(e) if e.code() == Some(409) => Err(drift_core::Error::conflict(format!(
+            Err(e) if e.code() == Some(409) => Err(drift_model::Error::conflict(format!(
                 "{}: another candidate wrote it first; this attempt does not lead",
                 self.what()
             ))),
@@ -131,7 +131,7 @@ impl LeaseLock for KubeLease {
         self.what()
     }
 
-    async fn try_acquire_or_renew(&self, now: DateTime<Utc>) -> drift_core::Result<Attempt> {
+    async fn try_acquire_or_renew(&self, now: DateTime<Utc>) -> drift_model::Result<Attempt> {
         let current = self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", self.what(), e))?;
         let record = current.as_ref().map(record_of);
         let observed_at = self.observe(record.as_ref(), now);
@@ -145,7 +145,7 @@ impl LeaseLock for KubeLease {
         Ok(Attempt::Leading { acquired })
     }
 
-    async fn release(&self, now: DateTime<Utc>) -> drift_core::Result<()> {
+    async fn release(&self, now: DateTime<Utc>) -> drift_model::Result<()> {
         let Some(current) =
             self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", self.what(), e))?
         else {

@@ -2,7 +2,7 @@
 //!
 //! Live state from Kubernetes for the drift detector:
 //!
-//! - [`K8sSource`], a [`drift_core::LiveSource`] on kube-rs: a client from a kubeconfig (file and
+//! - [`K8sSource`], a [`drift_model::LiveSource`] on kube-rs: a client from a kubeconfig (file and
 //!   context) or the in-cluster service account; discovery of each kind in scope (resource,
 //!   preferred version, namespaced or not); paginated lists (`limit`/`continue`) of exactly the
 //!   (kind, namespace) pairs asked, with bounded concurrency; 429 and 5xx retried with a
@@ -15,7 +15,7 @@
 //!   server-side apply dry run predicts the live object, so that defaults and mutating webhooks
 //!   are not mistaken for drift.
 //! - Revert ([`K8sSource::send_revert`], [`K8sSource::get_object`]): a revert plan of
-//!   `drift_core::remedy` sent to the cluster, guarded removals then a server-side apply of Git's
+//!   `drift_model::remedy` sent to the cluster, guarded removals then a server-side apply of Git's
 //!   values with the field manager `drift-detector`.
 //! - Leader election ([`KubeLease`]): the replicas of a detector share a
 //!   `coordination.k8s.io/v1` Lease; updates carry its `resourceVersion`, so two never both lead.
@@ -31,10 +31,10 @@
 //! the program's dependencies compile in, and fails if they compile in two.
 //!
 //! ```no_run
-//! use drift_core::{GroupKind, LiveSource, Scope};
+//! use drift_model::{GroupKind, LiveSource, Scope};
 //! use drift_source_k8s::{K8sConfig, K8sSource};
 //!
-//! # async fn run() -> drift_core::Result<()> {
+//! # async fn run() -> drift_model::Result<()> {
 //! let config = K8sConfig { context: Some("prod".into()), ..K8sConfig::default() };
 //! let source = K8sSource::connect(config).await?;
 //! let mut scope = Scope::default();

@@ -1,5 +1,5 @@
 //! Sending a revert to the cluster: [`K8sSource::get_object`] (one object read now) and
-//! [`K8sSource::send_revert`], which sends a [`RevertPlan`] of `drift_core::remedy`.
+//! [`K8sSource::send_revert`], which sends a [`RevertPlan`] of `drift_model::remedy`.
 //!
 //! A revert is two requests, both with the field manager [`FIELD_MANAGER`]:
 //!
@@ -18,8 +18,8 @@
 //! Plans of Secrets carry values: a plan is never logged, and the API server's message is left
 //! out of the errors of a Secret.
 
-use drift_core::remedy::{FIELD_MANAGER, RevertPlan};
-use drift_core::{ErrorKind, GroupKind, Resource, ResourceKey};
+use drift_model::remedy::{FIELD_MANAGER, RevertPlan};
+use drift_model::{ErrorKind, GroupKind, Resource, ResourceKey};
 use kube::api::{GetParams, Patch, PatchParams};
 use serde_json::{Map, Value};
 
@@ -28,7 +28,7 @@ use crate::source::{K8sSource, KindInfo};
 
 impl K8sSource {
     /// The serving information of a kind (discovery, cached), at the version of `api_version`.
-    pub(crate) async fn kind_info(&self, gk: &GroupKind, api_version: &str) -> drift_core::Result<KindInfo> {
+    pub(crate) async fn kind_info(&self, gk: &GroupKind, api_version: &str) -> drift_model::Result<KindInfo> {
         let cached = crate::lock(&self.kinds).get(gk).cloned();
         let info = match cached {
             Some(i) => i,
@@ -37,21 +37,23 @@ impl K8sSource {
                 .await
                 .remove(gk)
                 .unwrap_or_else(|| {
-                    Err(drift_core::CoverageStatus::NotServed { message: format!("{gk} is not served") })
+                    Err(drift_model::CoverageStatus::NotServed { message: format!("{gk} is not served") })
                 })
                 .map_err(|s| match s {
-                    drift_core::CoverageStatus::NotServed { message } => drift_core::Error::not_found(message),
-                    drift_core::CoverageStatus::Forbidden { message } => drift_core::Error::permission_denied(message),
-                    other => drift_core::Error::unavailable(format!("discovery of {gk}: {}", other.label())),
+                    drift_model::CoverageStatus::NotServed { message } => drift_model::Error::not_found(message),
+                    drift_model::CoverageStatus::Forbidden { message } => {
+                        drift_model::Error::permission_denied(message)
+                    }
+                    other => drift_model::Error::unavailable(format!("discovery of {gk}: {}", other.label())),
                 })?,
         };
         // The apiVersion decides the URL's version: the server converts.
-        let (_, version) = drift_core::split_api_version(api_version);
+        let (_, version) = drift_model::split_api_version(api_version);
         Ok(KindInfo { version: version.to_owned(), ..info })
     }
 
     /// Reads one object now (a GET, not the watch cache), `None` when it does not exist.
-    pub async fn get_object(&self, api_version: &str, key: &ResourceKey) -> drift_core::Result<Option<Resource>> {
+    pub async fn get_object(&self, api_version: &str, key: &ResourceKey) -> drift_model::Result<Option<Resource>> {
         let info = self.kind_info(&key.group_kind(), api_version).await?;
         Ok(self.get_with(&info, key).await?)
     }
@@ -85,17 +87,22 @@ impl K8sSource {
     ///
     /// `live` is the object the plan was made from. Errors name the object and the reason: a
     /// missing object, a stale plan, a conflict (409), an invalid object (422).
-    pub async fn send_revert(&self, plan: &RevertPlan, live: &Resource, dry_run: bool) -> drift_core::Result<Resource> {
-        let (group, _) = drift_core::split_api_version(&plan.api_version);
+    pub async fn send_revert(
+        &self,
+        plan: &RevertPlan,
+        live: &Resource,
+        dry_run: bool,
+    ) -> drift_model::Result<Resource> {
+        let (group, _) = drift_model::split_api_version(&plan.api_version);
         let key = ResourceKey::new(group, plan.kind.clone(), plan.namespace.as_deref(), plan.name.clone());
         if key != live.key {
-            return Err(drift_core::Error::invalid_input(format!(
+            return Err(drift_model::Error::invalid_input(format!(
                 "the revert plan is for {key} but the object read is {}",
                 live.key
             )));
         }
         if plan.is_empty() {
-            return Err(drift_core::Error::invalid_input(format!("the revert plan of {key} changes nothing")));
+            return Err(drift_model::Error::invalid_input(format!("the revert plan of {key} changes nothing")));
         }
         let secret = key.group.is_empty() && key.kind == "Secret";
         let info = self.kind_info(&key.group_kind(), &plan.api_version).await?;
@@ -134,7 +141,7 @@ impl K8sSource {
         let Some(apply) = &plan.apply else {
             return match current {
                 Some(v) => Ok(self.to_resource(&info, v)?),
-                None => Err(drift_core::Error::invalid_input(format!("the revert plan of {what} changes nothing"))),
+                None => Err(drift_model::Error::invalid_input(format!("the revert plan of {what} changes nothing"))),
             };
         };
         let base = match &current {
@@ -194,15 +201,15 @@ enum Step {
     Apply,
 }
 
-fn missing(mode: &str, what: &str) -> drift_core::Error {
-    drift_core::Error::not_found(format!(
+fn missing(mode: &str, what: &str) -> drift_model::Error {
+    drift_model::Error::not_found(format!(
         "{mode} of {what}: the object does not exist in the cluster (bringing back a missing object is a sync, not a revert)"
     ))
 }
 
 /// The error of a failed revert request, as a sentence naming the object and the reason. The
 /// server's message is left out for a Secret (it may quote a value).
-fn revert_error(e: K8sError, step: Step, mode: &str, what: &str, secret: bool) -> drift_core::Error {
+fn revert_error(e: K8sError, step: Step, mode: &str, what: &str, secret: bool) -> drift_model::Error {
     let K8sError::Api { code, reason, message, .. } = &e else {
         return e.into();
     };
@@ -215,14 +222,14 @@ fn revert_error(e: K8sError, step: Step, mode: &str, what: &str, secret: bool) -
         format!("the server says: {message}")
     };
     match (step, *code) {
-        (Step::Remove, 422 | 409) => drift_core::Error::conflict(format!(
+        (Step::Remove, 422 | 409) => drift_model::Error::conflict(format!(
             "{mode} of {what} refused (HTTP {code} {reason}): the object changed since it was read, a `test` operation \
              of the removals failed and nothing was changed; read the object again and plan anew ({detail})"
         )),
-        (Step::Apply, 409) => drift_core::Error::conflict(format!(
+        (Step::Apply, 409) => drift_model::Error::conflict(format!(
             "{mode} of {what} refused (HTTP 409 {reason}): a conflict in the server-side apply of Git's values ({detail})"
         )),
-        (_, 422) => drift_core::Error::invalid_input(format!(
+        (_, 422) => drift_model::Error::invalid_input(format!(
             "{mode} of {what} refused (HTTP 422 {reason}): the API server finds the result invalid ({detail})"
         )),
         _ => {
@@ -233,7 +240,7 @@ fn revert_error(e: K8sError, step: Step, mode: &str, what: &str, secret: bool) -
                 400 => ErrorKind::InvalidInput,
                 _ => ErrorKind::Unavailable,
             };
-            drift_core::Error::new(kind, format!("{mode} of {what} failed (HTTP {code} {reason}): {detail}"))
+            drift_model::Error::new(kind, format!("{mode} of {what} failed (HTTP {code} {reason}): {detail}"))
                 .temporary(temporary)
         }
     }
@@ -317,18 +324,18 @@ fn item_has_key(item: &Value, key: &Map<String, Value>) -> bool {
     key.iter().all(|(k, want)| {
         item.get(k).is_some_and(|got| {
             got == want
-                || drift_core::path::scalar_text(got).is_some_and(|g| Some(g) == drift_core::path::scalar_text(want))
+                || drift_model::path::scalar_text(got).is_some_and(|g| Some(g) == drift_model::path::scalar_text(want))
         })
     })
 }
 
 /// The detector's cluster writer: reverts read and write through this source's client.
 #[async_trait::async_trait]
-impl drift_core::remedy::ClusterWriter for K8sSource {
-    async fn get(&self, api_version: &str, key: &ResourceKey) -> drift_core::Result<Option<Resource>> {
+impl drift_model::remedy::ClusterWriter for K8sSource {
+    async fn get(&self, api_version: &str, key: &ResourceKey) -> drift_model::Result<Option<Resource>> {
         self.get_object(api_version, key).await
     }
-    async fn send(&self, plan: &RevertPlan, live: &Resource, dry_run: bool) -> drift_core::Result<Resource> {
+    async fn send(&self, plan: &RevertPlan, live: &Resource, dry_run: bool) -> drift_model::Result<Resource> {
         self.send_revert(plan, live, dry_run).await
     }
 }

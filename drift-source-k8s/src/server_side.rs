@@ -14,8 +14,8 @@
 //! - when the dry run fails for an object (403, a webhook that refuses, a conflict, a timeout),
 //!   its candidates are kept and a non-fatal warning says so.
 
-use drift_core::compare::Comparator;
-use drift_core::{DriftType, ErrorKind, LiveSnapshot, Resource, ScanReport, SourceWarning, Summary};
+use drift_model::compare::Comparator;
+use drift_model::{DriftType, ErrorKind, LiveSnapshot, Resource, ScanReport, SourceWarning, Summary};
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
@@ -34,7 +34,7 @@ pub fn confirmed_by_prediction(path: &str, server: &[String]) -> bool {
 impl K8sSource {
     /// The object the API server predicts after applying `desired` (server-side apply, dry run,
     /// forced, with [`crate::K8sConfig::field_manager`]). Nothing is written.
-    pub async fn predict(&self, desired: &Resource) -> drift_core::Result<Resource> {
+    pub async fn predict(&self, desired: &Resource) -> drift_model::Result<Resource> {
         let info = self.kind_info(&desired.key.group_kind(), &desired.api_version).await?;
         let mut body = Value::clone(&desired.object);
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -79,12 +79,12 @@ impl K8sSource {
         live: &LiveSnapshot,
         report: &mut ScanReport,
     ) {
-        let mut keys: Vec<drift_core::ResourceKey> = report
+        let mut keys: Vec<drift_model::ResourceKey> = report
             .drifts
             .iter()
             .filter(|d| d.drift_type != DriftType::MissingResource && d.git_value.is_some())
             .map(|d| {
-                drift_core::ResourceKey::new(
+                drift_model::ResourceKey::new(
                     d.api_group.clone(),
                     d.resource.kind.clone(),
                     d.resource.namespace.as_deref(),

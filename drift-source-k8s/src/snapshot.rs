@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use crate::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
-use drift_core::manifest::{Limits, parse_live_manifests};
-use drift_core::source::{LiveCapabilities, LiveSource};
-use drift_core::{Coverage, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
+use drift_manifest::{Limits, parse_live_manifests};
+use drift_model::source::{LiveCapabilities, LiveSource};
+use drift_model::{Coverage, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
 
 /// A live source on files. It has no discovery: every pair of a scope is `complete`, possibly
 /// empty, as long as every file was read; when a file cannot be read or a document is broken,
@@ -49,7 +49,7 @@ impl SnapshotSource {
                     warnings.extend(walked.warnings);
                 }
                 Err(e) => {
-                    warnings.push(SourceWarning::error(drift_core::ErrorKind::NotFound, format!("cannot read: {e}")));
+                    warnings.push(SourceWarning::error(drift_model::ErrorKind::NotFound, format!("cannot read: {e}")));
                 }
             }
         }
@@ -63,7 +63,7 @@ impl SnapshotSource {
                     warnings.extend(parsed.warnings);
                 }
                 Err(e) => warnings.push(
-                    SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}"))
+                    SourceWarning::error(drift_model::ErrorKind::InvalidInput, format!("cannot read: {e}"))
                         .at(shown, None, None),
                 ),
             }
@@ -83,13 +83,13 @@ impl LiveSource for SnapshotSource {
     }
 
     /// The custom kinds whose objects in the files all name no namespace
-    /// ([`drift_core::matching::cluster_scoped_in`]).
+    /// ([`drift_model::snapshot::cluster_scoped_in`]).
     async fn cluster_scoped(&self, kinds: &[GroupKind]) -> Vec<GroupKind> {
         let (resources, _) = self.read_all();
-        drift_core::matching::cluster_scoped_in(&resources).into_iter().filter(|gk| kinds.contains(gk)).collect()
+        drift_model::snapshot::cluster_scoped_in(&resources).into_iter().filter(|gk| kinds.contains(gk)).collect()
     }
 
-    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
+    async fn fetch(&self, scope: &Scope) -> drift_model::Result<LiveSnapshot> {
         let (resources, warnings) = self.read_all();
         if warnings.iter().any(|w| w.fatal) {
             let coverage = Coverage::of_whole_read(scope, &warnings);
@@ -116,7 +116,7 @@ impl LiveSource for SnapshotSource {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use drift_core::CoverageStatus;
+    use drift_model::CoverageStatus;
 
     #[test]
     fn a_broken_file_fails_every_pair_instead_of_looking_empty() {

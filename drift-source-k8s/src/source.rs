@@ -8,8 +8,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use drift_core::source::{LiveCapabilities, LiveEventStream, LiveSource};
-use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, ResourceKey, Scope};
+use drift_model::source::{LiveCapabilities, LiveEventStream, LiveSource};
+use drift_model::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, ResourceKey, Scope};
 use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use serde::Deserialize;
@@ -70,7 +70,7 @@ pub struct K8sSource {
     /// Kinds discovered so far, for [`K8sSource::predict`].
     pub(crate) kinds: Mutex<BTreeMap<GroupKind, KindInfo>>,
     /// Counts the live objects read, for a progress line.
-    pub(crate) progress: drift_core::progress::Progress,
+    pub(crate) progress: drift_model::progress::Progress,
 }
 
 impl std::fmt::Debug for K8sSource {
@@ -100,7 +100,7 @@ impl K8sSource {
     /// Connects with a configuration: the in-cluster service account, or a kubeconfig (the
     /// configured file or the default one) and context. No request is made yet. The program
     /// has installed its rustls crypto provider before (see the crate documentation).
-    pub async fn connect(config: K8sConfig) -> drift_core::Result<Self> {
+    pub async fn connect(config: K8sConfig) -> drift_model::Result<Self> {
         config.validate()?;
         if config.snapshot.is_some() {
             return Err(K8sError::Config(
@@ -148,7 +148,7 @@ impl K8sSource {
             cluster: cluster.into(),
             config,
             kinds: Mutex::new(BTreeMap::new()),
-            progress: drift_core::progress::Progress::default(),
+            progress: drift_model::progress::Progress::default(),
         }
     }
 
@@ -158,7 +158,7 @@ impl K8sSource {
     }
 
     /// The same source, counting the live objects it reads into `progress`.
-    pub fn with_progress(mut self, progress: drift_core::progress::Progress) -> Self {
+    pub fn with_progress(mut self, progress: drift_model::progress::Progress) -> Self {
         self.progress = progress;
         self
     }
@@ -430,7 +430,7 @@ impl LiveSource for K8sSource {
             .collect()
     }
 
-    async fn fetch(&self, scope: &Scope) -> drift_core::Result<LiveSnapshot> {
+    async fn fetch(&self, scope: &Scope) -> drift_model::Result<LiveSnapshot> {
         let mut coverage = Coverage::default();
         let mut resources = Vec::new();
         self.read_pairs(scope, |gk, ns, rs, status| {
@@ -445,7 +445,7 @@ impl LiveSource for K8sSource {
 
     /// Each (kind, namespace) is handed over as soon as it is read whole: at most
     /// `concurrency` pairs are held at once, not the whole live state.
-    async fn fetch_parts(&self, scope: &Scope, part: &mut (dyn FnMut(LiveSnapshot) + Send)) -> drift_core::Result<()> {
+    async fn fetch_parts(&self, scope: &Scope, part: &mut (dyn FnMut(LiveSnapshot) + Send)) -> drift_model::Result<()> {
         self.read_pairs(scope, |gk, ns, resources, status| {
             let mut coverage = Coverage::default();
             coverage.set(gk, ns, status);
@@ -455,7 +455,7 @@ impl LiveSource for K8sSource {
         Ok(())
     }
 
-    async fn watch(&self, scope: &Scope) -> drift_core::Result<LiveEventStream> {
+    async fn watch(&self, scope: &Scope) -> drift_model::Result<LiveEventStream> {
         Ok(Box::pin(self.start_watch(scope).await))
     }
 }

@@ -21,7 +21,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use drift_core::{ErrorKind, SourceWarning};
+use drift_model::{ErrorKind, SourceWarning};
 
 /// The most manifest files one walk returns: twice the 100,000 objects the detector is sized
 /// for, written one object per file.

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use drift_core::source::LiveEvent;
-use drift_core::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, ResourceKey, Scope};
+use drift_model::source::LiveEvent;
+use drift_model::{Coverage, CoverageStatus, GroupKind, LiveSnapshot, Provenance, Resource, ResourceKey, Scope};
 use futures::{Stream, StreamExt as _};
 use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
@@ -81,7 +81,7 @@ pub struct CacheStats {
 /// A running watch: a stream of [`LiveEvent`]s plus a view of the cache. Dropping it stops
 /// every watcher.
 pub struct K8sWatch {
-    rx: tokio::sync::mpsc::Receiver<drift_core::Result<LiveEvent>>,
+    rx: tokio::sync::mpsc::Receiver<drift_model::Result<LiveEvent>>,
     state: Arc<WatchState>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     cluster: String,
@@ -102,7 +102,7 @@ impl Drop for K8sWatch {
 }
 
 impl Stream for K8sWatch {
-    type Item = drift_core::Result<LiveEvent>;
+    type Item = drift_model::Result<LiveEvent>;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx)
     }
@@ -190,7 +190,7 @@ pub fn cache_form(object: &Value) -> Value {
 struct PairWatcher {
     source: Arc<K8sSource>,
     state: Arc<WatchState>,
-    tx: tokio::sync::mpsc::Sender<drift_core::Result<LiveEvent>>,
+    tx: tokio::sync::mpsc::Sender<drift_model::Result<LiveEvent>>,
     gk: GroupKind,
     namespace: Option<String>,
     /// Permits to be listing: a watcher holds one from its list's start to its end, so that

@@ -5,11 +5,11 @@
 //! on both SQL stores ([`act_suite!`](crate::act_suite)) through their [`StoreHarness`].
 
 use chrono::{DateTime, Duration, Utc};
-use drift_core::act::{
+use drift_model::act::{
     ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, Settle,
 };
-use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
-use drift_core::{Drift, DriftSink, DriftStore, DriftType, ErrorKind, Resolution, ScanReport, Severity};
+use drift_model::sink::{DriftFilter, DriftStatus, PageRequest};
+use drift_model::{Drift, DriftSink, DriftStore, DriftType, ErrorKind, Resolution, ScanReport, Severity};
 use serde_json::json;
 
 use crate::fixtures::{drift, key, report, t};
@@ -111,7 +111,7 @@ where
     assert_eq!(kinds(&events), [(EventKind::Opened, "api".into()), (EventKind::Opened, "web".into())]);
     for e in &events {
         assert_eq!(e.batch, "s1");
-        assert_eq!(e.id, drift_core::act::event_id("s1", &e.drift_id().unwrap().to_string(), e.kind));
+        assert_eq!(e.id, drift_model::act::event_id("s1", &e.drift_id().unwrap().to_string(), e.kind));
         assert_eq!(e.drift.as_ref().unwrap().status, DriftStatus::Open);
     }
     let o = store.record(&scan("s2", 1, vec![replicas("web", 3)])).await.unwrap();
@@ -299,7 +299,7 @@ where
     assert_eq!((d.action, d.actor.as_str()), (DecisionAction::Accept, "alice"));
     let row = store.get(web).await.unwrap();
     assert_eq!((row.status, row.waived_until), (DriftStatus::Waived, Some(t(60 * 24))));
-    assert_eq!(row.decision_source, drift_core::DecisionSource::Human);
+    assert_eq!(row.decision_source, drift_model::DecisionSource::Human);
     assert_eq!(open_count(&*store).await, 1);
     let stats = store.stats(&DriftFilter::default(), t(2)).await.unwrap();
     assert_eq!(stats.by_status.get("waived"), Some(&1));
@@ -453,7 +453,7 @@ where
     assert_eq!(bad.kind(), ErrorKind::InvalidInput);
     // What the remediation writes: one entry each, read back by action, actor and drift.
     let drift_id = crate::store::rows(&*store).await[0].id;
-    let note = |status: &str| drift_core::act::AuditNote {
+    let note = |status: &str| drift_model::act::AuditNote {
         action: AuditAction::Revert,
         actor: "heal".into(),
         drift_id: Some(drift_id),
@@ -487,7 +487,7 @@ where
     take_all(&*store, "n", t(0)).await;
     let waived = |until: i64| {
         let mut d = replicas("web", 3);
-        d.waiver = Some(drift_core::waiver::Waiver {
+        d.waiver = Some(drift_model::waiver::Waiver {
             path: "spec.replicas".into(),
             owner: "alice".into(),
             reason: "load test".into(),

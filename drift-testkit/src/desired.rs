@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use drift_core::*;
+use drift_model::*;
 
 /// What the test knows about the repository behind the source.
 #[derive(Debug, Clone, Default)]
@@ -43,7 +43,7 @@ pub async fn fetch_names_the_repository(harness: &dyn DesiredHarness) {
     assert_eq!(snap.repository, harness.source().name(), "[{CASE}] the snapshot names its repository");
 }
 
-/// A source with [`DesiredCapabilities::revisions`](drift_core::source::DesiredCapabilities::revisions) reports a revision, on the snapshot and on
+/// A source with [`DesiredCapabilities::revisions`](drift_model::source::DesiredCapabilities::revisions) reports a revision, on the snapshot and on
 /// every resource.
 pub async fn reports_the_revision(harness: &dyn DesiredHarness) {
     const CASE: &str = "reports_the_revision";
@@ -149,7 +149,7 @@ where
 /// capability the source lacks prints `skipped: <case>: <reason>` and passes.
 ///
 /// ```
-/// use drift_core::{DesiredSource, memory::MemoryDesiredSource};
+/// use drift_model::{DesiredSource, memory::MemoryDesiredSource};
 /// use drift_testkit::desired::{DesiredExpectation, DesiredHarness};
 ///
 /// struct Empty(MemoryDesiredSource);

@@ -1,8 +1,8 @@
 //! Shared fixtures: small, realistic objects and drifts.
 
 use chrono::{DateTime, TimeZone, Utc};
-use drift_core::sink::{DriftFilter, DriftStatus};
-use drift_core::*;
+use drift_model::sink::{DriftFilter, DriftStatus};
+use drift_model::*;
 use serde_json::{Value, json};
 
 /// A fixed instant, so that tests compare no wall-clock time.
@@ -76,28 +76,28 @@ pub fn drift(kind: &str, namespace: &str, name: &str, drift_type: DriftType, pat
     }
 }
 
-/// A policy finding on a fixture object, as [`drift_core::policy::Policy`] would make it
+/// A policy finding on a fixture object, as `drift_engine::policy::Policy` would make it
 /// (container `web` for a path into a container).
 pub fn finding(
     kind: &str,
     namespace: &str,
     name: &str,
-    rule: drift_core::policy::Rule,
-    side: drift_core::policy::Side,
+    rule: drift_model::finding::Rule,
+    side: drift_model::finding::Side,
     severity: Severity,
     path: &str,
-) -> drift_core::policy::Finding {
+) -> drift_model::finding::Finding {
     let group = match kind {
         "Deployment" | "StatefulSet" | "DaemonSet" => "apps",
         _ => "",
     };
-    drift_core::policy::Finding {
+    drift_model::finding::Finding {
         resource: ResourceKey::new(group, kind, Some(namespace), name),
         side,
         rule,
         path: path.to_owned(),
         container: path.contains("ontainers/").then(|| "web".to_owned()),
-        finding_type: drift_core::policy::FindingType::PolicyViolation,
+        finding_type: drift_model::finding::FindingType::PolicyViolation,
         severity,
         message: format!("{rule} at {path} ({severity})"),
     }

@@ -5,11 +5,11 @@
 //! run here against the in-memory reference implementations of `drift-core` and in each adapter
 //! crate against the real backend.
 //!
-//! - [`desired::conformance`] for a [`drift_core::DesiredSource`];
-//! - [`live::conformance`] for a [`drift_core::LiveSource`], through a [`live::LiveHarness`]
+//! - [`desired::conformance`] for a [`drift_model::DesiredSource`];
+//! - [`live::conformance`] for a [`drift_model::LiveSource`], through a [`live::LiveHarness`]
 //!   that loads the [`fixtures`] into the backend;
-//! - [`sink_suite!`] for a [`drift_core::DriftSink`] (most cases need one that is also a
-//!   [`drift_core::DriftStore`]): one test per case of [`sink`];
+//! - [`sink_suite!`] for a [`drift_model::DriftSink`] (most cases need one that is also a
+//!   [`drift_model::DriftStore`]): one test per case of [`sink`];
 //! - [`store_suite!`] for the SQL stores' behaviour (history, rollups, agreement with the
 //!   reference store, 10,000 drifts), through a [`store::StoreHarness`]: one test per case of
 //!   [`store`].
@@ -24,7 +24,7 @@
 //! // In an adapter's tests/conformance.rs: the runner lists `sink::lifecycle`, ...
 //! mod sink {
 //!     use std::sync::Arc;
-//!     use drift_core::{DriftSink, DriftStore, memory::MemoryStore};
+//!     use drift_model::{DriftSink, DriftStore, memory::MemoryStore};
 //!     drift_testkit::sink_suite!(|| async {
 //!         let s = Arc::new(MemoryStore::new());
 //!         (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
@@ -46,6 +46,7 @@ pub mod store_bench;
 /// What the suite macros need in the crate that expands them, without it depending on them.
 #[doc(hidden)]
 pub mod __private {
+    pub use drift_model;
     pub use tokio;
 
     /// Runs a test case on a tokio runtime of its own: one thread (as `#[tokio::test]`), or

@@ -9,8 +9,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use drift_core::source::{LiveEvent, LiveEventStream};
-use drift_core::*;
+use drift_model::source::{LiveEvent, LiveEventStream};
+use drift_model::*;
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
@@ -162,7 +162,7 @@ fn unknown_kind_scope() -> Scope {
     s
 }
 
-/// A source without [`LiveCapabilities::watch`](drift_core::source::LiveCapabilities::watch) refuses to watch with
+/// A source without [`LiveCapabilities::watch`](drift_model::source::LiveCapabilities::watch) refuses to watch with
 /// [`ErrorKind::Unsupported`].
 pub async fn watch_is_refused_without_the_capability(harness: &dyn LiveHarness) {
     const CASE: &str = "watch_is_refused_without_the_capability";
@@ -174,7 +174,7 @@ pub async fn watch_is_refused_without_the_capability(harness: &dyn LiveHarness) 
     assert_eq!(kind, Some(ErrorKind::Unsupported), "[{CASE}] watch without the capability is Unsupported");
 }
 
-/// Starts a watch for a case that needs [`LiveCapabilities::watch`](drift_core::source::LiveCapabilities::watch); `None` (and a printed
+/// Starts a watch for a case that needs [`LiveCapabilities::watch`](drift_model::source::LiveCapabilities::watch); `None` (and a printed
 /// skip) for a source that cannot watch.
 async fn start_watch(harness: &dyn LiveHarness, case: &str, scope: &Scope) -> Option<Watching> {
     if !harness.source().capabilities().watch {
@@ -427,7 +427,7 @@ where
 /// `skipped: <case>: <reason>` and passes.
 ///
 /// ```
-/// use drift_core::{LiveSource, Resource, ResourceKey, memory::MemoryLiveSource};
+/// use drift_model::{LiveSource, Resource, ResourceKey, memory::MemoryLiveSource};
 /// use drift_testkit::live::LiveHarness;
 ///
 /// struct Memory(MemoryLiveSource);

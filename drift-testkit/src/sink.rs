@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use drift_core::sink::*;
-use drift_core::*;
+use drift_model::sink::*;
+use drift_model::*;
 use serde_json::json;
 
 use crate::fixtures::{drift, finding, key, report, t, with_digest};
@@ -22,7 +22,7 @@ use crate::fixtures::{drift, finding, key, report, t, with_digest};
 /// ```
 /// mod sink {
 ///     use std::sync::Arc;
-///     use drift_core::{DriftSink, DriftStore, memory::MemoryStore};
+///     use drift_model::{DriftSink, DriftStore, memory::MemoryStore};
 ///     drift_testkit::sink_suite!(|| async {
 ///         let s = Arc::new(MemoryStore::new());
 ///         (s.clone() as Arc<dyn DriftSink>, s as Arc<dyn DriftStore>)
@@ -38,8 +38,8 @@ use crate::fixtures::{drift, finding, key, report, t, with_digest};
 macro_rules! sink_suite {
     (write_only: $fresh:expr) => {
         $crate::sink_suite!(|| async {
-            let sink: ::std::sync::Arc<dyn ::drift_core::DriftSink> = ($fresh)().await;
-            let store: ::std::sync::Arc<dyn ::drift_core::DriftStore> = ::std::sync::Arc::new($crate::sink::Unreadable);
+            let sink: ::std::sync::Arc<dyn $crate::__private::drift_model::DriftSink> = ($fresh)().await;
+            let store: ::std::sync::Arc<dyn $crate::__private::drift_model::DriftStore> = ::std::sync::Arc::new($crate::sink::Unreadable);
             (sink, store)
         });
     };
@@ -156,7 +156,7 @@ impl<S: DriftStore, G: Send + Sync> DriftStore for Guarded<S, G> {
     async fn findings(&self, filter: &FindingFilter, page: PageRequest) -> Result<FindingPage> {
         self.inner.findings(filter, page).await
     }
-    async fn open_findings(&self) -> Result<std::collections::BTreeMap<(policy::Rule, Severity), i64>> {
+    async fn open_findings(&self) -> Result<std::collections::BTreeMap<(finding::Rule, Severity), i64>> {
         self.inner.open_findings().await
     }
 }
@@ -580,7 +580,7 @@ pub async fn findings_lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
     if !keeps_findings("findings_lifecycle", sink) {
         return;
     }
-    use policy::{Rule, Side};
+    use finding::{Rule, Side};
     let (web, api) = (key("Deployment", "shop", "web"), key("Deployment", "billing", "api"));
     let image = |sev| {
         finding(
@@ -612,7 +612,7 @@ pub async fn findings_lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
         "/spec/template/spec/containers/0/image",
     );
     let both = [web.clone(), api.clone()];
-    let with = |mut r: ScanReport, sides: &[Side], findings: Vec<policy::Finding>| {
+    let with = |mut r: ScanReport, sides: &[Side], findings: Vec<finding::Finding>| {
         r.policy_sides = sides.to_vec();
         r.findings = findings;
         r
@@ -637,7 +637,7 @@ pub async fn findings_lifecycle(sink: &dyn DriftSink, store: &dyn DriftStore) {
     assert_eq!(rows.len(), 3, "[findings] one row per finding");
     let row = rows.iter().find(|r| r.rule == Rule::RunAsRoot).expect("[findings] the run-as-root row");
     assert_eq!(row.fingerprint, root.fingerprint("test-cluster", "test-repo"), "[findings] fingerprint");
-    assert_eq!(row.finding_type, policy::FindingType::PolicyViolation);
+    assert_eq!(row.finding_type, finding::FindingType::PolicyViolation);
     assert_eq!((row.side, row.severity, row.status), (Side::Live, Severity::Medium, FindingStatus::Open));
     assert_eq!(
         (row.api_group.as_str(), row.resource_kind.as_str(), row.namespace.as_str(), row.resource_name.as_str()),
@@ -723,7 +723,7 @@ pub async fn findings_listing(sink: &dyn DriftSink, store: &dyn DriftStore) {
     if !keeps_findings("findings_listing", sink) {
         return;
     }
-    use policy::{Rule, Side};
+    use finding::{Rule, Side};
     let empty =
         store.findings(&FindingFilter::default(), PageRequest::default()).await.expect("[findings_listing] empty");
     assert!(empty.items.is_empty() && empty.next.is_none(), "[findings_listing] a new store lists none");

@@ -1,7 +1,7 @@
 //! The behaviour of a store that keeps the drift history (docs/storage.md): lifecycle,
 //! coverage, replays, racing writers, retention, 10,000 drifts in a report, statistics rollups
 //! and agreement with the reference store over a long sequence of scans. Written once, run on
-//! the SQLite and PostgreSQL stores and on `drift_core::memory::MemoryStore` where a case
+//! the SQLite and PostgreSQL stores and on `drift_model::memory::MemoryStore` where a case
 //! applies, each case as a test of its own ([`store_suite!`](crate::store_suite)).
 //!
 //! What a case needs beyond [`DriftSink`] and [`DriftStore`] (a second handle on the same
@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_core::memory::MemoryStore;
-use drift_core::policy::{Finding, Rule, Side};
-use drift_core::sink::{
+use drift_model::finding::{Finding, Rule, Side};
+use drift_model::memory::MemoryStore;
+use drift_model::sink::{
     DriftFilter, DriftStats, DriftStatus, FindingStatus, PageRequest, RecordOutcome, StoredDrift, StoredFinding,
 };
-use drift_core::{CoverageStatus, Drift, DriftSink, DriftStore, DriftType, ErrorKind, ResourceKey, ScanOutcome};
-use drift_core::{ScanReport, Severity};
+use drift_model::{CoverageStatus, Drift, DriftSink, DriftStore, DriftType, ErrorKind, ResourceKey, ScanOutcome};
+use drift_model::{ScanReport, Severity};
 
 use crate::fixtures::{key, report, stats_filters, t};
 
@@ -267,7 +267,7 @@ pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_
     let web = [deployment("shop", "web")];
     let with_revert = |live: i64| {
         let mut d = replicas("shop", "web", live);
-        d.revert = Some(drift_core::remedy::Revert {
+        d.revert = Some(drift_model::remedy::Revert {
             patch: serde_json::from_value(serde_json::json!([{"op": "test", "path": "/spec/replicas", "value": live},
                 {"op": "replace", "path": "/spec/replicas", "value": 3}]))
             .unwrap(),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use drift_core::sink::{DriftFilter, DriftStatus, PageRequest};
-use drift_core::{Drift, DriftSink, DriftStore, DriftType, ResourceKey, ScanReport, Severity};
+use drift_model::sink::{DriftFilter, DriftStatus, PageRequest};
+use drift_model::{Drift, DriftSink, DriftStore, DriftType, ResourceKey, ScanReport, Severity};
 
 const DRIFTS: usize = 10_000;
 const RECORD_REPS: usize = 5;

@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use drift_core::memory::*;
-use drift_core::*;
+use drift_model::memory::*;
+use drift_model::*;
 
 /// The sink suite against the reference store.
 mod sink {
     use std::sync::Arc;
 
-    use drift_core::memory::MemoryStore;
-    use drift_core::{DriftSink, DriftStore};
+    use drift_model::memory::MemoryStore;
+    use drift_model::{DriftSink, DriftStore};
 
     drift_testkit::sink_suite!(|| async {
         let s = Arc::new(MemoryStore::new());
@@ -27,8 +27,8 @@ mod store {
 
     use async_trait::async_trait;
     use chrono::{DateTime, Utc};
-    use drift_core::memory::MemoryStore;
-    use drift_core::sink::{DriftFilter, DriftStats};
+    use drift_model::memory::MemoryStore;
+    use drift_model::sink::{DriftFilter, DriftStats};
     use drift_testkit::store::StoreHarness;
 
     /// The reference store: no database, so nothing to count, run, compare or prune.
@@ -80,10 +80,10 @@ fn the_sink_suite_catches_a_sink_that_ignores_coverage() {
         fn name(&self) -> &str {
             "careless"
         }
-        fn capabilities(&self) -> drift_core::sink::SinkCapabilities {
+        fn capabilities(&self) -> drift_model::sink::SinkCapabilities {
             self.0.capabilities()
         }
-        async fn record(&self, report: &ScanReport) -> Result<drift_core::sink::RecordOutcome> {
+        async fn record(&self, report: &ScanReport) -> Result<drift_model::sink::RecordOutcome> {
             let mut r = report.clone();
             r.coverage = Coverage::complete(&{
                 let mut s = Scope::default();
@@ -108,22 +108,22 @@ fn the_sink_suite_catches_a_sink_that_ignores_coverage() {
     impl DriftStore for ReadThrough {
         async fn list(
             &self,
-            f: &drift_core::sink::DriftFilter,
-            p: drift_core::sink::PageRequest,
-        ) -> Result<drift_core::sink::DriftPage> {
+            f: &drift_model::sink::DriftFilter,
+            p: drift_model::sink::PageRequest,
+        ) -> Result<drift_model::sink::DriftPage> {
             self.0.0.list(f, p).await
         }
-        async fn get(&self, id: i64) -> Result<drift_core::sink::StoredDrift> {
+        async fn get(&self, id: i64) -> Result<drift_model::sink::StoredDrift> {
             self.0.0.get(id).await
         }
         async fn stats(
             &self,
-            f: &drift_core::sink::DriftFilter,
+            f: &drift_model::sink::DriftFilter,
             now: chrono::DateTime<chrono::Utc>,
-        ) -> Result<drift_core::sink::DriftStats> {
+        ) -> Result<drift_model::sink::DriftStats> {
             self.0.0.stats(f, now).await
         }
-        async fn recent_scans(&self, limit: u32) -> Result<Vec<drift_core::sink::ScanRecord>> {
+        async fn recent_scans(&self, limit: u32) -> Result<Vec<drift_model::sink::ScanRecord>> {
             self.0.0.recent_scans(limit).await
         }
         async fn ping(&self) -> Result<()> {
@@ -144,12 +144,12 @@ fn the_sink_suite_catches_a_sink_that_resolves_findings_it_did_not_check() {
         fn name(&self) -> &str {
             "careless"
         }
-        fn capabilities(&self) -> drift_core::sink::SinkCapabilities {
+        fn capabilities(&self) -> drift_model::sink::SinkCapabilities {
             self.0.capabilities()
         }
-        async fn record(&self, report: &ScanReport) -> Result<drift_core::sink::RecordOutcome> {
+        async fn record(&self, report: &ScanReport) -> Result<drift_model::sink::RecordOutcome> {
             let mut r = report.clone();
-            r.policy_sides = vec![policy::Side::Desired, policy::Side::Live];
+            r.policy_sides = vec![finding::Side::Desired, finding::Side::Live];
             self.0.record(&r).await
         }
     }

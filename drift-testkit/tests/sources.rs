@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
-use drift_core::memory::*;
-use drift_core::*;
+use drift_model::memory::*;
+use drift_model::*;
 use drift_testkit::desired::{DesiredExpectation, DesiredHarness};
 use drift_testkit::fixtures;
 use drift_testkit::live::LiveHarness;

@@ -11,9 +11,9 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use chrono::{DateTime, Utc};
 use drift_api::{ApiState, ApiToken, ManualClock, ScanGate, ScanPermit, ScanTrigger, TriggerOutcome, router};
-use drift_core::memory::MemoryStore;
-use drift_core::sink::{DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift};
-use drift_core::{DriftSink, DriftType, ScanReport, Severity};
+use drift_model::memory::MemoryStore;
+use drift_model::sink::{DriftFilter, DriftPage, DriftStats, DriftStore, PageRequest, ScanRecord, StoredDrift};
+use drift_model::{DriftSink, DriftType, ScanReport, Severity};
 use drift_testkit::fixtures::{drift, key, report, t};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -27,7 +27,7 @@ pub struct FakeTrigger {
     pub gate: ScanGate,
     pub running: Mutex<Option<ScanPermit>>,
     pub calls: AtomicUsize,
-    pub fail_with: Mutex<Option<drift_core::Error>>,
+    pub fail_with: Mutex<Option<drift_model::Error>>,
 }
 
 impl FakeTrigger {
@@ -39,7 +39,7 @@ impl FakeTrigger {
 
 #[async_trait]
 impl ScanTrigger for FakeTrigger {
-    async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome> {
+    async fn trigger(&self, wait: bool) -> drift_model::Result<TriggerOutcome> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(e) = self.fail_with.lock().unwrap().clone() {
             return Err(e);
@@ -66,32 +66,32 @@ pub struct DownStore;
 
 pub const DOWN_SECRET: &str = "hunter2";
 
-fn down() -> drift_core::Error {
-    drift_core::Error::unavailable(format!("connecting to postgres://drift:{DOWN_SECRET}@db:5432/drift: refused"))
+fn down() -> drift_model::Error {
+    drift_model::Error::unavailable(format!("connecting to postgres://drift:{DOWN_SECRET}@db:5432/drift: refused"))
 }
 
 #[async_trait]
 impl DriftStore for DownStore {
-    async fn list(&self, _: &DriftFilter, _: PageRequest) -> drift_core::Result<DriftPage> {
+    async fn list(&self, _: &DriftFilter, _: PageRequest) -> drift_model::Result<DriftPage> {
         Err(down())
     }
-    async fn get(&self, _: i64) -> drift_core::Result<StoredDrift> {
+    async fn get(&self, _: i64) -> drift_model::Result<StoredDrift> {
         Err(down())
     }
-    async fn stats(&self, _: &DriftFilter, _: DateTime<Utc>) -> drift_core::Result<DriftStats> {
+    async fn stats(&self, _: &DriftFilter, _: DateTime<Utc>) -> drift_model::Result<DriftStats> {
         Err(down())
     }
-    async fn recent_scans(&self, _: u32) -> drift_core::Result<Vec<ScanRecord>> {
+    async fn recent_scans(&self, _: u32) -> drift_model::Result<Vec<ScanRecord>> {
         Err(down())
     }
-    async fn ping(&self) -> drift_core::Result<()> {
+    async fn ping(&self) -> drift_model::Result<()> {
         Err(down())
     }
     async fn findings(
         &self,
-        _: &drift_core::sink::FindingFilter,
+        _: &drift_model::sink::FindingFilter,
         _: PageRequest,
-    ) -> drift_core::Result<drift_core::sink::FindingPage> {
+    ) -> drift_model::Result<drift_model::sink::FindingPage> {
         Err(down())
     }
 }
@@ -102,32 +102,32 @@ pub struct HangingStore;
 
 #[async_trait]
 impl DriftStore for HangingStore {
-    async fn list(&self, _: &DriftFilter, _: PageRequest) -> drift_core::Result<DriftPage> {
+    async fn list(&self, _: &DriftFilter, _: PageRequest) -> drift_model::Result<DriftPage> {
         std::future::pending().await
     }
-    async fn get(&self, _: i64) -> drift_core::Result<StoredDrift> {
+    async fn get(&self, _: i64) -> drift_model::Result<StoredDrift> {
         std::future::pending().await
     }
-    async fn stats(&self, _: &DriftFilter, _: DateTime<Utc>) -> drift_core::Result<DriftStats> {
+    async fn stats(&self, _: &DriftFilter, _: DateTime<Utc>) -> drift_model::Result<DriftStats> {
         std::future::pending().await
     }
-    async fn recent_scans(&self, _: u32) -> drift_core::Result<Vec<ScanRecord>> {
+    async fn recent_scans(&self, _: u32) -> drift_model::Result<Vec<ScanRecord>> {
         std::future::pending().await
     }
-    async fn ping(&self) -> drift_core::Result<()> {
+    async fn ping(&self) -> drift_model::Result<()> {
         std::future::pending().await
     }
     async fn findings(
         &self,
-        _: &drift_core::sink::FindingFilter,
+        _: &drift_model::sink::FindingFilter,
         _: PageRequest,
-    ) -> drift_core::Result<drift_core::sink::FindingPage> {
+    ) -> drift_model::Result<drift_model::sink::FindingPage> {
         std::future::pending().await
     }
 }
 
-fn with(d: drift_core::Drift, severity: Severity) -> drift_core::Drift {
-    drift_core::Drift { severity, ..d }
+fn with(d: drift_model::Drift, severity: Severity) -> drift_model::Drift {
+    drift_model::Drift { severity, ..d }
 }
 
 /// Scan 1 (t(0)) opens six drifts in two namespaces; scan 2 (t(60)) sees all but the billing
@@ -207,8 +207,8 @@ pub fn reports() -> Vec<ScanReport> {
 /// Policy findings: scan-1 finds four (image-tag and run-as-root of the web Deployment, on
 /// both sides and in Git; required-labels of the billing ConfigMap in Git); scan-2 no longer
 /// finds the billing one, which it resolves.
-pub fn findings() -> Vec<drift_core::policy::Finding> {
-    use drift_core::policy::{Rule, Side};
+pub fn findings() -> Vec<drift_model::finding::Finding> {
+    use drift_model::finding::{Rule, Side};
     use drift_testkit::fixtures::finding;
     let image = "/spec/template/spec/containers/0/image";
     let root = "/spec/template/spec/containers/0/securityContext/runAsNonRoot";
@@ -229,7 +229,7 @@ pub fn findings() -> Vec<drift_core::policy::Finding> {
 }
 
 fn with_findings(mut first: ScanReport, mut second: ScanReport) -> (ScanReport, ScanReport) {
-    let sides = vec![drift_core::policy::Side::Desired, drift_core::policy::Side::Live];
+    let sides = vec![drift_model::finding::Side::Desired, drift_model::finding::Side::Live];
     first.findings = findings();
     first.policy_sides = sides.clone();
     second.findings = findings()[..3].to_vec();
@@ -327,7 +327,7 @@ impl SqliteHarness {
 }
 
 pub async fn sqlite_harness() -> SqliteHarness {
-    use drift_core::act::{ActStore, Settle};
+    use drift_model::act::{ActStore, Settle};
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("drift.db").display());
     let store = Arc::new(drift_sink_sqlite::SqliteSink::open(&url).await.unwrap());

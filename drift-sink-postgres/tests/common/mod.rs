@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use drift_core::sink::RecordOutcome;
-use drift_core::{DriftSink, ScanReport};
+use drift_model::sink::RecordOutcome;
+use drift_model::{DriftSink, ScanReport};
 use drift_sink_postgres::{PostgresConfig, PostgresSink};
 use drift_sink_sql::testkit::{Harness, SqlHarness};
 use drift_testkit_pg::PgServer;

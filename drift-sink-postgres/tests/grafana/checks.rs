@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use drift_core::sink::{DriftStats, DriftStatus, StoredDrift};
+use drift_model::sink::{DriftStats, DriftStatus, StoredDrift};
 
 use crate::expand::TimeRange;
 use crate::frame::{Frame, Target};

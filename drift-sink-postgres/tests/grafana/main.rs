@@ -15,8 +15,8 @@ mod seed;
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Duration;
-use drift_core::DriftStore;
-use drift_core::sink::{DriftFilter, DriftStatus, PageRequest, StoredDrift};
+use drift_model::DriftStore;
+use drift_model::sink::{DriftFilter, DriftStatus, PageRequest, StoredDrift};
 use drift_sink_postgres::PostgresSink;
 use drift_testkit_pg::PgServer;
 use sqlx::postgres::PgConnectOptions;

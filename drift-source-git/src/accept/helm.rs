@@ -12,9 +12,9 @@
 
 use std::path::Path as FsPath;
 
-use drift_core::manifest::parse_manifests;
-use drift_core::path::Seg;
-use drift_core::{Error, ResourceKey, Result};
+use drift_manifest::parse_manifests;
+use drift_model::path::Seg;
+use drift_model::{Error, ResourceKey, Result};
 use serde_json::Value;
 
 use super::yaml::{self, Change};
@@ -74,7 +74,7 @@ fn set_at(v: &mut Value, path: &[Seg], new: Value) {
 }
 
 fn show(path: &[Seg]) -> String {
-    drift_core::path::Path(path.to_vec()).to_index_form()
+    drift_model::path::Path(path.to_vec()).to_index_form()
 }
 
 /// A drift path with list items by their index in `object` (markers may change merge keys).

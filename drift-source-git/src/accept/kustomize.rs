@@ -9,8 +9,8 @@
 
 use std::path::Path as FsPath;
 
-use drift_core::path::Seg;
-use drift_core::{Error, ResourceKey, Result};
+use drift_model::path::Seg;
+use drift_model::{Error, ResourceKey, Result};
 use serde_json::{Map, Value, json};
 
 use super::yaml::{self, Change};

@@ -16,7 +16,7 @@
 
 use std::path::Path as FsPath;
 
-use drift_core::{Error, ResourceKey, Result};
+use drift_model::{Error, ResourceKey, Result};
 use serde_json::Value;
 
 use crate::config::RenderConfig;
@@ -29,8 +29,8 @@ mod kustomize;
 mod value;
 mod yaml;
 
-/// One field whose Git value must become the cluster's (the type of `drift_core::remedy`).
-pub use drift_core::remedy::FieldChange;
+/// One field whose Git value must become the cluster's (the type of `drift_model::remedy`).
+pub use drift_model::remedy::FieldChange;
 
 /// The drifts of one object to accept into Git, as one change.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +46,7 @@ pub struct AcceptRequest {
 /// A change that the plan writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Placed {
-    /// The drift path (display form of [`drift_core::path::Path`]).
+    /// The drift path (display form of [`drift_model::path::Path`]).
     pub path: String,
     /// The repository-relative file edited or created.
     pub file: String,
@@ -58,7 +58,7 @@ pub struct Placed {
 /// A change the plan cannot place: the pull request shows it for a person to make.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unplaced {
-    /// The drift path (display form of [`drift_core::path::Path`]).
+    /// The drift path (display form of [`drift_model::path::Path`]).
     pub path: String,
     /// The cluster's value (`None`: the cluster does not have the field).
     pub value: Option<Value>,
@@ -114,7 +114,7 @@ pub fn plan_accept(root: &FsPath, sub: &str, render: &RenderConfig, request: &Ac
 /// Whether a document is the object `key` (the document's namespace, when it has one, must
 /// match too).
 pub(crate) fn is_object(doc: &Value, key: &ResourceKey, names: &[&str]) -> bool {
-    let group = doc.get("apiVersion").and_then(Value::as_str).map(|a| drift_core::split_api_version(a).0);
+    let group = doc.get("apiVersion").and_then(Value::as_str).map(|a| drift_model::split_api_version(a).0);
     let kind = doc.get("kind").and_then(Value::as_str);
     let name = doc.pointer("/metadata/name").and_then(Value::as_str);
     let ns = doc.pointer("/metadata/namespace").and_then(Value::as_str);
@@ -161,7 +161,7 @@ pub(crate) fn edit_manifest_text(
     text: &str,
     file: &str,
     select: &dyn Fn(&Value) -> bool,
-    changes: &[(&[drift_core::path::Seg], yaml::Change<'_>)],
+    changes: &[(&[drift_model::path::Seg], yaml::Change<'_>)],
 ) -> Result<String> {
     let json = file.to_ascii_lowercase().ends_with(".json") || text.trim_start().starts_with('{');
     let out = if json {
@@ -200,7 +200,7 @@ fn plan_plain(root: &FsPath, file: &str, key: &ResourceKey, changes: &[FieldChan
     let text = read(root, file)?;
     let name = [key.name.as_str()];
     let select = object_selector(&text, key, &name);
-    let edits: Vec<(&[drift_core::path::Seg], yaml::Change<'_>)> =
+    let edits: Vec<(&[drift_model::path::Seg], yaml::Change<'_>)> =
         changes.iter().map(|c| (c.path.segments(), change_of(&c.value))).collect();
     let content = edit_manifest_text(&text, file, &select, &edits)
         .map_err(|e| e.with_context(format!("accepting into {key}")))?;

@@ -1,7 +1,7 @@
 //! Drift paths on parsed objects: reading the value at a path, finding a list item by its
 //! merge key or position, and applying a change to a copy (what an edited file must parse to).
 
-use drift_core::path::Seg;
+use drift_model::path::Seg;
 use serde_json::{Map, Value};
 
 /// The text of a scalar as the engine writes merge-key values (`80`, `TCP`, `true`).
@@ -160,7 +160,7 @@ pub(crate) fn apply(value: &mut Value, path: &[Seg], new: Option<&Value>) -> Res
 
 #[cfg(test)]
 mod tests {
-    use drift_core::path::Path;
+    use drift_model::path::Path;
     use serde_json::json;
 
     use super::*;

@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use drift_core::path::Seg;
+use drift_model::path::Seg;
 use serde_json::Value;
 
 use super::value;
@@ -1141,7 +1141,7 @@ pub(crate) fn edit_file(text: &str, select: &dyn Fn(&Value) -> bool, changes: &[
 
 #[cfg(test)]
 mod tests {
-    use drift_core::path::Path;
+    use drift_model::path::Path;
     use serde_json::json;
 
     use super::*;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use drift_core::{DesiredSnapshot, ErrorKind, Resource, SourceWarning, is_cluster_scoped};
+use drift_model::{DesiredSnapshot, ErrorKind, Resource, SourceWarning, is_cluster_scoped};
 use serde_json::Value;
 
 use super::Parsed;
@@ -41,7 +41,7 @@ pub(super) fn assemble(
     mut warnings: Vec<SourceWarning>,
 ) -> DesiredSnapshot {
     let mut resources = Vec::new();
-    let mut first_seen: HashMap<drift_core::ResourceKey, (String, usize)> = HashMap::new();
+    let mut first_seen: HashMap<drift_model::ResourceKey, (String, usize)> = HashMap::new();
     for (unit, parsed) in results {
         let (parsed_resources, parsed_warnings) = match Arc::try_unwrap(parsed) {
             Ok(p) => (p.resources, p.warnings),
@@ -76,7 +76,7 @@ pub(super) fn assemble(
 
 #[cfg(test)]
 mod tests {
-    use drift_core::Provenance;
+    use drift_model::Provenance;
     use serde_json::json;
 
     use super::*;

@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use drift_core::manifest::parse_manifests_with;
-use drift_core::{ErrorKind, SourceWarning};
+use drift_manifest::parse_manifests_with;
+use drift_model::{ErrorKind, SourceWarning};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -63,7 +63,7 @@ impl Pipeline {
                     Ok(text) => {
                         let mut m = parse_manifests_with(&text, path, self.limits());
                         if let Some(opener) = self.sops.get() {
-                            drift_core::sops::open_file(&mut m, &text, path, opener.as_ref());
+                            drift_manifest::sops::open_file(&mut m, &text, path, opener.as_ref());
                         }
                         Parsed { resources: m.resources, warnings: m.warnings }
                     }

@@ -13,8 +13,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use drift_core::manifest::Limits;
-use drift_core::{DesiredSnapshot, Resource, ResourceKey, SourceWarning};
+use drift_manifest::Limits;
+use drift_model::{DesiredSnapshot, Resource, ResourceKey, SourceWarning};
 
 use crate::config::RenderConfig;
 use crate::error::SourceError;
@@ -51,24 +51,24 @@ pub(crate) struct Parsed {
 }
 
 /// What the caches keep of a parse between fetches: its objects compact
-/// ([`drift_core::CompactResource`], about a twentieth of a tree), expanded again on a hit.
+/// ([`drift_model::CompactResource`], about a twentieth of a tree), expanded again on a hit.
 #[derive(Debug, Default)]
 pub(crate) struct Kept {
-    resources: Vec<drift_core::CompactResource>,
+    resources: Vec<drift_model::CompactResource>,
     warnings: Vec<SourceWarning>,
 }
 
 impl Kept {
     fn of(p: &Parsed) -> Self {
         Kept {
-            resources: p.resources.iter().map(drift_core::CompactResource::new).collect(),
+            resources: p.resources.iter().map(drift_model::CompactResource::new).collect(),
             warnings: p.warnings.clone(),
         }
     }
 
     fn expand(&self) -> Parsed {
         Parsed {
-            resources: self.resources.iter().map(drift_core::CompactResource::expand).collect(),
+            resources: self.resources.iter().map(drift_model::CompactResource::expand).collect(),
             warnings: self.warnings.clone(),
         }
     }
@@ -101,7 +101,7 @@ pub(crate) struct Pipeline {
     cache: Mutex<Cache>,
     pub stats: Arc<Stats>,
     /// Opens the SOPS-encrypted plain files, when keys were given (set once, before the first fetch).
-    sops: std::sync::OnceLock<Arc<dyn drift_core::sops::SopsOpener>>,
+    sops: std::sync::OnceLock<Arc<dyn drift_model::sops::SopsOpener>>,
 }
 
 impl Pipeline {
@@ -110,7 +110,7 @@ impl Pipeline {
     }
 
     /// Opens SOPS-encrypted plain files with `opener` from now on (the first call wins).
-    pub fn set_sops(&self, opener: Arc<dyn drift_core::sops::SopsOpener>) {
+    pub fn set_sops(&self, opener: Arc<dyn drift_model::sops::SopsOpener>) {
         let _ = self.sops.set(opener);
     }
 
@@ -312,7 +312,7 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use drift_core::ErrorKind;
+    use drift_model::ErrorKind;
 
     use super::testing::Tree;
     use super::*;

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use drift_core::{ErrorKind, SourceWarning};
+use drift_model::{ErrorKind, SourceWarning};
 
 use super::closure::closure;
 use crate::config::{RenderConfig, RendererKind};
@@ -29,7 +29,7 @@ pub(super) struct Unit {
     pub kind: UnitKind,
     pub namespace: NamespaceRule,
     /// Ignore rules of the application that names the unit, for each object it renders.
-    pub ignore: Vec<drift_core::ignore::IgnoreRule>,
+    pub ignore: Vec<drift_model::ignore::IgnoreRule>,
 }
 
 impl Unit {

@@ -40,11 +40,11 @@ pub(crate) struct Stats {
     pub downloads: AtomicU64,
     pub requests: AtomicU64,
     /// Where the files parsed and the renders run are also counted, for a progress line.
-    pub progress: drift_core::progress::Progress,
+    pub progress: drift_model::progress::Progress,
 }
 
 impl Stats {
-    pub fn observed(progress: drift_core::progress::Progress) -> Self {
+    pub fn observed(progress: drift_model::progress::Progress) -> Self {
         Stats { progress, ..Stats::default() }
     }
     pub fn inc(counter: &AtomicU64) {

@@ -22,7 +22,7 @@ mod github;
 
 use std::path::{Path, PathBuf};
 
-use drift_core::Result;
+use drift_model::Result;
 
 use crate::config::{Secret, SourceConfig, secret_from_env};
 use crate::edit::FileEdit;
@@ -108,7 +108,7 @@ impl Workspace {
             SourceConfig::Folder(_) => None,
             SourceConfig::Git(c) => match &c.token_env {
                 Some(var) => Some(secret_from_env(var).ok_or_else(|| {
-                    drift_core::Error::config(format!(
+                    drift_model::Error::config(format!(
                         "git source {}: environment variable {var} is not set",
                         crate::source::redact_url(&c.url)
                     ))

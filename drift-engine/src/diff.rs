@@ -1,0 +1,348 @@
+//! The desired-driven structural diff of two normalised objects.
+//!
+//! Every field Git sets is compared with the live value. Fields only the cluster has are
+//! returned as `extra` candidates; the engine decides from field ownership whether they are
+//! drift (three-way awareness). Lists with a merge key compare as maps; other lists compare by
+//! position, and a length difference is one difference at the list's path. Empty and absent are
+//! equal on the desired side.
+//!
+//! The walk sees the objects as [`crate::normalize`] would make them without copying them: it
+//! skips the fields normalisation drops ([`Level`]), compares quantities by their canonical text
+//! ([`quantity_at`]), and reports normalised copies of the values it records. Objects given
+//! already normalised walk the same (normalisation is idempotent); a Secret must be given
+//! normalised ([`crate::normalize::view`]), since its values are folded and hashed first.
+//! Merge keys identify list items as written: a key field is never read as a quantity.
+
+use serde_json::Value;
+
+use crate::merge_keys::{MergeKeyRule, MergeKeys};
+use crate::normalize::{Level, canonical_quantity, quantity_at, scalar_eq};
+use drift_model::path::{Path, SegRef, scalar_text};
+pub use drift_model::path::{lookup, lookup_segments};
+
+/// One difference found by the walk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawDiff {
+    /// Where.
+    pub path: Path,
+    /// The desired value, `None` for a field only the cluster has.
+    pub git: Option<Value>,
+    /// The live value, `None` when the cluster lacks the field.
+    pub live: Option<Value>,
+    /// The field exists only in the cluster (a candidate for three-way drift).
+    pub extra: bool,
+}
+
+/// Compares normalised `desired` with normalised `live` for an object of `kind`.
+pub fn diff(kind: &str, desired: &Value, live: &Value, merge_keys: &MergeKeys) -> Vec<RawDiff> {
+    diff_normalised(kind, desired, live, merge_keys, &mut |_| true)
+}
+
+/// [`diff`], asking `keep_extra` about each field only the cluster has before recording it
+/// (most such fields are server defaults that nobody claims; skipping them early is cheap).
+/// `desired` and `live` are seen through [`crate::normalize::view`] (or normalised already):
+/// the walk skips what normalisation drops and compares quantities canonically.
+pub fn diff_filtered(
+    kind: &str,
+    desired: &Value,
+    live: &Value,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+) -> Vec<RawDiff> {
+    walk_pair(kind, desired, live, merge_keys, keep_extra, true)
+}
+
+/// [`diff_filtered`] of two normalised copies, without skipping or canonicalising anything
+/// during the walk: the reference the normalising walk is tested against.
+pub fn diff_normalised(
+    kind: &str,
+    desired: &Value,
+    live: &Value,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+) -> Vec<RawDiff> {
+    walk_pair(kind, desired, live, merge_keys, keep_extra, false)
+}
+
+fn walk_pair(
+    kind: &str,
+    desired: &Value,
+    live: &Value,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+    normalising: bool,
+) -> Vec<RawDiff> {
+    let mut w = Walker {
+        kind,
+        normalising,
+        limit_range: kind == "LimitRange",
+        merge_keys,
+        keep_extra,
+        path: Vec::with_capacity(16),
+        schema: String::with_capacity(128),
+        out: Vec::new(),
+    };
+    w.walk(desired, Some(live), &[]);
+    w.out
+}
+
+struct Walker<'a, 'k> {
+    kind: &'a str,
+    /// Whether the walk normalises as it goes (else the objects are normalised copies).
+    normalising: bool,
+    limit_range: bool,
+    merge_keys: &'a MergeKeys,
+    keep_extra: &'k mut dyn FnMut(&[SegRef<'_>]) -> bool,
+    path: Vec<SegRef<'a>>,
+    schema: String,
+    out: Vec<RawDiff>,
+}
+
+type ItemKey = (Vec<(String, String)>, Vec<bool>);
+
+fn item_key(rule: &MergeKeyRule, item: &Value) -> Option<ItemKey> {
+    let mut key = Vec::with_capacity(rule.keys.len());
+    let mut hidden = Vec::with_capacity(rule.keys.len());
+    for field in &rule.keys {
+        let default = rule.defaults.iter().find(|(k, _)| k == field).map(|(_, v)| v.as_str());
+        let text = match item.get(field).filter(|v| !v.is_null()) {
+            Some(v) => scalar_text(v)?,
+            None => default?.to_owned(),
+        };
+        hidden.push(default == Some(text.as_str()));
+        key.push((field.clone(), text));
+    }
+    Some((key, hidden))
+}
+
+fn keys_of(rule: &MergeKeyRule, items: &[Value]) -> Option<Vec<ItemKey>> {
+    let keys: Vec<ItemKey> = items.iter().map(|i| item_key(rule, i)).collect::<Option<_>>()?;
+    // Lists are short: a quadratic duplicate check allocates nothing.
+    let unique = keys.iter().enumerate().all(|(i, k)| keys[..i].iter().all(|o| o.0 != k.0));
+    unique.then_some(keys)
+}
+
+impl<'a> Walker<'a, '_> {
+    fn report(&mut self, git: Option<&Value>, live: Option<&Value>, extra: bool) {
+        if extra && !(self.keep_extra)(&self.path) {
+            return;
+        }
+        let path = Path(self.path.iter().map(SegRef::to_seg).collect());
+        let (git, live) = (git.map(|v| self.normalized_here(v)), live.map(|v| self.normalized_here(v)));
+        self.out.push(RawDiff { path, git, live, extra });
+    }
+
+    /// What normalisation makes of a value at the current path.
+    fn normalized_here(&self, v: &Value) -> Value {
+        if !self.normalising {
+            return v.clone();
+        }
+        let Some(name) = reach(&self.path) else { return v.clone() };
+        match v {
+            Value::Array(_) if matches!(self.path.last(), Some(SegRef::Item { .. })) => v.clone(),
+            Value::Object(_) | Value::Array(_) => self.level().normalized(v, name, self.limit_range),
+            _ if self.quantity_leaf() => canonical_quantity(v).into_owned(),
+            _ => v.clone(),
+        }
+    }
+
+    /// Where the mapping at the current path sits, for what normalisation drops from it.
+    fn level(&self) -> Level {
+        match self.path.as_slice() {
+            _ if !self.normalising => Level::Other,
+            [] => Level::Root,
+            [SegRef::Field("metadata")] => Level::Metadata,
+            [SegRef::Field("metadata"), SegRef::Field("annotations")] => Level::Annotations,
+            _ => Level::Other,
+        }
+    }
+
+    /// Whether a scalar at the current path is a quantity normalisation writes canonically.
+    fn quantity_leaf(&self) -> bool {
+        let Some((SegRef::Field(k), parent)) = self.path.split_last().filter(|_| self.normalising) else {
+            return false;
+        };
+        let name = match parent {
+            [] => None,
+            [.., SegRef::Field(p)] | [.., SegRef::Field(p), SegRef::Item { .. }] => Some(*p),
+            _ => return false,
+        };
+        quantity_at(name, k, self.limit_range) && reach(parent).is_some()
+    }
+
+    fn push_field(&mut self, name: &'a str) -> usize {
+        let len = self.schema.len();
+        if !self.schema.is_empty() {
+            self.schema.push('.');
+        }
+        self.schema.push_str(name);
+        self.path.push(SegRef::Field(name));
+        len
+    }
+
+    fn push_item(&mut self, key: Vec<(String, String)>, hidden: Vec<bool>, index: usize) -> usize {
+        let len = self.schema.len();
+        self.schema.push_str("[]");
+        self.path.push(SegRef::Item { key, hidden, index });
+        len
+    }
+
+    fn pop(&mut self, schema_len: usize) {
+        self.path.pop();
+        self.schema.truncate(schema_len);
+    }
+
+    /// `key_fields`: the merge-key fields of the item being walked; they are its identity, so a
+    /// key field only the cluster spells out (`protocol: TCP`) is not an extra field.
+    fn walk(&mut self, d: &'a Value, l: Option<&'a Value>, key_fields: &[String]) {
+        if d.is_null() {
+            return;
+        }
+        let l = l.filter(|v| !v.is_null());
+        let level = self.level();
+        match (d, l) {
+            (_, None) => {
+                if level.is_empty(d) {
+                    return;
+                }
+                if let Value::Object(dm) = d {
+                    for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
+                        let s = self.push_field(k);
+                        self.walk(v, None, &[]);
+                        self.pop(s);
+                    }
+                } else {
+                    self.report(Some(d), None, false);
+                }
+            }
+            (Value::Object(dm), Some(Value::Object(lm))) => {
+                for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
+                    let s = self.push_field(k);
+                    self.walk(v, lm.get(k), &[]);
+                    self.pop(s);
+                }
+                for (k, lv) in lm.iter().filter(|(k, _)| !level.drops(k)) {
+                    if dm.get(k).is_none_or(Value::is_null) && !level.child(k).is_empty(lv) && !key_fields.contains(k) {
+                        let s = self.push_field(k);
+                        self.extra(lv);
+                        self.pop(s);
+                    }
+                }
+            }
+            (Value::Object(_), Some(other)) => {
+                if !level.is_empty(d) {
+                    self.report(Some(d), Some(other), false);
+                }
+            }
+            (Value::Array(da), Some(l)) => {
+                if da.is_empty() {
+                    if !level.is_empty(l) {
+                        self.report(Some(d), Some(l), false);
+                    }
+                } else if let Value::Array(la) = l {
+                    self.list(da, la, l);
+                } else {
+                    self.report(Some(d), Some(l), false);
+                }
+            }
+            (_, Some(l)) => {
+                let differ = if d == l {
+                    false
+                } else if self.quantity_leaf() {
+                    !scalar_eq(&canonical_quantity(d), &canonical_quantity(l))
+                } else {
+                    !scalar_eq(d, l)
+                };
+                if differ {
+                    self.report(Some(d), Some(l), false);
+                }
+            }
+        }
+    }
+
+    /// A field only the cluster has: mappings are opened down to their leaves so that each
+    /// added field is judged (and typed) on its own.
+    fn extra(&mut self, lv: &'a Value) {
+        let level = self.level();
+        match lv {
+            Value::Object(m) if !level.is_empty(lv) => {
+                for (k, v) in m.iter().filter(|(k, _)| !level.drops(k)) {
+                    if !level.child(k).is_empty(v) {
+                        let s = self.push_field(k);
+                        self.extra(v);
+                        self.pop(s);
+                    }
+                }
+            }
+            _ => self.report(None, Some(lv), true),
+        }
+    }
+
+    fn list(&mut self, da: &'a [Value], la: &'a [Value], l: &'a Value) {
+        let rule = self.merge_keys.lookup(self.kind, &self.schema);
+        if let Some(rule) = rule
+            && let (Some(dk), Some(lk)) = (keys_of(rule, da), keys_of(rule, la))
+        {
+            // Lists are short: pairing by linear search allocates nothing and hashes nothing.
+            let in_live: Vec<Option<usize>> = dk.iter().map(|d| lk.iter().position(|l| l.0 == d.0)).collect();
+            let in_desired: Vec<bool> = lk.iter().map(|l| dk.iter().any(|d| d.0 == l.0)).collect();
+            let mut matched = vec![false; la.len()];
+            // Items whose key changed (a Service port renumbered) are paired by `name` when
+            // the key does not include it, so the change shows as one field, not as an item
+            // removed and another added.
+            let by_name = |item: &'a Value| item.get("name").and_then(Value::as_str);
+            let renamed = |i: usize, matched: &[bool]| -> Option<usize> {
+                if rule.keys.iter().any(|k| k == "name") {
+                    return None;
+                }
+                let name = by_name(&da[i])?;
+                let j = la.iter().position(|l| by_name(l) == Some(name))?;
+                (!matched[j] && !in_desired[j]).then_some(j)
+            };
+            for (i, (item, (key, hidden))) in da.iter().zip(dk).enumerate() {
+                let found = in_live[i].or_else(|| renamed(i, &matched));
+                let s = self.push_item(key, hidden, i);
+                match found {
+                    Some(j) => {
+                        matched[j] = true;
+                        self.walk(item, Some(&la[j]), &rule.keys);
+                    }
+                    None => self.report(Some(item), None, false),
+                }
+                self.pop(s);
+            }
+            for (j, (item, (key, hidden))) in la.iter().zip(lk).enumerate() {
+                if !matched[j] {
+                    let s = self.push_item(key, hidden, j);
+                    self.report(None, Some(item), true);
+                    self.pop(s);
+                }
+            }
+            return;
+        }
+        if da.len() != la.len() {
+            let d = Value::Array(da.to_vec());
+            self.report(Some(&d), Some(l), false);
+            return;
+        }
+        for (i, (d, l)) in da.iter().zip(la).enumerate() {
+            let s = self.push_item(Vec::new(), Vec::new(), i);
+            self.walk(d, Some(l), &[]);
+            self.pop(s);
+        }
+    }
+}
+
+/// Whether normalisation reaches the value at `path` (it opens mappings, and the mappings in a
+/// list, but not lists in a list), and if so the name its mapping's fields see as their
+/// parent's: the field it is under, or the list's field for a list item; `None` at the root.
+fn reach<'p>(path: &'p [SegRef<'_>]) -> Option<Option<&'p str>> {
+    if path.windows(2).any(|w| matches!(w, [SegRef::Item { .. }, SegRef::Item { .. }])) {
+        return None;
+    }
+    match path {
+        [] => Some(None),
+        [.., SegRef::Field(k)] | [.., SegRef::Field(k), SegRef::Item { .. }] => Some(Some(k)),
+        _ => None,
+    }
+}

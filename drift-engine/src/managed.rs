@@ -1,0 +1,431 @@
+//! Field ownership from `metadata.managedFields` (FieldsV1): who owns which path, and what kind
+//! of actor each manager is.
+
+use chrono::{DateTime, Utc};
+pub use drift_model::ignore::glob_set;
+use globset::GlobSet;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use drift_model::drift::Attribution;
+use drift_model::path::{Path, SegView, scalar_text};
+
+/// What kind of actor a field manager is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ManagerClass {
+    /// The GitOps applier (Argo CD, Flux): its fields come from Git.
+    Applier,
+    /// A person (kubectl edit/scale/set/patch/label/annotate, a dashboard).
+    Manual,
+    /// `kubectl apply` (client side): manual, but it also records server defaults in its field
+    /// set, so only fields in the last-applied configuration count as its own.
+    ClientSideApply,
+    /// Everything else: controllers, operators, webhooks, the kubelet.
+    Controller,
+}
+
+/// Which field managers are appliers and which are people; all others are controllers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ManagerPolicy {
+    /// Globs of GitOps appliers.
+    pub appliers: Vec<String>,
+    /// Globs of manual managers.
+    pub manual: Vec<String>,
+}
+
+impl Default for ManagerPolicy {
+    fn default() -> Self {
+        ManagerPolicy {
+            appliers: [
+                "argocd-controller",
+                "argocd-application-controller",
+                "kustomize-controller",
+                "helm-controller",
+                "flux-client-side-apply",
+                "gotk-*",
+                // The detector's own reverts write Git's values.
+                crate::revert::FIELD_MANAGER,
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            manual: ["kubectl", "kubectl-*", "k9s", "Mozilla", "Mozilla/*", "lens", "OpenLens", "headlamp*"]
+                .map(str::to_owned)
+                .to_vec(),
+        }
+    }
+}
+
+/// A compiled [`ManagerPolicy`].
+#[derive(Debug, Clone)]
+pub struct ManagerClassifier {
+    appliers: GlobSet,
+    manual: GlobSet,
+}
+
+impl ManagerClassifier {
+    /// Compiles a policy.
+    pub fn new(policy: &ManagerPolicy) -> drift_model::Result<Self> {
+        Ok(ManagerClassifier { appliers: glob_set(&policy.appliers)?, manual: glob_set(&policy.manual)? })
+    }
+    /// The class of a manager name.
+    pub fn classify(&self, manager: &str) -> ManagerClass {
+        if self.appliers.is_match(manager) {
+            ManagerClass::Applier
+        } else if manager == "kubectl-client-side-apply" {
+            ManagerClass::ClientSideApply
+        } else if self.manual.is_match(manager) {
+            ManagerClass::Manual
+        } else {
+            ManagerClass::Controller
+        }
+    }
+}
+
+/// A FieldsV1 key, borrowed from the live object: `f:name` as the name, `k:{...}` as its key
+/// fields and their values (in the text's order; compared as a set), anything else (`v:`, `i:`,
+/// a key that does not parse) as written, which no path segment matches.
+#[derive(Debug, PartialEq)]
+enum Key<'a> {
+    Field(&'a str),
+    Item(Vec<(Cow<'a, str>, Cow<'a, str>)>),
+    Other(&'a str),
+}
+
+impl<'a> Key<'a> {
+    fn of(k: &'a str) -> Self {
+        if let Some(name) = k.strip_prefix("f:") {
+            return Key::Field(name);
+        }
+        if let Some(json) = k.strip_prefix("k:") {
+            if let Some(pairs) = flat_pairs(json) {
+                return Key::Item(pairs);
+            }
+            if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(json) {
+                let pairs = m
+                    .iter()
+                    .map(|(k, v)| (Cow::Owned(k.clone()), Cow::Owned(scalar_text(v).unwrap_or_else(|| v.to_string()))))
+                    .collect();
+                return Key::Item(pairs);
+            }
+        }
+        Key::Other(k)
+    }
+
+    /// Whether this key is the same as another written differently (key fields in another order).
+    fn same(&self, other: &Key<'_>) -> bool {
+        match (self, other) {
+            (Key::Field(a), Key::Field(b)) | (Key::Other(a), Key::Other(b)) => a == b,
+            (Key::Item(a), Key::Item(b)) => {
+                a.len() == b.len() && b.iter().all(|(k, v)| a.iter().any(|(ak, av)| ak == k && av == v))
+            }
+            _ => false,
+        }
+    }
+
+    fn is_item(&self, key: &[(String, String)]) -> bool {
+        match self {
+            Key::Item(pairs) => {
+                pairs.len() == key.len()
+                    && key.iter().all(|(k, v)| pairs.iter().any(|(pk, pv)| pk == k.as_str() && pv == v.as_str()))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The fields of a flat JSON object as the API server writes FieldsV1 item keys
+/// (`{"containerPort":80,"protocol":"TCP"}`), borrowed: string values without escapes and
+/// integers written as serde_json writes them back, else `None` (and the caller parses the
+/// JSON in full).
+fn flat_pairs(json: &str) -> Option<Vec<(Cow<'_, str>, Cow<'_, str>)>> {
+    // The content of a string at the start of `s` and the rest after it; none with escapes.
+    fn string(s: &str) -> Option<(&str, &str)> {
+        let body = s.strip_prefix('"')?;
+        let end = body.find(['"', '\\'])?;
+        (body.as_bytes()[end] == b'"').then(|| (&body[..end], &body[end + 1..]))
+    }
+    let mut rest = json.strip_prefix('{')?.strip_suffix('}')?;
+    let mut pairs = Vec::with_capacity(2);
+    loop {
+        let (key, after) = string(rest)?;
+        rest = after.strip_prefix(':')?;
+        let value = if rest.starts_with('"') {
+            let (v, after) = string(rest)?;
+            rest = after;
+            v
+        } else {
+            let end = rest.find([',', '}']).unwrap_or(rest.len());
+            let v = &rest[..end];
+            let digits = v.strip_prefix('-').unwrap_or(v);
+            let integer = !digits.is_empty()
+                && digits.len() < 19
+                && digits.bytes().all(|c| c.is_ascii_digit())
+                && (digits == "0" || !digits.starts_with('0'))
+                && v != "-0";
+            if !(integer || v == "true" || v == "false" || v == "null") {
+                return None;
+            }
+            rest = &rest[end..];
+            v
+        };
+        pairs.push((Cow::Borrowed(key), Cow::Borrowed(value)));
+        match rest.strip_prefix(',') {
+            Some(r) => rest = r,
+            None if rest.is_empty() => return Some(pairs),
+            None => return None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Node<'a> {
+    /// Children by FieldsV1 key; fan-out is small, a vector beats a hash map here.
+    children: Vec<(Key<'a>, Node<'a>)>,
+    /// Managers whose set holds this node as a leaf (the whole value).
+    whole: u64,
+    /// Managers with any entry at or below this node.
+    any: u64,
+}
+
+/// The ownership tree of one live object, borrowing its field names from the object.
+#[derive(Debug, Default)]
+pub struct Ownership<'a> {
+    managers: Vec<Attribution>,
+    /// Each manager's class, worked out when first asked ([`Ownership::class`]).
+    classes: Vec<std::cell::Cell<Option<ManagerClass>>>,
+    root: Node<'a>,
+}
+
+impl<'a> Ownership<'a> {
+    /// Reads `metadata.managedFields` of a live object (missing or malformed entries are skipped;
+    /// at most 64 managers are tracked).
+    pub fn of(object: &'a Value) -> Self {
+        let mut own = Ownership::default();
+        let Some(entries) = object.get("metadata").and_then(|m| m.get("managedFields")).and_then(Value::as_array)
+        else {
+            return own;
+        };
+        for entry in entries.iter().take(64) {
+            let Some(manager) = entry.get("manager").and_then(Value::as_str) else { continue };
+            let bit = 1u64 << own.managers.len();
+            own.managers.push(Attribution {
+                manager: manager.to_owned(),
+                operation: entry.get("operation").and_then(Value::as_str).unwrap_or("").to_owned(),
+                time: entry
+                    .get("time")
+                    .and_then(Value::as_str)
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&Utc)),
+                subresource: entry.get("subresource").and_then(Value::as_str).map(str::to_owned),
+            });
+            own.classes.push(std::cell::Cell::new(None));
+            if let Some(fields) = entry.get("fieldsV1") {
+                insert(&mut own.root, fields, bit);
+            }
+        }
+        own
+    }
+
+    /// Whether the object had any managedFields.
+    pub fn is_empty(&self) -> bool {
+        self.managers.is_empty()
+    }
+
+    /// The managers (as a bit set over [`Ownership::manager`]) that own `path`: those owning it
+    /// or something under it, or owning an ancestor as a whole.
+    pub fn owners(&self, path: &Path) -> u64 {
+        self.owners_of_segments(path.segments())
+    }
+
+    /// [`Ownership::owners`] of a path given as segments (owned or borrowed).
+    pub fn owners_of_segments<S: SegView>(&self, segments: &[S]) -> u64 {
+        let mut node = &self.root;
+        let mut whole = 0u64;
+        for seg in segments {
+            whole |= node.whole;
+            let found = match (seg.field(), seg.item()) {
+                (Some(f), _) => node.children.iter().find(|(k, _)| *k == Key::Field(f)),
+                (None, Some((key, _, _))) if !key.is_empty() => node.children.iter().find(|(k, _)| k.is_item(key)),
+                _ => return whole | node.any,
+            };
+            match found {
+                Some((_, n)) => node = n,
+                None => return whole,
+            }
+        }
+        whole | node.any
+    }
+
+    /// The class of one of this object's managers (`manager` as [`Ownership::manager`] or
+    /// [`Ownership::managers_of`] gave it), worked out once per object; any other attribution
+    /// is classified each time.
+    pub fn class(&self, manager: &Attribution, classifier: &ManagerClassifier) -> ManagerClass {
+        let Some(i) = self.managers.iter().position(|m| std::ptr::eq(m, manager)) else {
+            return classifier.classify(&manager.manager);
+        };
+        let cell = &self.classes[i];
+        cell.get().unwrap_or_else(|| {
+            let class = classifier.classify(&manager.manager);
+            cell.set(Some(class));
+            class
+        })
+    }
+
+    /// The manager at a bit index.
+    pub fn manager(&self, index: usize) -> Option<&Attribution> {
+        self.managers.get(index)
+    }
+
+    /// The managers of a bit set, most recent first.
+    pub fn managers_of(&self, set: u64) -> Vec<&Attribution> {
+        let mut v: Vec<&Attribution> =
+            (0..self.managers.len()).filter(|i| set & (1 << i) != 0).map(|i| &self.managers[i]).collect();
+        v.sort_by_key(|a| std::cmp::Reverse(a.time));
+        v
+    }
+}
+
+fn insert<'a>(node: &mut Node<'a>, fields: &'a Value, bit: u64) {
+    node.any |= bit;
+    let Value::Object(map) = fields else { return };
+    let mut leaf = true;
+    for (k, v) in map.iter().filter(|(k, _)| k.as_str() != ".") {
+        if leaf && node.children.is_empty() {
+            node.children.reserve_exact(map.len());
+        }
+        leaf = false;
+        let key = Key::of(k);
+        let i = match node.children.iter().position(|(ck, _)| ck.same(&key)) {
+            Some(i) => i,
+            None => {
+                node.children.push((key, Node::default()));
+                node.children.len() - 1
+            }
+        };
+        insert(&mut node.children[i].1, v, bit);
+    }
+    if leaf {
+        node.whole |= bit;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn owners_of_keyed_items_and_whole_values() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-client-side-apply", "operation": "Update", "time": "2026-01-01T00:00:00Z",
+             "fieldsV1": {"f:spec": {"f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {".": {}, "f:port": {}}}}}},
+            {"manager": "kubectl-edit", "operation": "Update", "time": "2026-01-02T00:00:00Z",
+             "fieldsV1": {"f:data": {}}}
+        ]}});
+        let o = Ownership::of(&obj);
+        let port = Path::root().field("spec").field("ports").item(
+            vec![("port".into(), "80".into()), ("protocol".into(), "TCP".into())],
+            vec![false, true],
+            0,
+        );
+        assert_eq!(o.owners(&port), 1);
+        assert_eq!(o.owners(&port.field("targetPort")), 0, "nobody owns targetPort");
+        assert_eq!(o.owners(&Path::root().field("data").field("key")), 2, "f:data as a whole");
+        assert_eq!(o.managers_of(3)[0].manager, "kubectl-edit", "most recent first");
+    }
+
+    #[test]
+    fn item_keys_read_without_parsing_equal_the_parsed_ones() {
+        for k in [
+            r#"{"name":"web"}"#,
+            r#"{"containerPort":80,"protocol":"TCP"}"#,
+            r#"{"port":-8,"b":true,"c":null,"d":"","e":0}"#,
+            r#"{"a":1.5}"#,
+            r#"{"a":1e3}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":007}"#,
+            r#"{"a":12345678901234567890}"#,
+            r#"{"a\"b":"c"}"#,
+            r#"{"a":"\u0041"}"#,
+            r#"{ "a": 1 }"#,
+            r#"{"a":{"b":1}}"#,
+            r#"{}"#,
+            "{",
+        ] {
+            let parsed = match serde_json::from_str::<Value>(k) {
+                Ok(Value::Object(m)) => Some(
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), scalar_text(v).unwrap_or_else(|| v.to_string())))
+                        .collect::<Vec<_>>(),
+                ),
+                _ => None,
+            };
+            let fast = flat_pairs(k);
+            if let Some(fast) = &fast {
+                let mut fast: Vec<(String, String)> =
+                    fast.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+                fast.sort();
+                assert_eq!(Some(fast), parsed, "{k}");
+            }
+            let key = Key::of(Box::leak(format!("k:{k}").into_boxed_str()));
+            match parsed {
+                Some(pairs) => {
+                    assert!(matches!(&key, Key::Item(_)) && (pairs.is_empty() || key.is_item(&pairs)), "{k}: {key:?}")
+                }
+                None => assert!(matches!(key, Key::Other(_)), "{k}: {key:?}"),
+            }
+        }
+        assert!(flat_pairs(r#"{"name":"web"}"#).is_some(), "the common form is read without parsing");
+        assert!(flat_pairs(r#"{"containerPort":80,"protocol":"TCP"}"#).is_some());
+    }
+
+    #[test]
+    fn item_keys_written_in_another_order_are_one_node() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "a", "fieldsV1": {"f:spec": {"f:ports": {"k:{\"port\":80,\"protocol\":\"TCP\"}": {"f:port": {}}}}}},
+            {"manager": "b", "fieldsV1": {"f:spec": {"f:ports": {"k:{\"protocol\":\"TCP\",\"port\":80}": {"f:name": {}}}}}}
+        ]}});
+        let o = Ownership::of(&obj);
+        let port = Path::root().field("spec").field("ports").item(
+            vec![("protocol".into(), "TCP".into()), ("port".into(), "80".into())],
+            vec![false, false],
+            0,
+        );
+        assert_eq!(o.owners(&port), 3);
+        assert_eq!(o.owners(&port.field("name")), 2);
+    }
+
+    #[test]
+    fn a_managers_class_is_the_classifiers_whether_asked_once_or_again() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-edit", "fieldsV1": {"f:data": {}}},
+            {"manager": "argocd-controller", "fieldsV1": {"f:data": {}}},
+            {"manager": "kube-controller-manager", "fieldsV1": {"f:data": {}}}
+        ]}});
+        let c = ManagerClassifier::new(&ManagerPolicy::default()).unwrap();
+        let o = Ownership::of(&obj);
+        for _ in 0..2 {
+            for m in o.managers_of(7) {
+                assert_eq!(o.class(m, &c), c.classify(&m.manager));
+                assert_eq!(o.class(&m.clone(), &c), c.classify(&m.manager), "not one of its own: classified");
+            }
+        }
+        assert_eq!(o.class(o.manager(0).unwrap(), &c), ManagerClass::Manual);
+        assert_eq!(o.class(o.manager(1).unwrap(), &c), ManagerClass::Applier);
+        assert_eq!(o.class(o.manager(2).unwrap(), &c), ManagerClass::Controller);
+    }
+
+    #[test]
+    fn classes() {
+        let c = ManagerClassifier::new(&ManagerPolicy::default()).unwrap();
+        assert_eq!(c.classify("kubectl-edit"), ManagerClass::Manual);
+        assert_eq!(c.classify("kubectl"), ManagerClass::Manual);
+        assert_eq!(c.classify("kubectl-client-side-apply"), ManagerClass::ClientSideApply);
+        assert_eq!(c.classify("argocd-controller"), ManagerClass::Applier);
+        assert_eq!(c.classify("kube-controller-manager"), ManagerClass::Controller);
+    }
+}

@@ -1,0 +1,109 @@
+//! Lists that compare as maps: the merge keys of the Kubernetes types (their
+//! `patchMergeKey`), extendable for custom resources.
+//!
+//! A rule names a list by the end of its schema path (fields with `[]` for list items, like
+//! `containers[].ports`), optionally for one kind. The longest matching suffix wins.
+
+use serde::{Deserialize, Serialize};
+
+/// A merge-key rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MergeKeyRule {
+    /// Only for this kind (`Service`); any kind when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// End of the list's schema path: `containers`, `containers[].ports`, `spec.ports`.
+    pub path: String,
+    /// Key fields of the items, in order.
+    pub keys: Vec<String>,
+    /// Default values of key fields the API server fills in (`protocol: TCP`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defaults: Vec<(String, String)>,
+}
+
+impl MergeKeyRule {
+    fn new(kind: Option<&str>, path: &str, keys: &[&str], defaults: &[(&str, &str)]) -> Self {
+        MergeKeyRule {
+            kind: kind.map(str::to_owned),
+            path: path.to_owned(),
+            keys: keys.iter().map(|s| (*s).to_owned()).collect(),
+            defaults: defaults.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+        }
+    }
+}
+
+/// The merge keys of the built-in kinds.
+pub fn builtin() -> Vec<MergeKeyRule> {
+    let tcp = [("protocol", "TCP")];
+    let mut rules = Vec::new();
+    for containers in ["containers", "initContainers", "ephemeralContainers"] {
+        rules.push(MergeKeyRule::new(None, containers, &["name"], &[]));
+        rules.push(MergeKeyRule::new(None, &format!("{containers}[].ports"), &["containerPort", "protocol"], &tcp));
+        rules.push(MergeKeyRule::new(None, &format!("{containers}[].env"), &["name"], &[]));
+        rules.push(MergeKeyRule::new(None, &format!("{containers}[].volumeMounts"), &["mountPath"], &[]));
+        rules.push(MergeKeyRule::new(None, &format!("{containers}[].volumeDevices"), &["devicePath"], &[]));
+        rules.push(MergeKeyRule::new(None, &format!("{containers}[].resizePolicy"), &["resourceName"], &[]));
+    }
+    rules.extend([
+        MergeKeyRule::new(None, "volumes", &["name"], &[]),
+        MergeKeyRule::new(None, "imagePullSecrets", &["name"], &[]),
+        MergeKeyRule::new(None, "hostAliases", &["ip"], &[]),
+        MergeKeyRule::new(None, "topologySpreadConstraints", &["topologyKey", "whenUnsatisfiable"], &[]),
+        MergeKeyRule::new(None, "resourceClaims", &["name"], &[]),
+        MergeKeyRule::new(None, "readinessGates", &["conditionType"], &[]),
+        MergeKeyRule::new(None, "ownerReferences", &["uid"], &[]),
+        MergeKeyRule::new(None, "conditions", &["type"], &[]),
+        MergeKeyRule::new(Some("Service"), "spec.ports", &["port", "protocol"], &tcp),
+        MergeKeyRule::new(Some("ServiceAccount"), "secrets", &["name"], &[]),
+        MergeKeyRule::new(Some("CustomResourceDefinition"), "spec.versions", &["name"], &[]),
+        MergeKeyRule::new(Some("MutatingWebhookConfiguration"), "webhooks", &["name"], &[]),
+        MergeKeyRule::new(Some("ValidatingWebhookConfiguration"), "webhooks", &["name"], &[]),
+    ]);
+    rules
+}
+
+/// A compiled table of rules.
+#[derive(Debug, Clone)]
+pub struct MergeKeys {
+    rules: Vec<MergeKeyRule>,
+}
+
+impl Default for MergeKeys {
+    fn default() -> Self {
+        MergeKeys { rules: builtin() }
+    }
+}
+
+impl MergeKeys {
+    /// The built-in rules plus extra ones (custom resources); extra rules win over built-in
+    /// rules of the same suffix length.
+    pub fn with_extra(extra: &[MergeKeyRule]) -> Self {
+        // `max_by_key` keeps the last of equal maxima: extra rules go last to win ties.
+        let mut rules = builtin();
+        rules.extend(extra.iter().cloned());
+        MergeKeys { rules }
+    }
+
+    /// The rule of a list at `schema_path` (fields joined by `.`, list items as `[]`) in an
+    /// object of `kind`.
+    ///
+    /// ```
+    /// let mk = drift_engine::merge_keys::MergeKeys::default();
+    /// let r = mk.lookup("Deployment", "spec.template.spec.containers[].ports").unwrap();
+    /// assert_eq!(r.keys, ["containerPort", "protocol"]);
+    /// assert!(mk.lookup("Deployment", "spec.ports").is_none());
+    /// assert_eq!(mk.lookup("Service", "spec.ports").unwrap().keys, ["port", "protocol"]);
+    /// ```
+    pub fn lookup(&self, kind: &str, schema_path: &str) -> Option<&MergeKeyRule> {
+        self.rules
+            .iter()
+            .filter(|r| r.kind.as_deref().is_none_or(|k| k == kind))
+            .filter(|r| {
+                schema_path == r.path
+                    || (schema_path.ends_with(&r.path)
+                        && schema_path.as_bytes()[schema_path.len() - r.path.len() - 1] == b'.')
+            })
+            .max_by_key(|r| r.path.len())
+    }
+}

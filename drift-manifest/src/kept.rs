@@ -1,0 +1,265 @@
+//! Desired objects kept compact until each is compared ([`KeptResource`]; the module
+//! documentation of [`drift_model::desired`] says why).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use drift_model::compare::Comparator;
+use drift_model::desired::{DesiredObject, Relations};
+use drift_model::{Provenance, Resource, ResourceKey};
+
+/// A desired object kept compact, with its digest, its SOPS mark and whether it carries waivers
+/// worked out when it was read (see the module documentation): its compact JSON text (as
+/// [`drift_model::CompactResource`] keeps it), LZ4-compressed, which for a manifest is about a third
+/// of the text; expanding one costs microseconds.
+///
+/// ```
+/// use drift_manifest::KeptResource;
+/// use drift_model::DesiredObject;
+/// let r = drift_model::Resource::from_object(serde_json::json!({"apiVersion": "v1",
+///     "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "shop"}, "data": {"a": "1"}}))
+///     .unwrap();
+/// let kept = KeptResource::new(&r);
+/// assert_eq!(kept.digest(), drift_model::object_digest(&r.object));
+/// assert_eq!(kept.into_tree(), r);
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptResource {
+    key: ResourceKey,
+    api_version: String,
+    provenance: Provenance,
+    /// The object's compact JSON, LZ4 block with its length first; `None` once let go.
+    packed: Option<Box<[u8]>>,
+    digest: String,
+    encrypted: bool,
+    waived: bool,
+    /// [`Comparator::relations`] of this object alone, once asked, while its key is unchanged.
+    related: Option<HashSet<ResourceKey>>,
+}
+
+/// The compact JSON text of an object (writing a `Value` to memory cannot fail: its keys are
+/// strings).
+fn compact_json(r: &Resource) -> Vec<u8> {
+    serde_json::to_vec(&*r.object).unwrap_or_default()
+}
+
+/// An LZ4 block of `json`, its length first.
+fn pack(json: &[u8]) -> Box<[u8]> {
+    lz4_flex::block::compress_prepend_size(json).into_boxed_slice()
+}
+
+impl KeptResource {
+    /// Keeps `r` compact.
+    pub fn new(r: &Resource) -> Self {
+        let json = compact_json(r);
+        let digest = match &r.provenance.sops_digest {
+            Some(d) => d.clone(),
+            // `object_digest` of the same compact JSON text, without writing it twice.
+            None => drift_model::resource::digest_of_json(&json),
+        };
+        KeptResource {
+            key: r.key.clone(),
+            api_version: r.api_version.clone(),
+            provenance: r.provenance.clone(),
+            packed: Some(pack(&json)),
+            digest,
+            encrypted: drift_model::secret::is_sops_encrypted(&r.object),
+            waived: r.waived(),
+            related: None,
+        }
+    }
+
+    /// [`KeptResource::new`], with `comparator`'s relations of the object alone asked while its
+    /// tree is in hand (what [`DesiredObject::relations`] would otherwise expand it for).
+    pub fn asking(r: &Resource, comparator: &dyn Comparator) -> Self {
+        let mut kept = KeptResource::new(r);
+        kept.related = comparator.relations(std::slice::from_ref(r));
+        kept
+    }
+
+    /// The resource back, with a tree of its own (`null` once let go: the scan asks for the
+    /// tree only of objects it holds, [`DesiredObject::held`]).
+    fn expand(&self) -> Resource {
+        debug_assert!(self.packed.is_some(), "{}: the tree of an object let go of was asked for", self.key);
+        // The block and its text were written by `pack`: they read back.
+        let json =
+            self.packed.as_deref().and_then(|p| lz4_flex::block::decompress_size_prepended(p).ok()).unwrap_or_default();
+        Resource {
+            key: self.key.clone(),
+            api_version: self.api_version.clone(),
+            object: std::sync::Arc::new(serde_json::from_slice(&json).unwrap_or(serde_json::Value::Null)),
+            provenance: self.provenance.clone(),
+        }
+    }
+
+    /// Bytes held on the heap: the compressed object, the key, apiVersion and digest (the
+    /// provenance's paths and rules are not counted).
+    pub fn heap_bytes(&self) -> usize {
+        self.packed.as_ref().map_or(0, |p| p.len()) + self.api_version.len() + self.key.heap_bytes() + self.digest.len()
+    }
+}
+
+impl DesiredObject for KeptResource {
+    fn key(&self) -> &ResourceKey {
+        &self.key
+    }
+
+    fn key_mut(&mut self) -> &mut ResourceKey {
+        // The comparator's answer was for the key it saw.
+        self.related = None;
+        &mut self.key
+    }
+
+    fn provenance(&self) -> &Provenance {
+        &self.provenance
+    }
+
+    fn tree(&self) -> Cow<'_, Resource> {
+        Cow::Owned(self.expand())
+    }
+
+    fn into_tree(self) -> Resource {
+        self.expand()
+    }
+
+    fn encrypted(&self) -> bool {
+        self.encrypted
+    }
+
+    fn digest(&self) -> String {
+        self.digest.clone()
+    }
+
+    fn waived(&self) -> bool {
+        self.waived
+    }
+
+    fn let_go(&mut self) {
+        self.packed = None;
+    }
+
+    fn held(&self) -> bool {
+        self.packed.is_some()
+    }
+
+    fn restore(&mut self, again: &Resource) {
+        self.packed = Some(pack(&compact_json(again)));
+    }
+
+    fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]> {
+        Cow::Owned(all.iter().filter(|r| keep(r.key())).map(KeptResource::expand).collect())
+    }
+
+    fn relations(all: &mut [Self], comparator: &dyn Comparator) -> Option<Relations> {
+        if all.is_empty() {
+            return Some(Relations { related: comparator.relations(&[])?, holders: HashSet::new() });
+        }
+        let mut found = Relations::default();
+        for r in all {
+            if r.related.is_none() {
+                r.related = Some(comparator.relations(std::slice::from_ref(&r.expand()))?);
+            }
+            if let Some(own) = r.related.as_ref().filter(|own| !own.is_empty()) {
+                found.holders.insert(r.key.clone());
+                found.related.extend(own.iter().cloned());
+            }
+        }
+        Some(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    fn resource(object: serde_json::Value) -> Resource {
+        Resource::from_object(object).unwrap()
+    }
+
+    #[test]
+    fn a_kept_object_answers_as_its_tree_does() {
+        let plain = resource(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "w", "namespace": "n", "annotations": {"drift-detector.io/waivers": "[]"}},
+            "spec": {"replicas": 3, "ratio": 0.1, "big": 18446744073709551615u64}}));
+        let mut opened = resource(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "stringData": {"a": "ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]"}, "sops": {"mac": "m", "version": "3.9"}}));
+        opened.provenance.sops_digest = Some("cafe".into());
+        for r in [plain, opened] {
+            let kept = KeptResource::new(&r);
+            assert_eq!(kept.key(), r.key());
+            assert_eq!(kept.provenance(), r.provenance());
+            assert_eq!(kept.digest(), r.digest());
+            assert_eq!(kept.encrypted(), r.encrypted());
+            assert_eq!(kept.waived(), r.waived());
+            assert_eq!(kept.tree().as_ref(), &r);
+            assert!(kept.heap_bytes() > 0);
+        }
+    }
+
+    /// Names, for each object, the ConfigMap `t` in its namespace, and counts the questions.
+    #[derive(Debug, Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Comparator for Counting {
+        fn compare(&self, _: &Resource, _: Option<&Resource>) -> Vec<drift_model::drift::Drift> {
+            Vec::new()
+        }
+
+        fn relations(&self, desired: &[Resource]) -> Option<HashSet<ResourceKey>> {
+            self.0.fetch_add(desired.len(), std::sync::atomic::Ordering::Relaxed);
+            Some(desired.iter().map(|r| ResourceKey::new("", "ConfigMap", r.key.namespace.as_deref(), "t")).collect())
+        }
+    }
+
+    #[test]
+    fn a_kept_object_asks_the_comparator_again_only_when_its_key_changed() {
+        let mut kept: Vec<KeptResource> = ["a", "b"]
+            .iter()
+            .map(|n| {
+                KeptResource::new(&resource(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}})))
+            })
+            .collect();
+        let counting = Counting::default();
+        let asked = || counting.0.load(std::sync::atomic::Ordering::Relaxed);
+        let first = KeptResource::relations(&mut kept, &counting).unwrap();
+        assert_eq!(first.related, HashSet::from([ResourceKey::new("", "ConfigMap", None, "t")]));
+        assert_eq!(first.holders.len(), 2);
+        assert_eq!(KeptResource::relations(&mut kept, &counting).unwrap(), first);
+        assert_eq!(asked(), 2, "each object asked once");
+        kept[1].key_mut().namespace = Some("shop".into());
+        let again = KeptResource::relations(&mut kept, &counting).unwrap();
+        assert_eq!(asked(), 3, "only the object whose key changed asked again");
+        assert!(again.related.contains(&ResourceKey::new("", "ConfigMap", Some("shop"), "t")));
+    }
+
+    #[test]
+    fn a_kept_object_asked_when_made_is_not_asked_again_until_its_key_changes() {
+        let r = resource(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}));
+        let counting = Counting::default();
+        let mut kept = vec![KeptResource::asking(&r, &counting)];
+        let asked = || counting.0.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(asked(), 1);
+        let found = KeptResource::relations(&mut kept, &counting).unwrap();
+        assert_eq!(found.related, HashSet::from([ResourceKey::new("", "ConfigMap", None, "t")]));
+        assert_eq!(asked(), 1, "the answer given when it was made");
+        kept[0].key_mut().namespace = Some("shop".into());
+        KeptResource::relations(&mut kept, &counting).unwrap();
+        assert_eq!(asked(), 2);
+    }
+
+    #[test]
+    fn trees_of_kept_objects_are_the_ones_asked_for_and_trees_are_lent_whole() {
+        let rs: Vec<Resource> = ["a", "b", "c"]
+            .iter()
+            .map(|n| resource(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n}})))
+            .collect();
+        let kept: Vec<KeptResource> = rs.iter().map(KeptResource::new).collect();
+        let keep = |k: &ResourceKey| k.name != "b";
+        let names = |t: &[Resource]| t.iter().map(|r| r.key.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&KeptResource::trees(&kept, &keep)), ["a", "c"]);
+        assert_eq!(names(&Resource::trees(&rs, &keep)), ["a", "b", "c"]);
+    }
+}

@@ -1,0 +1,829 @@
+//! Loading Kubernetes manifests from YAML or JSON text.
+//!
+//! Multi-document YAML, JSON, `kind: List` (and `*List` kinds with `items`) are read into
+//! [`Resource`]s. Documents that are not Kubernetes objects (no `apiVersion` and no `kind`:
+//! values files, CI workflows) are skipped with a note. Broken documents give a fatal warning
+//! with file, document index and line, and the other documents are still read. Input is bounded:
+//! file size, nesting depth, aliases (YAML alias bombs), nodes.
+
+use serde_json::Value;
+
+use drift_model::ErrorKind;
+use drift_model::{Provenance, Resource, SourceWarning};
+
+/// Limits of the loader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest file accepted, in bytes (default 16 MiB; [`Limits::live`]: 2 GiB).
+    pub max_file_bytes: usize,
+    /// Largest document, or item of a `List` document, in bytes (default 16 MiB). A larger
+    /// `List` (a `kubectl get -A -o yaml` or `-o json` dump of a real cluster) is read item by
+    /// item, each item bounded by this; another document that large is an error of its own.
+    pub max_document_bytes: usize,
+    /// Deepest nesting of mappings and sequences (default 100; real objects stay under 40).
+    pub max_depth: usize,
+    /// Most alias (`*ref`) uses in one file (default 10,000).
+    pub max_aliases: usize,
+    /// Most nodes in one document (default 1,000,000).
+    pub max_nodes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_file_bytes: 16 << 20,
+            max_document_bytes: 16 << 20,
+            max_depth: 100,
+            max_aliases: 10_000,
+            max_nodes: 1_000_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits for files a user hands over whole (`drift diff` on files, a `live.snapshot`):
+    /// a file of up to 2 GiB, each document or list item still bounded as by default.
+    pub fn live() -> Self {
+        Limits { max_file_bytes: 2 << 30, ..Limits::default() }
+    }
+}
+
+/// What a file held.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ParsedManifests {
+    /// Kubernetes objects, with provenance (path and document index).
+    pub resources: Vec<Resource>,
+    /// Skipped documents (notes) and broken ones (fatal warnings).
+    pub warnings: Vec<SourceWarning>,
+}
+
+/// The texts of the documents `indices` (sorted, as in [`Provenance::document`]) of a file
+/// that [`parse_manifests_with`] read, in that order; `None` when one is not there. A JSON file
+/// is one document.
+pub(crate) fn document_texts<'a>(text: &'a str, indices: &[usize]) -> Option<Vec<&'a str>> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return (indices == [0]).then(|| vec![trimmed]);
+    }
+    let docs = split_documents(text);
+    indices.iter().map(|&i| docs.get(i).map(|d| d.text)).collect()
+}
+
+/// Parses a file's text with the default [`Limits`].
+///
+/// ```
+/// let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nfoo: bar\n";
+/// let parsed = drift_manifest::parse_manifests(text, "app/cm.yaml");
+/// assert_eq!(parsed.resources.len(), 1);
+/// assert_eq!(parsed.resources[0].provenance.path.as_deref(), Some("app/cm.yaml"));
+/// assert_eq!(parsed.warnings.len(), 1); // the values document is skipped with a note
+/// assert!(!parsed.warnings[0].fatal);
+/// ```
+pub fn parse_manifests(text: &str, path: &str) -> ParsedManifests {
+    parse_manifests_with(text, path, Limits::default())
+}
+
+/// Parses a file's text with explicit limits.
+pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedManifests {
+    parse(text, path, limits, false)
+}
+
+/// Parses a file of objects read from a cluster (`kubectl get -o json` or `-o yaml`, a live
+/// snapshot) as [`parse_manifests_with`] does, each object's `status` left out: drift never
+/// compares it, and the cluster source keeps objects without it too. The `status` of a JSON
+/// document that is one object is checked but never built.
+///
+/// ```
+/// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "status": {"x": 1}}"#;
+/// let parsed = drift_manifest::parse_live_manifests(text, "live.json", Default::default());
+/// assert!(parsed.resources[0].object.get("status").is_none());
+/// ```
+pub fn parse_live_manifests(text: &str, path: &str, limits: Limits) -> ParsedManifests {
+    let mut out = parse(text, path, limits, true);
+    for resource in &mut out.resources {
+        if let Some(object) = std::sync::Arc::make_mut(&mut resource.object).as_object_mut() {
+            object.remove("status");
+        }
+    }
+    out
+}
+
+fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests {
+    let mut out = ParsedManifests::default();
+    if text.len() > limits.max_file_bytes {
+        out.warnings.push(
+            SourceWarning::error(
+                ErrorKind::InvalidInput,
+                format!("file is {} bytes, larger than the limit of {} bytes", text.len(), limits.max_file_bytes),
+            )
+            .at(path, None, None),
+        );
+        return out;
+    }
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        // JSON: one document. serde_json bounds recursion at 128 levels by itself.
+        if trimmed.len() > limits.max_document_bytes {
+            read_large_json(text, trimmed, path, limits, &mut out);
+            return out;
+        }
+        // Most JSON (what kubectl and the API server write) is read by the fast reader; the
+        // rest, and every error, by serde_json below.
+        if let Some((value, deepest)) = crate::json_tree::read(trimmed, live) {
+            if deepest > limits.max_depth {
+                out.warnings.push(too_deep_warning(limits.max_depth).at(path, Some(0), None));
+            } else {
+                collect(value, path, 0, 1, &mut out);
+            }
+            return out;
+        }
+        if let Some((value, line)) = oversized_integer(trimmed) {
+            out.warnings.push(
+                SourceWarning::error(
+                    ErrorKind::InvalidInput,
+                    format!("invalid JSON: the integer {value} does not fit in 64 bits (Kubernetes rejects it)"),
+                )
+                .at(path, Some(0), Some(line + leading_lines(text, trimmed))),
+            );
+            return out;
+        }
+        match serde_json::from_str::<Value>(trimmed) {
+            Ok(value) => {
+                if let Err(w) = check_depth(&value, limits.max_depth) {
+                    out.warnings.push(w.at(path, Some(0), None));
+                } else {
+                    collect(value, path, 0, 1, &mut out);
+                }
+            }
+            Err(e) => out.warnings.push(
+                SourceWarning::error(
+                    ErrorKind::InvalidInput,
+                    format!("invalid JSON: {}", strip_position(&e.to_string())),
+                )
+                .at(path, Some(0), Some(e.line() + leading_lines(text, trimmed))),
+            ),
+        }
+        return out;
+    }
+    for (index, doc) in split_documents(text).into_iter().enumerate() {
+        if is_blank(doc.text) {
+            continue;
+        }
+        if doc.text.len() > limits.max_document_bytes {
+            read_large_yaml(&doc, index, path, limits, &mut out);
+            continue;
+        }
+        match parse_yaml_document(doc.text, limits) {
+            Ok(Value::Null) => {}
+            Ok(value) => collect(value, path, index, doc.first_line, &mut out),
+            Err((message, line)) => {
+                out.warnings.push(SourceWarning::error(ErrorKind::InvalidInput, format!("invalid YAML: {message}")).at(
+                    path,
+                    Some(index),
+                    Some(doc.first_line + line.unwrap_or(1) - 1),
+                ))
+            }
+        }
+    }
+    out
+}
+
+fn too_large(what: &str, bytes: usize, limits: Limits) -> String {
+    format!(
+        "{what} is {bytes} bytes, larger than the limit of {} bytes (a List larger than that is read item by item)",
+        limits.max_document_bytes
+    )
+}
+
+/// A YAML document over the document bound: a `List` in the layout kubectl writes (`items:` at
+/// the margin, each item a `- ` entry indented by two) is read item by item, each bounded;
+/// anything else is an error of that document.
+fn read_large_yaml(doc: &Document<'_>, index: usize, path: &str, limits: Limits, out: &mut ParsedManifests) {
+    let error = |message: String, line: usize| {
+        SourceWarning::error(ErrorKind::InvalidInput, message).at(path, Some(index), Some(line))
+    };
+    let Some((rest, items)) = list_items(doc.text) else {
+        out.warnings.push(error(too_large("document", doc.text.len(), limits), doc.first_line));
+        return;
+    };
+    let is_list = match parse_yaml_document(&rest, limits) {
+        Ok(head) => head.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")),
+        Err(_) => false,
+    };
+    if !is_list {
+        out.warnings.push(error(too_large("document", doc.text.len(), limits), doc.first_line));
+        return;
+    }
+    for (i, (line, text)) in items.into_iter().enumerate() {
+        let first_line = doc.first_line + line;
+        if text.len() > limits.max_document_bytes {
+            out.warnings.push(error(too_large(&format!("list item {i}"), text.len(), limits), first_line));
+            continue;
+        }
+        match parse_yaml_document(&text, limits) {
+            Ok(value) => push_resource(value, path, index, first_line, Some(i), out),
+            Err((message, at)) => out
+                .warnings
+                .push(error(format!("invalid YAML: list item {i}: {message}"), first_line + at.unwrap_or(1) - 1)),
+        }
+    }
+}
+
+/// Splits a YAML `List` in kubectl's layout into the document without its items and each item's
+/// text (dedented) with its line offset in the document (from 0); `None` when the document does
+/// not have that layout.
+fn list_items(text: &str) -> Option<(String, Vec<(usize, String)>)> {
+    let mut rest = String::new();
+    let mut items: Vec<(usize, String)> = Vec::new();
+    let mut in_items = false;
+    let mut seen_items_key = false;
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        let content = line.trim_end_matches(['\n', '\r']);
+        if !in_items {
+            if content == "items:" {
+                in_items = true;
+                seen_items_key = true;
+                rest.push_str("items: []\n");
+            } else {
+                rest.push_str(line);
+            }
+            continue;
+        }
+        if let Some(first) = content.strip_prefix("- ").or_else(|| (content == "-").then_some("")) {
+            items.push((n, format!("{first}\n")));
+        } else if let Some(more) = content.strip_prefix("  ") {
+            items.last_mut()?.1.push_str(&format!("{more}\n"));
+        } else if content.trim().is_empty() || content.starts_with('#') {
+            if let Some(last) = items.last_mut() {
+                last.1.push('\n');
+            }
+        } else {
+            // Back at the margin: the rest of the document (`kind: List`, `metadata:`).
+            in_items = false;
+            rest.push_str(line);
+        }
+    }
+    seen_items_key.then_some((rest, items))
+}
+
+/// A JSON document over the document bound: a `List` (`{"apiVersion": ..., "items": [...],
+/// "kind": "List"}`, as `kubectl get -o json` writes it) is read item by item, each item taken
+/// as raw text, bounded and parsed alone; anything else is an error of that document.
+fn read_large_json(text: &str, trimmed: &str, path: &str, limits: Limits, out: &mut ParsedManifests) {
+    #[derive(serde::Deserialize)]
+    struct RawList<'a> {
+        #[serde(default)]
+        kind: String,
+        #[serde(borrow, default)]
+        items: Option<Vec<&'a serde_json::value::RawValue>>,
+    }
+    let at = |line: usize| line + leading_lines(text, trimmed);
+    let error = |message: String, line: usize| {
+        SourceWarning::error(ErrorKind::InvalidInput, message).at(path, Some(0), Some(line))
+    };
+    let list = match serde_json::from_str::<RawList<'_>>(trimmed) {
+        Ok(list) => list,
+        Err(e) => {
+            let message = if trimmed.starts_with('[') {
+                too_large("document", trimmed.len(), limits)
+            } else {
+                format!("invalid JSON: {}", strip_position(&e.to_string()))
+            };
+            out.warnings.push(error(message, at(e.line())));
+            return;
+        }
+    };
+    let (true, Some(items)) = (list.kind.ends_with("List"), list.items) else {
+        out.warnings.push(error(too_large("document", trimmed.len(), limits), at(1)));
+        return;
+    };
+    // The item's line in the file, counted on from the previous item's.
+    let (mut counted_to, mut lines_before) = (0usize, 0usize);
+    for (i, raw) in items.into_iter().enumerate() {
+        let raw = raw.get();
+        let offset = raw.as_ptr() as usize - trimmed.as_ptr() as usize;
+        lines_before += trimmed[counted_to..offset].matches('\n').count();
+        counted_to = offset;
+        let line = at(lines_before + 1);
+        if raw.len() > limits.max_document_bytes {
+            out.warnings.push(error(too_large(&format!("list item {i}"), raw.len(), limits), line));
+            continue;
+        }
+        if let Some((value, l)) = oversized_integer(raw) {
+            out.warnings.push(error(
+                format!(
+                    "invalid JSON: list item {i}: the integer {value} does not fit in 64 bits (Kubernetes rejects it)"
+                ),
+                line + l - 1,
+            ));
+            continue;
+        }
+        match serde_json::from_str::<Value>(raw) {
+            Ok(value) => match check_depth(&value, limits.max_depth) {
+                Ok(()) => push_resource(value, path, 0, line, Some(i), out),
+                Err(w) => out.warnings.push(w.at(path, Some(0), Some(line))),
+            },
+            Err(e) => out
+                .warnings
+                .push(error(format!("invalid JSON: list item {i}: {}", strip_position(&e.to_string())), line)),
+        }
+    }
+}
+
+fn leading_lines(text: &str, trimmed: &str) -> usize {
+    let skipped = text.len() - trimmed.len();
+    text[..skipped].matches('\n').count()
+}
+
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+pub(crate) struct Document<'a> {
+    pub(crate) text: &'a str,
+    /// Line of the document's first line in the file, from 1.
+    first_line: usize,
+}
+
+/// Splits a YAML stream at `---` marker lines. Block scalars are indented, so a `---` at
+/// column 0 always starts a document.
+pub(crate) fn split_documents(text: &str) -> Vec<Document<'_>> {
+    let mut docs = Vec::new();
+    let mut start = 0usize;
+    let mut start_line = 1usize;
+    let mut offset = 0usize;
+    for (line_no, line) in (1usize..).zip(text.split_inclusive('\n')) {
+        // Only a line starting with `---` or `...` can be a marker.
+        if !(line.starts_with("---") || line.starts_with("...")) {
+            offset += line.len();
+            continue;
+        }
+        let content = line.trim_end_matches(['\n', '\r']);
+        let is_marker = content == "---" || content.starts_with("--- ") || content.starts_with("---\t");
+        let is_end = content == "...";
+        if is_marker || is_end {
+            if offset > start || !docs.is_empty() || is_end {
+                docs.push(Document { text: &text[start..offset], first_line: start_line });
+            }
+            if is_marker && content.len() > 3 {
+                // Content on the marker line (`--- {a: 1}`): keep it, without the marker.
+                start = offset + 4;
+                start_line = line_no;
+            } else {
+                start = offset + line.len();
+                start_line = line_no + 1;
+            }
+        }
+        offset += line.len();
+    }
+    if start < text.len() {
+        docs.push(Document { text: &text[start..], first_line: start_line });
+    }
+    docs.retain(|d| !d.text.is_empty());
+    docs
+}
+
+fn is_blank(text: &str) -> bool {
+    text.lines().all(|l| {
+        let t = l.trim();
+        t.is_empty() || t.starts_with('#') || t.starts_with('%')
+    })
+}
+
+/// An upper estimate of a YAML document's nesting, from indentation and flow brackets, checked
+/// before parsing: a deep document must be refused before a recursive parser sees it.
+/// Returns the line where the limit is first exceeded.
+fn too_deep(text: &str, max: usize) -> Option<usize> {
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (n, line) in (1usize..).zip(text.lines()) {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let mut indent = line.len() - trimmed.len();
+        let mut rest = trimmed;
+        if flow == 0 {
+            while indents.last().is_some_and(|&i| i >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            // `- - - a` opens one level per dash.
+            while let Some(r) = rest.strip_prefix("- ") {
+                indent += 2;
+                indents.push(indent);
+                rest = r.trim_start();
+            }
+        }
+        // Bytes, not characters: every byte looked for is ASCII, and a character of several
+        // bytes ends an escape as one of one byte does.
+        let (mut quote, mut escaped) = (None, false);
+        for b in rest.bytes() {
+            match (quote, b) {
+                (Some(b'"'), b'\\') if !escaped => {
+                    escaped = true;
+                    continue;
+                }
+                (Some(q), b) if b == q && !escaped => quote = None,
+                (None, b'"' | b'\'') => quote = Some(b),
+                (None, b'#') => break,
+                (None, b'[' | b'{') => flow += 1,
+                (None, b']' | b'}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+            escaped = false;
+        }
+        if indents.len() + flow > max {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// A plain integer of `text` (YAML or JSON) that does not fit in 64 bits, with its line: a
+/// reader would turn it into a float (`1e+29`), and Kubernetes rejects it. Only documents with a
+/// run of 19 digits are parsed again for it.
+fn oversized_integer(text: &str) -> Option<(String, usize)> {
+    if !has_digit_run(text.as_bytes(), 19) {
+        return None;
+    }
+    for event in granit_parser::Parser::new_from_str(text) {
+        // A syntax error is the reader's to report.
+        let Ok((event, span)) = event else { return None };
+        if let granit_parser::Event::Scalar(value, granit_parser::ScalarStyle::Plain, _, None) = event {
+            let digits = value.strip_prefix(['-', '+']).unwrap_or(&value);
+            let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+            if integer && value.parse::<i64>().is_err() && digits.parse::<u64>().is_err() {
+                return Some((value.into_owned(), span.start.line()));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `bytes` hold `min` (at least 15) ASCII digits in a row. Such a run covers a whole
+/// 8-byte chunk, so chunks are looked at first (most end at their first byte), and only around
+/// an all-digit chunk is the run measured: the check costs little on every document.
+fn has_digit_run(bytes: &[u8], min: usize) -> bool {
+    debug_assert!(min >= 15, "a shorter run need not cover a whole chunk");
+    let digits = |range: &mut dyn Iterator<Item = &u8>| range.take_while(|b| b.is_ascii_digit()).count();
+    bytes.chunks_exact(8).enumerate().any(|(i, chunk)| {
+        chunk.iter().all(u8::is_ascii_digit) && {
+            let (start, end) = (i * 8, i * 8 + 8);
+            digits(&mut bytes[..start].iter().rev()) + 8 + digits(&mut bytes[end..].iter()) >= min
+        }
+    })
+}
+
+fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
+    if let Some((value, line)) = oversized_integer(text) {
+        return Err((format!("the integer {value} does not fit in 64 bits (Kubernetes rejects it)"), Some(line)));
+    }
+    // The block form of manifests, line by line; it counts the depth and the nodes of what it
+    // reads exactly and gives up at either bound.
+    if let Some(value) = crate::yaml_lines::read(text, limits.max_depth, limits.max_nodes) {
+        return Ok(value);
+    }
+    // Before a reader that recurses, the depth estimated from the text, with a line to show.
+    if let Some(line) = too_deep(text, limits.max_depth) {
+        return Err((format!("document nested deeper than {} levels", limits.max_depth), Some(line)));
+    }
+    // The common form straight from the parser's events; anything else through serde-saphyr.
+    if let Some(value) = crate::yaml::events(text, limits.max_depth, limits.max_nodes) {
+        return Ok(value);
+    }
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: limits.max_depth,
+            max_aliases: limits.max_aliases,
+            max_nodes: limits.max_nodes,
+            max_documents: 1,
+        },
+        // A tag it does not know (`!!python/object/apply:...`, `!custom`) is an error of the
+        // document, not a value silently kept without it.
+        reject_unsupported_tags: true,
+    };
+    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
+        let plain = e.without_snippet();
+        let line = plain.location().map(|l| l.line() as usize);
+        let rendered = plain.render_with_options(serde_saphyr::render_options! {
+            snippets: serde_saphyr::SnippetMode::Off,
+        });
+        // The first line is the reason; positions are given separately.
+        let reason = rendered.lines().next().unwrap_or("syntax error").to_owned();
+        (strip_position(&reason), line)
+    })
+}
+
+fn check_depth(value: &Value, max: usize) -> Result<(), SourceWarning> {
+    fn depth(v: &Value, d: usize, max: usize) -> bool {
+        if d > max {
+            return false;
+        }
+        match v {
+            Value::Array(a) => a.iter().all(|x| depth(x, d + 1, max)),
+            Value::Object(o) => o.values().all(|x| depth(x, d + 1, max)),
+            _ => true,
+        }
+    }
+    if depth(value, 0, max) { Ok(()) } else { Err(too_deep_warning(max)) }
+}
+
+fn too_deep_warning(max: usize) -> SourceWarning {
+    SourceWarning::error(ErrorKind::InvalidInput, format!("document nested deeper than {max} levels"))
+}
+
+/// Turns one parsed document into resources (expanding lists) or warnings.
+fn collect(value: Value, path: &str, document: usize, first_line: usize, out: &mut ParsedManifests) {
+    let Value::Object(map) = &value else {
+        out.warnings.push(SourceWarning::note("document is not a mapping; not a Kubernetes object, skipped").at(
+            path,
+            Some(document),
+            Some(first_line),
+        ));
+        return;
+    };
+    let has_api_version = map.get("apiVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    let kind = map.get("kind").and_then(Value::as_str).unwrap_or("");
+    if !has_api_version && kind.is_empty() {
+        out.warnings.push(
+            SourceWarning::note("document has no apiVersion and no kind; not a Kubernetes object, skipped").at(
+                path,
+                Some(document),
+                Some(first_line),
+            ),
+        );
+        return;
+    }
+    if kind.ends_with("List") && map.get("items").is_some_and(Value::is_array) {
+        let Value::Object(mut map) = value else { return };
+        if let Some(Value::Array(items)) = map.remove("items") {
+            for (i, item) in items.into_iter().enumerate() {
+                push_resource(item, path, document, first_line, Some(i), out);
+            }
+        }
+        return;
+    }
+    push_resource(value, path, document, first_line, None, out);
+}
+
+fn push_resource(
+    value: Value,
+    path: &str,
+    document: usize,
+    first_line: usize,
+    item: Option<usize>,
+    out: &mut ParsedManifests,
+) {
+    match Resource::from_object(value) {
+        Ok(r) => out.resources.push(r.with_provenance(Provenance {
+            path: Some(path.to_owned()),
+            document: Some(document),
+            ..Provenance::default()
+        })),
+        Err(e) => {
+            let item = item.map(|i| format!("list item {i}: ")).unwrap_or_default();
+            out.warnings.push(SourceWarning::error(ErrorKind::InvalidInput, format!("{item}{}", e.message())).at(
+                path,
+                Some(document),
+                Some(first_line),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The chunked pre-check finds a run of digits exactly when a plain scan does, wherever
+        /// the run starts against the chunks.
+        #[test]
+        fn digit_runs_are_found_wherever_they_start(
+            text in "[0-9a]{0,80}", pad in 0usize..8, min in 15usize..24,
+        ) {
+            let text = format!("{}{text}", "x".repeat(pad));
+            let plain = text.as_bytes().split(|b| !b.is_ascii_digit()).any(|run| run.len() >= min);
+            proptest::prop_assert_eq!(has_digit_run(text.as_bytes(), min), plain);
+        }
+    }
+
+    #[test]
+    fn a_run_of_nineteen_digits_across_two_chunks_is_found() {
+        let text = format!("{}{}", "a".repeat(7), "1".repeat(19));
+        assert!(has_digit_run(text.as_bytes(), 19));
+        assert!(!has_digit_run(format!("{}{}", "a".repeat(7), "1".repeat(18)).as_bytes(), 19));
+    }
+
+    #[test]
+    fn multi_document_with_list_and_line_numbers() {
+        let text = "# header\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n  metadata: {name: s, namespace: x}\n---\nbroken: [\n";
+        let p = parse_manifests(text, "f.yaml");
+        let names: Vec<_> = p.resources.iter().map(|r| r.key.name.as_str()).collect();
+        assert_eq!(names, ["a", "s"]);
+        assert_eq!(p.resources[1].provenance.document, Some(1));
+        assert_eq!(p.warnings.len(), 1);
+        let w = &p.warnings[0];
+        assert!(w.fatal);
+        assert_eq!(w.document, Some(2));
+        assert_eq!(w.line, Some(14), "{w}");
+    }
+
+    #[test]
+    fn missing_kind_and_name_are_errors_with_position() {
+        let p =
+            parse_manifests("apiVersion: v1\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\n", "x.yaml");
+        assert!(p.resources.is_empty());
+        assert_eq!(p.warnings.len(), 2);
+        assert!(p.warnings[0].message.contains("no kind"), "{}", p.warnings[0]);
+        assert!(p.warnings[1].message.contains("no metadata.name"), "{}", p.warnings[1]);
+        assert_eq!(p.warnings[1].line, Some(4));
+        assert!(p.warnings.iter().all(|w| w.fatal));
+    }
+
+    #[test]
+    fn a_list_over_the_document_bound_is_read_item_by_item_with_lines() {
+        let limits = Limits { max_document_bytes: 120, ..Limits::default() };
+        let yaml = "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a, namespace: x}\n\
+                    - apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: [bad\n\
+                    - apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: c\n    namespace: x\n  data:\n    t: |\n      one\n      two\n\
+                    kind: List\nmetadata: {}\n";
+        let parsed = parse_manifests_with(yaml, "dump.yaml", limits);
+        let names: Vec<_> = parsed.resources.iter().map(|r| r.key.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(parsed.resources[1].object["data"]["t"], "one\ntwo\n");
+        assert_eq!(parsed.warnings.len(), 1, "{:?}", parsed.warnings);
+        assert!(parsed.warnings[0].fatal && parsed.warnings[0].message.contains("list item 1"));
+        assert_eq!(parsed.warnings[0].line, Some(8), "the line of the broken item in the file");
+
+        let json = format!(
+            "{{\"apiVersion\": \"v1\", \"items\": [\n{},\n{}\n], \"kind\": \"List\"}}",
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}}"#,
+            r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b"}, "n": 100000000000000000000000000000}"#
+        );
+        let parsed = parse_manifests_with(&json, "dump.json", limits);
+        assert_eq!(parsed.resources.len(), 1);
+        assert_eq!(parsed.warnings.len(), 1);
+        assert!(parsed.warnings[0].message.contains("does not fit in 64 bits"), "{:?}", parsed.warnings);
+        assert_eq!(parsed.warnings[0].line, Some(3));
+
+        let not_a_list =
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{k: {}}}\n", "v".repeat(200));
+        let parsed = parse_manifests_with(&not_a_list, "big.yaml", limits);
+        assert!(parsed.resources.is_empty());
+        assert!(parsed.warnings[0].fatal && parsed.warnings[0].message.contains("larger than the limit"));
+    }
+
+    #[test]
+    fn a_float_read_from_yaml_survives_a_json_round_trip_exactly() {
+        // Found by the `manifest` fuzz target: serde_json must read floats exactly
+        // (`float_roundtrip`), or an object written as JSON reads back as another value.
+        let text =
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tags}\ndata:\n  big: 000000000000995158874220407624\n";
+        let parsed = parse_manifests(text, "f.yaml");
+        let object = &parsed.resources[0].object;
+        let again: Value = serde_json::from_str(&serde_json::to_string(object).unwrap()).unwrap();
+        assert_eq!(&again, &**object);
+    }
+
+    #[test]
+    fn live_objects_are_read_without_their_status_in_every_form() {
+        let object = |name: &str| {
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                "spec": {"replicas": 2, "status": "kept: not the object's"}, "status": {"replicas": 1}})
+        };
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [object("a"), object("b")]});
+        let one = object("c").to_string();
+        let texts = [
+            (one.clone(), 1),
+            (serde_json::to_string_pretty(&object("d")).unwrap(), 1),
+            (list.to_string(), 2),
+            (
+                format!(
+                    "{}\n---\n{}",
+                    serde_saphyr::to_string(&object("e")).unwrap(),
+                    serde_saphyr::to_string(&list).unwrap()
+                ),
+                3,
+            ),
+        ];
+        for (text, objects) in &texts {
+            let live = parse_live_manifests(text, "live", Limits::default());
+            let desired = parse_manifests(text, "live");
+            assert_eq!(live.resources.len(), *objects, "{text}");
+            assert!(live.warnings.is_empty() && desired.warnings.is_empty(), "{text}");
+            for (l, d) in live.resources.iter().zip(&desired.resources) {
+                assert!(l.object.get("status").is_none(), "{text}");
+                assert_eq!(d.object["status"]["replicas"], 1, "desired objects keep theirs");
+                let mut without = (*d.object).clone();
+                without.as_object_mut().unwrap().remove("status");
+                assert_eq!(*l.object, without);
+            }
+        }
+        // A broken status is the document's error as before, not skipped over.
+        let broken = one.replace("{\"replicas\":1}", "{\"replicas\":01}");
+        assert_ne!(broken, one);
+        let live = parse_live_manifests(&broken, "live.json", Limits::default());
+        assert!(live.resources.is_empty());
+        assert_eq!(live.warnings, parse_manifests_with(&broken, "live.json", Limits::default()).warnings);
+    }
+
+    proptest::proptest! {
+        /// Nothing nested deeper than the bound is read, whichever reader reads it, and what is
+        /// well within it is read.
+        #[test]
+        fn nothing_deeper_than_the_bound_is_read(levels in 1usize..14, max in 2usize..12, sequences in 0u16..) {
+            let mut yaml = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\ndata:\n");
+            let mut indent = 2;
+            for level in 0..levels {
+                let pad = " ".repeat(indent);
+                if sequences >> (level % 16) & 1 == 1 {
+                    yaml.push_str(&format!("{pad}- k{level}:\n"));
+                    indent += 4;
+                } else {
+                    yaml.push_str(&format!("{pad}k{level}:\n"));
+                    indent += 2;
+                }
+            }
+            yaml.push_str(&format!("{}leaf: 1\n", " ".repeat(indent)));
+            let limits = Limits { max_depth: max, ..Limits::default() };
+            for text in [yaml.clone(), serde_json::to_string_pretty(&serde_saphyr::from_str::<Value>(&yaml).unwrap()).unwrap()] {
+                let parsed = parse_manifests_with(&text, "deep", limits);
+                if let Some(r) = parsed.resources.first() {
+                    proptest::prop_assert!(check_depth(&r.object, max).is_ok(), "{} read past {}", text, max);
+                } else {
+                    let depth = if text.starts_with('{') { "nested deeper" } else { "deeper" };
+                    proptest::prop_assert!(parsed.warnings[0].message.contains(depth), "{:?}", parsed.warnings);
+                }
+                // The tree's depth: the leaf under data, its levels, and a list item for each dash.
+                let deepest = 2 + levels + (0..levels).filter(|l| sequences >> (l % 16) & 1 == 1).count();
+                if deepest + 2 <= max {
+                    proptest::prop_assert_eq!(parsed.resources.len(), 1, "{}", text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn json_document() {
+        let p =
+            parse_manifests("\n{\"apiVersion\":\"v1\",\"kind\":\"Service\",\"metadata\":{\"name\":\"s\"}}", "s.json");
+        assert_eq!(p.resources.len(), 1);
+        let bad = parse_manifests("{\n\"apiVersion\": }", "b.json");
+        assert_eq!(bad.warnings[0].line, Some(2));
+    }
+
+    #[test]
+    fn yaml_booleans_and_numbers_follow_yaml_1_1_readers() {
+        // Golden behaviour that the normaliser must live with (DEPENDENCIES.md pitfalls).
+        let p = parse_manifests(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  on: yes\n  v: 1.10\n  q: \"1.10\"\n",
+            "a.yaml",
+        );
+        let data = &p.resources[0].object["data"];
+        assert_eq!(data["q"], Value::String("1.10".into()));
+        assert!(data["v"].is_number());
+    }
+
+    #[test]
+    fn unknown_tags_and_integers_beyond_64_bits_are_errors_of_their_document_not_silent_changes() {
+        let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\ndata: {a: \"1\"}\n";
+        for (bad, says) in [
+            (
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: !!python/object/apply:os.system [\"id\"]\n",
+                "tag",
+            ),
+            ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata:\n  a: !custom x\n", "tag"),
+            (
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b}\nspec:\n  replicas: 100000000000000000000000000000\n",
+                "does not fit in 64 bits",
+            ),
+        ] {
+            let p = parse_manifests(&format!("{ok}---\n{bad}"), "a.yaml");
+            assert_eq!(p.resources.len(), 1, "the other document is read: {bad}");
+            assert_eq!(p.warnings.len(), 1, "{bad}: {:?}", p.warnings);
+            let w = &p.warnings[0];
+            assert!(w.message.contains(says), "{bad}: {}", w.message);
+            assert_eq!(w.document, Some(1));
+        }
+        let json = parse_manifests(
+            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"j\"}, \"data\": {\"n\": 123456789012345678901234}}",
+            "a.json",
+        );
+        assert!(json.resources.is_empty() && json.warnings[0].message.contains("does not fit"), "{:?}", json.warnings);
+        // Long digit runs that are not plain integers are values like any other; u64 and i64
+        // edges are exact.
+        let fine = parse_manifests(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  q: \"100000000000000000000000000000\"\n  b: |\n    100000000000000000000000000000\n  max: 18446744073709551615\n  min: -9223372036854775808\n",
+            "c.yaml",
+        );
+        assert!(fine.warnings.is_empty(), "{:?}", fine.warnings);
+        let data = &fine.resources[0].object["data"];
+        assert_eq!(data["max"], serde_json::json!(18446744073709551615u64));
+        assert_eq!(data["min"], serde_json::json!(i64::MIN));
+    }
+}

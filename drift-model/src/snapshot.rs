@@ -1,0 +1,232 @@
+//! Snapshots: the desired state of one repository at one revision, the live state of one
+//! cluster, what a live read should cover ([`Scope`]) and what it did cover ([`Coverage`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::desired::DesiredObject;
+use crate::resource::{GroupKind, Resource, ResourceKey, SourceWarning, is_cluster_scoped};
+
+/// The desired state read from one repository at one revision. Its objects are trees
+/// ([`Resource`], the default), or kept compact until compared (`drift_manifest::KeptResource`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesiredSnapshot<T = Resource> {
+    /// Repository name or URL.
+    pub repository: String,
+    /// Revision read (commit id, or a content hash for plain folders).
+    pub revision: Option<String>,
+    /// The objects.
+    pub resources: Vec<T>,
+    /// Files or documents that could not be read.
+    pub warnings: Vec<SourceWarning>,
+}
+
+impl<T> Default for DesiredSnapshot<T> {
+    fn default() -> Self {
+        DesiredSnapshot { repository: String::new(), revision: None, resources: Vec::new(), warnings: Vec::new() }
+    }
+}
+
+impl<T: DesiredObject> DesiredSnapshot<T> {
+    /// The live scope this desired state implies: every (group, kind, namespace) it names.
+    pub fn scope(&self) -> Scope {
+        let mut scope = Scope::default();
+        for r in &self.resources {
+            scope.insert(r.key().group_kind(), r.key().namespace.clone());
+        }
+        scope.only = Some(self.resources.iter().map(|r| r.key().clone()).collect());
+        scope
+    }
+}
+
+impl DesiredSnapshot {
+    /// Places objects without a namespace in `namespace`, unless their kind is known to be
+    /// cluster-scoped. This is what `kubectl apply` does with the namespace of the context.
+    pub fn default_namespace(&mut self, namespace: &str) {
+        for r in &mut self.resources {
+            if r.key.namespace.is_none() && !is_cluster_scoped(&r.key.group, &r.key.kind) {
+                r.key.namespace = Some(namespace.to_owned());
+            }
+        }
+    }
+}
+
+/// What a live read should cover: for each group/kind, the namespaces (or `None` for
+/// cluster-scoped kinds).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    /// Namespaces per group/kind; a `None` entry means cluster-scoped.
+    pub entries: BTreeMap<GroupKind, BTreeSet<Option<String>>>,
+    /// The objects the caller will compare, when it knows them ([`DesiredSnapshot::scope`]
+    /// does). A live source reads each (kind, namespace) whole, so its coverage is unchanged,
+    /// but it may drop the other objects as it reads them, which keeps a fetch of a cluster
+    /// much larger than Git in the memory of what Git names. `None`: keep every object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<BTreeSet<ResourceKey>>,
+}
+
+impl Scope {
+    /// Adds a (kind, namespace) pair.
+    pub fn insert(&mut self, gk: GroupKind, namespace: Option<String>) {
+        self.entries.entry(gk).or_default().insert(namespace);
+    }
+    /// Whether the scope names this (kind, namespace).
+    pub fn contains(&self, gk: &GroupKind, namespace: Option<&str>) -> bool {
+        self.entries.get(gk).is_some_and(|ns| ns.contains(&namespace.map(str::to_owned)))
+    }
+    /// Every (kind, namespace) pair, sorted.
+    pub fn pairs(&self) -> impl Iterator<Item = (&GroupKind, Option<&str>)> {
+        self.entries.iter().flat_map(|(gk, nss)| nss.iter().map(move |ns| (gk, ns.as_deref())))
+    }
+    /// Whether nothing is in scope.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// Whether the caller wants this object (see [`Scope::only`]).
+    pub fn wants(&self, key: &ResourceKey) -> bool {
+        self.only.as_ref().is_none_or(|only| only.contains(key))
+    }
+}
+
+/// How well a live read covered one (kind, namespace).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CoverageStatus {
+    /// Every object was read.
+    Complete,
+    /// The credentials may not read it (403).
+    Forbidden {
+        /// Why.
+        message: String,
+    },
+    /// The kind is not served by the cluster (404, unknown kind, CRD missing).
+    NotServed {
+        /// Why.
+        message: String,
+    },
+    /// The read failed (timeout, 5xx after retries, dropped connection).
+    Failed {
+        /// Why.
+        message: String,
+    },
+}
+
+impl CoverageStatus {
+    /// Whether the read was complete.
+    pub fn is_complete(&self) -> bool {
+        matches!(self, CoverageStatus::Complete)
+    }
+    /// A short label (`complete`, `forbidden`, `not_served`, `failed`).
+    pub fn label(&self) -> &'static str {
+        match self {
+            CoverageStatus::Complete => "complete",
+            CoverageStatus::Forbidden { .. } => "forbidden",
+            CoverageStatus::NotServed { .. } => "not_served",
+            CoverageStatus::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// Coverage of one (kind, namespace) pair.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoverageEntry {
+    /// API group.
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace, `None` for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    /// Outcome.
+    #[serde(flatten)]
+    pub status: CoverageStatus,
+}
+
+/// Coverage of a live read: the outcome for each (kind, namespace) in scope.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// One entry per (kind, namespace), sorted.
+    pub entries: Vec<CoverageEntry>,
+}
+
+impl Coverage {
+    /// Records the outcome for a pair, replacing an earlier one.
+    pub fn set(&mut self, gk: &GroupKind, namespace: Option<&str>, status: CoverageStatus) {
+        let ns = namespace.map(str::to_owned);
+        if let Some(e) = self.entries.iter_mut().find(|e| e.group == gk.group && e.kind == gk.kind && e.namespace == ns)
+        {
+            e.status = status;
+        } else {
+            self.entries.push(CoverageEntry { group: gk.group.clone(), kind: gk.kind.clone(), namespace: ns, status });
+            self.entries.sort_by(|a, b| (&a.group, &a.kind, &a.namespace).cmp(&(&b.group, &b.kind, &b.namespace)));
+        }
+    }
+
+    /// Marks every pair of a scope complete (for sources that read everything at once).
+    pub fn complete(scope: &Scope) -> Self {
+        Coverage::all(scope, &CoverageStatus::Complete)
+    }
+
+    /// Coverage of a source that reads everything at once (files): every pair of the scope
+    /// complete when every file was read; when some part could not be read (the `fatal`
+    /// warnings), every pair failed with their reasons, since the broken part may hold any
+    /// object, which then must not look missing.
+    pub fn of_whole_read(scope: &Scope, warnings: &[SourceWarning]) -> Self {
+        let fatal: Vec<String> = warnings.iter().filter(|w| w.fatal).map(ToString::to_string).collect();
+        if fatal.is_empty() {
+            return Coverage::complete(scope);
+        }
+        let message = format!("the live state could not be read completely: {}", fatal.join("; "));
+        Coverage::all(scope, &CoverageStatus::Failed { message })
+    }
+
+    fn all(scope: &Scope, status: &CoverageStatus) -> Self {
+        let mut c = Coverage::default();
+        for (gk, ns) in scope.pairs() {
+            c.set(gk, ns, status.clone());
+        }
+        c
+    }
+
+    /// The status of a (kind, namespace); `None` when it was not in scope. An entry for a
+    /// cluster-wide read (`namespace: None`) of a namespaced kind covers every namespace.
+    pub fn status(&self, group: &str, kind: &str, namespace: Option<&str>) -> Option<&CoverageStatus> {
+        let exact =
+            self.entries.iter().find(|e| e.group == group && e.kind == kind && e.namespace.as_deref() == namespace);
+        exact
+            .or_else(|| self.entries.iter().find(|e| e.group == group && e.kind == kind && e.namespace.is_none()))
+            .map(|e| &e.status)
+    }
+
+    /// Whether the (kind, namespace) was read completely.
+    pub fn is_complete(&self, group: &str, kind: &str, namespace: Option<&str>) -> bool {
+        self.status(group, kind, namespace).is_some_and(CoverageStatus::is_complete)
+    }
+
+    /// Entries that were not read completely.
+    pub fn incomplete(&self) -> impl Iterator<Item = &CoverageEntry> {
+        self.entries.iter().filter(|e| !e.status.is_complete())
+    }
+}
+
+/// Live state read from one cluster for a scope.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveSnapshot {
+    /// Cluster name.
+    pub cluster: String,
+    /// The objects found, with managedFields.
+    pub resources: Vec<Resource>,
+    /// What was read completely and what was not.
+    pub coverage: Coverage,
+}
+
+/// Custom kinds (not in the built-in table, [`crate::is_cluster_scoped`]) of which `live`
+/// holds objects and all of them name no namespace, sorted: the kinds a live state read from
+/// files shows to be cluster-scoped.
+pub fn cluster_scoped_in(live: &[Resource]) -> Vec<GroupKind> {
+    let mut kinds: BTreeMap<GroupKind, bool> = BTreeMap::new();
+    for r in live.iter().filter(|r| !is_cluster_scoped(&r.key.group, &r.key.kind)) {
+        *kinds.entry(r.key.group_kind()).or_insert(true) &= r.key.namespace.is_none();
+    }
+    kinds.into_iter().filter_map(|(gk, none)| none.then_some(gk)).collect()
+}
