@@ -8,7 +8,7 @@
 //!   rules ([`ignore`]), drift paths ([`path`]), errors ([`error`]);
 //! - the ports: desired and live sources ([`source`]), sinks and the read side of a store
 //!   ([`sink`]), the comparator ([`compare`]), the outbox, decisions and the audit trail
-//!   ([`act`]), the cluster writer and the change proposer ([`remedy`]), the lease
+//!   ([`outbox`], [`decision`], [`audit`]; [`act`] the three together), the cluster writer and the change proposer ([`remedy`]), the lease
 //!   ([`lease`]), the SOPS opener ([`sops`]);
 //! - an in-memory reference implementation of the sources and the store ([`memory`]).
 //!
@@ -24,7 +24,9 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod act;
+pub mod audit;
 pub mod compare;
+pub mod decision;
 pub mod desired;
 pub mod drift;
 pub mod error;
@@ -32,6 +34,7 @@ pub mod finding;
 pub mod ignore;
 pub mod lease;
 pub mod memory;
+pub mod outbox;
 pub mod path;
 pub mod progress;
 pub mod remedy;

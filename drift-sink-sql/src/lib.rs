@@ -64,8 +64,8 @@ pub mod __private {
     pub use chrono::{DateTime, Duration, Utc};
     pub use drift_model::Severity;
     pub use drift_model::act::{
-        ActStore, AuditFilter, AuditNote, AuditPage, Decision, Delivery, DeliveryRecord, DeliveryStatus, DriftEvent,
-        Learned, NewDecision, Route, Settle,
+        AuditFilter, AuditLog, AuditNote, AuditPage, Decision, Decisions, Delivery, DeliveryRecord, DeliveryStatus,
+        DriftEvent, Learned, NewDecision, Outbox, Route, Settle,
     };
     pub use drift_model::finding::Rule;
     pub use drift_model::sink::{
@@ -162,7 +162,7 @@ macro_rules! impl_drift_store {
         }
 
         #[$crate::__private::async_trait]
-        impl $crate::__private::ActStore for $store {
+        impl $crate::__private::Outbox for $store {
             async fn emit(&self, events: &[$crate::__private::DriftEvent]) -> $crate::__private::Result<usize> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::emit(self, events).await?)
             }
@@ -218,13 +218,6 @@ macro_rules! impl_drift_store {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::stale(self, notifier, before, limit).await?)
             }
 
-            async fn expire_waivers(
-                &self,
-                now: $crate::__private::DateTime<$crate::__private::Utc>,
-            ) -> $crate::__private::Result<usize> {
-                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::expire_waivers(self, now).await?)
-            }
-
             async fn delivery_counts(
                 &self,
             ) -> $crate::__private::Result<
@@ -252,6 +245,16 @@ macro_rules! impl_drift_store {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::requeue(self, event_id, notifier, actor, now)
                     .await?)
             }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::Decisions for $store {
+            async fn expire_waivers(
+                &self,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+            ) -> $crate::__private::Result<usize> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::expire_waivers(self, now).await?)
+            }
 
             async fn decide(
                 &self,
@@ -272,7 +275,10 @@ macro_rules! impl_drift_store {
             ) -> $crate::__private::Result<Option<$crate::__private::Learned>> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::similar(self, drift).await?)
             }
+        }
 
+        #[$crate::__private::async_trait]
+        impl $crate::__private::AuditLog for $store {
             async fn audit(
                 &self,
                 filter: &$crate::__private::AuditFilter,

@@ -8,6 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use drift_model::act::{
     ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, Settle,
 };
+use drift_model::act::{AuditLog, Decisions, Outbox};
 use drift_model::sink::{DriftFilter, DriftStatus, PageRequest};
 use drift_model::{Drift, DriftSink, DriftStore, DriftType, ErrorKind, Resolution, ScanReport, Severity};
 use serde_json::json;

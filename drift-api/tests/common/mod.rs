@@ -2,6 +2,7 @@
 //! trigger that behaves like the scheduler, a store that is down, and a request helper.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
+use drift_model::act::Outbox;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -327,7 +328,7 @@ impl SqliteHarness {
 }
 
 pub async fn sqlite_harness() -> SqliteHarness {
-    use drift_model::act::{ActStore, Settle};
+    use drift_model::act::Settle;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("drift.db").display());
     let store = Arc::new(drift_sink_sqlite::SqliteSink::open(&url).await.unwrap());

@@ -4,9 +4,10 @@
 //! come back, and history before the dashboard's ranges.
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use drift_model::act::Decisions;
 use drift_model::act::{DecisionAction, NewDecision};
 use drift_model::sink::{DriftFilter, PageRequest};
-use drift_model::{ActStore, Drift, DriftSink, DriftStore, DriftType, ResourceKey, Severity};
+use drift_model::{Drift, DriftSink, DriftStore, DriftType, ResourceKey, Severity};
 use drift_sink_postgres::PostgresSink;
 use drift_testkit::fixtures::{drift, report};
 use serde_json::json;

@@ -1,0 +1,209 @@
+//! Decisions about drifts (acknowledge, accept with an expiry, reject), the waivers an accept
+//! makes, the confidence learned from past decisions, and the port of a store that keeps them
+//! ([`Decisions`]). docs/decisions.md describes the behaviour.
+
+use std::fmt;
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Timelike, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+use crate::drift::DriftType;
+use crate::sink::StoredDrift;
+
+/// What a person decides about a drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionAction {
+    /// Someone is on it: reminders stop.
+    Acknowledge,
+    /// A waiver: the change is intended; the drift no longer counts as open until the waiver
+    /// expires or the cluster value changes again.
+    Accept,
+    /// The change must be reverted.
+    Reject,
+}
+
+impl DecisionAction {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionAction::Acknowledge => "acknowledge",
+            DecisionAction::Accept => "accept",
+            DecisionAction::Reject => "reject",
+        }
+    }
+}
+
+impl FromStr for DecisionAction {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "acknowledge" | "ack" => Ok(DecisionAction::Acknowledge),
+            "accept" => Ok(DecisionAction::Accept),
+            "reject" => Ok(DecisionAction::Reject),
+            _ => Err(crate::Error::invalid_input(format!("unknown decision {s:?} (acknowledge, accept, reject)"))),
+        }
+    }
+}
+
+/// How long a waiver lasts when the decision names no expiry.
+pub const DEFAULT_WAIVER_DAYS: i64 = 7;
+
+/// The longest waiver a decision may ask for.
+pub const MAX_WAIVER_DAYS: i64 = 366;
+
+/// A decision as asked for (the API body, the CLI's arguments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewDecision {
+    /// What is decided.
+    pub action: DecisionAction,
+    /// Why (shown with the drift and in the audit trail).
+    #[serde(default)]
+    pub comment: Option<String>,
+    /// When a waiver (`accept`) ends; a waiver without one lasts [`DEFAULT_WAIVER_DAYS`].
+    /// Refused on the other decisions, which last as long as the drift.
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Who decides: the name of the API token, or the user running the CLI. Set by the caller,
+    /// never taken from a request body.
+    #[serde(skip_deserializing, default)]
+    pub actor: String,
+}
+
+impl NewDecision {
+    /// Checks the decision at `now` and fills in a waiver's default expiry: an expiry in the
+    /// past, one further than [`MAX_WAIVER_DAYS`], one on a decision other than `accept`, or a
+    /// comment over 2,000 characters is an invalid-input error; an `accept` without a comment
+    /// is one too (a waiver has a reason).
+    pub fn validate(mut self, now: DateTime<Utc>) -> Result<Self> {
+        if self.comment.as_ref().is_some_and(|c| c.chars().count() > 2000) {
+            return Err(crate::Error::invalid_input("comment is longer than 2000 characters"));
+        }
+        if let Some(at) = self.expires_at {
+            if at <= now {
+                return Err(crate::Error::invalid_input(format!("expires_at {at} is not in the future")));
+            }
+            if at > now + Duration::days(MAX_WAIVER_DAYS) {
+                return Err(crate::Error::invalid_input(format!(
+                    "expires_at is more than {MAX_WAIVER_DAYS} days away"
+                )));
+            }
+        }
+        if self.action != DecisionAction::Accept && self.expires_at.is_some() {
+            return Err(crate::Error::invalid_input(format!(
+                "expires_at applies to accept (a waiver) only; an {} lasts as long as the drift",
+                self.action.as_str()
+            )));
+        }
+        if self.action == DecisionAction::Accept {
+            if self.comment.as_deref().is_none_or(|c| c.trim().is_empty()) {
+                return Err(crate::Error::invalid_input("an accept (a waiver) needs a comment saying why"));
+            }
+            self.expires_at.get_or_insert(now + Duration::days(DEFAULT_WAIVER_DAYS));
+        }
+        Ok(self)
+    }
+}
+
+/// A decision as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Row id.
+    pub id: i64,
+    /// The drift.
+    pub drift_id: i64,
+    /// What was decided.
+    pub action: DecisionAction,
+    /// Why.
+    pub comment: Option<String>,
+    /// Who.
+    pub actor: String,
+    /// When.
+    pub decided_at: DateTime<Utc>,
+    /// When it ends (a waiver).
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The six-hour band of the day (UTC) a change fell in: 0 (00–06), 1, 2, 3. Part of what makes
+/// two drifts "similar" for [`Learned`].
+pub fn hour_band(at: DateTime<Utc>) -> u8 {
+    (at.hour() / 6) as u8
+}
+
+/// What makes drifts similar for the learned classification: the same field manager,
+/// namespace, drift type and band of the day.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Similarity {
+    /// Field manager (empty when unknown).
+    pub manager: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Drift type.
+    pub drift_type: DriftType,
+    /// [`hour_band`] of the change (or of the detection when the change time is unknown).
+    pub band: u8,
+}
+
+impl Similarity {
+    /// The similarity key of a stored drift.
+    pub fn of(drift: &StoredDrift) -> Self {
+        Similarity {
+            manager: drift.changed_by.clone().unwrap_or_default(),
+            namespace: drift.namespace.clone(),
+            drift_type: drift.drift_type,
+            band: hour_band(drift.changed_at.unwrap_or(drift.detected_at)),
+        }
+    }
+}
+
+/// The confidence learned from the team's decisions on similar drifts: the share accepted,
+/// with a uniform prior (one accepted and one rejected imagined), so that 1 of 1 says 67%,
+/// not 100%. Explainable: it says how many decisions it rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Learned {
+    /// Similar drifts whose last decision was `accept`.
+    pub accepted: u32,
+    /// Similar drifts whose last decision was `reject`.
+    pub rejected: u32,
+    /// Probability that such a change is intentional, 0..=1.
+    pub intentional: f64,
+}
+
+impl Learned {
+    /// From counts of similar decisions; `None` without any (nothing learned yet).
+    pub fn from_counts(accepted: u32, rejected: u32) -> Option<Self> {
+        let n = accepted + rejected;
+        (n > 0).then(|| Learned { accepted, rejected, intentional: (f64::from(accepted) + 1.0) / (f64::from(n) + 2.0) })
+    }
+
+    /// "likely intentional (75%, 2 of 2 similar changes accepted)".
+    pub fn explain(&self) -> String {
+        let n = self.accepted + self.rejected;
+        let pct = (self.intentional * 100.0).round();
+        if self.intentional >= 0.5 {
+            format!("likely intentional ({pct}%, {} of {n} similar changes accepted)", self.accepted)
+        } else {
+            format!("likely unintended ({:.0}%, {} of {n} similar changes rejected)", 100.0 - pct, self.rejected)
+        }
+    }
+}
+
+/// Decisions about drifts, and the waivers they make: a decision, its effect on the drift and
+/// its audit entry are written in one transaction (checked by `drift_testkit::act_suite!`).
+#[async_trait]
+pub trait Decisions: Send + Sync + fmt::Debug {
+    /// `waiver_expired` event and an audit entry each. Returns how many.
+    async fn expire_waivers(&self, now: DateTime<Utc>) -> Result<usize>;
+
+    /// `InvalidInput` for a resolved one.
+    async fn decide(&self, drift_id: i64, decision: &NewDecision, now: DateTime<Utc>) -> Result<Decision>;
+
+    /// The decisions about a drift, oldest first.
+    async fn decisions(&self, drift_id: i64) -> Result<Vec<Decision>>;
+
+    /// decisions left out) teach: how many were last accepted and rejected.
+    async fn similar(&self, drift: &StoredDrift) -> Result<Option<Learned>>;
+}
