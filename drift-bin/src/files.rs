@@ -86,8 +86,8 @@ pub fn reload(provenance: &drift_core::Provenance, sops: Option<&dyn SopsOpener>
 /// The files under `path`, walked with the rules and bounds of [`drift_source_k8s::walk`]: each
 /// entry refused (a link leaving the folder or into a folder being walked, a file that is not a
 /// regular file) and a bound reached are warnings naming the path.
-pub fn walk(path: &Path) -> Result<drift_source_k8s::walk::Walked> {
-    drift_source_k8s::walk::walk(path).map_err(|e| {
+pub fn walk(path: &Path) -> Result<drift_manifest::walk::Walked> {
+    drift_manifest::walk::walk(path).map_err(|e| {
         let what = if e.path == path && std::fs::metadata(path).is_err() { "read" } else { "list" };
         let shown = format!("cannot {what} {}", e.path.display());
         anyhow::Error::new(e.source).context(shown)
@@ -135,7 +135,7 @@ pub fn load<T: Send>(
 /// objects exist at once. Files are parsed on several threads and arrive in any order. Returns
 /// the warnings in the order [`load`] gives them.
 pub fn stream(
-    walked: drift_source_k8s::walk::Walked,
+    walked: drift_manifest::walk::Walked,
     progress: &Progress,
     sink: &mut dyn FnMut(u64, Resource),
 ) -> Vec<SourceWarning> {

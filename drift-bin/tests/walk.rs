@@ -156,7 +156,7 @@ fn more_files_than_the_bound_stop_the_walk_with_an_error() {
             symlink(format!("../m{}", level - 1), d.join(format!("m{level}/l{i}"))).unwrap();
         }
     }
-    let max = drift_source_k8s::walk::MAX_FILES;
+    let max = drift_manifest::walk::MAX_FILES;
     // `a.yaml`, then all of m0 to m4 (10 + 100 + ... + 100,000), then m5 in path order.
     let before_m5 = 1 + (1..=5).map(|k| 10usize.pow(k)).sum::<usize>();
     let mut rest = max - before_m5;
@@ -183,7 +183,7 @@ fn more_bytes_than_the_bound_stop_the_walk_before_reading_them() {
     write(&l.join("a.yaml"), &cm("a", "one"));
     // A sparse file: its size counts, it takes no disk, and it is never read.
     let big = l.join("big.yaml");
-    std::fs::File::create(&big).unwrap().set_len(drift_source_k8s::walk::MAX_BYTES + 1).unwrap();
+    std::fs::File::create(&big).unwrap().set_len(drift_manifest::walk::MAX_BYTES + 1).unwrap();
     let (code, doc) = diff(&d, &l);
     assert_eq!(code, 2, "{doc}");
     let w = warnings(&doc);

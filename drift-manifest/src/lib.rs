@@ -23,6 +23,7 @@ mod json_tree;
 pub mod kept;
 pub mod parse;
 pub mod sops;
+pub mod walk;
 mod yaml;
 mod yaml_lines;
 

@@ -20,9 +20,9 @@
 //! - Leader election ([`KubeLease`]): the replicas of a detector share a
 //!   `coordination.k8s.io/v1` Lease; updates carry its `resourceVersion`, so two never both lead.
 //! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
-//! - [`walk`], the one walker of manifest folders on the local disk (snapshot folders and the
-//!   folders of `drift diff`): links only inside the root and never in a cycle, regular files
-//!   only, bounded in files and bytes.
+//! - Snapshot folders are walked by `drift_manifest::walk`, the one walker of manifest folders
+//!   on the local disk (also the folders of `drift diff`): links only inside the root and never
+//!   in a cycle, regular files only, bounded in files and bytes.
 //!
 //! The TLS crypto provider is the program's choice, never this library's: a binary installs
 //! rustls' process-level provider in `main`, before [`K8sSource::connect`] (the `drift` binary
@@ -54,7 +54,6 @@ pub mod revert;
 pub mod server_side;
 pub mod snapshot;
 pub mod source;
-pub mod walk;
 pub mod watch;
 
 pub use config::{K8sConfig, live_source_from_config};

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::walk::{WalkLimits, walk_with};
+use drift_manifest::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
 use drift_manifest::{Limits, parse_live_manifests};
 use drift_model::source::{LiveCapabilities, LiveSource};
@@ -202,7 +202,7 @@ mod tests {
         for name in ["a", "b", "c"] {
             std::fs::write(dir.path().join(format!("{name}.yaml")), cm(name)).unwrap();
         }
-        let limits = crate::walk::WalkLimits { max_files: 2, ..crate::walk::WalkLimits::default() };
+        let limits = drift_manifest::walk::WalkLimits { max_files: 2, ..drift_manifest::walk::WalkLimits::default() };
         let src = SnapshotSource::new("offline", [dir.path()]).with_limits(limits);
         let snap = futures::executor::block_on(src.fetch(&scope())).unwrap();
         assert!(snap.resources.is_empty());
