@@ -28,6 +28,55 @@ pub enum Format {
     Yaml,
 }
 
+/// `-o/--output` with `--json`, its older spelling, of the commands that had only `--json`
+/// (`drift drifts list`, `drift findings list`): `--json` is `-o json`, byte for byte.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct OutputArgs {
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// The same as `-o json` (the flag of earlier versions, kept for scripts).
+    #[arg(long, hide = true, conflicts_with = "output")]
+    pub json: bool,
+}
+
+impl OutputArgs {
+    /// The format asked for.
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.output }
+    }
+}
+
+/// Prints a document on standard output in a format: `table` through the command's own
+/// `table`, JSON and YAML through [`write_data`], the one writer of every command's `-o json`
+/// and `-o yaml`.
+pub fn print_data<T: Serialize + ?Sized>(doc: &T, format: Format, table: impl FnOnce(&T)) -> Result<()> {
+    let yaml = match format {
+        Format::Table => {
+            table(doc);
+            return Ok(());
+        }
+        Format::Json => false,
+        Format::Yaml => true,
+    };
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    write_data(doc, yaml, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes a document as indented JSON with a final newline, or (`yaml`) the same value as YAML.
+fn write_data<T: Serialize + ?Sized>(doc: &T, yaml: bool, out: &mut dyn Write) -> Result<()> {
+    if yaml {
+        let value = serde_json::to_value(doc)?;
+        write!(out, "{}", serde_saphyr::to_string(&value)?)?;
+    } else {
+        serde_json::to_writer_pretty(&mut *out, doc)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
 /// The stable machine-readable document.
 #[derive(Debug, Serialize)]
 pub struct Document<'a> {
@@ -63,14 +112,8 @@ fn write_report(report: &ScanReport, format: Format, out: &mut dyn Write) -> Res
         findings_summary: checked(report).then(|| FindingSummary::of(&report.findings)),
     };
     match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &doc)?;
-            writeln!(out)?;
-        }
-        Format::Yaml => {
-            let value = serde_json::to_value(&doc)?;
-            write!(out, "{}", serde_saphyr::to_string(&value)?)?;
-        }
+        Format::Json => write_data(&doc, false, out)?,
+        Format::Yaml => write_data(&doc, true, out)?,
         Format::Table => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             print_table(report, color, out)?;

@@ -553,7 +553,10 @@ impl Remedies {
         let proposer = self.proposers.iter().find(|p| p.repository() == d.repository).ok_or_else(|| {
             Fault::refused(
                 Refusal::NotConfigured,
-                format!("no pull requests are configured for repository {:?} (remediation.accept)", d.repository),
+                format!(
+                    "no pull requests are configured for repository {:?}: accepting needs its `repositories[].url` to be a git remote or `github:OWNER/REPO`, not a local folder",
+                    d.repository
+                ),
             )
         })?;
         for earlier in self.accepted_before(&d, &act).await? {

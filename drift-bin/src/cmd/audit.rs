@@ -12,7 +12,7 @@ use drift_core::sink::PageRequest;
 use crate::cmd::decide::{TimeArg, parse_time, when};
 use crate::compose;
 use crate::config::Config;
-use crate::output::Format;
+use crate::output::{Format, print_data};
 
 /// `drift audit ...`.
 #[derive(Debug, Subcommand)]
@@ -76,32 +76,28 @@ pub async fn run(cmd: &AuditCommand) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let (_, act) = compose::open_act_store(&config.store_config()?).await?;
     let page = act.audit(&filter, PageRequest { limit: args.limit, after: args.after }).await?;
-    match args.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&page)?),
-        Format::Yaml => print!("{}", serde_saphyr::to_string(&serde_json::to_value(&page)?)?),
-        Format::Table => {
+    print_data(&page, args.output, |page| {
+        println!(
+            "{:>7}  {:<20}  {:<14}  {:<18}  {:>6}  {:<12}  {:<10}  DETAIL",
+            "ID", "AT", "ACTION", "ACTOR", "DRIFT", "NOTIFIER", "STATUS"
+        );
+        for e in &page.items {
             println!(
-                "{:>7}  {:<20}  {:<14}  {:<18}  {:>6}  {:<12}  {:<10}  DETAIL",
-                "ID", "AT", "ACTION", "ACTOR", "DRIFT", "NOTIFIER", "STATUS"
+                "{:>7}  {:<20}  {:<14}  {:<18}  {:>6}  {:<12}  {:<10}  {}",
+                e.id,
+                when(e.at),
+                e.action.as_str(),
+                e.actor,
+                e.drift_id.map(|d| d.to_string()).unwrap_or_default(),
+                e.notifier.as_deref().unwrap_or(""),
+                e.status,
+                detail(e)
             );
-            for e in &page.items {
-                println!(
-                    "{:>7}  {:<20}  {:<14}  {:<18}  {:>6}  {:<12}  {:<10}  {}",
-                    e.id,
-                    when(e.at),
-                    e.action.as_str(),
-                    e.actor,
-                    e.drift_id.map(|d| d.to_string()).unwrap_or_default(),
-                    e.notifier.as_deref().unwrap_or(""),
-                    e.status,
-                    detail(e)
-                );
-            }
-            if let Some(next) = page.next {
-                println!("more: --after {next}");
-            }
         }
-    }
+        if let Some(next) = page.next {
+            println!("more: --after {next}");
+        }
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -16,7 +16,7 @@ use drift_core::act::{Decision, DecisionAction, NewDecision};
 
 use crate::compose;
 use crate::config::Config;
-use crate::output::Format;
+use crate::output::{Format, print_data};
 
 /// Arguments of `drift decide`.
 #[derive(Debug, Args)]
@@ -141,28 +141,23 @@ pub fn when(t: DateTime<Utc>) -> String {
 }
 
 fn print_decision(d: &Decision, format: Format) -> Result<()> {
-    match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(d)?),
-        Format::Yaml => print!("{}", serde_saphyr::to_string(&serde_json::to_value(d)?)?),
-        Format::Table => {
-            println!(
-                "decision {} on drift {}: {} by {} at {}",
-                d.id,
-                d.drift_id,
-                d.action.as_str(),
-                d.actor,
-                when(d.decided_at)
-            );
-            if let Some(c) = &d.comment {
-                println!("  comment: {c}");
-            }
-            if let Some(t) = d.expires_at {
-                let what = if d.action == DecisionAction::Accept { "waived until" } else { "until" };
-                println!("  {what}: {}", when(t));
-            }
+    print_data(d, format, |d| {
+        println!(
+            "decision {} on drift {}: {} by {} at {}",
+            d.id,
+            d.drift_id,
+            d.action.as_str(),
+            d.actor,
+            when(d.decided_at)
+        );
+        if let Some(c) = &d.comment {
+            println!("  comment: {c}");
         }
-    }
-    Ok(())
+        if let Some(t) = d.expires_at {
+            let what = if d.action == DecisionAction::Accept { "waived until" } else { "until" };
+            println!("  {what}: {}", when(t));
+        }
+    })
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use drift_core::remedy::{AcceptOutcome, Fault, RevertOutcome, RevertStatus};
 use crate::cmd::decide::actor;
 use crate::compose;
 use crate::config::Config;
-use crate::output::Format;
+use crate::output::{Format, print_data};
 
 /// Arguments of `drift fix`.
 #[derive(Debug, Args)]
@@ -95,43 +95,38 @@ enum Done {
 }
 
 fn print(done: &Done, format: Format) -> Result<()> {
-    match format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(done)?),
-        Format::Yaml => print!("{}", serde_saphyr::to_string(&serde_json::to_value(done)?)?),
-        Format::Table => match done {
-            Done::Revert(o) => {
-                let what = match o.status {
-                    RevertStatus::Reverted => "reverted",
-                    RevertStatus::DryRun => "dry run: the server would revert",
-                };
-                println!("{what} {} ({}) for drift {}", o.object, o.paths.join(", "), o.drift_id);
-                if o.status == RevertStatus::Reverted {
-                    println!("the next scan or watch event resolves the drift as reverted");
-                }
+    print_data(done, format, |done| match done {
+        Done::Revert(o) => {
+            let what = match o.status {
+                RevertStatus::Reverted => "reverted",
+                RevertStatus::DryRun => "dry run: the server would revert",
+            };
+            println!("{what} {} ({}) for drift {}", o.object, o.paths.join(", "), o.drift_id);
+            if o.status == RevertStatus::Reverted {
+                println!("the next scan or watch event resolves the drift as reverted");
             }
-            Done::Accept(o) => {
-                let p = &o.proposal;
-                let what = match (p.pull_request, p.updated) {
-                    (Some(n), true) => format!("pull request #{n} updated"),
-                    (Some(n), false) => format!("pull request #{n} opened"),
-                    (None, true) => format!("branch {} updated", p.branch),
-                    (None, false) => format!("branch {} pushed", p.branch),
-                };
-                println!("{what} for {} (drifts {})", o.object, join_ids(&o.drift_ids));
-                if let Some(url) = &p.url {
-                    println!("  {url}");
-                }
-                for line in &p.placed {
-                    println!("  placed: {line}");
-                }
-                for line in &p.unplaced {
-                    println!("  not placed: {line}");
-                }
-                println!("after the merge, the next scan resolves the drifts as accepted");
+        }
+        Done::Accept(o) => {
+            let p = &o.proposal;
+            let what = match (p.pull_request, p.updated) {
+                (Some(n), true) => format!("pull request #{n} updated"),
+                (Some(n), false) => format!("pull request #{n} opened"),
+                (None, true) => format!("branch {} updated", p.branch),
+                (None, false) => format!("branch {} pushed", p.branch),
+            };
+            println!("{what} for {} (drifts {})", o.object, join_ids(&o.drift_ids));
+            if let Some(url) = &p.url {
+                println!("  {url}");
             }
-        },
-    }
-    Ok(())
+            for line in &p.placed {
+                println!("  placed: {line}");
+            }
+            for line in &p.unplaced {
+                println!("  not placed: {line}");
+            }
+            println!("after the merge, the next scan resolves the drifts as accepted");
+        }
+    })
 }
 
 fn join_ids(ids: &[i64]) -> String {

@@ -7,13 +7,13 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use drift_api::DriftDetail;
 use drift_core::policy::{Rule, Side};
-use drift_core::sink::{DriftFilter, DriftStatus, FindingFilter, FindingStatus, PageRequest};
+use drift_core::sink::{DriftFilter, DriftPage, DriftStatus, FindingFilter, FindingPage, FindingStatus, PageRequest};
 use drift_core::{DriftType, ErrorKind, Severity};
 
 use crate::cmd::decide::when;
 use crate::compose;
 use crate::config::Config;
-use crate::output::Format;
+use crate::output::{Format, OutputArgs, print_data};
 
 /// Arguments of commands that only need the configuration.
 #[derive(Debug, Args)]
@@ -114,9 +114,8 @@ pub struct ListArgs {
     /// Most rows.
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Runs `drift drifts ...`.
@@ -141,10 +140,12 @@ async fn list(args: &ListArgs) -> Result<ExitCode> {
         ..DriftFilter::default()
     };
     let page = store.read.list(&filter, PageRequest { limit: args.limit, after: None }).await?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&page)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+    print_data(&page, args.output.format(), print_drift_table)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The table of `drift drifts list`.
+fn print_drift_table(page: &DriftPage) {
     println!("{:>6}  {:<17}  {:<9}  {:<22}  {:<40}  {:<5}  PATH", "ID", "STATUS", "SEVERITY", "TYPE", "OBJECT", "SEEN");
     for d in &page.items {
         let ns = if d.namespace.is_empty() { String::new() } else { format!("{}/", d.namespace) };
@@ -167,7 +168,6 @@ async fn list(args: &ListArgs) -> Result<ExitCode> {
     if page.items.is_empty() {
         eprintln!("no drift matches");
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `drift findings ...`.
@@ -210,9 +210,9 @@ pub struct FindingListArgs {
     /// Most rows.
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
-    /// Print JSON (the answer of `GET /findings`).
-    #[arg(long)]
-    pub json: bool,
+    // `-o json` prints the answer of `GET /findings`.
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// Runs `drift findings ...`.
@@ -231,10 +231,13 @@ pub async fn findings(cmd: &FindingsCommand) -> Result<ExitCode> {
         cluster: args.cluster.clone(),
     };
     let page = store.read.findings(&filter, PageRequest { limit: args.limit, after: None }).await?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&page)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+    print_data(&page, args.output.format(), |page| print_finding_table(page, config.policies.enabled))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The table of `drift findings list`; `checked`: whether the configuration turns policies on
+/// (it says why there may be no finding).
+fn print_finding_table(page: &FindingPage, checked: bool) {
     println!(
         "{:>6}  {:<8}  {:<9}  {:<18}  {:<7}  {:<40}  {:<5}  MESSAGE",
         "ID", "STATUS", "SEVERITY", "RULE", "SIDE", "OBJECT", "SEEN"
@@ -256,7 +259,7 @@ pub async fn findings(cmd: &FindingsCommand) -> Result<ExitCode> {
     }
     if page.items.is_empty() {
         // On standard error: the table on standard output stays a header and its rows.
-        if config.policies.enabled {
+        if checked {
             eprintln!("no finding matches (findings are recorded by scans with `policies:` enabled)");
         } else {
             eprintln!(
@@ -264,7 +267,6 @@ pub async fn findings(cmd: &FindingsCommand) -> Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// `drift drifts get ID`: exit 0, or 1 when there is no such drift.
@@ -279,11 +281,7 @@ async fn get(args: &GetArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    match args.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&detail)?),
-        Format::Yaml => print!("{}", serde_saphyr::to_string(&serde_json::to_value(&detail)?)?),
-        Format::Table => print_detail(&detail),
-    }
+    print_data(&detail, args.output, print_detail)?;
     Ok(ExitCode::SUCCESS)
 }
 
