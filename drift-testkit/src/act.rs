@@ -2,7 +2,8 @@
 //! docs/decisions.md): the events a report yields, written with it; routing behind a cursor;
 //! leased deliveries; settling, parking and requeueing; waivers, their end and the rollups;
 //! acknowledgements and reminders; the learned confidence; the audit trail. Written once, run
-//! on both SQL stores ([`act_suite!`](crate::act_suite)) through their [`StoreHarness`].
+//! on the in-memory reference store (`drift_model::memory::MemoryStore`), SQLite and
+//! PostgreSQL ([`act_suite!`](crate::act_suite)) through their [`StoreHarness`].
 
 use chrono::{DateTime, Duration, Utc};
 use drift_model::act::{

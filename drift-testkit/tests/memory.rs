@@ -20,9 +20,9 @@ mod sink {
     });
 }
 
-/// The store suite against the reference store: the cases that need SQL, rollups or
-/// retention say they are skipped.
-mod store {
+/// The reference store as the store and act suites see it: no database, so nothing to
+/// count, run, compare or prune; a second handle is the same store.
+mod harness {
     use std::sync::Arc;
 
     use async_trait::async_trait;
@@ -31,8 +31,7 @@ mod store {
     use drift_model::sink::{DriftFilter, DriftStats};
     use drift_testkit::store::StoreHarness;
 
-    /// The reference store: no database, so nothing to count, run, compare or prune.
-    struct Memory;
+    pub struct Memory;
 
     #[async_trait]
     impl StoreHarness for Memory {
@@ -65,8 +64,18 @@ mod store {
             None
         }
     }
+}
 
-    drift_testkit::store_suite!(Memory);
+/// The store suite against the reference store: the cases that need SQL, rollups or
+/// retention say they are skipped.
+mod store {
+    drift_testkit::store_suite!(super::harness::Memory);
+}
+
+/// The act suite against the reference store: the events, deliveries, decisions, waivers and
+/// audit trail of the SQL stores, kept in memory.
+mod act {
+    drift_testkit::act_suite!(super::harness::Memory);
 }
 
 /// The suite must catch a sink that resolves drifts it could not see.

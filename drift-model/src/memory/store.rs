@@ -1,6 +1,5 @@
-//! In-memory reference implementations of every trait. They define the expected behaviour that
-//! the conformance suite (`drift-testkit`) checks in every real adapter, and they are useful in
-//! tests and demos.
+//! The reference store's drift history: [`MemoryStore`], its [`DriftSink`] and [`DriftStore`],
+//! and the reference rules the SQL stores are checked against (rows, filters, statistics).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
@@ -8,152 +7,35 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 
+use super::act::{ActState, Change, Written};
+use crate::act::{EventKind, Previous};
 use crate::report::ScanReport;
 use crate::sink::*;
-use crate::source::*;
-use crate::{Coverage, CoverageStatus, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, Scope};
-use crate::{Error, Result};
-
-/// A desired source that returns a fixed snapshot.
-#[derive(Debug, Clone)]
-pub struct MemoryDesiredSource {
-    snapshot: DesiredSnapshot,
-}
-
-impl MemoryDesiredSource {
-    /// A source of these resources, under a repository name.
-    pub fn new(repository: impl Into<String>, resources: Vec<Resource>) -> Self {
-        let repository = repository.into();
-        MemoryDesiredSource {
-            snapshot: DesiredSnapshot { repository, revision: None, resources, warnings: Vec::new() },
-        }
-    }
-    /// A source of a whole snapshot (with revision and warnings).
-    pub fn from_snapshot(snapshot: DesiredSnapshot) -> Self {
-        MemoryDesiredSource { snapshot }
-    }
-}
-
-#[async_trait]
-impl DesiredSource for MemoryDesiredSource {
-    fn name(&self) -> &str {
-        &self.snapshot.repository
-    }
-    fn capabilities(&self) -> DesiredCapabilities {
-        DesiredCapabilities { revisions: self.snapshot.revision.is_some(), cached: true }
-    }
-    async fn fetch(&self) -> Result<DesiredSnapshot> {
-        Ok(self.snapshot.clone())
-    }
-}
-
-/// A live source over objects held in memory, with failures that can be injected per
-/// (kind, namespace).
-#[derive(Debug)]
-pub struct MemoryLiveSource {
-    cluster: String,
-    state: Mutex<MemoryLiveState>,
-}
-
-#[derive(Debug, Default)]
-struct MemoryLiveState {
-    resources: BTreeMap<crate::ResourceKey, Resource>,
-    failures: HashMap<(GroupKind, Option<String>), CoverageStatus>,
-    down: Option<Error>,
-}
-
-impl MemoryLiveSource {
-    /// A cluster holding these objects.
-    pub fn new(cluster: impl Into<String>, resources: Vec<Resource>) -> Self {
-        let resources = resources.into_iter().map(|r| (r.key.clone(), r)).collect();
-        MemoryLiveSource {
-            cluster: cluster.into(),
-            state: Mutex::new(MemoryLiveState { resources, ..Default::default() }),
-        }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, MemoryLiveState> {
-        // A poisoned lock only means another test thread panicked; the data is still usable.
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Creates or replaces an object.
-    pub fn apply(&self, resource: Resource) {
-        self.state().resources.insert(resource.key.clone(), resource);
-    }
-    /// Deletes an object.
-    pub fn delete(&self, key: &crate::ResourceKey) {
-        self.state().resources.remove(key);
-    }
-    /// Makes reads of a (kind, namespace) fail with this status (`None` namespace: every
-    /// namespace of the kind).
-    pub fn fail(&self, kind: GroupKind, namespace: Option<&str>, status: CoverageStatus) {
-        self.state().failures.insert((kind, namespace.map(str::to_owned)), status);
-    }
-    /// Makes every read fail with this error (`None` to recover).
-    pub fn set_down(&self, error: Option<Error>) {
-        self.state().down = error;
-    }
-}
-
-#[async_trait]
-impl LiveSource for MemoryLiveSource {
-    fn cluster(&self) -> &str {
-        &self.cluster
-    }
-    fn capabilities(&self) -> LiveCapabilities {
-        LiveCapabilities { watch: false, discovery: false }
-    }
-    async fn fetch(&self, scope: &Scope) -> Result<LiveSnapshot> {
-        let state = self.state();
-        if let Some(e) = &state.down {
-            return Err(e.clone());
-        }
-        let mut coverage = Coverage::default();
-        let mut resources = Vec::new();
-        for (gk, ns) in scope.pairs() {
-            let failure = state
-                .failures
-                .get(&(gk.clone(), ns.map(str::to_owned)))
-                .or_else(|| state.failures.get(&(gk.clone(), None)));
-            if let Some(status) = failure {
-                coverage.set(gk, ns, status.clone());
-                continue;
-            }
-            coverage.set(gk, ns, CoverageStatus::Complete);
-            // Keys sort by group, kind, namespace, name: one range per (kind, namespace).
-            let start = crate::ResourceKey::new(&gk.group, &gk.kind, ns, "");
-            resources.extend(
-                state
-                    .resources
-                    .range(start..)
-                    .take_while(|(k, _)| k.group == gk.group && k.kind == gk.kind && k.namespace.as_deref() == ns)
-                    .map(|(_, r)| {
-                        let mut r = r.clone();
-                        r.provenance.cluster = Some(self.cluster.clone());
-                        r
-                    }),
-            );
-        }
-        Ok(LiveSnapshot { cluster: self.cluster.clone(), resources, coverage })
-    }
-}
+use crate::{DecisionSource, Error, Result};
 
 /// The reference store: a [`DriftSink`] and a [`DriftStore`] in memory, with exactly the
 /// semantics of docs/storage.md ("The lifecycle of a drift") that the database sinks
-/// implement in SQL.
+/// implement in SQL, and the acting side of a store ([`crate::act::Outbox`],
+/// [`crate::act::Decisions`], [`crate::act::AuditLog`]) as docs/notifications.md and
+/// docs/decisions.md describe it. `drift_testkit` runs the same suites (`sink_suite!`,
+/// `store_suite!`, `act_suite!`) on it, on SQLite and on PostgreSQL.
+///
+/// Everything sits behind one lock: each call is one transaction of the SQL stores.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     inner: Mutex<MemoryStoreState>,
 }
 
 #[derive(Debug, Default)]
-struct MemoryStoreState {
-    rows: Vec<StoredDrift>,
-    /// Digest of the desired object when each open row was last seen, by row id.
-    digests: std::collections::HashMap<i64, String>,
+pub(super) struct MemoryStoreState {
+    /// The drifts, in id order (ids grow and rows are never deleted).
+    pub(super) rows: Vec<StoredDrift>,
+    /// Digest of the desired object when each live row was last seen, by row id.
+    digests: HashMap<i64, String>,
     scans: Vec<ScanRecord>,
     findings: Vec<StoredFinding>,
+    /// The outbox, the deliveries, the decisions and the audit trail.
+    pub(super) act: ActState,
 }
 
 impl MemoryStore {
@@ -161,9 +43,20 @@ impl MemoryStore {
     pub fn new() -> Self {
         Self::default()
     }
-    fn state(&self) -> std::sync::MutexGuard<'_, MemoryStoreState> {
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, MemoryStoreState> {
+        // A poisoned lock only means another test thread panicked; the data is still usable.
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// Where the row with this id is (rows are in id order).
+pub(super) fn position(rows: &[StoredDrift], id: i64) -> Option<usize> {
+    rows.binary_search_by_key(&id, |r| r.id).ok()
+}
+
+/// The row with this id.
+pub(super) fn row_mut(rows: &mut [StoredDrift], id: i64) -> Option<&mut StoredDrift> {
+    rows.get_mut(position(rows, id)?)
 }
 
 /// Builds the row a new drift opens (shared by the reference store and the SQL sinks' tests).
@@ -344,6 +237,101 @@ pub fn stats_of<'a>(rows: impl Iterator<Item = &'a StoredDrift>, now: DateTime<U
     stats
 }
 
+/// The drifts of a report, written as the SQL stores write them: a drift with a live row (open
+/// or waived) of its fingerprint updates it, and a waived row whose cluster value changed is
+/// open again (its waiver ends); any other drift opens a row (`reopened` when a resolved row
+/// has its fingerprint); a live row of the report's cluster and repository that the report
+/// does not list is resolved where [`ScanReport::may_resolve`] allows it. Says what changed.
+fn write_drifts(rows: &mut Vec<StoredDrift>, digests: &mut HashMap<i64, String>, report: &ScanReport) -> Written {
+    let mut written = Written::default();
+    let mut live = HashMap::new();
+    let mut seen_before = HashSet::new();
+    for (i, row) in rows.iter().enumerate() {
+        if row.status == DriftStatus::Resolved {
+            seen_before.insert(row.fingerprint.clone());
+        } else {
+            live.insert(row.fingerprint.clone(), i);
+        }
+    }
+    let mut next_id = rows.last().map_or(0, |r| r.id) + 1;
+    let mut seen = HashSet::new();
+    for drift in &report.drifts {
+        let fp = drift.fingerprint(&report.cluster, &report.repository);
+        if !seen.insert(fp.clone()) {
+            continue;
+        }
+        let id = match live.get(&fp).and_then(|&i| rows.get_mut(i)) {
+            Some(row) => {
+                written.changes.extend(update_row(row, drift, report));
+                written.outcome.updated += 1;
+                written.outcome.waived += usize::from(row.status == DriftStatus::Waived);
+                row.id
+            }
+            None => {
+                let kind = if seen_before.contains(&fp) { EventKind::Reopened } else { EventKind::Opened };
+                let id = next_id;
+                next_id += 1;
+                rows.push(new_row(report, drift, id));
+                written.changes.push(Change::of(id, kind));
+                written.outcome.opened += 1;
+                id
+            }
+        };
+        match report.desired_digest(&drift.key()) {
+            Some(d) => digests.insert(id, d.to_owned()),
+            None => digests.remove(&id),
+        };
+    }
+    for row in rows.iter_mut() {
+        if row.status != DriftStatus::Resolved
+            && row.cluster == report.cluster
+            && row.repository == report.repository
+            && !seen.contains(&row.fingerprint)
+            && report.may_resolve(&row_key(row))
+        {
+            row.status = DriftStatus::Resolved;
+            row.resolved_at = Some(report.finished_at);
+            row.resolution = Some(report.resolution(&row_key(row), digests.remove(&row.id).as_deref()));
+            row.waived_until = None;
+            row.waived_by = None;
+            written.outcome.resolved += 1;
+            written.changes.push(Change::of(row.id, EventKind::Resolved));
+        }
+    }
+    written
+}
+
+/// Updates a live row with the drift a report shows again, and returns the event it yields: a
+/// waived row whose cluster value changed is open again (`reopened`, its waiver ended); an open
+/// row whose value or severity changed yields `changed` with what it had before; anything else
+/// (seen again as it was, or still under its waiver) yields none. A recommended action a person
+/// decided is kept.
+fn update_row(row: &mut StoredDrift, drift: &crate::Drift, report: &ScanReport) -> Option<Change> {
+    let value_changed = row.cluster_value != drift.cluster_value;
+    let previous = Previous { cluster_value: row.cluster_value.clone(), severity: row.severity };
+    let was_waived = row.status == DriftStatus::Waived;
+    row.last_seen = report.finished_at;
+    row.occurrences += 1;
+    row.git_value = drift.git_value.clone();
+    row.cluster_value = drift.cluster_value.clone();
+    row.revert = drift.revert.clone();
+    row.severity = drift.severity;
+    row.changed_by = drift.changed_by.clone();
+    row.changed_at = drift.changed_at;
+    row.classification = drift.classification;
+    if row.decision_source != DecisionSource::Human {
+        row.recommended_action = drift.recommended_action;
+    }
+    if was_waived && value_changed {
+        row.status = DriftStatus::Open;
+        row.waived_until = None;
+        row.waived_by = None;
+        return Some(Change { ended_waiver: true, ..Change::of(row.id, EventKind::Reopened) });
+    }
+    let changed = row.status == DriftStatus::Open && (value_changed || previous.severity != row.severity);
+    changed.then(|| Change { previous: Some(previous), ..Change::of(row.id, EventKind::Changed) })
+}
+
 #[async_trait]
 impl DriftSink for MemoryStore {
     fn name(&self) -> &str {
@@ -352,61 +340,19 @@ impl DriftSink for MemoryStore {
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities { readable: true, resolves: true, findings: true }
     }
+    /// One transaction, as in the SQL stores: the drifts, the waivers written in Git, the
+    /// findings, the scan, then the events and audit entries of what changed.
     async fn record(&self, report: &ScanReport) -> Result<RecordOutcome> {
         let mut state = self.state();
         if state.scans.iter().any(|s| s.scan_id == report.scan_id) {
             return Ok(RecordOutcome { replayed: true, ..Default::default() });
         }
-        let mut outcome = RecordOutcome::default();
-        let mut seen = HashSet::new();
-        let mut next_id = state.rows.iter().map(|r| r.id).max().unwrap_or(0) + 1;
-        for drift in &report.drifts {
-            let fp = drift.fingerprint(&report.cluster, &report.repository);
-            if !seen.insert(fp.clone()) {
-                continue;
-            }
-            let digest = report.desired_digest(&drift.key()).map(str::to_owned);
-            if let Some(row) = state.rows.iter_mut().find(|r| r.fingerprint == fp && r.status == DriftStatus::Open) {
-                row.last_seen = report.finished_at;
-                row.occurrences += 1;
-                row.git_value = drift.git_value.clone();
-                row.cluster_value = drift.cluster_value.clone();
-                row.revert = drift.revert.clone();
-                row.severity = drift.severity;
-                row.changed_by = drift.changed_by.clone();
-                row.changed_at = drift.changed_at;
-                row.classification = drift.classification;
-                row.recommended_action = drift.recommended_action;
-                let id = row.id;
-                if let Some(d) = digest {
-                    state.digests.insert(id, d);
-                }
-                outcome.updated += 1;
-            } else {
-                state.rows.push(new_row(report, drift, next_id));
-                if let Some(d) = digest {
-                    state.digests.insert(next_id, d);
-                }
-                next_id += 1;
-                outcome.opened += 1;
-            }
-        }
-        let MemoryStoreState { rows, digests, .. } = &mut *state;
-        for row in rows.iter_mut() {
-            if row.status == DriftStatus::Open
-                && row.cluster == report.cluster
-                && row.repository == report.repository
-                && !seen.contains(&row.fingerprint)
-                && report.may_resolve(&row_key(row))
-            {
-                row.status = DriftStatus::Resolved;
-                row.resolved_at = Some(report.finished_at);
-                row.resolution = Some(report.resolution(&row_key(row), digests.remove(&row.id).as_deref()));
-                outcome.resolved += 1;
-            }
-        }
-        record_findings(&mut state.findings, report, &mut outcome);
-        state.scans.push(ScanRecord {
+        let MemoryStoreState { rows, digests, scans, findings, act } = &mut *state;
+        let mut written = write_drifts(rows, digests, report);
+        act.git_waivers(rows, report, &mut written);
+        let mut outcome = written.outcome;
+        record_findings(findings, report, &mut outcome);
+        scans.push(ScanRecord {
             scan_id: report.scan_id.clone(),
             cluster: report.cluster.clone(),
             repository: report.repository.clone(),
@@ -418,6 +364,7 @@ impl DriftSink for MemoryStore {
             warnings: report.warnings.len() as i64,
             coverage_gaps: report.coverage.incomplete().cloned().collect(),
         });
+        outcome.events = act.enqueue(rows, report, &written.changes, &outcome);
         Ok(outcome)
     }
 }
