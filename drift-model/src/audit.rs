@@ -128,7 +128,7 @@ pub struct AuditPage {
     pub next: Option<i64>,
 }
 
-/// An audit entry to append ([`ActStore::note`]).
+/// An audit entry to append ([`AuditLog::note`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditNote {
     /// What.
@@ -144,12 +144,14 @@ pub struct AuditNote {
 }
 
 /// The audit trail: what people and the detector did (decisions, deliveries, reverts, accepted
-/// changes, refusals). Entries are appended, never changed.
+/// changes, refusals). Entries are appended, never changed (checked by
+/// `drift_testkit::act_suite!` on the in-memory store, SQLite and PostgreSQL).
 #[async_trait]
 pub trait AuditLog: Send + Sync + fmt::Debug {
     /// The audit trail, newest first.
     async fn audit(&self, filter: &AuditFilter, page: PageRequest) -> Result<AuditPage>;
 
+    /// Appends one entry to the audit trail at `now` (what the remediation did: a revert, an
     /// accepted change, a refusal), and returns its id. `detail` never holds a Secret value.
     async fn note(&self, entry: &AuditNote, now: DateTime<Utc>) -> Result<i64>;
 }

@@ -192,18 +192,25 @@ impl Learned {
 }
 
 /// Decisions about drifts, and the waivers they make: a decision, its effect on the drift and
-/// its audit entry are written in one transaction (checked by `drift_testkit::act_suite!`).
+/// its audit entry are written in one transaction (checked by `drift_testkit::act_suite!` on
+/// the in-memory store, SQLite and PostgreSQL).
 #[async_trait]
 pub trait Decisions: Send + Sync + fmt::Debug {
+    /// Ends the waivers that expired at `now`: the drifts count as open again, with a
     /// `waiver_expired` event and an audit entry each. Returns how many.
     async fn expire_waivers(&self, now: DateTime<Utc>) -> Result<usize>;
 
+    /// Records a decision about a drift at `now` (already [`NewDecision::validate`]d): the
+    /// decision row, its effect (an `accept` waives the drift until it expires, an
+    /// `acknowledge` stops reminders, a `reject` recommends a revert), `decision_source =
+    /// human`, and an audit entry, in one transaction. `NotFound` for an unknown drift;
     /// `InvalidInput` for a resolved one.
     async fn decide(&self, drift_id: i64, decision: &NewDecision, now: DateTime<Utc>) -> Result<Decision>;
 
     /// The decisions about a drift, oldest first.
     async fn decisions(&self, drift_id: i64) -> Result<Vec<Decision>>;
 
+    /// What the decisions on drifts similar to this one ([`Similarity`]; the drift's own
     /// decisions left out) teach: how many were last accepted and rejected.
     async fn similar(&self, drift: &StoredDrift) -> Result<Option<Learned>>;
 }

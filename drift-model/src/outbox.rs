@@ -370,19 +370,27 @@ pub type Route<'a> = dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync 
 /// [`DriftSink::record`](crate::DriftSink::record) in the transaction of the report, or
 /// emitted), routed to each notifier behind its cursor, and their deliveries.
 ///
-/// Contract (checked by `drift_testkit::act_suite!`):
+/// Contract (checked by `drift_testkit::act_suite!` on the in-memory store, SQLite and
+/// PostgreSQL):
 /// - every event is delivered to every notifier whose routing takes it, at least once;
 /// - a claimed delivery is leased to one worker until it settles it or the lease ends: two
 ///   workers never hold the same delivery at the same time;
 /// - deliveries are never deleted by the notifier; a parked one stays until requeued.
 #[async_trait]
 pub trait Outbox: Send + Sync + fmt::Debug {
+    /// Stores events that do not come from a report (reminders, digests); an id already stored
     /// is skipped. Returns how many were new.
     async fn emit(&self, events: &[DriftEvent]) -> Result<usize>;
 
+    /// Hands the events after `notifier`'s cursor to `route` (up to `limit`), stores a
+    /// pending delivery due at the time `route` returns for each event it takes, and moves the
+    /// cursor past them, in one transaction (two processes never route the same event twice).
+    /// A notifier seen for the first time starts after the newest event. Returns how many
     /// events were read.
     async fn route(&self, notifier: &str, route: &Route<'_>, limit: usize) -> Result<usize>;
 
+    /// Leases to `worker`, until `now + lease`, the pending deliveries of `notifier` that are
+    /// due at `now` and belong to the batch of the oldest one (at most `limit`), and returns
     /// them. Empty when nothing is due.
     async fn claim(
         &self,
@@ -393,6 +401,8 @@ pub trait Outbox: Send + Sync + fmt::Debug {
         limit: usize,
     ) -> Result<Vec<Delivery>>;
 
+    /// Settles deliveries `worker` holds, with an audit entry for each attempt (sent, retry,
+    /// parked); a delivery whose lease `worker` lost is left alone. `Sent` also marks the
     /// drift as notified by `notifier` (for reminders and `resolved`).
     async fn settle(
         &self,
@@ -405,6 +415,7 @@ pub trait Outbox: Send + Sync + fmt::Debug {
     /// When `notifier` last sent an event announcing each of these drifts (absent: never).
     async fn notified(&self, notifier: &str, drift_ids: &[i64]) -> Result<BTreeMap<i64, DateTime<Utc>>>;
 
+    /// The open drifts, not acknowledged, that `notifier` announced and has not told about
     /// since `before` (reminder candidates), at most `limit`.
     async fn stale(&self, notifier: &str, before: DateTime<Utc>, limit: usize) -> Result<Vec<StoredDrift>>;
 
@@ -419,6 +430,7 @@ pub trait Outbox: Send + Sync + fmt::Debug {
         page: PageRequest,
     ) -> Result<Vec<DeliveryRecord>>;
 
+    /// Puts a parked delivery back in the queue, due at `now`, with an audit entry by `actor`.
     /// Returns whether one was parked.
     async fn requeue(&self, event_id: &str, notifier: &str, actor: &str, now: DateTime<Utc>) -> Result<bool>;
 }
