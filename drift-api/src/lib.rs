@@ -3,7 +3,8 @@
 //! The REST API of the drift detector (docs/api.md), as an [`axum::Router`] that the `drift`
 //! binary mounts. The API reads the store only through the [`drift_model::sink::DriftStore`]
 //! trait (and its acting side through [`drift_model::act::ActStore`]), starts scans through a [`ScanTrigger`] the binary implements, and exports Prometheus
-//! metrics through [`Metrics`].
+//! metrics through [`Metrics`] (of `drift-metrics`, which the runtime records into without
+//! depending on this crate).
 //!
 //! | route | what |
 //! | --- | --- |
@@ -60,10 +61,8 @@ mod act;
 pub mod auth;
 pub mod detail;
 pub mod error;
-pub mod gate;
 mod handlers;
 pub mod limits;
-pub mod metrics;
 pub mod openapi;
 pub mod query;
 pub mod remedy;
@@ -74,9 +73,13 @@ pub mod ui;
 pub use act::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
 pub use auth::{Actor, ApiToken, check_tokens};
 pub use detail::{DriftDetail, LearnedView, drift_detail};
+/// The scan gate, shared with the runtime ([`drift_metrics::gate`]).
+pub use drift_metrics::gate;
+/// The Prometheus metrics the runtime records and `GET /metrics` renders
+/// ([`drift_metrics::metrics`]).
+pub use drift_metrics::metrics;
+pub use drift_metrics::{Metrics, ScanGate, ScanPermit};
 pub use error::ApiError;
-pub use gate::{ScanGate, ScanPermit};
-pub use metrics::Metrics;
 pub use remedy::{NO_REMEDIES, Remediate};
 pub use routes::router;
 pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};

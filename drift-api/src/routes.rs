@@ -195,7 +195,7 @@ fn table() -> Vec<Endpoint> {
     let read_refused = || error(401, "a read token is configured and the request has none, or a wrong one");
     let write_refused = || error(401, "no bearer token, or a wrong one");
     let write_disabled = || error(403, "no API token is configured: the endpoint is disabled");
-    let no_act = || error(501, "the store keeps no decisions, audit trail or deliveries (the in-memory store)");
+    let no_act = || error(501, "the store keeps no decisions, audit trail or deliveries");
     let mut drifts_params = filter_params();
     drifts_params.extend(page_params());
     let mut audit_params = vec![

@@ -12,7 +12,11 @@
 //!   [`drift_model::DriftStore`]): one test per case of [`sink`];
 //! - [`store_suite!`] for the SQL stores' behaviour (history, rollups, agreement with the
 //!   reference store, 10,000 drifts), through a [`store::StoreHarness`]: one test per case of
-//!   [`store`].
+//!   [`store`];
+//! - [`act_suite!`] for the acting ports of a store ([`drift_model::act::Outbox`],
+//!   [`drift_model::act::Decisions`], [`drift_model::act::AuditLog`]): events, routing, leases,
+//!   waivers, decisions, the audit trail; one test per case of [`act`], run on the in-memory
+//!   store, SQLite and PostgreSQL.
 //!
 //! [`corpus::dir`] finds the shared corpus of real objects (`DRIFT_CORPUS`) for the tests that
 //! read it, and says when they are skipped.

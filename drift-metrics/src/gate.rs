@@ -1,4 +1,4 @@
-//! One scan at a time: a gate that the scheduler, watch mode and the [`crate::ScanTrigger`]
+//! One scan at a time: a gate that the scheduler, watch mode and the `drift_api::ScanTrigger`
 //! behind `POST /scan` all pass before scanning.
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// The gate. Clones share it.
 ///
 /// ```
-/// let gate = drift_api::ScanGate::new();
+/// let gate = drift_metrics::ScanGate::new();
 /// let permit = gate.try_start("scan-1").unwrap();
 /// assert_eq!(gate.try_start("scan-2").unwrap_err(), "scan-1"); // POST /scan answers 409
 /// drop(permit);                                               // the scan finished

@@ -7,6 +7,9 @@
 //! [`Metrics::record_source_error`] and [`Metrics::observe_watch_lag`]; the notifier task
 //! records its attempts through [`Metrics::record_notification`] and
 //! [`Metrics::observe_notification_latency`].
+//!
+//! This module is the `prometheus` feature; without it, [`crate::Metrics`] keeps only what the
+//! runtime reads back.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -427,8 +430,9 @@ impl Metrics {
     }
 }
 
-/// Runs a store call, failing with [`ErrorKind::Unavailable`] when it takes longer than `timeout`.
-pub(crate) async fn bounded<T>(
+/// Runs a store call, failing with [`ErrorKind::Unavailable`] when it takes longer than `timeout`
+/// (the scrape and every request of the API).
+pub async fn bounded<T>(
     timeout: Duration,
     call: impl std::future::Future<Output = drift_model::Result<T>>,
 ) -> drift_model::Result<T> {
