@@ -1,14 +1,19 @@
-//! The detector: a builder that composes desired sources, a live source, the engine, a store
-//! and any number of extra sinks, and runs them as one service (scheduler, watch loop, API).
+//! The detector: a builder that composes desired sources, a live source, the engine (or an
+//! integrator's own comparator), a store and any number of extra sinks, and runs them as one
+//! service (scheduler, watch loop, notifier, self-heal; the API with the `api` feature).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "api")]
 use async_trait::async_trait;
-use drift_api::{ApiState, ApiToken, Metrics, ScanGate, ScanTrigger, TriggerOutcome};
+#[cfg(feature = "api")]
+use drift_api::{ApiState, ApiToken, ScanTrigger, TriggerOutcome};
 use drift_core::sink::RecordOutcome;
-use drift_core::{DesiredSource, DriftSink, Engine, LiveSource, ScanReport};
+use drift_core::{Comparator, DesiredSource, DriftSink, Engine, LiveSource, ScanReport};
+use drift_metrics::{Metrics, ScanGate};
+#[cfg(feature = "api")]
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -30,12 +35,15 @@ pub struct DetectorBuilder {
     desired: Vec<Arc<dyn DesiredSource>>,
     live: Option<Arc<dyn LiveSource>>,
     engine: Option<Engine>,
+    comparator: Option<Arc<dyn Comparator>>,
     settings: ScanSettings,
     store: Option<Store>,
     sinks: Vec<Arc<dyn DriftSink>>,
     interval: Option<Duration>,
     watch: Option<bool>,
+    #[cfg(feature = "api")]
     tokens: Vec<ApiToken>,
+    #[cfg(feature = "api")]
     read_token: Option<ApiToken>,
     metrics: Option<Metrics>,
     outlets: Vec<Arc<dyn Outlet>>,
@@ -65,9 +73,21 @@ impl DetectorBuilder {
         self.live = Some(source);
         self
     }
-    /// The engine (default: [`Engine::default`]).
+    /// The engine (default: [`Engine::default`]): what passes and the watch compare with
+    /// unless a [`DetectorBuilder::comparator`] is given, and what remediation plans its patches
+    /// with.
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = Some(engine);
+        self
+    }
+    /// What every pass and the watch compare with (default: the engine of
+    /// [`DetectorBuilder::engine`]). An integrator's own [`Comparator`] may wrap the engine to
+    /// leave drifts out or add rules of its own; it keeps the trait's contract (pure, drifts
+    /// sorted by path, no Secret value in clear). Remediation still plans its patches with the
+    /// engine: a revert or accept of a drift that only this comparator reports is refused as no
+    /// longer drifted.
+    pub fn comparator(mut self, comparator: Arc<dyn Comparator>) -> Self {
+        self.comparator = Some(comparator);
         self
     }
     /// The namespace rules of every scan (default: `default`, no custom cluster-scoped kind).
@@ -98,18 +118,21 @@ impl DetectorBuilder {
     }
     /// The bearer token of the API's write endpoints (without one, `POST /scan` and decisions
     /// are refused). Replaces the tokens given before.
+    #[cfg(feature = "api")]
     pub fn token(mut self, token: Option<ApiToken>) -> Self {
         self.tokens = token.into_iter().collect();
         self
     }
     /// The write tokens, each with a name: the actor of what a request with it does (a
     /// decision's owner). Replaces the tokens given before.
+    #[cfg(feature = "api")]
     pub fn tokens(mut self, tokens: Vec<ApiToken>) -> Self {
         self.tokens = tokens;
         self
     }
     /// A token every read of the API but `/health`, `/ready` and `/metrics` needs (default:
     /// reads are open).
+    #[cfg(feature = "api")]
     pub fn read_token(mut self, token: Option<ApiToken>) -> Self {
         self.read_token = token;
         self
@@ -220,10 +243,13 @@ impl DetectorBuilder {
         if election.is_some() {
             metrics.set_leader(false);
         }
+        let engine = self.engine.unwrap_or_default();
+        let comparator = self.comparator.unwrap_or_else(|| Arc::new(engine.clone()));
         let scanner = Scanner {
             desired: self.desired,
             live,
-            engine: self.engine.unwrap_or_default(),
+            engine,
+            comparator,
             settings: self.settings,
             store,
             sinks: self.sinks,
@@ -253,7 +279,9 @@ impl DetectorBuilder {
             scanner,
             interval,
             watch: self.watch.unwrap_or(true),
+            #[cfg(feature = "api")]
             tokens: self.tokens,
+            #[cfg(feature = "api")]
             read_token: self.read_token,
             passes: Arc::default(),
             dispatcher,
@@ -263,14 +291,16 @@ impl DetectorBuilder {
     }
 }
 
-/// A composed detector: run one pass ([`Detector::scan_once`]) or serve
-/// ([`Detector::serve`]).
+/// A composed detector: run one pass ([`Detector::scan_once`]), run as a service
+/// ([`Detector::run`]) or serve the API too (`Detector::serve`, with the `api` feature).
 #[derive(Debug)]
 pub struct Detector {
     scanner: Arc<Scanner>,
     interval: Duration,
     watch: bool,
+    #[cfg(feature = "api")]
     tokens: Vec<ApiToken>,
+    #[cfg(feature = "api")]
     read_token: Option<ApiToken>,
     /// Passes started by `POST /scan` without waiting, so that shutdown can wait for them.
     passes: Passes,
@@ -364,6 +394,7 @@ impl Detector {
 
     /// The API's state over this detector's store, metrics and scan trigger; `stop` turns true
     /// when the service shuts down (new scans are then refused).
+    #[cfg(feature = "api")]
     pub fn api_state(&self, stop: watch::Receiver<bool>) -> ApiState {
         let state = ApiState::new(
             self.scanner.store.read.clone(),
@@ -392,7 +423,11 @@ impl Detector {
     /// With leader election ([`DetectorBuilder::leader_election`]) the API is served at once
     /// and everything else runs only while this replica holds the lease; the lease is released
     /// after the leader's tasks stopped.
-    pub async fn serve(mut self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+    ///
+    /// Needs the `api` feature (on by default); [`Detector::run`] is the same service without
+    /// the API.
+    #[cfg(feature = "api")]
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let state = self.api_state(stop_rx.clone());
         self.register_notifiers().await;
@@ -402,9 +437,34 @@ impl Detector {
             stop_api.changed().await.ok();
         });
         let server = tokio::spawn(async move { server.await });
+        self.run_until(shutdown, stop_tx, stop_rx).await;
+        match server.await {
+            Ok(result) => result,
+            Err(e) => Err(std::io::Error::other(format!("API server task: {e}"))),
+        }
+    }
+
+    /// Runs until `shutdown` completes, serving no API: the scheduler (a pass now, then every
+    /// interval plus jitter), the watch loop (when enabled and the live source can watch), the
+    /// notifier and self-heal, as `Detector::serve` runs them and with the same shutdown (a
+    /// running pass gets [`SHUTDOWN_GRACE`] to finish). With leader election, they run only
+    /// while this replica holds the lease.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        self.register_notifiers().await;
+        self.run_until(shutdown, stop_tx, stop_rx).await;
+    }
+
+    /// The service's tasks until `shutdown` completes, then `stop` is sent and they finish.
+    async fn run_until(
+        mut self,
+        shutdown: impl Future<Output = ()>,
+        stop_tx: watch::Sender<bool>,
+        stop_rx: watch::Receiver<bool>,
+    ) {
         match self.election.take() {
             None => {
-                let tasks = self.start_tasks(stop_rx.clone());
+                let tasks = self.start_tasks(stop_rx);
                 shutdown.await;
                 tracing::info!("shutting down: the running scan finishes or is abandoned before its report is written");
                 stop_tx.send_replace(true);
@@ -412,16 +472,12 @@ impl Detector {
             }
             Some((elector, leading)) => self.lead_while_elected(elector, leading, shutdown, &stop_tx).await,
         }
-        match server.await {
-            Ok(result) => result,
-            Err(e) => Err(std::io::Error::other(format!("API server task: {e}"))),
-        }
     }
 
     /// With leader election: runs the election, starts the leader's tasks when this replica
     /// takes the lease and aborts them the moment it may have lost it (a running pass is
     /// dropped before its report is written); at shutdown, finishes them as
-    /// [`Detector::serve`] does and only then releases the lease.
+    /// `Detector::serve` does and only then releases the lease.
     async fn lead_while_elected(
         &self,
         elector: Elector,
@@ -563,6 +619,7 @@ impl Detector {
 }
 
 /// `POST /scan` of the API: starts a pass of the detector.
+#[cfg(feature = "api")]
 #[derive(Debug)]
 struct Trigger {
     scanner: Arc<Scanner>,
@@ -570,6 +627,7 @@ struct Trigger {
     passes: Passes,
 }
 
+#[cfg(feature = "api")]
 #[async_trait]
 impl ScanTrigger for Trigger {
     async fn trigger(&self, wait: bool) -> drift_core::Result<TriggerOutcome> {

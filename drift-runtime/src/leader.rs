@@ -442,9 +442,8 @@ mod tests {
             .unwrap();
         let metrics = detector.scanner().metrics().clone();
         assert!(!metrics.is_leader(), "a candidate stands by until it holds the lease");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let serve = tokio::spawn(detector.serve(listener, async move {
+        let serve = tokio::spawn(detector.run(async move {
             let _ = stopped.await;
         }));
         while live.fetches.load(Ordering::SeqCst) == 0 {
@@ -464,7 +463,7 @@ mod tests {
         assert!(metrics.is_leader());
         assert!(!store.recent_scans(10).await.unwrap().is_empty(), "a pass recorded under the new term");
         stop.send(()).unwrap();
-        serve.await.unwrap().unwrap();
+        serve.await.unwrap();
         assert!(!metrics.is_leader());
         let s = shared.lock().unwrap();
         assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None), "released on stop");

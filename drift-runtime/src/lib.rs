@@ -4,8 +4,15 @@
 //! desired source, recorded in the store and in every extra sink), the scheduler
 //! ([`schedule`]: an interval plus jitter, one pass at a time, clean shutdown), the watch loop
 //! ([`watch`]: re-compare only the objects the cluster changes, folded by the pure [`batch`]
-//! state machine), leader election of replicas ([`leader`]: only the holder of a lease scans) and
-//! the REST API of `drift-api`, composed by a [`DetectorBuilder`].
+//! state machine), leader election of replicas ([`leader`]: only the holder of a lease scans) and,
+//! with the `api` feature (on by default), the REST API of `drift-api`, composed by a
+//! [`DetectorBuilder`].
+//!
+//! Without the `api` feature (`default-features = false`) the runtime links no web server and no
+//! Prometheus client: [`Detector::run`] scans, watches, notifies and heals as `Detector::serve`
+//! does, and [`Metrics`] records only what the runtime reads back (whether this replica leads,
+//! whether the watch is in sync). The scan gate and the metrics come from `drift-metrics`, which
+//! the API shares.
 //!
 //! The `drift` binary is one composition of it (its `compose.rs` chooses the adapters from
 //! `drift.yaml`); an integrator composes their own, with their own sources and sinks, without
@@ -29,14 +36,18 @@
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
 //! let reports = runtime.block_on(detector.scan_once())?;
 //! assert_eq!(reports[0].drifts[0].path, "data.mode");
-//! // Or run it as a service until Ctrl-C:
+//! // Or run it as a service until Ctrl-C, with the API (the `api` feature) or without:
 //! // detector.serve(tokio::net::TcpListener::bind("127.0.0.1:8080").await?, shutdown).await?;
+//! // detector.run(shutdown).await;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! See `docs/extending.md` for writing a sink or a source and plugging it in, and
-//! `examples/custom-sink` for a whole detector built this way.
+//! The comparator is the engine unless the builder is given an integrator's own
+//! ([`DetectorBuilder::comparator`]).
+//!
+//! See `docs/extending.md` for writing a sink, a source or a comparator and plugging it in, and
+//! `examples/custom-sink` and `examples/custom-comparator` for whole detectors built this way.
 
 pub mod batch;
 pub mod detector;
@@ -49,6 +60,7 @@ pub mod watch;
 
 pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
 pub use drift_core::act::{Outlet, SendFailure};
+pub use drift_metrics::{Metrics, ScanGate, ScanPermit};
 pub use leader::{ElectionTimings, Elector};
 pub use notify::Dispatcher;
 pub use remedy::{HealPolicy, Remedies};

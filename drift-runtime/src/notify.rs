@@ -17,11 +17,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use drift_api::Metrics;
 use drift_core::act::{
     ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Outlet, SendFailure, Settle, event_id,
 };
 use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest};
+use drift_metrics::Metrics;
 use tokio::sync::{Notify, watch};
 
 /// How long a claimed delivery stays leased to the process that claimed it: longer than a send

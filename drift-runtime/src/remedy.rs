@@ -760,6 +760,8 @@ impl Remedies {
     }
 }
 
+/// `POST /drifts/{id}/revert` and `/accept` of the API.
+#[cfg(feature = "api")]
 #[async_trait::async_trait]
 impl drift_api::Remediate for Remedies {
     async fn revert(&self, id: i64, actor: &str, dry_run: bool) -> Result<RevertOutcome, Fault> {

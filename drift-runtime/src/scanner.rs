@@ -4,10 +4,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use drift_api::{Metrics, ScanGate};
 use drift_core::scan::{ScanOptions, run_scan};
 use drift_core::sink::RecordOutcome;
-use drift_core::{ActStore, DesiredSource, DriftSink, DriftStore, Engine, GroupKind, LiveSource, ScanReport};
+use drift_core::{
+    ActStore, Comparator, DesiredSource, DriftSink, DriftStore, Engine, GroupKind, LiveSource, ScanReport,
+};
+use drift_metrics::{Metrics, ScanGate};
 
 /// A store seen as a sink (writes), as the read side (the API, `drift drifts list`) and, for
 /// stores that keep an outbox, decisions and an audit trail, as the acting side.
@@ -124,7 +126,11 @@ impl Version {
 pub struct Scanner {
     pub(crate) desired: Vec<Arc<dyn DesiredSource>>,
     pub(crate) live: Arc<dyn LiveSource>,
+    /// What remediation plans its patches with (the paths of the fields to put back).
     pub(crate) engine: Engine,
+    /// What full passes and the watch compare with: the engine, or an integrator's own
+    /// ([`crate::DetectorBuilder::comparator`]).
+    pub(crate) comparator: Arc<dyn Comparator>,
     pub(crate) settings: ScanSettings,
     pub(crate) store: Store,
     pub(crate) sinks: Vec<Arc<dyn DriftSink>>,
@@ -170,7 +176,7 @@ impl Scanner {
                 Some(None) => options.elsewhere_unknown = true,
                 None => {}
             }
-            let mut report = run_scan(desired.as_ref(), self.live.as_ref(), &self.engine, &options).await;
+            let mut report = run_scan(desired.as_ref(), self.live.as_ref(), self.comparator.as_ref(), &options).await;
             self.leave_to_watch(&mut report, started);
             self.metrics.record_scan(&report, started.elapsed());
             let recording = Instant::now();
@@ -348,9 +354,14 @@ impl Scanner {
     pub fn running(&self) -> Option<String> {
         self.gate.running()
     }
-    /// The engine.
+    /// The engine: what remediation plans its patches with, and the default comparator.
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+    /// What passes and the watch compare with: the engine unless the builder was given another
+    /// comparator.
+    pub fn comparator(&self) -> &dyn Comparator {
+        self.comparator.as_ref()
     }
     /// The store.
     pub fn store(&self) -> &Store {

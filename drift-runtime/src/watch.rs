@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use drift_core::scan::{discover_cluster_scoped, prepare, targeted_report};
 use drift_core::source::{LiveEvent, LiveEventStream};
-use drift_core::{CompactResource, Comparator, Resource, ResourceKey, Scope};
+use drift_core::{CompactResource, Resource, ResourceKey, Scope};
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 
@@ -121,7 +121,7 @@ impl Repository {
             set,
             &desired,
             live,
-            scanner.engine(),
+            scanner.comparator(),
             scanner.live().cluster(),
             &self.name,
             self.revision.clone(),
@@ -147,7 +147,7 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
                 for (i, r) in snapshot.resources.iter().enumerate() {
                     index.by_key.entry(r.key.clone()).or_default().push((repo, i));
                 }
-                let related = Comparator::relations(scanner.engine(), &snapshot.resources);
+                let related = scanner.comparator().relations(&snapshot.resources);
                 index.all.push(Repository {
                     name: snapshot.repository,
                     revision: snapshot.revision,

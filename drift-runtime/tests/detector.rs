@@ -16,6 +16,7 @@ use drift_core::{
     DesiredSnapshot, DesiredSource, DriftSink, DriftStore, DriftType, LiveSnapshot, LiveSource, ScanReport, Scope,
 };
 use drift_runtime::{Detector, Store};
+#[cfg(feature = "api")]
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc};
 
@@ -178,6 +179,7 @@ impl LiveSource for Fed {
     }
 }
 
+#[cfg(feature = "api")]
 async fn get(addr: std::net::SocketAddr, path: &str) -> String {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").as_bytes()).await.unwrap();
@@ -186,6 +188,7 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> String {
     answer
 }
 
+#[cfg(feature = "api")]
 #[tokio::test]
 async fn serve_scans_reacts_to_watch_events_answers_the_api_and_stops() {
     let store = Arc::new(MemoryStore::new());
@@ -239,15 +242,48 @@ async fn serve_scans_reacts_to_watch_events_answers_the_api_and_stops() {
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the API no longer listens");
 }
 
+/// Regression: `Detector::run` is the service without the API (the `api` feature off, or an
+/// integrator who serves nothing): it scans at once, follows the watch and stops.
+#[tokio::test]
+async fn run_scans_reacts_to_watch_events_and_stops_without_the_api() {
+    let store = Arc::new(MemoryStore::new());
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let live = Fed::new(MemoryLiveSource::new("homelab", vec![cm("a", "fast")]), rx_events);
+    let detector = Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast")])))
+        .live(Arc::new(live))
+        .store(Store::new(store.clone()))
+        .sink(Arc::new(Recording(tx)))
+        .interval(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(detector.run(async move {
+        stopped.await.ok();
+    }));
+    let first = next(&mut reports).await;
+    assert!(!first.scan_id.starts_with("watch-") && first.drifts.is_empty(), "{first:?}");
+    events.send(Ok(LiveEvent::Applied(cm("a", "slow")))).unwrap();
+    let watched = next(&mut reports).await;
+    assert!(watched.scan_id.starts_with("watch-"), "{}", watched.scan_id);
+    assert_eq!(open_drifts(&store).await, [("a".to_owned(), DriftType::ConfigmapDrift, "data.mode".to_owned())]);
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), running).await.expect("stops").unwrap();
+}
+
+#[cfg(feature = "api")]
 /// Sets its flag when dropped: the pass that held it was aborted.
 struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
 
+#[cfg(feature = "api")]
 impl Drop for DropFlag {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
+#[cfg(feature = "api")]
 /// A desired source whose fetch never ends.
 #[derive(Debug)]
 struct Stuck {
@@ -255,6 +291,7 @@ struct Stuck {
     dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
+#[cfg(feature = "api")]
 #[async_trait]
 impl DesiredSource for Stuck {
     fn name(&self) -> &str {
@@ -268,6 +305,7 @@ impl DesiredSource for Stuck {
     }
 }
 
+#[cfg(feature = "api")]
 #[tokio::test(start_paused = true)]
 async fn a_pass_still_running_after_the_grace_is_aborted_and_writes_nothing() {
     let (entered, dropped) = (Arc::new(Notify::new()), Arc::new(std::sync::atomic::AtomicBool::new(false)));
@@ -638,4 +676,43 @@ async fn the_watch_says_how_much_of_the_cluster_it_does_not_see() {
     stop.send_replace(true);
     watching.await.unwrap();
     assert_eq!(metrics.watch_out_of_sync(), 0, "a stopped watch is not an outage");
+}
+
+/// The engine, with the drifts of `data.mode` left out: an integrator's own comparator.
+#[derive(Debug)]
+struct ModeIgnored(drift_core::Engine);
+
+impl drift_core::Comparator for ModeIgnored {
+    fn compare(&self, desired: &drift_core::Resource, live: Option<&drift_core::Resource>) -> Vec<drift_core::Drift> {
+        let mut drifts = self.0.compare(desired, live);
+        drifts.retain(|d| d.path != "data.mode");
+        drifts
+    }
+}
+
+#[tokio::test]
+async fn the_comparator_given_to_the_builder_judges_passes_and_the_watch() {
+    let (events, rx_events) = mpsc::unbounded_channel();
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let live = Fed::new(MemoryLiveSource::new("homelab", vec![cm("a", "slow"), cm("b", "x")]), rx_events);
+    let detector = Detector::builder()
+        .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
+        .live(Arc::new(live))
+        .store(Store::new(Arc::new(MemoryStore::new())))
+        .sink(Arc::new(Recording(tx)))
+        .comparator(Arc::new(ModeIgnored(drift_core::Engine::default())))
+        .build()
+        .unwrap();
+    let pass = detector.scan_once().await.unwrap();
+    assert!(pass[0].drifts.is_empty(), "data.mode is left out: {:?}", pass[0].drifts);
+    assert_eq!(next(&mut reports).await.scan_id, pass[0].scan_id);
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
+    let watching =
+        tokio::spawn(drift_runtime::watch::run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+    events.send(Ok(LiveEvent::Applied(cm("b", "y")))).unwrap();
+    let watched = next(&mut reports).await;
+    assert_eq!(watched.desired[0].name, "b");
+    assert!(watched.drifts.is_empty(), "the watch compares with it too: {:?}", watched.drifts);
+    stop.send_replace(true);
+    watching.await.unwrap();
 }
