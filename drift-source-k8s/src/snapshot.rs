@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use drift_manifest::walk::{WalkLimits, walk_with};
 use async_trait::async_trait;
+use drift_manifest::walk::{WalkLimits, walk_with};
 use drift_manifest::{Limits, parse_live_manifests};
 use drift_model::source::{LiveCapabilities, LiveSource};
 use drift_model::{Coverage, GroupKind, LiveSnapshot, Provenance, Resource, Scope, SourceWarning};
