@@ -57,7 +57,7 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-mod act;
+mod acting;
 pub mod auth;
 pub mod detail;
 pub mod error;
@@ -65,12 +65,12 @@ mod handlers;
 pub mod limits;
 pub mod openapi;
 pub mod query;
-pub mod remedy;
+pub mod remediation;
 pub mod routes;
 pub mod state;
 pub mod ui;
 
-pub use act::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
+pub use acting::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
 pub use auth::{Actor, ApiToken, check_tokens};
 pub use detail::{DriftDetail, LearnedView, drift_detail};
 /// The scan gate, shared with the runtime ([`drift_metrics::gate`]).
@@ -80,6 +80,6 @@ pub use drift_metrics::gate;
 pub use drift_metrics::metrics;
 pub use drift_metrics::{Metrics, ScanGate, ScanPermit};
 pub use error::ApiError;
-pub use remedy::{NO_REMEDIES, Remediate};
+pub use remediation::{NO_REMEDIES, Remediate};
 pub use routes::router;
 pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::query::{DEFAULT_LIMIT, MAX_ID, MAX_LIMIT};
 use crate::state::ApiState;
-use crate::{act, handlers, remedy};
+use crate::{acting, handlers, remediation};
 
 /// A parameter of an endpoint.
 #[derive(Debug, Clone)]
@@ -372,7 +372,7 @@ fn table() -> Vec<Endpoint> {
                 no_act(),
                 store_down(),
             ],
-            handler: post(act::decide),
+            handler: post(acting::decide),
         },
         Endpoint {
             method: Method::POST,
@@ -406,7 +406,7 @@ fn table() -> Vec<Endpoint> {
                 refusal(501, "this service does not remediate (no cluster writer or no audit trail)"),
                 error(502, "the cluster did not accept the request"),
             ],
-            handler: post(remedy::revert),
+            handler: post(remediation::revert),
         },
         Endpoint {
             method: Method::POST,
@@ -433,7 +433,7 @@ fn table() -> Vec<Endpoint> {
                 refusal(501, "no pull requests are configured for the drift's repository"),
                 error(502, "the git server did not accept the change"),
             ],
-            handler: post(remedy::accept),
+            handler: post(remediation::accept),
         },
         Endpoint {
             method: Method::GET,
@@ -452,7 +452,7 @@ fn table() -> Vec<Endpoint> {
                 no_act(),
                 store_down(),
             ],
-            handler: get(act::audit),
+            handler: get(acting::audit),
         },
         Endpoint {
             method: Method::GET,
@@ -472,7 +472,7 @@ fn table() -> Vec<Endpoint> {
                 no_act(),
                 store_down(),
             ],
-            handler: get(act::notifications),
+            handler: get(acting::notifications),
         },
         Endpoint {
             method: Method::POST,
@@ -508,7 +508,7 @@ fn table() -> Vec<Endpoint> {
                 no_act(),
                 store_down(),
             ],
-            handler: post(act::requeue),
+            handler: post(acting::requeue),
         },
         Endpoint {
             method: Method::GET,

@@ -105,7 +105,7 @@ pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct ApiState {
     pub(crate) store: Arc<dyn DriftStore>,
     pub(crate) act: Option<Arc<dyn ActStore>>,
-    pub(crate) remedies: Option<Arc<dyn crate::remedy::Remediate>>,
+    pub(crate) remedies: Option<Arc<dyn crate::remediation::Remediate>>,
     pub(crate) trigger: Arc<dyn ScanTrigger>,
     pub(crate) tokens: Arc<[ApiToken]>,
     pub(crate) read_token: Option<Arc<ApiToken>>,
@@ -177,7 +177,7 @@ impl ApiState {
         self
     }
     /// Remediation (`POST /drifts/{id}/revert` and `/accept`); without it they answer 501.
-    pub fn with_remedies(mut self, remedies: Arc<dyn crate::remedy::Remediate>) -> Self {
+    pub fn with_remedies(mut self, remedies: Arc<dyn crate::remediation::Remediate>) -> Self {
         self.remedies = Some(remedies);
         self
     }

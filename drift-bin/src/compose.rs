@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 use drift_core::act::Outlet;
 use drift_core::progress::Progress;
 use drift_core::{DesiredSource, Engine, GroupKind, LiveSource};
+use drift_kube::K8sConfig;
 use drift_runtime::{DetectorBuilder, ScanSettings, Store};
 use drift_sops::SopsKeys;
-use drift_source_k8s::K8sConfig;
 
 use crate::config::{Config, StoreConfig};
 
@@ -19,10 +19,10 @@ pub async fn open_store(config: &StoreConfig) -> Result<Store> {
     let shown = config.display();
     let store = match config {
         StoreConfig::Postgres(c) => Store::acting(Arc::new(
-            drift_sink_postgres::PostgresSink::from_config(c).await.with_context(|| format!("opening {shown}"))?,
+            drift_postgres::PostgresStore::from_config(c).await.with_context(|| format!("opening {shown}"))?,
         )),
         StoreConfig::Sqlite(c) => Store::acting(Arc::new(
-            drift_sink_sqlite::SqliteSink::from_config(c).await.with_context(|| format!("opening {shown}"))?,
+            drift_sqlite::SqliteStore::from_config(c).await.with_context(|| format!("opening {shown}"))?,
         )),
     };
     Ok(store)
@@ -42,7 +42,7 @@ pub fn desired_sources(
         .repositories
         .iter()
         .map(|r| {
-            drift_source_git::source_opening(r.source_config_for(long_running), progress.clone(), sops_opener(sops))
+            drift_git::source_opening(r.source_config_for(long_running), progress.clone(), sops_opener(sops))
                 .with_context(|| format!("repository `{}`", r.name))
         })
         .collect()
@@ -90,8 +90,8 @@ pub fn kubernetes(mut config: K8sConfig) -> K8sConfig {
 }
 
 /// A connection to the cluster the settings name (`drift diff --cluster`).
-pub async fn cluster(config: K8sConfig) -> Result<drift_source_k8s::K8sSource> {
-    Ok(drift_source_k8s::K8sSource::connect(kubernetes(config)).await?)
+pub async fn cluster(config: K8sConfig) -> Result<drift_kube::K8sSource> {
+    Ok(drift_kube::K8sSource::connect(kubernetes(config)).await?)
 }
 
 /// The live source of the configuration: snapshot files, or the cluster (counting the objects
@@ -99,9 +99,9 @@ pub async fn cluster(config: K8sConfig) -> Result<drift_source_k8s::K8sSource> {
 pub async fn live_source(config: &Config, progress: &Progress) -> Result<Arc<dyn LiveSource>> {
     let live = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
     if live.snapshot.is_some() {
-        return Ok(drift_source_k8s::live_source_from_config(live).await?);
+        return Ok(drift_kube::live_source_from_config(live).await?);
     }
-    Ok(Arc::new(drift_source_k8s::K8sSource::connect(live).await?.with_progress(progress.clone())))
+    Ok(Arc::new(drift_kube::K8sSource::connect(live).await?.with_progress(progress.clone())))
 }
 
 /// The engine.
@@ -170,8 +170,8 @@ pub async fn detector(
     let author = (config.remediation.author_name.clone(), config.remediation.author_email.clone());
     for r in &config.repositories {
         let source = r.source_config_for(false);
-        if !matches!(source, drift_source_git::SourceConfig::Folder(_)) {
-            let proposer = drift_source_git::GitProposer::new(r.name.clone(), source, author.clone())
+        if !matches!(source, drift_git::SourceConfig::Folder(_)) {
+            let proposer = drift_git::GitProposer::new(r.name.clone(), source, author.clone())
                 .with_context(|| format!("repository `{}`", r.name))?;
             builder = builder.proposer(Arc::new(proposer));
         }
@@ -179,7 +179,7 @@ pub async fn detector(
     // Reverts write through a client of the configured cluster (a snapshot cannot be written).
     if config.live.snapshot.is_none() {
         let writer = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
-        builder = builder.cluster_writer(Arc::new(drift_source_k8s::K8sSource::connect(writer).await?));
+        builder = builder.cluster_writer(Arc::new(drift_kube::K8sSource::connect(writer).await?));
     }
     for outlet in notifiers(config)? {
         builder = builder.notifier(outlet);
@@ -204,14 +204,9 @@ pub async fn elector(config: &Config) -> Result<Option<drift_runtime::Elector>> 
     let identity =
         crate::config::LeaderElectionConfig::identity_from(std::env::var("POD_NAME").ok(), &host, std::process::id());
     let k8s = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
-    let source = drift_source_k8s::K8sSource::connect(k8s).await.context("`leader_election`: the cluster")?;
-    let lock = drift_source_k8s::KubeLease::new(
-        source.client().clone(),
-        namespace,
-        le.lease.clone(),
-        identity,
-        le.lease_duration,
-    );
+    let source = drift_kube::K8sSource::connect(k8s).await.context("`leader_election`: the cluster")?;
+    let lock =
+        drift_kube::KubeLease::new(source.client().clone(), namespace, le.lease.clone(), identity, le.lease_duration);
     Ok(Some(drift_runtime::Elector::new(Arc::new(lock), le.timings()).context("`leader_election`")?))
 }
 
@@ -231,10 +226,10 @@ pub async fn open_act_store(
     let shown = config.display();
     Ok(match config {
         StoreConfig::Postgres(c) => {
-            both(drift_sink_postgres::PostgresSink::from_config(c).await.with_context(|| format!("opening {shown}"))?)
+            both(drift_postgres::PostgresStore::from_config(c).await.with_context(|| format!("opening {shown}"))?)
         }
         StoreConfig::Sqlite(c) => {
-            both(drift_sink_sqlite::SqliteSink::from_config(c).await.with_context(|| format!("opening {shown}"))?)
+            both(drift_sqlite::SqliteStore::from_config(c).await.with_context(|| format!("opening {shown}"))?)
         }
     })
 }

@@ -12,10 +12,10 @@ use drift_core::ignore::IgnoreRule;
 use drift_core::managed::ManagerPolicy;
 use drift_core::merge_keys::MergeKeyRule;
 use drift_core::{DriftType, EngineConfig, Severity};
-use drift_sink_postgres::PostgresConfig;
-use drift_sink_sqlite::SqliteConfig;
-use drift_source_git::{HelmConfig, RenderConfig, RenderRequest, RendererKind, SourceConfig};
-use drift_source_k8s::K8sConfig;
+use drift_git::{HelmConfig, RenderConfig, RenderRequest, RendererKind, SourceConfig};
+use drift_kube::K8sConfig;
+use drift_postgres::PostgresConfig;
+use drift_sqlite::SqliteConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -253,7 +253,7 @@ pub enum StoreConfig {
 impl std::fmt::Debug for StoreSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreSetting::Url(url) => f.debug_tuple("Url").field(&drift_sink_postgres::redact_url(url)).finish(),
+            StoreSetting::Url(url) => f.debug_tuple("Url").field(&drift_postgres::redact_url(url)).finish(),
             StoreSetting::Store(store) => f.debug_tuple("Store").field(store).finish(),
         }
     }
@@ -283,7 +283,7 @@ impl StoreConfig {
     pub fn display(&self) -> String {
         match self {
             StoreConfig::Sqlite(c) => c.url.clone(),
-            StoreConfig::Postgres(c) => drift_sink_postgres::redact_url(&c.url),
+            StoreConfig::Postgres(c) => drift_postgres::redact_url(&c.url),
         }
     }
 

@@ -83,7 +83,7 @@ pub fn reload(provenance: &drift_core::Provenance, sops: Option<&dyn SopsOpener>
     parsed.resources
 }
 
-/// The files under `path`, walked with the rules and bounds of [`drift_source_k8s::walk`]: each
+/// The files under `path`, walked with the rules and bounds of [`drift_manifest::walk`]: each
 /// entry refused (a link leaving the folder or into a folder being walked, a file that is not a
 /// regular file) and a bound reached are warnings naming the path.
 pub fn walk(path: &Path) -> Result<drift_manifest::walk::Walked> {

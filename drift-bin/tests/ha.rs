@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use common::{GitRepo, Serve, get_json, http, kubectl};
 use drift_core::DriftStore;
 use drift_core::sink::ScanRecord;
-use drift_sink_postgres::{PostgresConfig, PostgresSink};
+use drift_postgres::{PostgresConfig, PostgresStore};
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
@@ -87,7 +87,7 @@ impl Shared {
     /// Every scan recorded, oldest first.
     fn scans(&self) -> Vec<ScanRecord> {
         rt().block_on(async {
-            let store = PostgresSink::from_config(&PostgresConfig::new(&self.db_url)).await.unwrap();
+            let store = PostgresStore::from_config(&PostgresConfig::new(&self.db_url)).await.unwrap();
             let mut scans = store.recent_scans(10_000).await.unwrap();
             scans.sort_by_key(|s| (s.started_at, s.finished_at));
             scans

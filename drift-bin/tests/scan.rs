@@ -109,7 +109,7 @@ fn the_demo_with_policies_records_findings_apart_from_drifts() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let stored = |status: FindingStatus| {
         runtime.block_on(async {
-            let store = drift_sink_sqlite::SqliteSink::open(&url).await.unwrap();
+            let store = drift_sqlite::SqliteStore::open(&url).await.unwrap();
             let filter = FindingFilter { status: Some(status), ..FindingFilter::default() };
             store.findings(&filter, PageRequest { limit: 1000, after: None }).await.unwrap().items
         })

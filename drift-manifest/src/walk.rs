@@ -1,6 +1,6 @@
 //! The one folder walker for manifest folders read from the local disk: the folders of
 //! `drift diff --desired DIR --live DIR` (drift-bin) and of a `live.snapshot` source
-//! (`drift_source_k8s::SnapshotSource`, used by `scan` and `serve`). It is the one module of this
+//! (`drift_kube::SnapshotSource`, used by `scan` and `serve`). It is the one module of this
 //! crate that touches the file system (`std::fs` only: listing folders, reading link targets
 //! and sizes; the files are read by the caller).
 //!

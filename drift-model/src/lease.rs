@@ -1,7 +1,7 @@
 //! Leader election, without I/O: the record a lease holds (client-go's
 //! `LeaderElectionRecord`: holder, duration, acquire and renew times, transitions), the
 //! decision of one attempt to acquire or renew it ([`decide`]), and the [`LeaseLock`] trait a
-//! backend implements (`drift-source-k8s` keeps the record in a `coordination.k8s.io/v1`
+//! backend implements (`drift-kube` keeps the record in a `coordination.k8s.io/v1`
 //! Lease, with optimistic concurrency on its `resourceVersion`).
 //!
 //! Expiry is judged on the candidate's own clock, as client-go does: a lease held by another

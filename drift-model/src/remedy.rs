@@ -73,7 +73,7 @@ impl RevertPlan {
     }
 }
 
-/// Reads and writes the cluster for a revert. `drift-source-k8s`'s `K8sSource` implements it;
+/// Reads and writes the cluster for a revert. `drift-kube`'s `K8sSource` implements it;
 /// an integrator with another way to reach the cluster implements it too.
 #[async_trait]
 pub trait ClusterWriter: Send + Sync + fmt::Debug {
@@ -134,7 +134,7 @@ pub struct Proposal {
     pub unplaced: Vec<String>,
 }
 
-/// Proposes changes to one repository's desired state. `drift-source-git` implements it for git
+/// Proposes changes to one repository's desired state. `drift-git` implements it for git
 /// servers and GitHub.
 #[async_trait]
 pub trait ChangeProposer: Send + Sync + fmt::Debug {

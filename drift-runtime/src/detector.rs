@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::leader::Elector;
 use crate::notify::{Dispatcher, Round};
-use crate::remedy::{HealPolicy, Remedies};
+use crate::remedies::{HealPolicy, Remedies};
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 use drift_core::act::Outlet;
 use drift_core::remedy::{ChangeProposer, ClusterWriter};
@@ -161,7 +161,7 @@ impl DetectorBuilder {
         self
     }
 
-    /// The cluster writer of reverts (`drift-source-k8s`'s `K8sSource`): `POST
+    /// The cluster writer of reverts (`drift-kube`'s `K8sSource`): `POST
     /// /drifts/{id}/revert`, `drift fix --revert` and self-heal need one.
     pub fn cluster_writer(mut self, writer: Arc<dyn ClusterWriter>) -> Self {
         self.writer = Some(writer);
@@ -564,7 +564,7 @@ impl Detector {
             .remedies
             .clone()
             .and_then(|r| r.heal().map(|h| (h.tick, r.clone())))
-            .map(|(tick, r)| tokio::spawn(crate::remedy::run_heal(r, tick, stop.clone())));
+            .map(|(tick, r)| tokio::spawn(crate::remedies::run_heal(r, tick, stop.clone())));
         LeaderTasks { sched, watcher, notifier, healer }
     }
 

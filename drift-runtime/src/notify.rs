@@ -357,7 +357,7 @@ impl Dispatcher {
     }
 
     /// Adds to the events of a message what the team's decisions on similar drifts say
-    /// ([`ActStore::similar`]), for messages of up to [`LEARNED_UP_TO`] drifts (a summary of
+    /// ([`Decisions::similar`](drift_model::act::Decisions::similar)), for messages of up to [`LEARNED_UP_TO`] drifts (a summary of
     /// thousands does not show it). A store that fails here costs the line, not the message.
     async fn with_learned(&self, mut events: Vec<DriftEvent>) -> Vec<DriftEvent> {
         if events.len() > LEARNED_UP_TO {

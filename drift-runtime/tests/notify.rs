@@ -34,22 +34,22 @@ impl Bed {
     async fn sqlite() -> Bed {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("drift.db").display());
-        let store = drift_sink_sqlite::SqliteSink::open(&url).await.unwrap();
+        let store = drift_sqlite::SqliteStore::open(&url).await.unwrap();
         Bed { store: Arc::new(store), url, _keep: Box::new(dir) }
     }
 
     async fn postgres() -> Bed {
         let server = drift_testkit_pg::PgServer::start().expect("a throwaway PostgreSQL");
         let url = server.create_database().await.unwrap();
-        let store = drift_sink_postgres::PostgresSink::connect(&url).await.unwrap();
+        let store = drift_postgres::PostgresStore::connect(&url).await.unwrap();
         Bed { store: Arc::new(store), url, _keep: Box::new(server) }
     }
 
     async fn another(&self) -> Arc<dyn Full> {
         if self.url.starts_with("sqlite:") {
-            Arc::new(drift_sink_sqlite::SqliteSink::open(&self.url).await.unwrap())
+            Arc::new(drift_sqlite::SqliteStore::open(&self.url).await.unwrap())
         } else {
-            Arc::new(drift_sink_postgres::PostgresSink::connect(&self.url).await.unwrap())
+            Arc::new(drift_postgres::PostgresStore::connect(&self.url).await.unwrap())
         }
     }
 
@@ -381,7 +381,7 @@ async fn the_first_scan_of_a_detector_reaches_its_notifiers() {
     use drift_core::memory::{MemoryDesiredSource, MemoryLiveSource};
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("drift.db").display());
-    let store = Arc::new(drift_sink_sqlite::SqliteSink::open(&url).await.unwrap());
+    let store = Arc::new(drift_sqlite::SqliteStore::open(&url).await.unwrap());
     let cm = |mode: &str| {
         drift_core::Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "settings", "namespace": "shop"}, "data": {"mode": mode}}))

@@ -310,7 +310,7 @@ pub const HOOK: &str = "hook";
 /// side, two named write tokens and no read token.
 pub struct SqliteHarness {
     pub app: Router,
-    pub store: Arc<drift_sink_sqlite::SqliteSink>,
+    pub store: Arc<drift_sqlite::SqliteStore>,
     pub trigger: Arc<FakeTrigger>,
     pub clock: Arc<ManualClock>,
     pub state: ApiState,
@@ -331,7 +331,7 @@ pub async fn sqlite_harness() -> SqliteHarness {
     use drift_model::act::Settle;
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("drift.db").display());
-    let store = Arc::new(drift_sink_sqlite::SqliteSink::open(&url).await.unwrap());
+    let store = Arc::new(drift_sqlite::SqliteStore::open(&url).await.unwrap());
     // A notifier seen before any event reads them all.
     store.route(HOOK, &|e| Some(e.at), 1000).await.unwrap();
     for r in reports() {

@@ -165,11 +165,11 @@ fn run_cluster(
         resources: desired.resources,
         warnings: desired.warnings,
     };
-    let config = drift_source_k8s::K8sConfig {
+    let config = drift_kube::K8sConfig {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
         server_side: args.server_side,
-        ..drift_source_k8s::K8sConfig::default()
+        ..drift_kube::K8sConfig::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let report = runtime.block_on(async {

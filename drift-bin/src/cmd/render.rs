@@ -6,7 +6,7 @@ use anyhow::Result;
 use clap::Args;
 use drift_core::DesiredSnapshot;
 use drift_core::progress::Progress;
-use drift_source_git::{OutputFormat, RenderRequest, RendererKind, format_snapshot, has_errors, render_observed};
+use drift_git::{OutputFormat, RenderRequest, RendererKind, format_snapshot, has_errors, render_observed};
 
 use crate::output::Format;
 

@@ -1,6 +1,6 @@
 //! The acting side of the reference store: its outbox (events, cursors, leased deliveries),
 //! its decisions and waivers, and its audit trail, as the SQL stores keep them in tables
-//! (`drift-sink-sql`'s `act.rs`), here in plain collections under the store's lock.
+//! (`drift-sql`'s `act.rs`), here in plain collections under the store's lock.
 //! docs/notifications.md and docs/decisions.md describe the behaviour.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -35,15 +35,14 @@ struct Args {
 }
 
 async fn run(args: Args) -> Result<ExitCode, Box<dyn std::error::Error>> {
-    let live = drift_source_k8s::live_source_from_config(drift_source_k8s::K8sConfig {
+    let live = drift_kube::live_source_from_config(drift_kube::K8sConfig {
         cluster: Some("example".to_owned()),
         snapshot: args.live.clone(),
         ..Default::default()
     })
     .await?;
-    let desired = drift_source_git::source_from_config(drift_source_git::SourceConfig::Folder(
-        drift_source_git::FolderConfig::new(&args.desired),
-    ))?;
+    let desired =
+        drift_git::source_from_config(drift_git::SourceConfig::Folder(drift_git::FolderConfig::new(&args.desired)))?;
     let detector = Detector::builder()
         .desired(desired)
         .live(live)

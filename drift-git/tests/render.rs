@@ -1,0 +1,332 @@
+//! Renderers and GitOps objects: Argo CD Applications, Flux Kustomizations and HelmReleases,
+//! Helm through a real `helm template` (skipped, and said so, when helm is not on PATH, unless
+//! `DRIFT_REQUIRE_TOOLS=1`), missing programs, and the `drift render` output.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+use common::*;
+use drift_core::ErrorKind;
+use drift_core::source::DesiredSource;
+use drift_git::{
+    FolderConfig, FolderSource, GitConfig, GitSource, OutputFormat, RenderRequest, RendererKind, format_snapshot,
+    has_errors, render,
+};
+
+fn application(name: &str, repo_url: &str, path: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: {repo_url}\n    targetRevision: main\n    path: {path}\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: {namespace}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_cd_and_flux_layouts_work_without_extra_configuration() {
+    require_kubectl();
+    let origin = Origin::new();
+    let url = origin.url();
+    origin.write("argocd/web.yaml", &application("web", &url, "apps/web", "shop"));
+    origin.write("argocd/elsewhere.yaml", &application("x", "https://github.com/other/repo.git", "apps/web", "x"));
+    origin.write("apps/web/deploy.yaml", &deployment("web", 2));
+    origin.write("apps/web/cm.yaml", &configmap("keeps", "other", "1"));
+    origin.write("apps/web/nested/extra.yaml", &configmap("extra", "shop", "1"));
+    origin.write(
+        "clusters/prod/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: api\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./flux/api\n  targetNamespace: prod\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    );
+    origin.write("flux/api/kustomization.yaml", "resources:\n  - deploy.yaml\n  - cm.yaml\n");
+    origin.write("flux/api/deploy.yaml", &deployment("api", 3));
+    origin.write("flux/api/cm.yaml", &configmap("api-settings", "somewhere", "1"));
+    origin.commit("layout");
+    let mut cfg = GitConfig::new(url, "main");
+    cfg.cache_dir = Some(origin.cache());
+    let snap = GitSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert_eq!(
+        keys(&snap),
+        vec![
+            "ConfigMap other/keeps",
+            "ConfigMap prod/api-settings",
+            "apps/Deployment prod/api",
+            "apps/Deployment shop/web",
+            "argoproj.io/Application argocd/web",
+            "argoproj.io/Application argocd/x",
+            "kustomize.toolkit.fluxcd.io/Kustomization flux-system/api",
+        ],
+        "destination.namespace fills in missing namespaces; targetNamespace overrides; directory.recurse is off"
+    );
+    let web = snap.resources.iter().find(|r| r.key.name == "web" && r.key.kind == "Deployment").unwrap();
+    assert_eq!(web.provenance.path.as_deref(), Some("apps/web/deploy.yaml"));
+    assert_eq!(web.object["metadata"]["namespace"], "shop");
+    let api = snap.resources.iter().find(|r| r.key.name == "api" && r.key.kind == "Deployment").unwrap();
+    assert_eq!(api.provenance.path.as_deref(), Some("flux/api/kustomization.yaml"));
+    assert!(snap.warnings.iter().any(|w| !w.fatal && w.message.contains("another repository")));
+}
+
+/// A small chart (`charts/web`: a Deployment without a namespace, a ConfigMap in the release
+/// namespace, notes and a helper that are not objects), a production values file, a Flux
+/// HelmRelease that renders it with inline values on top, and a plain ConfigMap.
+fn chart_repository() -> tempfile::TempDir {
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    w("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
+    w("charts/web/values.yaml", "replicas: 1\nimage: {repository: nginx, tag: \"1.27\"}\nmode: default\n");
+    w("charts/web/templates/_helpers.tpl", "{{- define \"web.name\" -}}{{ .Release.Name }}-web{{- end -}}\n");
+    w("charts/web/templates/NOTES.txt", "Installed {{ .Release.Name }}.\n");
+    w(
+        "charts/web/templates/deploy.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ include \"web.name\" . }}\nspec:\n  replicas: {{ .Values.replicas }}\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}\"\n",
+    );
+    w(
+        "charts/web/templates/settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\n  namespace: {{ .Release.Namespace }}\ndata:\n  mode: {{ .Values.mode | quote }}\n",
+    );
+    w("charts/web/values-prod.yaml", "replicas: 3\nmode: prod\n");
+    w(
+        "releases/web.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: web\nspec:\n  chart:\n    spec:\n      chart: ./charts/web\n      valuesFiles: [charts/web/values-prod.yaml]\n      sourceRef: {kind: GitRepository, name: flux-system}\n  values:\n    image: {tag: v2}\n    mode: inline\n",
+    );
+    w("plain/cm.yaml", &configmap("plain", "default", "1"));
+    repo
+}
+
+fn object<'a>(snap: &'a drift_core::DesiredSnapshot, kind: &str, name: &str) -> &'a drift_core::Resource {
+    snap.resources.iter().find(|r| r.key.kind == kind && r.key.name == name).unwrap_or_else(|| panic!("{kind} {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_template_renders_a_chart_with_release_namespace_and_values() {
+    if !helm_available("helm_template_renders_a_chart_with_release_namespace_and_values") {
+        return;
+    }
+    let repo = chart_repository();
+    let mut cfg = FolderConfig::new(repo.path());
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert_eq!(
+        keys(&snap),
+        vec![
+            "ConfigMap default/plain",
+            "ConfigMap web/web-settings",
+            "apps/Deployment web/web-web",
+            "helm.toolkit.fluxcd.io/HelmRelease web/web",
+        ],
+        "the release's objects, named after the release; notes and helpers are not objects"
+    );
+    let deploy = object(&snap, "Deployment", "web-web");
+    assert_eq!(deploy.key.namespace.as_deref(), Some("web"), "objects without a namespace land in the release's");
+    assert_eq!(deploy.provenance.path.as_deref(), Some("charts/web/Chart.yaml"));
+    assert_eq!(deploy.object["spec"]["replicas"], 3, "the HelmRelease's values file is used");
+    assert_eq!(
+        deploy.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:v2",
+        "inline values are merged over the chart's values"
+    );
+    let settings = object(&snap, "ConfigMap", "web-settings");
+    assert_eq!(settings.object["data"]["mode"], "inline", "inline values follow the values files");
+    assert_eq!(settings.object["metadata"]["namespace"], "web", "helm template got --namespace");
+    // The chart's templates are never read as plain YAML, and no stale "chart skipped" note.
+    assert!(
+        snap.warnings.iter().all(|w| !w.path.as_deref().unwrap_or("").starts_with("charts/")),
+        "{:?}",
+        snap.warnings
+    );
+
+    // renderer: helm on the chart folder itself, with release and namespace from the config and
+    // the chart's own values.
+    cfg.path = Some("charts/web".into());
+    cfg.render.renderer = RendererKind::Helm;
+    cfg.render.helm.release_name = Some("site".into());
+    cfg.render.helm.namespace = Some("site-ns".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    // The ConfigMap names `.Release.Namespace`; the Deployment names no namespace and lands in
+    // the release's, as `helm install --namespace` puts it.
+    let mut names: Vec<_> = snap.resources.iter().map(|r| (r.key.kind.as_str(), r.key.name.as_str())).collect();
+    names.sort();
+    assert_eq!(names, vec![("ConfigMap", "site-settings"), ("Deployment", "site-web")]);
+    assert_eq!(object(&snap, "ConfigMap", "site-settings").key.namespace.as_deref(), Some("site-ns"));
+    let deploy = object(&snap, "Deployment", "site-web");
+    assert_eq!(deploy.key.namespace.as_deref(), Some("site-ns"), "objects without a namespace land in the release's");
+    assert_eq!(deploy.object["spec"]["replicas"], 1);
+    assert_eq!(deploy.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.27");
+    assert_eq!(object(&snap, "ConfigMap", "site-settings").object["data"]["mode"], "default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_helm_is_named_and_the_rest_is_read() {
+    let repo = chart_repository();
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.render.helm.binary = Some("helm-is-not-installed".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    let err = snap.warnings.iter().find(|w| w.fatal).unwrap();
+    assert_eq!(err.kind, ErrorKind::Unsupported);
+    assert!(err.message.contains("`helm-is-not-installed` was not found"), "{err}");
+    assert_eq!(err.path.as_deref(), Some("charts/web"));
+    assert_eq!(keys(&snap), vec!["ConfigMap default/plain", "helm.toolkit.fluxcd.io/HelmRelease web/web"]);
+}
+
+#[tokio::test]
+async fn a_missing_kustomize_program_is_named_and_plain_renderer_skips_kustomizations() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(repo.path().join("app")).unwrap();
+    std::fs::write(repo.path().join("app/kustomization.yaml"), "resources: [cm.yaml]\n").unwrap();
+    std::fs::write(repo.path().join("app/cm.yaml"), configmap("a", "shop", "1")).unwrap();
+    std::fs::write(
+        repo.path().join("list.yaml"),
+        "apiVersion: v1\nkind: List\nitems:\n  - {apiVersion: v1, kind: Secret, metadata: {name: s1, namespace: shop}}\n  - {apiVersion: v1, kind: Secret, metadata: {name: s2, namespace: shop}}\n",
+    )
+    .unwrap();
+
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.render.kustomize_binary = Some("kustomize-is-not-installed".into());
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert_eq!(keys(&snap), vec!["Secret shop/s1", "Secret shop/s2"], "a List is expanded");
+    let err = snap.warnings.iter().find(|w| w.fatal).unwrap();
+    assert!(err.message.contains("kustomize-is-not-installed"), "{err}");
+    assert_eq!(err.path.as_deref(), Some("app"));
+
+    cfg.render.renderer = RendererKind::Plain;
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert_eq!(keys(&snap), vec!["ConfigMap shop/a", "Secret shop/s1", "Secret shop/s2"]);
+    assert!(snap.warnings.iter().any(|w| !w.fatal && w.path.as_deref() == Some("app/kustomization.yaml")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_prints_each_object_with_its_file_and_commit() {
+    let origin = Origin::new();
+    origin.write("apps/a.yaml", &configmap("a", "shop", "1"));
+    origin.write("apps/broken.yaml", "kind: [\n");
+    let commit = origin.commit("one");
+
+    // A local folder without --ref is read as it is on disk.
+    let snap = render(&RenderRequest::new(origin.work.display().to_string())).await.unwrap();
+    assert!(snap.revision.as_deref().unwrap().starts_with("sha256:"));
+    assert!(has_errors(&snap), "the broken file makes `drift render` exit with 2");
+
+    // The same folder at a ref is read through git.
+    let mut req = RenderRequest::new(origin.bare.display().to_string());
+    req.reference = Some("main".into());
+    req.path = Some("apps".into());
+    req.cache_dir = Some(origin.cache());
+    let snap = render(&req).await.unwrap();
+    assert_eq!(snap.revision.as_deref(), Some(commit.as_str()));
+
+    let yaml = format_snapshot(&snap, OutputFormat::Yaml);
+    assert!(yaml.contains("---\n# Source: apps/a.yaml (document 0)\n"), "{yaml}");
+    assert!(yaml.contains(&format!("# Revision: {commit}\n")), "{yaml}");
+    assert!(yaml.contains("kind: ConfigMap"), "{yaml}");
+    assert!(yaml.contains("# error: apps/broken.yaml:1"), "{yaml}");
+    let reparsed = drift_core::manifest::parse_manifests(&yaml, "out.yaml");
+    assert_eq!(reparsed.resources.len(), 1, "the YAML output is valid manifests again");
+
+    let json: serde_json::Value = serde_json::from_str(&format_snapshot(&snap, OutputFormat::Json)).unwrap();
+    assert_eq!(json["revision"], commit.as_str());
+    assert_eq!(json["objects"][0]["source"]["path"], "apps/a.yaml");
+    assert_eq!(json["objects"][0]["source"]["revision"], commit.as_str());
+    assert_eq!(json["objects"][0]["object"]["metadata"]["name"], "a");
+    assert_eq!(json["warnings"][0]["path"], "apps/broken.yaml");
+    assert!("xml".parse::<OutputFormat>().is_err());
+}
+
+/// Live copies of desired objects with some fields changed, as a cluster would hold them.
+fn changed(r: &drift_core::Resource, change: impl FnOnce(&mut serde_json::Value)) -> drift_core::Resource {
+    let mut object = serde_json::Value::clone(&r.object);
+    change(&mut object);
+    drift_core::Resource::from_object(object).unwrap()
+}
+
+fn drift_paths(
+    engine: &drift_core::Engine,
+    desired: &drift_core::Resource,
+    live: &drift_core::Resource,
+) -> Vec<String> {
+    use drift_core::Comparator;
+    engine.compare(desired, Some(live)).into_iter().map(|d| d.path).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_and_flux_ignore_settings_apply_to_their_own_objects_only() {
+    if !helm_available("argo_and_flux_ignore_settings_apply_to_their_own_objects_only") {
+        return;
+    }
+    let repo = chart_repository();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    // An Application as they are commonly written: replicas left to an autoscaler, a sidecar's
+    // image left to an injector, a stamp annotation, and one jq program this detector cannot read.
+    w(
+        "argocd/shop.yaml",
+        concat!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  namespace: argocd\n",
+            "spec:\n  source:\n    repoURL: https://git.example.com/platform.git\n    path: apps/shop\n  destination:\n    namespace: shop\n",
+            "  ignoreDifferences:\n  - group: apps\n    kind: Deployment\n    jsonPointers: [/spec/replicas]\n",
+            "    jqPathExpressions:\n    - '.spec.template.spec.containers[] | select(.name == \"app\") | .image'\n",
+            "  - kind: ConfigMap\n    name: stamped\n    jqPathExpressions: ['.metadata.annotations[\"example.com/stamp\"]', '.data | keys']\n"
+        ),
+    );
+    w("apps/shop/deploy.yaml", &deployment("shop", 2));
+    w(
+        "apps/shop/stamped.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stamped\n  annotations: {example.com/stamp: a}\ndata: {k: v}\n",
+    );
+    // The same kinds elsewhere, with no rules: still compared in full.
+    w("apps/other/deploy.yaml", &deployment("other", 2));
+    w(
+        "argocd/other.yaml",
+        concat!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: other\n  namespace: argocd\n",
+            "spec:\n  source:\n    repoURL: https://git.example.com/platform.git\n    path: apps/other\n  destination:\n    namespace: other\n"
+        ),
+    );
+    // The HelmRelease of chart_repository(), with Flux's drift detection rules.
+    w(
+        "releases/web.yaml",
+        concat!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: web\nspec:\n",
+            "  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef: {kind: GitRepository, name: flux-system}\n",
+            "  driftDetection:\n    mode: enabled\n    ignore:\n    - paths: [/spec/replicas]\n      target: {kind: Deployment}\n",
+            "    - paths: [/data/mode]\n      target: {kind: ConfigMap, labelSelector: 'app=web'}\n"
+        ),
+    );
+    let snap = FolderSource::new(FolderConfig::new(repo.path())).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let notes: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(notes.iter().any(|n| n.contains("`.data | keys`") && n.contains("not applied")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("label or annotation selector")), "{notes:?}");
+
+    let engine = drift_core::Engine::new(&drift_core::EngineConfig::default()).unwrap();
+    let scale_and_set = |o: &mut serde_json::Value| {
+        o["spec"]["replicas"] = 9.into();
+        o["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:9".into();
+    };
+    let shop = object(&snap, "Deployment", "shop");
+    assert_eq!(shop.provenance.ignore.len(), 2, "the Application's rules travel with its objects");
+    assert!(drift_paths(&engine, shop, &changed(shop, scale_and_set)).is_empty(), "ignored for the Application");
+    let other = object(&snap, "Deployment", "other");
+    assert!(other.provenance.ignore.is_empty());
+    assert_eq!(
+        drift_paths(&engine, other, &changed(other, scale_and_set)),
+        ["spec.replicas", "spec.template.spec.containers[name=app].image"],
+        "another Application's objects keep every drift"
+    );
+    let stamped = object(&snap, "ConfigMap", "stamped");
+    let restamped = changed(stamped, |o| {
+        o["metadata"]["annotations"]["example.com/stamp"] = "b".into();
+        o["data"]["k"] = "w".into();
+    });
+    assert_eq!(drift_paths(&engine, stamped, &restamped), ["data.k"], "the stamp only");
+
+    let web = object(&snap, "Deployment", "web-web");
+    assert_eq!(drift_paths(&engine, web, &changed(web, |o| o["spec"]["replicas"] = 9.into())), Vec::<String>::new());
+    let settings = object(&snap, "ConfigMap", "web-settings");
+    assert_eq!(
+        drift_paths(&engine, settings, &changed(settings, |o| o["data"]["mode"] = "x".into())),
+        ["data.mode"],
+        "a rule with a selector is not applied"
+    );
+}

@@ -1,0 +1,146 @@
+//! # drift-postgres
+//!
+//! The PostgreSQL store of the drift detector ([docs/storage.md]): a [`DriftSink`] that records
+//! scan reports into a `drifts` history table and a `scans` table, and the [`DriftStore`] read
+//! side the API and the CLI use.
+//!
+//! - Migrations are embedded and run when connecting ([`PostgresStore::connect`]).
+//! - One transaction per report, with batched statements (`UNNEST` arrays): thousands of drifts
+//!   are a handful of round trips. A report is written whole or not at all.
+//! - Recording is idempotent per scan id (the `scans` primary key); a write that lost its
+//!   connection or hit a deadlock is written again.
+//! - A partial unique index keeps at most one open row per fingerprint; the upsert goes through
+//!   it (`ON CONFLICT ... WHERE status = 'open'`), so two scanners racing leave one open row.
+//! - An open drift the report does not list is resolved only where
+//!   [`ScanReport::may_resolve`](drift_model::ScanReport::may_resolve) allows.
+//! - Optional retention: resolved drifts and scans older than N days are deleted.
+//! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) that statement-level
+//!   triggers keep in the transaction of every write, exact, in milliseconds whatever the
+//!   history's size; a filter with `since` is computed from the rows
+//!   ([`PostgresStore::stats_from_rows`]).
+//!
+//! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
+//! `drift-sql`; this crate keeps its configuration, its write path, its rollups and its
+//! migrations. See [docs/storage.md] for the schema column by column.
+//!
+//! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
+//!
+//! ```no_run
+//! use drift_model::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
+//! use drift_postgres::PostgresStore;
+//!
+//! # async fn demo(report: drift_model::ScanReport) -> drift_model::Result<()> {
+//! let store = PostgresStore::connect("postgres://drift@127.0.0.1:5432/drift").await?;
+//! let outcome = store.record(&report).await?;
+//! println!("{} new, {} seen again, {} resolved", outcome.opened, outcome.updated, outcome.resolved);
+//! let page = store.list(&DriftFilter::default(), PageRequest::default()).await?;
+//! for drift in page.items {
+//!     println!("{} {} {}", drift.id, drift.severity, drift.path);
+//! }
+//! # Ok(()) }
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+mod config;
+mod dialect;
+mod error;
+mod sink;
+mod stats;
+
+use std::fmt;
+use std::str::FromStr;
+
+use drift_model::Result;
+pub use drift_model::{DriftSink, DriftStore};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+pub use config::{PostgresConfig, redact_url};
+pub use dialect::PgDialect;
+pub use drift_sql::{PruneOutcome, SqlStats, SqlStore};
+
+use drift_sql::SqlContext;
+use error::PgError;
+
+/// The embedded migrations (`migrations/` of this crate).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// The PostgreSQL store: a [`DriftSink`] and a [`DriftStore`] over one connection pool.
+///
+/// Cheap to clone (the pool is shared).
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    retention_days: Option<u32>,
+}
+
+drift_sql::impl_drift_store!(PostgresStore);
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The connect options hold the password: show none of them.
+        f.debug_struct("PostgresStore")
+            .field("pool_size", &self.pool.size())
+            .field("retention_days", &self.retention_days)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects with defaults (pool of 5, migrations run, no retention).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::from_config(&PostgresConfig::new(url)).await
+    }
+
+    /// Connects as configured and, unless `migrate: false`, brings the schema up to date.
+    pub async fn from_config(config: &PostgresConfig) -> Result<Self> {
+        config.validate()?;
+        let mut options = PgConnectOptions::from_str(&config.url)
+            .map_err(|e| PgError::config(format!("invalid database url {}: {e}", redact_url(&config.url))))?
+            .application_name("drift")
+            // Listings read a page through an index: starting parallel workers costs them more
+            // (tens of milliseconds) than the scan itself. The statistics computed from the
+            // rows turn parallelism back on for their transaction.
+            .options([("max_parallel_workers_per_gather", "0")]);
+        if let Some(var) = &config.password_env {
+            let password = std::env::var(var).map_err(|_| {
+                PgError::config(format!("environment variable {var} (password_env) is not set or not UTF-8"))
+            })?;
+            options = options.password(&password);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(config.max_connections)
+            .acquire_timeout(config.connect_timeout)
+            // A pooled connection may have died with a server restart: check it before use.
+            .test_before_acquire(true)
+            .connect_with(options)
+            .await
+            .ctx::<dialect::PgDialect>("connecting")?;
+        let sink = PostgresStore { pool, retention_days: config.retention_days };
+        if config.migrate {
+            sink.migrate().await?;
+        }
+        Ok(sink)
+    }
+
+    /// Wraps an existing pool (no migration is run; call [`PostgresStore::migrate`]).
+    pub fn from_pool(pool: PgPool, retention_days: Option<u32>) -> Self {
+        PostgresStore { pool, retention_days }
+    }
+
+    /// Applies the embedded migrations that are not applied yet (`drift migrate`). Safe to run
+    /// from several processes at once (the migrator takes an advisory lock).
+    pub async fn migrate(&self) -> Result<()> {
+        MIGRATOR.run(&self.pool).await.map_err(PgError::from)?;
+        Ok(())
+    }
+
+    /// The connection pool (for operators' own queries and tests).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
