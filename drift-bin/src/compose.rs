@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use drift_core::act::Outlet;
 use drift_core::progress::Progress;
-use drift_core::{DesiredSource, Engine, GroupKind, LiveSource};
+use drift_core::remedy::{ChangeProposer, ClusterWriter};
+use drift_core::{DesiredSource, LiveSource};
 use drift_kube::K8sConfig;
 use drift_runtime::{DetectorBuilder, ScanSettings, Store};
 use drift_sops::SopsKeys;
@@ -94,19 +95,44 @@ pub async fn cluster(config: K8sConfig) -> Result<drift_kube::K8sSource> {
     Ok(drift_kube::K8sSource::connect(kubernetes(config)).await?)
 }
 
-/// The live source of the configuration: snapshot files, or the cluster (counting the objects
-/// it reads into `progress`).
-pub async fn live_source(config: &Config, progress: &Progress) -> Result<Arc<dyn LiveSource>> {
-    let live = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
-    if live.snapshot.is_some() {
-        return Ok(drift_kube::live_source_from_config(live).await?);
-    }
-    Ok(Arc::new(drift_kube::K8sSource::connect(live).await?.with_progress(progress.clone())))
+/// The configured cluster, reached once per command: one kube client that the live source, the
+/// writer of reverts and the leader Lease share; or the snapshot files of `live.snapshot`, which
+/// are read and never written.
+#[derive(Debug, Clone)]
+pub enum Cluster {
+    /// A Kubernetes API server, through one client.
+    Kube(Arc<drift_kube::K8sSource>),
+    /// Snapshot files.
+    Snapshot(Arc<dyn LiveSource>),
 }
 
-/// The engine.
-pub fn engine(config: &Config) -> Result<Engine> {
-    Ok(Engine::new(&config.engine_config())?)
+impl Cluster {
+    /// The cluster of `live:` (no request is made yet), counting the objects it reads into
+    /// `progress`.
+    pub async fn open(config: &Config, progress: &Progress) -> Result<Cluster> {
+        let live = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
+        if live.snapshot.is_some() {
+            return Ok(Cluster::Snapshot(drift_kube::live_source_from_config(live).await?));
+        }
+        let source = drift_kube::K8sSource::connect(live).await?.with_progress(progress.clone());
+        Ok(Cluster::Kube(Arc::new(source)))
+    }
+
+    /// The live source.
+    pub fn live(&self) -> Arc<dyn LiveSource> {
+        match self {
+            Cluster::Kube(k) => k.clone(),
+            Cluster::Snapshot(s) => s.clone(),
+        }
+    }
+
+    /// The writer of reverts: the same client; none for snapshot files.
+    pub fn writer(&self) -> Option<Arc<dyn ClusterWriter>> {
+        match self {
+            Cluster::Kube(k) => Some(k.clone()),
+            Cluster::Snapshot(_) => None,
+        }
+    }
 }
 
 /// The namespace rules of every scan.
@@ -117,12 +143,7 @@ pub fn scan_settings(config: &Config, progress: &Progress, sops: &SopsKeys) -> S
         default_namespace: config.default_namespace.clone(),
         orphans: config.orphans.enabled,
         policy: config.policy(),
-        cluster_scoped: config
-            .engine
-            .cluster_scoped
-            .iter()
-            .filter_map(|gk| gk.split_once('/').map(|(g, k)| GroupKind::new(g, k)))
-            .collect(),
+        cluster_scoped: config.built.cluster_scoped.clone(),
     }
 }
 
@@ -140,46 +161,30 @@ pub fn notifiers(config: &Config) -> Result<Vec<Arc<dyn Outlet>>> {
         .collect()
 }
 
-/// A detector of this configuration with its store, sources, engine and notifiers; the caller
-/// adds the API token (serve) and builds it. Its passes count what they read and compare into
-/// `progress`.
+/// A detector of this configuration with its store, sources, engine and notifiers, on
+/// `cluster`; the caller adds the API token (serve) and builds it. Its passes count what they
+/// read and compare into `progress`.
 pub async fn detector(
     config: &Config,
     store: Store,
+    cluster: &Cluster,
     long_running: bool,
     progress: &Progress,
 ) -> Result<DetectorBuilder> {
     let sops = sops_keys()?;
-    let mut builder = drift_runtime::Detector::builder()
-        .desired_all(desired_sources(config, long_running, progress, &sops)?)
-        .live(live_source(config, progress).await?)
-        .engine(engine(config)?)
+    let mut builder = base(config, store, cluster, desired_sources(config, long_running, progress, &sops)?)
         .settings(scan_settings(config, progress, &sops))
-        .store(store)
         .interval(config.interval)
         .watch(config.watch)
         .notify_tick(config.notifications.tick)
-        .notify_lease(config.notifications.lease)
-        .allow_secret_reverts(config.remediation.allow_secrets)
-        .link(config.notifications.link.as_ref().map(|u| u.as_str().trim_end_matches('/').to_owned()));
+        .notify_lease(config.notifications.lease);
     if let Some(policy) = &config.heal {
         builder = builder.heal(policy.clone());
     }
-    // Accepted changes go to each repository with a remote (git or GitHub), as a branch or a
-    // pull request; a local folder has none.
-    let author = (config.remediation.author_name.clone(), config.remediation.author_email.clone());
     for r in &config.repositories {
-        let source = r.source_config_for(false);
-        if !matches!(source, drift_git::SourceConfig::Folder(_)) {
-            let proposer = drift_git::GitProposer::new(r.name.clone(), source, author.clone())
-                .with_context(|| format!("repository `{}`", r.name))?;
-            builder = builder.proposer(Arc::new(proposer));
+        if let Some(proposer) = proposer(config, r)? {
+            builder = builder.proposer(proposer);
         }
-    }
-    // Reverts write through a client of the configured cluster (a snapshot cannot be written).
-    if config.live.snapshot.is_none() {
-        let writer = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
-        builder = builder.cluster_writer(Arc::new(drift_kube::K8sSource::connect(writer).await?));
     }
     for outlet in notifiers(config)? {
         builder = builder.notifier(outlet);
@@ -187,9 +192,64 @@ pub async fn detector(
     Ok(builder)
 }
 
+/// What every detector of this configuration has: the store, the desired sources given, the
+/// live side of `cluster` (and its writer of reverts), the engine and the remediation settings.
+fn base(config: &Config, store: Store, cluster: &Cluster, desired: Vec<Arc<dyn DesiredSource>>) -> DetectorBuilder {
+    let mut builder = drift_runtime::Detector::builder()
+        .desired_all(desired)
+        .live(cluster.live())
+        .engine(config.built.engine.clone())
+        .store(store)
+        .allow_secret_reverts(config.remediation.allow_secrets)
+        .link(config.notifications.link.as_ref().map(|u| u.as_str().trim_end_matches('/').to_owned()));
+    if let Some(writer) = cluster.writer() {
+        builder = builder.cluster_writer(writer);
+    }
+    builder
+}
+
+/// The proposer of accepted changes of a repository with a remote (git or GitHub), as a
+/// branch or a pull request; a local folder has none.
+fn proposer(config: &Config, r: &crate::config::RepositoryConfig) -> Result<Option<Arc<dyn ChangeProposer>>> {
+    let source = r.source_config_for(false);
+    if matches!(source, drift_git::SourceConfig::Folder(_)) {
+        return Ok(None);
+    }
+    let author = (config.remediation.author_name.clone(), config.remediation.author_email.clone());
+    let proposer = drift_git::GitProposer::new(r.name.clone(), source, author)
+        .with_context(|| format!("repository `{}`", r.name))?;
+    Ok(Some(Arc::new(proposer)))
+}
+
+/// What `drift fix` acts with, and nothing more: the store, the one repository the drifts are
+/// of (its desired source, and its proposer for an accept) and the cluster's one client (the
+/// live read of an accept, the writer of a revert). No notifier is built, so none of their
+/// secrets is needed.
+pub async fn remedies(
+    config: &Config,
+    store: Store,
+    repository: &str,
+    accept: bool,
+) -> Result<drift_runtime::Detector> {
+    let r = config.repositories.iter().find(|r| r.name == repository).with_context(|| {
+        format!("the drift is of repository {repository:?}, which this configuration does not name")
+    })?;
+    let sops = sops_keys()?;
+    let progress = Progress::default();
+    let source = drift_git::source_opening(r.source_config_for(false), progress.clone(), sops_opener(&sops))
+        .with_context(|| format!("repository `{}`", r.name))?;
+    let cluster = Cluster::open(config, &progress).await?;
+    let mut builder = base(config, store, &cluster, vec![source]).settings(scan_settings(config, &progress, &sops));
+    if accept && let Some(proposer) = proposer(config, r)? {
+        builder = builder.proposer(proposer);
+    }
+    Ok(builder.build()?)
+}
+
 /// The leader election of `leader_election:` when it is on: this replica (`$POD_NAME`, else
-/// host and process id) as a candidate for the configured Lease of the configured cluster.
-pub async fn elector(config: &Config) -> Result<Option<drift_runtime::Elector>> {
+/// host and process id) as a candidate for the configured Lease, through the cluster's one
+/// client.
+pub fn elector(config: &Config, cluster: &Cluster) -> Result<Option<drift_runtime::Elector>> {
     let le = &config.leader_election;
     if !le.enabled {
         return Ok(None);
@@ -203,8 +263,9 @@ pub async fn elector(config: &Config) -> Result<Option<drift_runtime::Elector>> 
         .unwrap_or_else(|| "drift".to_owned());
     let identity =
         crate::config::LeaderElectionConfig::identity_from(std::env::var("POD_NAME").ok(), &host, std::process::id());
-    let k8s = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
-    let source = drift_kube::K8sSource::connect(k8s).await.context("`leader_election`: the cluster")?;
+    let Cluster::Kube(source) = cluster else {
+        anyhow::bail!("`leader_election` needs a cluster to keep its Lease in; `live.snapshot` files have none");
+    };
     let lock =
         drift_kube::KubeLease::new(source.client().clone(), namespace, le.lease.clone(), identity, le.lease_duration);
     Ok(Some(drift_runtime::Elector::new(Arc::new(lock), le.timings()).context("`leader_election`")?))

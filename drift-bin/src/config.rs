@@ -19,10 +19,25 @@ use drift_sqlite::SqliteConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// What validating a configuration builds, used as it is by the commands: the configuration is
+/// validated once ([`Config::parse`]), into these values, and nothing is built from it twice.
+#[derive(Debug, Clone, Default)]
+pub struct Built {
+    /// The engine of `ignore`, `severity` and `engine`.
+    pub engine: drift_core::Engine,
+    /// The policy of `policies`, when `policies.enabled`.
+    pub policy: Option<std::sync::Arc<drift_core::policy::Policy>>,
+    /// The kinds of `engine.cluster_scoped`.
+    pub cluster_scoped: Vec<drift_core::GroupKind>,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// What validation built (not a key of the file).
+    #[serde(skip)]
+    pub built: Built,
     /// Cluster name recorded with every drift.
     pub cluster: String,
     /// Period of full scans (default 5m).
@@ -461,7 +476,7 @@ impl Config {
 
     /// Parses and validates configuration text.
     pub fn parse(text: &str) -> Result<Config> {
-        let config: Config = serde_saphyr::from_str(text).map_err(|e| {
+        let mut config: Config = serde_saphyr::from_str(text).map_err(|e| {
             let plain = e.without_snippet();
             let line = plain.location().map(|l| format!("line {}: ", l.line())).unwrap_or_default();
             let msg = plain.render_with_options(serde_saphyr::render_options! {
@@ -469,20 +484,16 @@ impl Config {
             });
             anyhow::anyhow!("{line}{}", msg.lines().next().unwrap_or("syntax error"))
         })?;
-        config.validate()?;
+        config.built = config.validate()?;
         Ok(config)
     }
 
     /// The policy every scan checks, when `policies.enabled`.
     pub fn policy(&self) -> Option<std::sync::Arc<drift_core::policy::Policy>> {
-        if !self.policies.enabled {
-            return None;
-        }
-        // `validate` checked the settings, so building the policy cannot fail here.
-        drift_core::policy::Policy::new(&self.policies).ok().map(std::sync::Arc::new)
+        self.built.policy.clone()
     }
 
-    fn validate(&self) -> Result<()> {
+    fn validate(&self) -> Result<Built> {
         if self.cluster.trim().is_empty() {
             bail!("`cluster` is empty");
         }
@@ -528,8 +539,13 @@ impl Config {
             store.set_retention(self.retention_days);
             store.validate().context("`store`")?;
         }
-        drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
+        let engine = drift_core::Engine::new(&self.engine_config()).context("engine settings")?;
         self.policies.validate()?;
+        let policy = if self.policies.enabled {
+            Some(std::sync::Arc::new(drift_core::policy::Policy::new(&self.policies)?))
+        } else {
+            None
+        };
         // The shape of every notifier; whether its secrets are in the environment is checked
         // when the notifiers are built (`drift serve`, `drift scan`), not by `config check`.
         // The stand-in value is a URL, as a Slack `url_env` variable must hold one.
@@ -552,12 +568,14 @@ impl Config {
                 "`leader_election` needs a cluster to keep its Lease in; `live.snapshot` files have none (turn it off, or read a cluster)"
             );
         }
+        let mut cluster_scoped = Vec::with_capacity(self.engine.cluster_scoped.len());
         for gk in &self.engine.cluster_scoped {
-            if !gk.contains('/') {
+            let Some((group, kind)) = gk.split_once('/') else {
                 bail!("`engine.cluster_scoped` entry {gk:?} must be group/Kind");
-            }
+            };
+            cluster_scoped.push(drift_core::GroupKind::new(group, kind));
         }
-        Ok(())
+        Ok(Built { engine, policy, cluster_scoped })
     }
 
     /// The engine settings.

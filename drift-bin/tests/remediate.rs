@@ -746,3 +746,39 @@ fn an_accepted_change_of_a_helm_chart_lands_in_its_values_key_and_resolves_as_ac
     let resolved = w.rows("resolved");
     assert_eq!((resolved.len(), resolved[0]["resolution"].as_str()), (1, Some("accepted")), "{resolved:?}");
 }
+
+/// `drift fix` builds only what it uses (issue 29): the store, the one repository the drift is
+/// of, the cluster's client. A notifier whose secret is not in the environment and another
+/// repository that cannot be reached, which `drift scan` needs, stop neither a revert nor an
+/// accept.
+#[test]
+fn drift_fix_builds_only_the_repository_of_the_drift_and_no_notifier() {
+    let w = World::start(false, "");
+    w.edit_configmap("fast", "slow");
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let cm = w.id("ConfigMap", "data.mode");
+    let mut config = std::fs::read_to_string(&w.config).unwrap();
+    config.push_str(&format!(
+        "  - name: elsewhere\n    url: file://{}\n    ref: main\n\
+         notify:\n  - name: chat\n    type: slack\n    url_env: FIX_CHAT_URL_NOT_SET\n",
+        w.home.path().join("no-such-repository").display()
+    ));
+    std::fs::write(&w.config, config).unwrap();
+    // What a scan needs is missing: the notifier's secret (and the other repository).
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("FIX_CHAT_URL_NOT_SET"), "{err}");
+    // A fix needs neither.
+    let (code, out, err) = w.drift(&["fix", &cm, "--revert", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("dry run: the server would revert ConfigMap shop/settings"), "{out}");
+    assert_eq!(w.mode(), "slow", "a dry run changes nothing");
+    let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("branch drift/accept/configmap-settings-"), "{out}");
+    // A drift id the store does not have is said so, without building anything.
+    let (code, out, err) = w.drift(&["fix", "999999", "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("999999"), "{err}");
+}

@@ -28,7 +28,8 @@ pub struct ScanArgs {
 /// Returns the reports and how many of their drifts are under a waiver.
 pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<(Vec<ScanReport>, usize)> {
     let progress = Progress::new();
-    let detector = compose::detector(config, store, false, &progress).await?.build()?;
+    let cluster = compose::Cluster::open(config, &progress).await?;
+    let detector = compose::detector(config, store, &cluster, false, &progress).await?.build()?;
     let line = crate::progress::Line::start("scan", &progress);
     let recorded = detector.scan_once_recorded().await;
     line.finish();

@@ -56,9 +56,12 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
             "no API token in the environment: POST /scan, decisions and requeues are refused"
         );
     }
-    let mut builder =
-        compose::detector(&config, store, true, &Default::default()).await?.tokens(tokens).read_token(read_token);
-    if let Some(elector) = compose::elector(&config).await? {
+    let cluster = compose::Cluster::open(&config, &Default::default()).await?;
+    let mut builder = compose::detector(&config, store, &cluster, true, &Default::default())
+        .await?
+        .tokens(tokens)
+        .read_token(read_token);
+    if let Some(elector) = compose::elector(&config, &cluster)? {
         if matches!(config.store_config()?, crate::config::StoreConfig::Sqlite(_)) {
             tracing::warn!(
                 "leader election with SQLite: replicas do not share a SQLite file; use PostgreSQL for more than one replica"
