@@ -191,6 +191,31 @@ impl Learned {
     }
 }
 
+/// The decision a waiver written in Git makes on a drift that is not resolved: an `accept` by
+/// `git:<owner>`, for its reason, until its expiry, with the audit detail naming the path and the
+/// scan that read it; `None` when the drift is waived so already (by the same owner, to the same
+/// time). Both the SQL stores and the in-memory store apply it as a person's accept.
+pub fn git_waiver_decision(
+    waiver: &crate::waiver::Waiver,
+    drift: &StoredDrift,
+    scan_id: &str,
+) -> Option<(NewDecision, serde_json::Value)> {
+    let actor = format!("git:{}", waiver.owner);
+    let same = drift.status == crate::sink::DriftStatus::Waived
+        && drift.waived_until == Some(waiver.expires_at)
+        && drift.waived_by.as_deref() == Some(actor.as_str());
+    if same {
+        return None;
+    }
+    let decision = NewDecision {
+        action: DecisionAction::Accept,
+        comment: Some(waiver.reason.clone()),
+        expires_at: Some(waiver.expires_at),
+        actor,
+    };
+    Some((decision, serde_json::json!({"source": "git", "path": waiver.path, "scan_id": scan_id})))
+}
+
 /// Decisions about drifts, and the waivers they make: a decision, its effect on the drift and
 /// its audit entry are written in one transaction (checked by `drift_testkit::act_suite!` on
 /// the in-memory store, SQLite and PostgreSQL).

@@ -9,6 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use drift_model::act::{
     AuditAction, AuditEntry, AuditFilter, AuditPage, Decision, DecisionAction, Delivery, DeliveryRecord,
     DeliveryStatus, DriftEvent, EventKind, Learned, NewDecision, Route, Settle, Similarity, event_id,
+    git_waiver_decision,
 };
 use drift_model::sink::{DriftStatus, PageRequest, StoredDrift};
 use drift_model::waiver::Waiver;
@@ -808,19 +809,8 @@ where
             match waivers.get(drift.fingerprint.as_str()) {
                 Some(w) => {
                     quiet.insert(drift.id);
-                    let actor = format!("git:{}", w.owner);
-                    let same = drift.status == DriftStatus::Waived
-                        && drift.waived_until == Some(w.expires_at)
-                        && drift.waived_by.as_deref() == Some(actor.as_str());
-                    if !same {
+                    if let Some((decision, detail)) = git_waiver_decision(w, &drift, &report.scan_id) {
                         written.outcome.waived += usize::from(drift.status != DriftStatus::Waived);
-                        let decision = NewDecision {
-                            action: DecisionAction::Accept,
-                            comment: Some(w.reason.clone()),
-                            expires_at: Some(w.expires_at),
-                            actor,
-                        };
-                        let detail = json!({"source": "git", "path": w.path, "scan_id": report.scan_id});
                         Self::apply_decision(store, conn, &drift, &decision, report.finished_at, detail).await?;
                     }
                 }

@@ -13,7 +13,7 @@ use super::store::{MemoryStore, MemoryStoreState, position, row_mut};
 use crate::act::{
     AuditAction, AuditEntry, AuditFilter, AuditLog, AuditNote, AuditPage, Decision, DecisionAction, Decisions,
     Delivery, DeliveryRecord, DeliveryStatus, DriftEvent, EventKind, Learned, NewDecision, Outbox, Previous, Route,
-    Settle, Similarity, event_id,
+    Settle, Similarity, event_id, git_waiver_decision,
 };
 use crate::report::ScanReport;
 use crate::sink::{DriftStatus, PageRequest, RecordOutcome, StoredDrift};
@@ -233,19 +233,8 @@ impl ActState {
             match waivers.get(&row.fingerprint) {
                 Some(w) => {
                     quiet.insert(row.id);
-                    let actor = format!("git:{}", w.owner);
-                    let same = row.status == DriftStatus::Waived
-                        && row.waived_until == Some(w.expires_at)
-                        && row.waived_by.as_deref() == Some(actor.as_str());
-                    if !same {
+                    if let Some((decision, detail)) = git_waiver_decision(w, row, &report.scan_id) {
                         written.outcome.waived += usize::from(row.status != DriftStatus::Waived);
-                        let decision = NewDecision {
-                            action: DecisionAction::Accept,
-                            comment: Some(w.reason.clone()),
-                            expires_at: Some(w.expires_at),
-                            actor,
-                        };
-                        let detail = json!({"source": "git", "path": w.path, "scan_id": report.scan_id});
                         self.apply_decision(row, &decision, report.finished_at, detail);
                     }
                 }
