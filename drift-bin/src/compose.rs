@@ -224,7 +224,8 @@ fn proposer(config: &Config, r: &crate::config::RepositoryConfig) -> Result<Opti
 /// What `drift fix` acts with, and nothing more: the store, the one repository the drifts are
 /// of (its desired source, and its proposer for an accept) and the cluster's one client (the
 /// live read of an accept, the writer of a revert). No notifier is built, so none of their
-/// secrets is needed.
+/// secrets is needed. An accept runs without a cluster too: when none can be reached, it
+/// proposes the values the last scan recorded.
 pub async fn remedies(
     config: &Config,
     store: Store,
@@ -238,8 +239,22 @@ pub async fn remedies(
     let progress = Progress::default();
     let source = drift_git::source_opening(r.source_config_for(false), progress.clone(), sops_opener(&sops))
         .with_context(|| format!("repository `{}`", r.name))?;
-    let cluster = Cluster::open(config, &progress).await?;
-    let mut builder = base(config, store, &cluster, vec![source]).settings(scan_settings(config, &progress, &sops));
+    let (cluster, recorded) = match Cluster::open(config, &progress).await {
+        Ok(cluster) => (cluster, false),
+        // An accept needs the repository; the cluster only to read its values fresh. Without
+        // one (no kubeconfig, no service account), the values the last scan recorded are
+        // proposed, and the pull request says so.
+        Err(e) if accept => {
+            eprintln!("note: the cluster cannot be reached ({e:#}); proposing the values the last scan recorded");
+            let unreachable = drift_core::memory::MemoryLiveSource::new(config.cluster.clone(), Vec::new());
+            unreachable.set_down(Some(drift_core::Error::unavailable(format!("the cluster cannot be reached: {e:#}"))));
+            (Cluster::Snapshot(Arc::new(unreachable)), true)
+        }
+        Err(e) => return Err(e),
+    };
+    let mut builder = base(config, store, &cluster, vec![source])
+        .settings(scan_settings(config, &progress, &sops))
+        .recorded_values(recorded);
     if accept && let Some(proposer) = proposer(config, r)? {
         builder = builder.proposer(proposer);
     }

@@ -782,3 +782,43 @@ fn drift_fix_builds_only_the_repository_of_the_drift_and_no_notifier() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("999999"), "{err}");
 }
+
+/// An accept needs the repository, not the cluster (issue 29): without a kubeconfig it proposes
+/// the values the last scan recorded, placed in Git's object as it is now, and says so; a revert
+/// still needs the cluster.
+#[test]
+fn an_accept_without_a_kubeconfig_proposes_the_values_the_last_scan_recorded() {
+    let w = World::start(false, "");
+    let before = std::fs::read_to_string(w.repo.dir.join("apps/web/configmap.yaml")).unwrap();
+    w.edit_configmap("fast", "slow");
+    w.kubectl(&["set", "image", "deployment/web", "-n", "shop", "web=nginx:1.29"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let cm = w.id("ConfigMap", "data.mode");
+    let image = w.id("Deployment", "spec.template.spec.containers[name=web].image");
+    let config = std::fs::read_to_string(&w.config).unwrap();
+    let kubeconfig = w.server.kubeconfig_path().display().to_string();
+    let gone = w.home.path().join("no-kubeconfig").display().to_string();
+    std::fs::write(&w.config, config.replace(&kubeconfig, &gone)).unwrap();
+    let (code, out, err) = w.drift(&["fix", &cm, "--revert"]);
+    assert_eq!(code, 2, "a revert writes to the cluster: {out}{err}");
+    let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("note: the cluster cannot be reached"), "{err}");
+    assert!(err.contains("proposing the values the last scan recorded"), "{err}");
+    let branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    let on_branch = w.repo.git(&["show", &format!("{branch}:apps/web/configmap.yaml")]);
+    assert_eq!(on_branch, before.replace("mode: fast", "mode: slow"));
+    // A keyed list item, found in Git's object by its key.
+    let (code, out, err) = w.drift(&["fix", &image, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    let file = w.repo.git(&["show", &format!("{branch}:apps/web/deployment.yaml")]);
+    assert!(file.contains("image: nginx:1.29"), "{file}");
+    // Once Git says what the cluster had, there is nothing left to accept.
+    w.repo.write("apps/web/configmap.yaml", &before.replace("mode: fast", "mode: slow"));
+    w.repo.commit("the mode in Git");
+    let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (no_longer_drifted): "), "{err}");
+}

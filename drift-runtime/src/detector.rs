@@ -52,6 +52,7 @@ pub struct DetectorBuilder {
     writer: Option<Arc<dyn ClusterWriter>>,
     proposers: Vec<Arc<dyn ChangeProposer>>,
     allow_secrets: bool,
+    recorded_values: bool,
     heal: Option<HealPolicy>,
     link: Option<String>,
     election: Option<Elector>,
@@ -172,6 +173,12 @@ impl DetectorBuilder {
         self.proposers.push(proposer);
         self
     }
+    /// Accepts propose the values the last scan recorded instead of reading the cluster
+    /// ([`Remedies::with_recorded_values`]): for a caller that cannot reach the cluster.
+    pub fn recorded_values(mut self, recorded: bool) -> Self {
+        self.recorded_values = recorded;
+        self
+    }
     /// Allows reverting Secrets (off by default).
     pub fn allow_secret_reverts(mut self, allow: bool) -> Self {
         self.allow_secrets = allow;
@@ -262,7 +269,10 @@ impl DetectorBuilder {
         };
         let scanner = Arc::new(scanner);
         let remedies = scanner.store.act.is_some().then(|| {
-            let mut r = Remedies::new(scanner.clone()).allow_secrets(self.allow_secrets).with_link(self.link.clone());
+            let mut r = Remedies::new(scanner.clone())
+                .allow_secrets(self.allow_secrets)
+                .with_recorded_values(self.recorded_values)
+                .with_link(self.link.clone());
             if let Some(w) = self.writer {
                 r = r.with_writer(w);
             }

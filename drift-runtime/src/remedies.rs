@@ -131,6 +131,9 @@ pub struct HealRound {
 pub struct Remedies {
     scanner: Arc<Scanner>,
     writer: Option<Arc<dyn ClusterWriter>>,
+    /// Accepts take the cluster's values from the store (what the last scan recorded) instead
+    /// of reading the cluster: `drift fix --accept` where no cluster can be reached.
+    recorded: bool,
     proposers: Vec<Arc<dyn ChangeProposer>>,
     allow_secrets: bool,
     heal: Option<HealPolicy>,
@@ -176,7 +179,15 @@ impl Remedies {
     /// Remediation over a detector's scanner; nothing can be done until a writer or proposers
     /// are given.
     pub fn new(scanner: Arc<Scanner>) -> Self {
-        Remedies { scanner, writer: None, proposers: Vec::new(), allow_secrets: false, heal: None, link: None }
+        Remedies {
+            scanner,
+            writer: None,
+            recorded: false,
+            proposers: Vec::new(),
+            allow_secrets: false,
+            heal: None,
+            link: None,
+        }
     }
     /// The cluster writer (reverts need one).
     pub fn with_writer(mut self, writer: Arc<dyn ClusterWriter>) -> Self {
@@ -186,6 +197,15 @@ impl Remedies {
     /// Adds the proposer of a repository (accepts need one for the drift's repository).
     pub fn with_proposer(mut self, proposer: Arc<dyn ChangeProposer>) -> Self {
         self.proposers.push(proposer);
+        self
+    }
+    /// Accepts propose the cluster's values as the last scan recorded them (the store's
+    /// `cluster_value` of each drift), placed in Git's object as it is now, instead of reading
+    /// the cluster: for a caller that cannot reach it (`drift fix --accept` without a
+    /// kubeconfig). A drift whose field Git no longer has, or whose value Git has taken since,
+    /// is left out as for a fresh read. Reverts still need the cluster.
+    pub fn with_recorded_values(mut self, recorded: bool) -> Self {
+        self.recorded = recorded;
         self
     }
     /// Allows reverting Secrets (off by default).
@@ -565,7 +585,11 @@ impl Remedies {
             }
         }
         let desired = self.desired_object(&d).await?;
-        let live = self.live_object(&d, &desired.api_version).await?;
+        let live = if self.recorded {
+            recorded_live(&desired, &drifts)
+        } else {
+            self.live_object(&d, &desired.api_version).await?
+        };
         let fresh = self.scanner.engine.compare_paths(&desired, Some(&live));
         let mut changes = Vec::new();
         let mut covered = Vec::new();
@@ -640,6 +664,11 @@ impl Remedies {
                 o.changed_at.map(|t| t.to_rfc3339()).unwrap_or_else(|| "unknown".into()),
                 link
             ));
+        }
+        if self.recorded {
+            body.push_str(
+                "\nThe cluster was not read for this change: the values are those the last scan recorded (`last seen` of each drift).\n",
+            );
         }
         body.push_str("\nAfter this is merged, the next scan resolves these drifts as `accepted`.\n");
         body
@@ -853,11 +882,141 @@ pub async fn run_heal(remedies: Arc<Remedies>, tick: Duration, mut stop: watch::
     }
 }
 
+/// Git's object with the cluster's values the store recorded for `drifts` put where their
+/// paths are in it: what the cluster held at the last scan, as far as Git's object can show it.
+/// A drift whose path Git's object does not have (a field only the cluster has) changes nothing.
+fn recorded_live(desired: &Resource, drifts: &[StoredDrift]) -> Resource {
+    let mut object = serde_json::Value::clone(&desired.object);
+    for o in drifts {
+        let Some(pointer) = pointer_of_display(&object, &o.path) else { continue };
+        match &o.cluster_value {
+            Some(v) => {
+                if let Some(slot) = object.pointer_mut(&pointer) {
+                    *slot = v.clone();
+                }
+            }
+            None => {
+                if let Some((parent, last)) = pointer.rsplit_once('/')
+                    && let Some(serde_json::Value::Object(m)) = object.pointer_mut(parent)
+                {
+                    m.remove(&last.replace("~1", "/").replace("~0", "~"));
+                }
+            }
+        }
+    }
+    Resource { object: Arc::new(object), ..desired.clone() }
+}
+
+/// The JSON pointer, in `object`, of a drift path as drifts show it (`data.mode`,
+/// `spec.template.spec.containers[name=web].image`, `metadata.labels.app.kubernetes.io/name`):
+/// field names are matched against the object's own keys (the longest first, since a key may
+/// hold dots), keyed items by the values of their shown key fields, positional items by index.
+/// `None` when the object has no such place.
+fn pointer_of_display(object: &serde_json::Value, path: &str) -> Option<String> {
+    fn escape(token: &str) -> String {
+        token.replace('~', "~0").replace('/', "~1")
+    }
+    fn walk(v: &serde_json::Value, rest: &str) -> Option<String> {
+        if rest.is_empty() {
+            return Some(String::new());
+        }
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m
+                    .keys()
+                    .filter(|k| {
+                        rest.strip_prefix(k.as_str())
+                            .is_some_and(|after| after.is_empty() || after.starts_with(['.', '[']))
+                    })
+                    .collect();
+                keys.sort_by_key(|k| std::cmp::Reverse(k.len()));
+                keys.into_iter().find_map(|k| {
+                    let after = &rest[k.len()..];
+                    let after = after.strip_prefix('.').unwrap_or(after);
+                    walk(&m[k], after).map(|p| format!("/{}{p}", escape(k)))
+                })
+            }
+            serde_json::Value::Array(items) => {
+                let inner = rest.strip_prefix('[')?;
+                let end = inner.find(']')?;
+                let (selector, after) = (&inner[..end], &inner[end + 1..]);
+                let after = after.strip_prefix('.').unwrap_or(after);
+                let index = match selector.parse::<usize>() {
+                    Ok(i) => i,
+                    Err(_) => {
+                        let pairs: Vec<(&str, &str)> =
+                            selector.split(',').map(|kv| kv.split_once('=')).collect::<Option<_>>()?;
+                        items.iter().position(|item| {
+                            pairs.iter().all(|(k, want)| {
+                                item.get(*k).and_then(drift_core::path::scalar_text).as_deref() == Some(*want)
+                            })
+                        })?
+                    }
+                };
+                walk(items.get(index)?, after).map(|p| format!("/{index}{p}"))
+            }
+            _ => None,
+        }
+    }
+    walk(object, path)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_drift_path_is_found_in_the_object_by_its_keys_items_and_dotted_names() {
+        let object = json!({"metadata": {"labels": {"app.kubernetes.io/name": "web", "app": "x"}},
+            "spec": {"replicas": 3, "template": {"spec": {"containers": [
+                {"name": "side", "image": "a"}, {"name": "web", "image": "nginx:1", "ports": [{"containerPort": 80}]}]}}}});
+        let at = |p: &str| pointer_of_display(&object, p);
+        assert_eq!(at("spec.replicas").as_deref(), Some("/spec/replicas"));
+        assert_eq!(
+            at("metadata.labels.app.kubernetes.io/name").as_deref(),
+            Some("/metadata/labels/app.kubernetes.io~1name")
+        );
+        assert_eq!(at("metadata.labels.app").as_deref(), Some("/metadata/labels/app"));
+        assert_eq!(
+            at("spec.template.spec.containers[name=web].image").as_deref(),
+            Some("/spec/template/spec/containers/1/image")
+        );
+        assert_eq!(
+            at("spec.template.spec.containers[name=web].ports[containerPort=80].containerPort").as_deref(),
+            Some("/spec/template/spec/containers/1/ports/0/containerPort")
+        );
+        assert_eq!(
+            at("spec.template.spec.containers[0].name").as_deref(),
+            Some("/spec/template/spec/containers/0/name")
+        );
+        assert_eq!(at("spec.template.spec.containers[name=db].image"), None, "no such item");
+        assert_eq!(at("spec.paused"), None, "a field only the cluster has");
+    }
+
+    #[test]
+    fn the_recorded_values_go_where_their_paths_are_and_an_absent_value_removes_the_field() {
+        let desired = Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "shop"}, "data": {"mode": "fast", "size": "s"}}))
+        .unwrap();
+        let mut mode = drift("shop", "ConfigMap", DriftType::ConfigmapDrift, Severity::Medium);
+        mode.path = "data.mode".into();
+        mode.cluster_value = Some(json!("slow"));
+        let mut size = mode.clone();
+        size.path = "data.size".into();
+        size.cluster_value = None;
+        let mut extra = mode.clone();
+        extra.path = "data.extra".into();
+        extra.cluster_value = Some(json!("only in the cluster"));
+        let live = recorded_live(&desired, &[mode, size, extra]);
+        assert_eq!(
+            *live.object,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "shop"}, "data": {"mode": "slow"}})
+        );
+        assert_eq!(live.key, desired.key);
+    }
 
     fn drift(namespace: &str, kind: &str, t: DriftType, severity: Severity) -> StoredDrift {
         StoredDrift {
