@@ -64,7 +64,10 @@ pub fn slack_body(message: &Message) -> Value {
     }
     blocks.push(context(&format!("drift · notifier {} · message {}", esc(message.notifier()), message.id())));
     json!({
-        "text": shorten(&plain_text(message), SLACK_MAX_TEXT_CHARS),
+        // The fallback text is parsed too (Slack reads it for mentions and links and shows it in
+        // push notifications; Mattermost, Rocket.Chat and Zulip show it as the message): the
+        // same escaping as the blocks, so no value becomes a `<!channel>` or a `<url|label>`.
+        "text": shorten(&esc(&plain_text(message)), SLACK_MAX_TEXT_CHARS),
         "blocks": blocks,
     })
 }
@@ -159,6 +162,33 @@ mod tests {
         let section = body["blocks"][1]["text"]["text"].as_str().unwrap();
         assert!(section.contains("&lt;!channel&gt; 'x' &amp; &lt;https://evil.example|click&gt;"), "{section}");
         assert!(!section.contains("<!channel>"));
+        let text = body["text"].as_str().unwrap();
+        assert!(text.contains("&lt;!channel&gt; 'x' &amp; &lt;https://evil.example|click&gt;"), "{text}");
+        assert!(!text.contains("<!channel>") && !text.contains("<https://"), "{text}");
+    }
+
+    proptest::proptest! {
+        /// Whatever a value holds, the fallback text and every mrkdwn block carry no `<` or `>`
+        /// (Slack's mentions and links need them) and no `&` that does not start one of the
+        /// three entities.
+        #[test]
+        fn no_value_opens_a_mention_or_a_link_in_any_text(value in "[<>&!|@#`*_~\\n a-z:/.\\u{200b}\\u{202e}]{0,80}") {
+            let mut d = drift(1, "shop", "web", Severity::High);
+            d.cluster_value = Some(serde_json::json!(value));
+            d.git_value = Some(serde_json::json!(value.chars().rev().collect::<String>()));
+            let body = slack_body(&Message::new("ops", vec![event(EventKind::Opened, d)], None));
+            let mut texts = vec![body["text"].as_str().unwrap().to_owned()];
+            for b in body["blocks"].as_array().unwrap().iter().filter(|b| b["type"] == "section") {
+                texts.push(b["text"]["text"].as_str().unwrap().to_owned());
+            }
+            for text in texts {
+                proptest::prop_assert!(!text.contains('<') && !text.contains('>'), "{}", text);
+                let bare_amp = text.match_indices('&').any(|(i, _)| {
+                    !["&amp;", "&lt;", "&gt;"].iter().any(|e| text[i..].starts_with(e))
+                });
+                proptest::prop_assert!(!bare_amp, "{}", text);
+            }
+        }
     }
 
     #[test]
