@@ -149,6 +149,44 @@ fn kubectl_changes_after_apply_each_appear_with_type_and_manager() {
         && r.query.get("force").map(String::as_str) == Some("true")));
 }
 
+/// A manifest in the forms of YAML 1.1 that charts and repositories write (`defaultMode: 0644`,
+/// `readOnly: yes`, a hexadecimal and an exponent): kubectl applies what Kubernetes reads, and
+/// drift reads the same (docs/sources.md, "How YAML is read"), so nothing differs until a hand
+/// change.
+#[test]
+fn yaml_1_1_forms_give_no_drift_after_kubectl_apply_and_a_hand_change_gives_one() {
+    let env = Env::start();
+    env.write(
+        "desired/z-files.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: files, namespace: shop}\nspec:\n  replicas: 0x2\n  selector: {matchLabels: {app: files}}\n  template:\n    metadata: {labels: {app: files}}\n    spec:\n      automountServiceAccountToken: off\n      terminationGracePeriodSeconds: 3e1\n      containers:\n      - name: web\n        image: nginx:1.25\n        volumeMounts: [{name: conf, mountPath: /etc/conf, readOnly: yes}]\n      volumes:\n      - name: conf\n        configMap: {name: settings, defaultMode: 0644}\n",
+    );
+    env.kubectl(&["apply", "-R", "-f", env.desired().to_str().unwrap()]);
+    let (code, doc, err) = env.diff(&[]);
+    assert_eq!(code, 0, "nothing after kubectl apply: {doc} {err}");
+    assert_eq!(doc["summary"]["resources_compared"], 5);
+
+    env.kubectl(&[
+        "patch",
+        "deployment",
+        "files",
+        "-n",
+        "shop",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/template/spec/volumes/0/configMap/defaultMode","value":384}]"#,
+    ]);
+    let (code, doc, err) = env.diff(&[]);
+    assert_eq!(code, 1, "{err}");
+    let found = doc["drifts"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{doc}");
+    assert_eq!(found[0]["path"], "spec.template.spec.volumes[name=conf].configMap.defaultMode");
+    assert_eq!(
+        (&found[0]["git_value"], &found[0]["cluster_value"]),
+        (&serde_json::json!(420), &serde_json::json!(384)),
+        "{doc}"
+    );
+}
+
 #[test]
 fn server_side_failure_falls_back_to_the_client_side_result_with_a_warning() {
     let env = Env::start();

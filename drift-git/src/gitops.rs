@@ -187,7 +187,8 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             // `valuesObject` wins over `values` (a YAML string), as in Argo CD.
             let values = match (h.get("valuesObject"), h.get("values").and_then(Value::as_str)) {
                 (Some(obj), _) if obj.is_object() => Some(obj.to_string()),
-                (_, Some(text)) => serde_saphyr::from_str::<Value>(text).ok().map(|v| v.to_string()),
+                // Read as helm reads a values file (`0644` is 420).
+                (_, Some(text)) => drift_manifest::read_yaml_value(text).ok().map(|v| v.to_string()),
                 _ => None,
             };
             HelmOptions {
@@ -345,6 +346,25 @@ mod tests {
         }
         assert_eq!(notes.len(), 1);
         assert!(notes[0].message.contains("another repository"));
+    }
+
+    #[test]
+    fn argo_helm_values_text_is_read_as_helm_reads_it() {
+        let app = res(
+            json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "web"},
+                "spec": {"source": {"repoURL": "https://github.com/org/gitops.git", "path": "apps/web",
+                    "helm": {"values": "mode: 0644\nenabled: on\nscale: 1.0\n"}}}}),
+            "argocd/web.yaml",
+        );
+        let exists = |p: &str| p == "apps/web";
+        let ctx = Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists };
+        let (apps, _) = discover(&[&app], &ctx);
+        match &apps[0].render {
+            AppRender::ArgoDirectory { helm: Some(h), .. } => {
+                assert_eq!(h.values.as_deref(), Some(r#"{"enabled":true,"mode":420,"scale":1}"#));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

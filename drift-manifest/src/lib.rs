@@ -22,6 +22,7 @@
 mod json_tree;
 pub mod kept;
 pub mod parse;
+mod resolve;
 pub mod sops;
 pub mod walk;
 mod yaml;

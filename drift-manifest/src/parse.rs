@@ -108,6 +108,21 @@ pub fn parse_live_manifests(text: &str, path: &str, limits: Limits) -> ParsedMan
     out
 }
 
+/// One YAML document that is not a manifest (Helm values, a patch), read as Kubernetes' tools
+/// read it (docs/sources.md, "How YAML is read"), with the default [`Limits`]. The error is the
+/// reason, with its line when known.
+///
+/// ```
+/// let values = drift_manifest::read_yaml_value("mode: 0644\nenabled: on\n").unwrap();
+/// assert_eq!(values, serde_json::json!({"mode": 420, "enabled": true}));
+/// ```
+pub fn read_yaml_value(text: &str) -> Result<Value, String> {
+    parse_yaml_document(text, Limits::default()).map(|(value, _)| value).map_err(|(message, line)| match line {
+        Some(line) => format!("line {line}: {message}"),
+        None => message,
+    })
+}
+
 fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests {
     let mut out = ParsedManifests::default();
     if text.len() > limits.max_file_bytes {
@@ -127,6 +142,16 @@ fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests 
             read_large_json(text, trimmed, path, limits, &mut out);
             return out;
         }
+        if let Some((value, line)) = oversized_integer(trimmed) {
+            out.warnings.push(
+                SourceWarning::error(
+                    ErrorKind::InvalidInput,
+                    format!("invalid JSON: {}", crate::resolve::too_big(&value)),
+                )
+                .at(path, Some(0), Some(line + leading_lines(text, trimmed))),
+            );
+            return out;
+        }
         // Most JSON (what kubectl and the API server write) is read by the fast reader; the
         // rest, and every error, by serde_json below.
         if let Some((value, deepest)) = crate::json_tree::read(trimmed, live) {
@@ -135,16 +160,6 @@ fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests 
             } else {
                 collect(value, path, 0, 1, &mut out);
             }
-            return out;
-        }
-        if let Some((value, line)) = oversized_integer(trimmed) {
-            out.warnings.push(
-                SourceWarning::error(
-                    ErrorKind::InvalidInput,
-                    format!("invalid JSON: the integer {value} does not fit in 64 bits (Kubernetes rejects it)"),
-                )
-                .at(path, Some(0), Some(line + leading_lines(text, trimmed))),
-            );
             return out;
         }
         match serde_json::from_str::<Value>(trimmed) {
@@ -174,8 +189,12 @@ fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests 
             continue;
         }
         match parse_yaml_document(doc.text, limits) {
-            Ok(Value::Null) => {}
-            Ok(value) => collect(value, path, index, doc.first_line, &mut out),
+            Ok((value, notes)) => {
+                push_notes(notes, path, index, doc.first_line, &mut out);
+                if !value.is_null() {
+                    collect(value, path, index, doc.first_line, &mut out);
+                }
+            }
             Err((message, line)) => {
                 out.warnings.push(SourceWarning::error(ErrorKind::InvalidInput, format!("invalid YAML: {message}")).at(
                     path,
@@ -186,6 +205,13 @@ fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests 
         }
     }
     out
+}
+
+/// The reader's notes on a document, each at its line in the file.
+fn push_notes(notes: Vec<(String, usize)>, path: &str, index: usize, first_line: usize, out: &mut ParsedManifests) {
+    for (message, line) in notes {
+        out.warnings.push(SourceWarning::note(message).at(path, Some(index), Some(first_line + line - 1)));
+    }
 }
 
 fn too_large(what: &str, bytes: usize, limits: Limits) -> String {
@@ -207,7 +233,7 @@ fn read_large_yaml(doc: &Document<'_>, index: usize, path: &str, limits: Limits,
         return;
     };
     let is_list = match parse_yaml_document(&rest, limits) {
-        Ok(head) => head.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")),
+        Ok((head, _)) => head.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")),
         Err(_) => false,
     };
     if !is_list {
@@ -221,7 +247,10 @@ fn read_large_yaml(doc: &Document<'_>, index: usize, path: &str, limits: Limits,
             continue;
         }
         match parse_yaml_document(&text, limits) {
-            Ok(value) => push_resource(value, path, index, first_line, Some(i), out),
+            Ok((value, notes)) => {
+                push_notes(notes, path, index, first_line, out);
+                push_resource(value, path, index, first_line, Some(i), out);
+            }
             Err((message, at)) => out
                 .warnings
                 .push(error(format!("invalid YAML: list item {i}: {message}"), first_line + at.unwrap_or(1) - 1)),
@@ -310,12 +339,8 @@ fn read_large_json(text: &str, trimmed: &str, path: &str, limits: Limits, out: &
             continue;
         }
         if let Some((value, l)) = oversized_integer(raw) {
-            out.warnings.push(error(
-                format!(
-                    "invalid JSON: list item {i}: the integer {value} does not fit in 64 bits (Kubernetes rejects it)"
-                ),
-                line + l - 1,
-            ));
+            out.warnings
+                .push(error(format!("invalid JSON: list item {i}: {}", crate::resolve::too_big(&value)), line + l - 1));
             continue;
         }
         match serde_json::from_str::<Value>(raw) {
@@ -443,9 +468,9 @@ fn too_deep(text: &str, max: usize) -> Option<usize> {
     None
 }
 
-/// A plain integer of `text` (YAML or JSON) that does not fit in 64 bits, with its line: a
-/// reader would turn it into a float (`1e+29`), and Kubernetes rejects it. Only documents with a
-/// run of 19 digits are parsed again for it.
+/// An integer of a JSON `text` that does not fit in a signed 64-bit integer, with its line: a
+/// reader would turn it into a float (`1e+29`), as kubectl does, and Kubernetes' integers are
+/// signed 64-bit. Only documents with a run of 19 digits are parsed again for it.
 fn oversized_integer(text: &str) -> Option<(String, usize)> {
     if !has_digit_run(text.as_bytes(), 19) {
         return None;
@@ -456,7 +481,7 @@ fn oversized_integer(text: &str) -> Option<(String, usize)> {
         if let granit_parser::Event::Scalar(value, granit_parser::ScalarStyle::Plain, _, None) = event {
             let digits = value.strip_prefix(['-', '+']).unwrap_or(&value);
             let integer = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-            if integer && value.parse::<i64>().is_err() && digits.parse::<u64>().is_err() {
+            if integer && value.parse::<i64>().is_err() {
                 return Some((value.into_owned(), span.start.line()));
             }
         }
@@ -478,23 +503,33 @@ fn has_digit_run(bytes: &[u8], min: usize) -> bool {
     })
 }
 
-fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Option<usize>)> {
-    if let Some((value, line)) = oversized_integer(text) {
-        return Err((format!("the integer {value} does not fit in 64 bits (Kubernetes rejects it)"), Some(line)));
-    }
+/// A YAML document read, with its notes (message, line in the document from 1).
+type YamlRead = (Value, Vec<(String, usize)>);
+
+fn parse_yaml_document(text: &str, limits: Limits) -> Result<YamlRead, (String, Option<usize>)> {
     // The block form of manifests, line by line; it counts the depth and the nodes of what it
     // reads exactly and gives up at either bound.
     if let Some(value) = crate::yaml_lines::read(text, limits.max_depth, limits.max_nodes) {
-        return Ok(value);
+        return Ok((value, Vec::new()));
     }
-    // Before a reader that recurses, the depth estimated from the text, with a line to show.
+    // Before the parser, the depth estimated from the text, with a line to show.
     if let Some(line) = too_deep(text, limits.max_depth) {
-        return Err((format!("document nested deeper than {} levels", limits.max_depth), Some(line)));
+        return Err((crate::yaml::too_deep(limits.max_depth), Some(line)));
     }
-    // The common form straight from the parser's events; anything else through serde-saphyr.
-    if let Some(value) = crate::yaml::events(text, limits.max_depth, limits.max_nodes) {
-        return Ok(value);
+    let bounds = crate::yaml::Bounds {
+        max_depth: limits.max_depth,
+        max_nodes: limits.max_nodes,
+        max_aliases: limits.max_aliases,
+    };
+    match crate::yaml::read(text, bounds) {
+        Ok(read) => Ok((read.value, read.notes)),
+        Err(crate::yaml::Failure::Refused(message, line)) => Err((message, Some(line))),
+        Err(crate::yaml::Failure::Syntax) => Err(syntax_error(text, limits)),
     }
+}
+
+/// serde-saphyr's message for a document the parser refused (it reads with the same parser).
+fn syntax_error(text: &str, limits: Limits) -> (String, Option<usize>) {
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: limits.max_depth,
@@ -502,20 +537,20 @@ fn parse_yaml_document(text: &str, limits: Limits) -> Result<Value, (String, Opt
             max_nodes: limits.max_nodes,
             max_documents: 1,
         },
-        // A tag it does not know (`!!python/object/apply:...`, `!custom`) is an error of the
-        // document, not a value silently kept without it.
-        reject_unsupported_tags: true,
     };
-    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
-        let plain = e.without_snippet();
-        let line = plain.location().map(|l| l.line() as usize);
-        let rendered = plain.render_with_options(serde_saphyr::render_options! {
-            snippets: serde_saphyr::SnippetMode::Off,
-        });
-        // The first line is the reason; positions are given separately.
-        let reason = rendered.lines().next().unwrap_or("syntax error").to_owned();
-        (strip_position(&reason), line)
-    })
+    match serde_saphyr::from_str_with_options::<serde::de::IgnoredAny>(text, options) {
+        Ok(_) => ("the YAML parser refused the document".to_owned(), None),
+        Err(e) => {
+            let plain = e.without_snippet();
+            let line = plain.location().map(|l| l.line() as usize);
+            let rendered = plain.render_with_options(serde_saphyr::render_options! {
+                snippets: serde_saphyr::SnippetMode::Off,
+            });
+            // The first line is the reason; positions are given separately.
+            let reason = rendered.lines().next().unwrap_or("syntax error").to_owned();
+            (strip_position(&reason), line)
+        }
+    }
 }
 
 fn check_depth(value: &Value, max: usize) -> Result<(), SourceWarning> {
@@ -790,40 +825,66 @@ mod tests {
     }
 
     #[test]
-    fn unknown_tags_and_integers_beyond_64_bits_are_errors_of_their_document_not_silent_changes() {
+    fn tags_are_read_as_kubectl_reads_them_with_a_note() {
         let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\ndata: {a: \"1\"}\n";
-        for (bad, says) in [
+        for ((tagged, field, want, says), line) in [
             (
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: !!python/object/apply:os.system [\"id\"]\n",
-                "tag",
+                "data: !!python/object/apply:os.system [\"id\"]\n",
+                "data",
+                serde_json::json!(["id"]),
+                "the tag !!python/object/apply:os.system is ignored",
             ),
-            ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata:\n  a: !custom x\n", "tag"),
-            (
-                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: b}\nspec:\n  replicas: 100000000000000000000000000000\n",
-                "does not fit in 64 bits",
-            ),
-        ] {
+            ("data:\n  a: !custom 0644\n", "data", serde_json::json!({"a": "0644"}), "the tag !custom is ignored"),
+            ("data:\n  a: !!binary aGVsbG8=\n", "data", serde_json::json!({"a": "hello"}), "!!binary"),
+            ("data:\n  a: 1\n  a: 2\n", "data", serde_json::json!({"a": 2}), "given twice"),
+        ]
+        .into_iter()
+        .zip([9, 10, 10, 11])
+        {
+            let text = format!("{ok}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: b}}\n{tagged}");
+            let p = parse_manifests(&text, "a.yaml");
+            assert_eq!(p.resources.len(), 2, "{tagged}: {:?}", p.warnings);
+            assert_eq!(p.resources[1].object[field], want, "{tagged}");
+            assert_eq!(p.warnings.len(), 1, "{tagged}: {:?}", p.warnings);
+            let w = &p.warnings[0];
+            assert!(!w.fatal && w.message.contains(says), "{tagged}: {w}");
+            assert_eq!((w.document, w.line), (Some(1), Some(line)), "{tagged}: {w}");
+        }
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_are_errors_of_their_document_not_silent_changes() {
+        let ok = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\ndata: {a: \"1\"}\n";
+        for big in ["100000000000000000000000000000", "18446744073709551615", "-9223372036854775809"] {
+            let bad =
+                format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: b}}\nspec:\n  replicas: {big}\n");
             let p = parse_manifests(&format!("{ok}---\n{bad}"), "a.yaml");
             assert_eq!(p.resources.len(), 1, "the other document is read: {bad}");
             assert_eq!(p.warnings.len(), 1, "{bad}: {:?}", p.warnings);
             let w = &p.warnings[0];
-            assert!(w.message.contains(says), "{bad}: {}", w.message);
-            assert_eq!(w.document, Some(1));
+            assert!(w.fatal && w.message.contains("does not fit in 64 bits"), "{bad}: {}", w.message);
+            assert_eq!((w.document, w.line), (Some(1), Some(10)));
+            let json = parse_manifests(
+                &format!(
+                    "{{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {{\"name\": \"j\"}}, \"data\": {{\"n\": {big}}}}}"
+                ),
+                "a.json",
+            );
+            assert!(
+                json.resources.is_empty() && json.warnings[0].message.contains("does not fit"),
+                "{:?}",
+                json.warnings
+            );
         }
-        let json = parse_manifests(
-            "{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"j\"}, \"data\": {\"n\": 123456789012345678901234}}",
-            "a.json",
-        );
-        assert!(json.resources.is_empty() && json.warnings[0].message.contains("does not fit"), "{:?}", json.warnings);
-        // Long digit runs that are not plain integers are values like any other; u64 and i64
-        // edges are exact.
+        // Long digit runs that are not plain integers are values like any other; the i64 edges
+        // are exact.
         let fine = parse_manifests(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  q: \"100000000000000000000000000000\"\n  b: |\n    100000000000000000000000000000\n  max: 18446744073709551615\n  min: -9223372036854775808\n",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  q: \"100000000000000000000000000000\"\n  b: |\n    100000000000000000000000000000\n  max: 9223372036854775807\n  min: -9223372036854775808\n",
             "c.yaml",
         );
         assert!(fine.warnings.is_empty(), "{:?}", fine.warnings);
         let data = &fine.resources[0].object["data"];
-        assert_eq!(data["max"], serde_json::json!(18446744073709551615u64));
+        assert_eq!(data["max"], serde_json::json!(i64::MAX));
         assert_eq!(data["min"], serde_json::json!(i64::MIN));
     }
 }

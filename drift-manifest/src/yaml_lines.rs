@@ -8,9 +8,10 @@
 //! that form (a tab, a carriage return, a flow collection with items, a folded or indented block
 //! scalar, a plain scalar on more than one line, a quoted one that does not close on its line, an
 //! anchor, alias, tag, directive or second document, a key that is not plainly a string, a key
-//! given twice, an escape other than JSON's, a bound of the reader's budget). The document then
-//! goes to [`crate::yaml`]'s reader of parser events, and from there to serde-saphyr; the
-//! differential tests of [`crate::yaml`] hold all three to the same tree.
+//! given twice, an escape other than JSON's, a bound of the reader's budget, a plain scalar
+//! whose type needs YAML 1.1's fuller rules). The document then goes to [`crate::yaml`]'s reader
+//! of parser events, which reads everything as Kubernetes does; the differential tests of
+//! [`crate::yaml`] hold the two to the same tree.
 
 use serde_json::{Map, Value};
 

@@ -1061,17 +1061,9 @@ pub(crate) fn documents(text: &str) -> Vec<Range<usize>> {
     docs
 }
 
-/// Parses one document's text.
+/// Parses one document's text as Kubernetes reads it.
 pub(crate) fn parse(text: &str) -> R<Value> {
-    serde_saphyr::from_str::<Value>(text).map_err(|e| {
-        let plain = e.without_snippet();
-        plain
-            .render_with_options(serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off })
-            .lines()
-            .next()
-            .unwrap_or("invalid YAML")
-            .to_owned()
-    })
+    drift_manifest::read_yaml_value(text)
 }
 
 /// Applies `changes` (in order) to the document `doc` of `text`; returns the new text of the
