@@ -59,6 +59,8 @@ pub(crate) struct App {
     /// Its ignore rules (Argo CD `ignoreDifferences`, Flux `driftDetection.ignore`), given to
     /// every object it renders.
     pub ignore: Vec<drift_model::ignore::IgnoreRule>,
+    /// Flux `postBuild` variable substitution of every object it renders.
+    pub post_build: Option<std::sync::Arc<crate::flux::PostBuild>>,
 }
 
 /// What the discovery needs to know about the repository being read.
@@ -206,6 +208,7 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             origin: origin_of(r),
             declared_in: r.provenance.path.clone().unwrap_or_default(),
             ignore: ignore.clone(),
+            post_build: None,
         });
     }
 }
@@ -226,9 +229,11 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         notes.push(note(r, format!("{}: path `{raw_path}` does not exist in this revision", origin_of(r))));
         return;
     }
-    if spec.get("patches").is_some() || spec.get("images").is_some() || spec.get("postBuild").is_some() {
-        notes.push(note(r, format!("{}: patches, images and postBuild substitutions are not applied", origin_of(r))));
+    if spec.get("patches").is_some() || spec.get("images").is_some() {
+        notes.push(note(r, format!("{}: patches and images are not applied", origin_of(r))));
     }
+    let post_build = crate::flux::PostBuild::of(&spec, r.key.namespace.as_deref().unwrap_or("default"), &origin_of(r))
+        .map(std::sync::Arc::new);
     let namespace =
         str_at(&spec, &["targetNamespace"]).map_or(NamespaceRule::Keep, |ns| NamespaceRule::Override(ns.to_owned()));
     apps.push(App {
@@ -238,6 +243,7 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),
         ignore: Vec::new(),
+        post_build,
     });
 }
 
@@ -292,6 +298,7 @@ fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),
         ignore,
+        post_build: None,
     });
 }
 

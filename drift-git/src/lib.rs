@@ -52,6 +52,7 @@ mod accept;
 mod config;
 mod edit;
 mod error;
+mod flux;
 mod folder;
 mod git;
 mod github;

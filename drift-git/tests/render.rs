@@ -330,3 +330,81 @@ async fn argo_and_flux_ignore_settings_apply_to_their_own_objects_only() {
         "a rule with a selector is not applied"
     );
 }
+
+/// Flux `postBuild`: variables from `substitute` and from a ConfigMap and a Secret in Git,
+/// defaults, a value typed again, a name holding a variable, an object that disables it; and a
+/// Kustomization whose ConfigMap is not in Git, whose fields are left out with a note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_post_build_substitution_is_applied_as_kustomize_controller_applies_it() {
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    let kustomization = |name: &str, path: &str, post: &str| {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: {path}\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  postBuild:\n{post}"
+        )
+    };
+    w(
+        "clusters/prod/apps.yaml",
+        &kustomization(
+            "apps",
+            "./apps",
+            "    substitute:\n      DOMAIN: example.com\n      REPLICAS: \"3\"\n    substituteFrom:\n      - {kind: ConfigMap, name: cluster-vars}\n      - {kind: Secret, name: cluster-secret-vars}\n      - {kind: Secret, name: absent, optional: true}\n",
+        ),
+    );
+    w(
+        "clusters/prod/vars.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata:\n  ENV: prod\n  DOMAIN: overridden.example\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: cluster-secret-vars, namespace: flux-system}\ndata:\n  TOKEN_NAME: dG9rZW4=\n",
+    );
+    w(
+        "apps/web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web-${ENV}\n  namespace: shop\nspec:\n  replicas: ${REPLICAS}\n  template:\n    metadata:\n      annotations: {replicas: \"${REPLICAS}\"}\n    spec:\n      containers:\n      - name: web\n        image: nginx\n        env:\n        - {name: HOST, value: \"web.${DOMAIN}\"}\n        - {name: TIER, value: \"${TIER:=frontend}\"}\n        - {name: SECRET, value: \"${TOKEN_NAME}\"}\n        - {name: LITERAL, value: \"$${DOMAIN}\"}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: script\n  namespace: shop\n  annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}\ndata:\n  run.sh: echo ${DOMAIN}\n",
+    );
+    w(
+        "clusters/prod/other.yaml",
+        &kustomization("other", "./other", "    substituteFrom:\n      - {kind: ConfigMap, name: not-in-git}\n"),
+    );
+    w(
+        "other/ingress.yaml",
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: web, namespace: shop}\nspec:\n  rules:\n  - host: web.${DOMAIN}\n    http: {}\n",
+    );
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("clusters/prod".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+
+    let web = object(&snap, "Deployment", "web-prod");
+    let container = &web.object["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(web.object["spec"]["replicas"], 3, "a value written plain is typed again");
+    assert_eq!(web.object["spec"]["template"]["metadata"]["annotations"]["replicas"], "3", "annotations stay strings");
+    let env: Vec<(&str, &str)> = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        env,
+        [("HOST", "web.example.com"), ("TIER", "frontend"), ("SECRET", "token"), ("LITERAL", "${DOMAIN}")],
+        "substitute wins over substituteFrom; defaults; a Secret's data decoded; $$ escapes"
+    );
+    assert_eq!(
+        object(&snap, "ConfigMap", "script").object["data"]["run.sh"],
+        "echo ${DOMAIN}",
+        "substitution disabled"
+    );
+
+    let ingress = object(&snap, "Ingress", "web");
+    assert_eq!(ingress.object["spec"]["rules"][0]["host"], "web.${DOMAIN}", "not substituted: its value is unknown");
+    assert!(
+        ingress.provenance.ignore.iter().any(|r| r.json_pointers == ["/spec/rules/0/host"]),
+        "and left out of the comparison"
+    );
+    let notes: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(notes.iter().any(|m| m.contains("not-in-git is not in Git")), "{notes:?}");
+    assert!(notes.iter().any(|m| m.contains("variable DOMAIN") && m.contains("/spec/rules/0/host")), "{notes:?}");
+    assert!(!notes.iter().any(|m| m.contains("absent")), "an optional source that is missing is not worth a note");
+}

@@ -31,6 +31,32 @@ pub(super) fn apply_namespace(resource: &mut Resource, rule: &NamespaceRule) {
     }
 }
 
+/// Flux's post-build substitution of the objects of each Kustomization that asks for it, with
+/// the ConfigMaps and Secrets of the revision as its variables' sources.
+fn substitute(
+    resources: &mut [Resource],
+    substituted: &[(Arc<crate::flux::PostBuild>, Vec<usize>)],
+    warnings: &mut Vec<SourceWarning>,
+) {
+    if substituted.is_empty() {
+        return;
+    }
+    let sources: Vec<Resource> = resources
+        .iter()
+        .filter(|r| r.key.group.is_empty() && (r.key.kind == "ConfigMap" || r.key.kind == "Secret"))
+        .cloned()
+        .collect();
+    for (post, indices) in substituted {
+        let mut take = vec![false; resources.len()];
+        for &i in indices {
+            take[i] = true;
+        }
+        let mut objects: Vec<&mut Resource> =
+            resources.iter_mut().zip(take).filter_map(|(r, take)| take.then_some(r)).collect();
+        crate::flux::substitute(post, &mut objects, &sources, warnings);
+    }
+}
+
 /// The snapshot of one revision from the units' results, in order: objects get the
 /// namespace of their application, the repository and the revision; an object defined twice
 /// is kept once, with a note when both copies are identical and an error otherwise.
@@ -42,6 +68,8 @@ pub(super) fn assemble(
 ) -> DesiredSnapshot {
     let mut resources = Vec::new();
     let mut first_seen: HashMap<drift_model::ResourceKey, (String, usize)> = HashMap::new();
+    // The objects of each Flux `postBuild`, by their index in `resources`.
+    let mut substituted: Vec<(Arc<crate::flux::PostBuild>, Vec<usize>)> = Vec::new();
     for (unit, parsed) in results {
         let (parsed_resources, parsed_warnings) = match Arc::try_unwrap(parsed) {
             Ok(p) => (p.resources, p.warnings),
@@ -68,9 +96,16 @@ pub(super) fn assemble(
                 continue;
             }
             first_seen.insert(r.key.clone(), (here, resources.len()));
+            if let Some(post) = &unit.post_build {
+                match substituted.iter_mut().find(|(p, _)| Arc::ptr_eq(p, post) || p == post) {
+                    Some((_, indices)) => indices.push(resources.len()),
+                    None => substituted.push((post.clone(), vec![resources.len()])),
+                }
+            }
             resources.push(r);
         }
     }
+    substitute(&mut resources, &substituted, &mut warnings);
     DesiredSnapshot { repository: repository.to_owned(), revision: Some(revision.to_owned()), resources, warnings }
 }
 

@@ -30,11 +30,13 @@ pub(super) struct Unit {
     pub namespace: NamespaceRule,
     /// Ignore rules of the application that names the unit, for each object it renders.
     pub ignore: Vec<drift_model::ignore::IgnoreRule>,
+    /// Flux `postBuild` substitution of the application that names the unit.
+    pub post_build: Option<std::sync::Arc<crate::flux::PostBuild>>,
 }
 
 impl Unit {
     pub fn new(kind: UnitKind) -> Self {
-        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new() }
+        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new(), post_build: None }
     }
     pub fn root(&self) -> &str {
         unit_root(&self.kind)
@@ -202,6 +204,7 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
     for u in &mut units {
         u.namespace = app.namespace.clone();
         u.ignore = app.ignore.clone();
+        u.post_build = app.post_build.clone();
     }
     units
 }
@@ -387,6 +390,7 @@ mod tests {
             origin: "argo.yaml".into(),
             declared_in: "argo.yaml".into(),
             ignore: Vec::new(),
+            post_build: None,
         };
         let mut notes = Vec::new();
         let flat =
