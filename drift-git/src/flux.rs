@@ -1,5 +1,6 @@
-//! Flux's post-build variable substitution, as kustomize-controller applies it to each object it
-//! built (`spec.postBuild` of a `kustomize.toolkit.fluxcd.io` Kustomization).
+//! What kustomize-controller does to each object it built for a `kustomize.toolkit.fluxcd.io`
+//! Kustomization: `spec.commonMetadata` (labels and annotations set over the object's own), then
+//! the post-build variable substitution of `spec.postBuild`.
 //!
 //! Variables come from the ConfigMaps and Secrets of `substituteFrom` (in order, a later one
 //! wins; each value without its line breaks), then `substitute` (which wins over them). With no
@@ -31,9 +32,14 @@ pub(crate) struct SubstituteFrom {
     pub optional: bool,
 }
 
-/// The `postBuild` of one Kustomization.
+/// What kustomize-controller does to each object after its build: `commonMetadata`, then the
+/// `postBuild` substitution.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PostBuild {
+    /// `commonMetadata`: labels and annotations set on every object (over its own), as JSON
+    /// objects' text.
+    pub common_labels: Option<String>,
+    pub common_annotations: Option<String>,
     /// `substitute`, in the order written.
     pub substitute: Vec<(String, String)>,
     pub from: Vec<SubstituteFrom>,
@@ -44,9 +50,20 @@ pub(crate) struct PostBuild {
 }
 
 impl PostBuild {
-    /// The `postBuild` of a Kustomization's spec, if it substitutes anything.
+    /// What a Kustomization's spec asks for after the build, if anything.
     pub(crate) fn of(spec: &Value, namespace: &str, origin: &str) -> Option<PostBuild> {
-        let post = spec.get("postBuild")?;
+        let common = |field: &str| {
+            spec.pointer(&format!("/commonMetadata/{field}"))
+                .filter(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+                .map(Value::to_string)
+        };
+        let (common_labels, common_annotations) = (common("labels"), common("annotations"));
+        let none = Value::Null;
+        let post = match spec.get("postBuild") {
+            Some(post) => post,
+            None if common_labels.is_some() || common_annotations.is_some() => &none,
+            None => return None,
+        };
         let substitute = post
             .get("substitute")
             .and_then(Value::as_object)
@@ -65,7 +82,14 @@ impl PostBuild {
                 })
             })
             .collect();
-        Some(PostBuild { substitute, from, namespace: namespace.to_owned(), origin: origin.to_owned() })
+        Some(PostBuild {
+            common_labels,
+            common_annotations,
+            substitute,
+            from,
+            namespace: namespace.to_owned(),
+            origin: origin.to_owned(),
+        })
     }
 }
 
@@ -152,6 +176,20 @@ pub(crate) fn substitute(
     lookup: &[Resource],
     notes: &mut Vec<SourceWarning>,
 ) {
+    for (field, common) in [("labels", &post.common_labels), ("annotations", &post.common_annotations)] {
+        let Some(Value::Object(common)) = common.as_deref().and_then(|c| serde_json::from_str(c).ok()) else {
+            continue;
+        };
+        for r in objects.iter_mut() {
+            let object = std::sync::Arc::make_mut(&mut r.object);
+            if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+                let map = meta.entry(field).or_insert_with(|| Value::Object(serde_json::Map::new()));
+                if let Some(map) = map.as_object_mut() {
+                    map.extend(common.clone());
+                }
+            }
+        }
+    }
     let vars = Vars::gather(post, lookup);
     if vars.known.is_empty() && vars.unreadable.is_empty() {
         return;

@@ -28,8 +28,10 @@ pub(crate) enum AppRender {
     /// (sub-folders too when `recurse`).
     ArgoDirectory { recurse: bool, helm: Option<HelmOptions> },
     /// Flux Kustomization: kustomization -> Kustomize, else every manifest below (Flux
-    /// generates a kustomization for them).
-    FluxKustomization,
+    /// generates a kustomization for them); with the fields Flux adds to that kustomization
+    /// (`namePrefix`, `nameSuffix`, `patches`, `images`, `components`), as the JSON text of a
+    /// kustomization overlay.
+    FluxKustomization { overlay: Option<String> },
     /// A chart from this repository.
     Helm(HelmOptions),
 }
@@ -229,22 +231,50 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         notes.push(note(r, format!("{}: path `{raw_path}` does not exist in this revision", origin_of(r))));
         return;
     }
-    if spec.get("patches").is_some() || spec.get("images").is_some() {
-        notes.push(note(r, format!("{}: patches and images are not applied", origin_of(r))));
-    }
+    let overlay = flux_overlay(&spec, &path);
     let post_build = crate::flux::PostBuild::of(&spec, r.key.namespace.as_deref().unwrap_or("default"), &origin_of(r))
         .map(std::sync::Arc::new);
     let namespace =
         str_at(&spec, &["targetNamespace"]).map_or(NamespaceRule::Keep, |ns| NamespaceRule::Override(ns.to_owned()));
     apps.push(App {
         path,
-        render: AppRender::FluxKustomization,
+        render: AppRender::FluxKustomization { overlay },
         namespace,
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),
         ignore: Vec::new(),
         post_build,
     });
+}
+
+/// The fields kustomize-controller adds to the kustomization of a Kustomization's folder
+/// (`namePrefix`, `nameSuffix`, `patches`, `images`, `components`, these relative to `path`), as
+/// a kustomization's JSON text; `None` when it adds none.
+fn flux_overlay(spec: &Value, path: &str) -> Option<String> {
+    let mut overlay = serde_json::Map::new();
+    for field in ["namePrefix", "nameSuffix"] {
+        if let Some(v) = spec.get(field).filter(|v| v.is_string()) {
+            overlay.insert(field.to_owned(), v.clone());
+        }
+    }
+    for field in ["patches", "images"] {
+        if let Some(v) = spec.get(field).filter(|v| v.as_array().is_some_and(|a| !a.is_empty())) {
+            overlay.insert(field.to_owned(), v.clone());
+        }
+    }
+    let components: Vec<Value> = spec
+        .get("components")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|c| join_relative(path, c))
+        .map(Value::String)
+        .collect();
+    if !components.is_empty() {
+        overlay.insert("components".to_owned(), Value::Array(components));
+    }
+    (!overlay.is_empty()).then(|| Value::Object(overlay).to_string())
 }
 
 fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes: &mut Vec<SourceWarning>) {

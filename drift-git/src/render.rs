@@ -56,6 +56,15 @@ pub(crate) fn kustomize_build(cfg: &RenderConfig, dir: &Path) -> Result<String, 
     run(cmd, cfg.render_timeout, &program)
 }
 
+/// [`kustomize_build`] with files outside the folder allowed (`--load-restrictor
+/// LoadRestrictionsNone`), as kustomize-controller builds.
+pub(crate) fn kustomize_build_unrestricted(cfg: &RenderConfig, dir: &Path) -> Result<String, String> {
+    let (program, args) = kustomize_command(cfg)?;
+    let mut cmd = Command::new(&program);
+    cmd.args(args).arg("--load-restrictor").arg("LoadRestrictionsNone").arg(dir);
+    run(cmd, cfg.render_timeout, &program)
+}
+
 /// What `helm template` is asked to render.
 #[derive(Debug, Clone)]
 pub(crate) struct HelmJob<'a> {

@@ -408,3 +408,64 @@ async fn flux_post_build_substitution_is_applied_as_kustomize_controller_applies
     assert!(notes.iter().any(|m| m.contains("variable DOMAIN") && m.contains("/spec/rules/0/host")), "{notes:?}");
     assert!(!notes.iter().any(|m| m.contains("absent")), "an optional source that is missing is not worth a note");
 }
+
+/// The fields kustomize-controller adds to a Kustomization's build, on a folder with its own
+/// kustomization and on one without: `namePrefix`, `nameSuffix`, `images`, `patches` (with a
+/// target), `components`, `targetNamespace` and `commonMetadata`, rendered by the real kustomize.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_kustomization_fields_are_built_as_kustomize_controller_builds_them() {
+    require_kubectl();
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    let spec = "  namePrefix: prod-\n  nameSuffix: -v2\n  targetNamespace: shop\n  images:\n    - {name: nginx, newTag: \"1.29\"}\n  patches:\n    - target: {kind: Deployment, name: web}\n      patch: |\n        - op: replace\n          path: /spec/replicas\n          value: 5\n  commonMetadata:\n    labels: {team: payments}\n    annotations: {owner: ops}\n";
+    for (name, path) in [("built", "./apps/built"), ("plain", "./apps/plain")] {
+        w(
+            &format!("clusters/prod/{name}.yaml"),
+            &format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: {name}, namespace: flux-system}}\nspec:\n  interval: 10m\n  path: {path}\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n{spec}{}",
+                if name == "built" { "  components: [../../components/extra]\n" } else { "" }
+            ),
+        );
+    }
+    w("apps/built/kustomization.yaml", "resources: [deploy.yaml]\n");
+    w(
+        "apps/built/deploy.yaml",
+        &deployment("web", 2).replace("nginx:1.27", "nginx:1.27\n          env: [{name: X, value: \"1\"}]"),
+    );
+    w(
+        "components/extra/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\nresources: [cm.yaml]\n",
+    );
+    w("components/extra/cm.yaml", &configmap("extra", "x", "1"));
+    w("apps/plain/deploy.yaml", &deployment("api", 2).replace("name: api\n", "name: api\n  namespace: other\n"));
+    w("apps/plain/nested/cm.yaml", &configmap("settings", "other", "1"));
+
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("clusters/prod".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let mut got = keys(&snap);
+    got.retain(|k| !k.starts_with("kustomize.toolkit"));
+    assert_eq!(
+        got,
+        vec![
+            "ConfigMap shop/prod-extra-v2",
+            "ConfigMap shop/prod-settings-v2",
+            "apps/Deployment shop/prod-api-v2",
+            "apps/Deployment shop/prod-web-v2"
+        ],
+    );
+    let web = object(&snap, "Deployment", "prod-web-v2");
+    assert_eq!(web.object["spec"]["replicas"], 5, "the patch found its target by the name before the prefix");
+    assert_eq!(web.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.29");
+    assert_eq!(web.object["metadata"]["labels"]["team"], "payments");
+    assert_eq!(web.object["metadata"]["annotations"]["owner"], "ops");
+    let api = object(&snap, "Deployment", "prod-api-v2");
+    assert_eq!(api.object["spec"]["replicas"], 2, "the patch's target is web only");
+    assert_eq!(api.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.29");
+    assert_eq!(object(&snap, "ConfigMap", "prod-settings-v2").object["metadata"]["labels"]["team"], "payments");
+}

@@ -102,6 +102,13 @@ impl Pipeline {
         if let UnitKind::Helm { opts, .. } = &unit.kind {
             files.extend(opts.values_files.iter().cloned());
         }
+        if let UnitKind::FluxOverlay { overlay, .. } = &unit.kind {
+            // Components may live outside the folder.
+            let overlay: Value = serde_json::from_str(overlay).unwrap_or_default();
+            for c in overlay["components"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                files.extend(closure(checkout, c).files);
+            }
+        }
         for f in files {
             let id = checkout.files.get(&f).map_or("-", |e| e.id.as_str());
             h.update(f.as_bytes());
@@ -130,7 +137,7 @@ impl Pipeline {
                 fresh.renders.insert(key, kept);
             } else {
                 let config_file = match &unit.kind {
-                    UnitKind::Kustomize(dir) => {
+                    UnitKind::Kustomize(dir) | UnitKind::FluxOverlay { dir, .. } => {
                         kustomization_file(checkout, dir).unwrap_or_else(|| join(dir, "kustomization.yaml"))
                     }
                     other => join(unit_root(other), "Chart.yaml"),
@@ -194,6 +201,23 @@ impl Pipeline {
                     (failure(unit, kind, format!("kustomize build of `{}` failed: {e}", display_dir(dir))), false)
                 }
             },
+            UnitKind::FluxOverlay { dir, resources, overlay } => {
+                match write_overlay(root, dir, resources, overlay)
+                    .and_then(|at| render::kustomize_build_unrestricted(&self.cfg, &at))
+                {
+                    Ok(out) => {
+                        let m = parse_manifests_with(&out, config_file, self.limits());
+                        (Parsed { resources: m.resources, warnings: m.warnings }, true)
+                    }
+                    Err(e) => {
+                        let kind =
+                            if e.contains("not found") { ErrorKind::Unsupported } else { ErrorKind::InvalidInput };
+                        let message =
+                            format!("kustomize build of `{}` with its Flux fields failed: {e}", display_dir(dir));
+                        (failure(unit, kind, message), false)
+                    }
+                }
+            }
             UnitKind::Helm { chart, opts } => {
                 let values: Option<Value> = opts.values.as_deref().and_then(|v| serde_json::from_str(v).ok());
                 let job = render::HelmJob {
@@ -219,10 +243,39 @@ impl Pipeline {
     }
 }
 
+/// Writes, beside the tree in `root`, the kustomization kustomize-controller would build for a
+/// Flux Kustomization: the folder (or its manifests) as resources, and the fields Flux adds.
+/// Returns its folder.
+fn write_overlay(
+    root: &std::path::Path,
+    dir: &str,
+    resources: &[String],
+    overlay: &str,
+) -> Result<std::path::PathBuf, String> {
+    let mut h = Sha256::new();
+    h.update(format!("{dir}\0{resources:?}\0{overlay}").as_bytes());
+    let at = root.join(".drift-flux").join(&hex::encode(h.finalize())[..16]);
+    let up = |p: &str| format!("../../{p}");
+    let mut kustomization: serde_json::Map<String, Value> =
+        serde_json::from_str(overlay).map_err(|e| format!("overlay: {e}"))?;
+    if let Some(Value::Array(components)) = kustomization.get_mut("components") {
+        for c in components.iter_mut() {
+            *c = Value::String(up(c.as_str().unwrap_or_default()));
+        }
+    }
+    kustomization.insert("apiVersion".into(), "kustomize.config.k8s.io/v1beta1".into());
+    kustomization.insert("kind".into(), "Kustomization".into());
+    kustomization.insert("resources".into(), resources.iter().map(|r| Value::String(up(r))).collect());
+    std::fs::create_dir_all(&at).map_err(|e| e.to_string())?;
+    std::fs::write(at.join("kustomization.yaml"), Value::Object(kustomization).to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(at)
+}
+
 fn failure(unit: &Unit, kind: ErrorKind, message: String) -> Parsed {
     let path = match &unit.kind {
         UnitKind::Plain(p) => p.clone(),
-        UnitKind::Kustomize(d) => d.clone(),
+        UnitKind::Kustomize(d) | UnitKind::FluxOverlay { dir: d, .. } => d.clone(),
         UnitKind::Helm { chart, .. } => chart.clone(),
     };
     Parsed {

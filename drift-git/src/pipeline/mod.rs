@@ -142,7 +142,7 @@ impl Pipeline {
                 if &r.key == key {
                     let origin = match unit.kind {
                         UnitKind::Plain(p) => Origin::Plain(p),
-                        UnitKind::Kustomize(d) => Origin::Kustomize(d),
+                        UnitKind::Kustomize(d) | UnitKind::FluxOverlay { dir: d, .. } => Origin::Kustomize(d),
                         UnitKind::Helm { chart, opts } => Origin::Helm { chart, opts },
                     };
                     return Ok(Ok((origin, r)));

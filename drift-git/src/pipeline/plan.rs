@@ -21,7 +21,18 @@ pub(super) const CHART_SKIPPED: &str = "Helm chart ";
 pub(super) enum UnitKind {
     Plain(String),
     Kustomize(String),
-    Helm { chart: String, opts: HelmOptions },
+    Helm {
+        chart: String,
+        opts: HelmOptions,
+    },
+    /// A Flux Kustomization's folder built with the fields Flux adds: `resources` (the folder
+    /// itself when it has a kustomization, else its manifests and kustomization folders) and the
+    /// overlay's JSON text (see `gitops::AppRender::FluxKustomization`).
+    FluxOverlay {
+        dir: String,
+        resources: Vec<String>,
+        overlay: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -198,7 +209,17 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
                 plain_files(checkout, &app.path, *recurse, notes)
             }
         }
-        AppRender::FluxKustomization => walk(checkout, &app.path, false, notes),
+        AppRender::FluxKustomization { overlay: None } => walk(checkout, &app.path, false, notes),
+        AppRender::FluxKustomization { overlay: Some(overlay) } => {
+            let resources = walk(checkout, &app.path, false, notes)
+                .into_iter()
+                .filter_map(|u| match u.kind {
+                    UnitKind::Plain(p) | UnitKind::Kustomize(p) => Some(p),
+                    _ => None,
+                })
+                .collect();
+            vec![Unit::new(UnitKind::FluxOverlay { dir: app.path.clone(), resources, overlay: overlay.clone() })]
+        }
         AppRender::Helm(opts) => vec![Unit::new(UnitKind::Helm { chart: app.path.clone(), opts: opts.clone() })],
     };
     for u in &mut units {
@@ -263,7 +284,7 @@ pub(super) fn plan_top(
 
 pub(super) fn unit_root(kind: &UnitKind) -> &str {
     match kind {
-        UnitKind::Plain(p) | UnitKind::Kustomize(p) => p,
+        UnitKind::Plain(p) | UnitKind::Kustomize(p) | UnitKind::FluxOverlay { dir: p, .. } => p,
         UnitKind::Helm { chart, .. } => chart,
     }
 }
@@ -286,6 +307,7 @@ mod tests {
                 UnitKind::Plain(p) => format!("plain {p}"),
                 UnitKind::Kustomize(d) => format!("kustomize {d}"),
                 UnitKind::Helm { chart, opts } => format!("helm {chart} as {}", opts.release),
+                UnitKind::FluxOverlay { dir, resources, .. } => format!("flux {dir} of {resources:?}"),
             })
             .collect()
     }
@@ -400,7 +422,7 @@ mod tests {
         let deep =
             app_units(&tree.checkout(), &app(AppRender::ArgoDirectory { recurse: true, helm: None }), &mut notes);
         assert_eq!(kinds(&deep), ["plain apps/web/a.yaml", "plain apps/web/deep/b.yaml"]);
-        let flux = app_units(&tree.checkout(), &app(AppRender::FluxKustomization), &mut notes);
+        let flux = app_units(&tree.checkout(), &app(AppRender::FluxKustomization { overlay: None }), &mut notes);
         assert_eq!(kinds(&flux), ["plain apps/web/a.yaml", "plain apps/web/deep/b.yaml"]);
     }
 }
