@@ -24,9 +24,10 @@ pub(crate) enum NamespaceRule {
 /// How an application's folder is turned into objects.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum AppRender {
-    /// Argo CD: kustomization -> Kustomize, Chart.yaml -> Helm, else the folder's manifests
+    /// Argo CD: kustomization -> Kustomize (with `source.kustomize`'s overrides as the JSON
+    /// text of a kustomization overlay), Chart.yaml -> Helm, else the folder's manifests
     /// (sub-folders too when `recurse`).
-    ArgoDirectory { recurse: bool, helm: Option<HelmOptions> },
+    ArgoDirectory { recurse: bool, helm: Option<HelmOptions>, kustomize: Option<String> },
     /// Flux Kustomization: kustomization -> Kustomize, else every manifest below (Flux
     /// generates a kustomization for them); with the fields Flux adds to that kustomization
     /// (`namePrefix`, `nameSuffix`, `patches`, `images`, `components`), as the JSON text of a
@@ -45,6 +46,10 @@ pub(crate) struct HelmOptions {
     pub values_files: Vec<String>,
     /// Inline values, as JSON text (kept as text so the options can be hashed).
     pub values: Option<String>,
+    /// `--set` (false) and `--set-string` (true) parameters, in order.
+    pub parameters: Vec<(String, String, bool)>,
+    /// `--include-crds` (Argo CD renders a chart's CRDs unless `skipCrds`).
+    pub include_crds: bool,
 }
 
 /// One application to render, found in the repository.
@@ -150,6 +155,17 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
     let namespace = dest_ns.clone().map_or(NamespaceRule::Keep, NamespaceRule::Default);
     let (ignore, refused) = crate::ignore_rules::argo_ignore_differences(&spec);
     notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
+    // `ref` sources name a repository whose files other sources' values files use (`$ref/...`):
+    // this repository (its root), or another one (not read).
+    let refs: Vec<(String, bool)> = sources
+        .iter()
+        .filter_map(|s| {
+            let name = str_at(s, &["ref"])?;
+            let ours =
+                ctx.repo_url.is_none_or(|ours| normalize_repo_url(str_at(s, &["repoURL"]).unwrap_or("")) == ours);
+            Some((name.to_owned(), ours))
+        })
+        .collect();
     for source in sources {
         if let Some(chart) = str_at(&source, &["chart"]) {
             notes.push(note(
@@ -180,14 +196,40 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             continue;
         }
         let helm = source.get("helm").map(|h| {
-            let values_files = h
-                .get("valueFiles")
+            let mut values_files = Vec::new();
+            for file in h.get("valueFiles").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+                let Some(rest) = file.strip_prefix('$') else {
+                    values_files.extend(join_relative(&path, file));
+                    continue;
+                };
+                let (name, within) = rest.split_once('/').unwrap_or((rest, ""));
+                match refs.iter().find(|(n, _)| n == name) {
+                    Some((_, true)) => values_files.extend(join_relative("", within)),
+                    Some((_, false)) => notes.push(note(
+                        r,
+                        format!("{}: values file `{file}` is in another repository; not read", origin_of(r)),
+                    )),
+                    None => {
+                        notes.push(note(r, format!("{}: values file `{file}` names no `ref` source", origin_of(r))))
+                    }
+                }
+            }
+            let parameters = h
+                .get("parameters")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter_map(Value::as_str)
-                .filter_map(|f| join_relative(&path, f))
+                .filter_map(|p| {
+                    let value = match p.get("value") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(other) => other.to_string(),
+                        None => String::new(),
+                    };
+                    let force = p.get("forceString").and_then(Value::as_bool).unwrap_or(false);
+                    Some((str_at(p, &["name"])?.to_owned(), value, force))
+                })
                 .collect();
+            let include_crds = !h.get("skipCrds").and_then(Value::as_bool).unwrap_or(false);
             // `valuesObject` wins over `values` (a YAML string), as in Argo CD.
             let values = match (h.get("valuesObject"), h.get("values").and_then(Value::as_str)) {
                 (Some(obj), _) if obj.is_object() => Some(obj.to_string()),
@@ -200,12 +242,15 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
                 namespace: dest_ns.clone(),
                 values_files,
                 values,
+                parameters,
+                include_crds,
             }
         });
         let recurse = source.get("directory").and_then(|d| d.get("recurse")).and_then(Value::as_bool).unwrap_or(false);
+        let kustomize = source.get("kustomize").and_then(argo_kustomize_overlay);
         apps.push(App {
             path,
-            render: AppRender::ArgoDirectory { recurse, helm },
+            render: AppRender::ArgoDirectory { recurse, helm, kustomize },
             namespace: namespace.clone(),
             origin: origin_of(r),
             declared_in: r.provenance.path.clone().unwrap_or_default(),
@@ -245,6 +290,70 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         ignore: Vec::new(),
         post_build,
     });
+}
+
+/// Argo CD's `source.kustomize` as the fields of a kustomization overlay (the repo server sets
+/// them with `kustomize edit` before it builds): images (`name[=newName][:tag][@digest]`),
+/// `namePrefix`, `nameSuffix`, `commonLabels`, `commonAnnotations`, `namespace`, `patches`,
+/// `replicas`, `components`; `None` when there are none.
+fn argo_kustomize_overlay(k: &Value) -> Option<String> {
+    let mut overlay = serde_json::Map::new();
+    for (from, to) in [
+        ("namePrefix", "namePrefix"),
+        ("nameSuffix", "nameSuffix"),
+        ("commonLabels", "commonLabels"),
+        ("commonAnnotations", "commonAnnotations"),
+        ("namespace", "namespace"),
+        ("patches", "patches"),
+        ("replicas", "replicas"),
+        ("components", "components"),
+    ] {
+        if let Some(v) = k.get(from).filter(|v| !v.is_null() && v.as_str() != Some("")) {
+            overlay.insert(to.to_owned(), v.clone());
+        }
+    }
+    let images: Vec<Value> = k
+        .get("images")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(argo_image)
+        .collect();
+    if !images.is_empty() {
+        overlay.insert("images".to_owned(), Value::Array(images));
+    }
+    (!overlay.is_empty()).then(|| Value::Object(overlay).to_string())
+}
+
+/// An Argo CD image override (`kustomize edit set image` syntax) as a kustomization `images`
+/// entry.
+fn argo_image(text: &str) -> Value {
+    let (name, target) = text.split_once('=').unwrap_or((text, text));
+    let mut entry = serde_json::Map::new();
+    let (target, digest) = match target.split_once('@') {
+        Some((t, d)) => (t, Some(d)),
+        None => (target, None),
+    };
+    // A tag follows the last `:` after the last `/` (a registry may have a port).
+    let slash = target.rfind('/').map_or(0, |i| i + 1);
+    let (new_name, tag) = match target[slash..].rfind(':') {
+        Some(i) => (&target[..slash + i], Some(&target[slash + i + 1..])),
+        None => (target, None),
+    };
+    let base = |n: &str| n.split_once('@').map_or(n, |(b, _)| b).to_owned();
+    let name = if text.contains('=') { base(name) } else { new_name.to_owned() };
+    entry.insert("name".into(), Value::String(name.clone()));
+    if text.contains('=') && new_name != name {
+        entry.insert("newName".into(), Value::String(new_name.to_owned()));
+    }
+    if let Some(tag) = tag {
+        entry.insert("newTag".into(), Value::String(tag.to_owned()));
+    }
+    if let Some(d) = digest {
+        entry.insert("digest".into(), Value::String(d.to_owned()));
+    }
+    Value::Object(entry)
 }
 
 /// The fields kustomize-controller adds to the kustomization of a Kustomization's folder
@@ -323,7 +432,14 @@ fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes
     notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
     apps.push(App {
         path,
-        render: AppRender::Helm(HelmOptions { release, namespace: namespace.clone(), values_files, values }),
+        render: AppRender::Helm(HelmOptions {
+            release,
+            namespace: namespace.clone(),
+            values_files,
+            values,
+            parameters: Vec::new(),
+            include_crds: false,
+        }),
         namespace: namespace.map_or(NamespaceRule::Keep, NamespaceRule::Default),
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),
@@ -383,6 +499,22 @@ mod tests {
         }
         assert_eq!(notes.len(), 1);
         assert!(notes[0].message.contains("another repository"));
+    }
+
+    #[test]
+    fn argo_image_overrides_become_kustomize_image_entries() {
+        for (text, want) in [
+            ("nginx:1.29", json!({"name": "nginx", "newTag": "1.29"})),
+            (
+                "nginx=registry:5000/web/nginx:1.29",
+                json!({"name": "nginx", "newName": "registry:5000/web/nginx", "newTag": "1.29"}),
+            ),
+            ("nginx=nginx@sha256:abc", json!({"name": "nginx", "digest": "sha256:abc"})),
+            ("registry:5000/nginx", json!({"name": "registry:5000/nginx"})),
+            ("a=b", json!({"name": "a", "newName": "b"})),
+        ] {
+            assert_eq!(argo_image(text), want, "{text}");
+        }
     }
 
     #[test]

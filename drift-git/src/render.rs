@@ -73,6 +73,9 @@ pub(crate) struct HelmJob<'a> {
     pub namespace: Option<&'a str>,
     pub values_files: Vec<PathBuf>,
     pub inline_values: Option<&'a serde_json::Value>,
+    /// `--set` (false) or `--set-string` (true) `name=value`, after the values files.
+    pub parameters: &'a [(String, String, bool)],
+    pub include_crds: bool,
 }
 
 /// Runs `helm template RELEASE CHART [--namespace NS] [-f VALUES]...`.
@@ -98,6 +101,15 @@ pub(crate) fn helm_template(cfg: &RenderConfig, job: &HelmJob<'_>) -> Result<Str
         serde_json::to_writer(file.as_file(), values).map_err(|e| format!("cannot write inline values: {e}"))?;
         cmd.arg("--values").arg(file.path());
         _inline_file = file;
+    }
+    for (name, value, force_string) in job.parameters {
+        // As Argo CD: a comma is escaped unless the value is a `{a,b}` list.
+        let value =
+            if value.starts_with('{') && value.ends_with('}') { value.clone() } else { value.replace(',', "\\,") };
+        cmd.arg(if *force_string { "--set-string" } else { "--set" }).arg(format!("{name}={value}"));
+    }
+    if job.include_crds {
+        cmd.arg("--include-crds");
     }
     run(cmd, cfg.render_timeout, &program)
 }
@@ -166,6 +178,8 @@ mod tests {
             namespace: None,
             values_files: vec![],
             inline_values: None,
+            parameters: &[],
+            include_crds: false,
         };
         let err = helm_template(&cfg, &job).unwrap_err();
         assert!(err.contains("helm-not-installed") && err.contains("not found"), "{err}");

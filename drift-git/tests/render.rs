@@ -469,3 +469,104 @@ async fn flux_kustomization_fields_are_built_as_kustomize_controller_builds_them
     assert_eq!(api.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.29");
     assert_eq!(object(&snap, "ConfigMap", "prod-settings-v2").object["metadata"]["labels"]["team"], "payments");
 }
+
+/// Argo CD's overrides, as its repo server applies them: `source.kustomize` (images, prefix and
+/// suffix, common labels and annotations, namespace, patches, replicas) on a kustomize folder,
+/// rendered by the real kustomize.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_cd_kustomize_overrides_are_applied_as_the_repo_server_applies_them() {
+    require_kubectl();
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    w(
+        "argocd/web.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: web, namespace: argocd}\nspec:\n  destination: {namespace: shop}\n  source:\n    repoURL: https://example.com/gitops.git\n    path: apps/web\n    kustomize:\n      namePrefix: prod-\n      nameSuffix: -a\n      images: [\"nginx=registry.example.com/nginx:1.29\"]\n      commonLabels: {team: web}\n      commonAnnotations: {owner: ops}\n      namespace: shop-prod\n      replicas: [{name: web, count: 4}]\n      patches:\n        - target: {kind: ConfigMap, name: settings}\n          patch: '[{\"op\": \"add\", \"path\": \"/data/mode\", \"value\": \"fast\"}]'\n",
+    );
+    w("apps/web/kustomization.yaml", "resources: [deploy.yaml, cm.yaml]\n");
+    w("apps/web/deploy.yaml", &deployment("web", 2));
+    w("apps/web/cm.yaml", &configmap("settings", "x", "1"));
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("argocd".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let mut got = keys(&snap);
+    got.retain(|k| !k.starts_with("argoproj"));
+    assert_eq!(got, vec!["ConfigMap shop-prod/prod-settings-a", "apps/Deployment shop-prod/prod-web-a"]);
+    let web = object(&snap, "Deployment", "prod-web-a");
+    assert_eq!(web.object["spec"]["replicas"], 4);
+    assert_eq!(web.object["spec"]["template"]["spec"]["containers"][0]["image"], "registry.example.com/nginx:1.29");
+    assert_eq!(web.object["metadata"]["labels"]["team"], "web");
+    assert_eq!(
+        web.object["spec"]["selector"]["matchLabels"]["team"], "web",
+        "commonLabels reach selectors, as in kustomize"
+    );
+    assert_eq!(web.object["metadata"]["annotations"]["owner"], "ops");
+    assert_eq!(object(&snap, "ConfigMap", "prod-settings-a").object["data"]["mode"], "fast");
+}
+
+/// Argo CD's Helm overrides: a values file from a `ref` source (`$values/...`) of this
+/// repository, `parameters` (`--set` and `--set-string`), and CRDs rendered unless `skipCrds`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_cd_helm_overrides_are_applied_as_the_repo_server_applies_them() {
+    if !helm_available("argo_cd_helm_overrides_are_applied_as_the_repo_server_applies_them") {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    let app = |name: &str, skip: bool| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\nspec:\n  destination: {{namespace: {name}}}\n  sources:\n    - repoURL: https://example.com/gitops.git\n      path: charts/web\n      helm:\n        releaseName: {name}\n        skipCrds: {skip}\n        valueFiles: [$values/envs/prod.yaml]\n        parameters:\n          - {{name: replicas, value: \"3\"}}\n          - {{name: mode, value: \"0644\", forceString: true}}\n          - {{name: hosts, value: \"a,b\"}}\n    - repoURL: https://example.com/gitops.git\n      ref: values\n"
+        )
+    };
+    w("argocd/web.yaml", &app("web", false));
+    w("argocd/nocrd.yaml", &app("nocrd", true));
+    w("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
+    w("charts/web/values.yaml", "replicas: 1\nmode: default\nhosts: x\nimage: nginx:1.27\n");
+    w(
+        "charts/web/crds/widget.yaml",
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\nspec:\n  group: example.com\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n",
+    );
+    w(
+        "charts/web/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"{{ .Release.Name }}-settings\"}\ndata:\n  replicas: {{ .Values.replicas | quote }}\n  mode: {{ .Values.mode | quote }}\n  kind: {{ kindOf .Values.mode | quote }}\n  hosts: {{ .Values.hosts | quote }}\n  image: {{ .Values.image | quote }}\n",
+    );
+    w("envs/prod.yaml", "image: nginx:1.29\n");
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("argocd".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert!(
+        keys(&snap).contains(&"ConfigMap nocrd/nocrd-settings".to_owned()),
+        "two applications of one chart: {:?}",
+        keys(&snap)
+    );
+    let data = &object(&snap, "ConfigMap", "web-settings").object["data"];
+    assert_eq!(data["replicas"], "3");
+    assert_eq!(
+        (&data["mode"], &data["kind"]),
+        (&serde_json::json!("0644"), &serde_json::json!("string")),
+        "--set-string"
+    );
+    assert_eq!(data["hosts"], "a,b", "a comma is escaped, not a list separator");
+    assert_eq!(data["image"], "nginx:1.29", "the values file of the `ref` source");
+    let crds: Vec<&str> = snap
+        .resources
+        .iter()
+        .filter(|r| r.key.kind == "CustomResourceDefinition")
+        .map(|r| r.key.name.as_str())
+        .collect();
+    assert_eq!(crds, ["widgets.example.com"], "rendered for web");
+    assert!(
+        !snap.warnings.iter().any(|w| w.message.contains("widgets.example.com")),
+        "skipped for nocrd (else it would be defined twice): {:?}",
+        snap.warnings
+    );
+}

@@ -118,6 +118,8 @@ impl Ctx<'_> {
             namespace: self.opts.namespace.as_deref(),
             values_files: self.opts.values_files.iter().map(|f| self.root.join(f)).collect(),
             inline_values: Some(values),
+            parameters: &self.opts.parameters,
+            include_crds: self.opts.include_crds,
         };
         let out = render::helm_template(self.cfg, &job)?;
         let parsed = parse_manifests(&out, "helm template");

@@ -102,7 +102,7 @@ impl Pipeline {
         if let UnitKind::Helm { opts, .. } = &unit.kind {
             files.extend(opts.values_files.iter().cloned());
         }
-        if let UnitKind::FluxOverlay { overlay, .. } = &unit.kind {
+        if let UnitKind::Overlay { overlay, .. } = &unit.kind {
             // Components may live outside the folder.
             let overlay: Value = serde_json::from_str(overlay).unwrap_or_default();
             for c in overlay["components"].as_array().into_iter().flatten().filter_map(Value::as_str) {
@@ -137,7 +137,7 @@ impl Pipeline {
                 fresh.renders.insert(key, kept);
             } else {
                 let config_file = match &unit.kind {
-                    UnitKind::Kustomize(dir) | UnitKind::FluxOverlay { dir, .. } => {
+                    UnitKind::Kustomize(dir) | UnitKind::Overlay { dir, .. } => {
                         kustomization_file(checkout, dir).unwrap_or_else(|| join(dir, "kustomization.yaml"))
                     }
                     other => join(unit_root(other), "Chart.yaml"),
@@ -201,7 +201,7 @@ impl Pipeline {
                     (failure(unit, kind, format!("kustomize build of `{}` failed: {e}", display_dir(dir))), false)
                 }
             },
-            UnitKind::FluxOverlay { dir, resources, overlay } => {
+            UnitKind::Overlay { dir, resources, overlay } => {
                 match write_overlay(root, dir, resources, overlay)
                     .and_then(|at| render::kustomize_build_unrestricted(&self.cfg, &at))
                 {
@@ -226,6 +226,8 @@ impl Pipeline {
                     namespace: opts.namespace.as_deref(),
                     values_files: opts.values_files.iter().map(|f| root.join(f)).collect(),
                     inline_values: values.as_ref(),
+                    parameters: &opts.parameters,
+                    include_crds: opts.include_crds,
                 };
                 match render::helm_template(&self.cfg, &job) {
                     Ok(out) => {
@@ -275,7 +277,7 @@ fn write_overlay(
 fn failure(unit: &Unit, kind: ErrorKind, message: String) -> Parsed {
     let path = match &unit.kind {
         UnitKind::Plain(p) => p.clone(),
-        UnitKind::Kustomize(d) | UnitKind::FluxOverlay { dir: d, .. } => d.clone(),
+        UnitKind::Kustomize(d) | UnitKind::Overlay { dir: d, .. } => d.clone(),
         UnitKind::Helm { chart, .. } => chart.clone(),
     };
     Parsed {

@@ -142,7 +142,7 @@ impl Pipeline {
                 if &r.key == key {
                     let origin = match unit.kind {
                         UnitKind::Plain(p) => Origin::Plain(p),
-                        UnitKind::Kustomize(d) | UnitKind::FluxOverlay { dir: d, .. } => Origin::Kustomize(d),
+                        UnitKind::Kustomize(d) | UnitKind::Overlay { dir: d, .. } => Origin::Kustomize(d),
                         UnitKind::Helm { chart, opts } => Origin::Helm { chart, opts },
                     };
                     return Ok(Ok((origin, r)));
@@ -260,7 +260,14 @@ impl Pipeline {
                 continue;
             }
             tracing::debug!(origin = %app.origin, path = %app.path, "following a GitOps application");
-            let covered = |u: &Unit| within(u.root(), &app.path) && u.root() != app.declared_in;
+            // What the application renders is no longer read otherwise: the walk's reading of
+            // its folder, or an application's of a folder around it (an app of apps); another
+            // application of the same folder (an environment of one chart) stays.
+            let covered = |u: &Unit| {
+                within(u.root(), &app.path)
+                    && u.root() != app.declared_in
+                    && u.app.as_deref() != Some(app.path.as_str())
+            };
             results.retain(|(u, _)| !covered(u));
             external.retain(|u| !covered(u));
             next.retain(|u| !covered(u));

@@ -28,7 +28,7 @@ pub(super) enum UnitKind {
     /// A Flux Kustomization's folder built with the fields Flux adds: `resources` (the folder
     /// itself when it has a kustomization, else its manifests and kustomization folders) and the
     /// overlay's JSON text (see `gitops::AppRender::FluxKustomization`).
-    FluxOverlay {
+    Overlay {
         dir: String,
         resources: Vec<String>,
         overlay: String,
@@ -43,11 +43,13 @@ pub(super) struct Unit {
     pub ignore: Vec<drift_model::ignore::IgnoreRule>,
     /// Flux `postBuild` substitution of the application that names the unit.
     pub post_build: Option<std::sync::Arc<crate::flux::PostBuild>>,
+    /// The folder of the application that names the unit, if one does.
+    pub app: Option<String>,
 }
 
 impl Unit {
     pub fn new(kind: UnitKind) -> Self {
-        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new(), post_build: None }
+        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new(), post_build: None, app: None }
     }
     pub fn root(&self) -> &str {
         unit_root(&self.kind)
@@ -163,6 +165,8 @@ pub(super) fn default_helm(chart: &str, cfg: Option<&RenderConfig>) -> HelmOptio
         namespace: cfg.and_then(|c| c.helm.namespace.clone()),
         values_files: cfg.map(|c| c.helm.values_files.clone()).unwrap_or_default(),
         values: None,
+        parameters: Vec::new(),
+        include_crds: false,
     }
 }
 
@@ -199,9 +203,16 @@ pub(super) fn plain_files(
 
 pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<SourceWarning>) -> Vec<Unit> {
     let mut units = match &app.render {
-        AppRender::ArgoDirectory { recurse, helm } => {
+        AppRender::ArgoDirectory { recurse, helm, kustomize } => {
             if kustomization_file(checkout, &app.path).is_some() {
-                vec![Unit::new(UnitKind::Kustomize(app.path.clone()))]
+                match kustomize {
+                    Some(overlay) => vec![Unit::new(UnitKind::Overlay {
+                        dir: app.path.clone(),
+                        resources: vec![app.path.clone()],
+                        overlay: overlay.clone(),
+                    })],
+                    None => vec![Unit::new(UnitKind::Kustomize(app.path.clone()))],
+                }
             } else if has_chart(checkout, &app.path) {
                 let opts = helm.clone().unwrap_or_else(|| default_helm(&app.path, None));
                 vec![Unit::new(UnitKind::Helm { chart: app.path.clone(), opts })]
@@ -218,7 +229,7 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
                     _ => None,
                 })
                 .collect();
-            vec![Unit::new(UnitKind::FluxOverlay { dir: app.path.clone(), resources, overlay: overlay.clone() })]
+            vec![Unit::new(UnitKind::Overlay { dir: app.path.clone(), resources, overlay: overlay.clone() })]
         }
         AppRender::Helm(opts) => vec![Unit::new(UnitKind::Helm { chart: app.path.clone(), opts: opts.clone() })],
     };
@@ -226,6 +237,7 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
         u.namespace = app.namespace.clone();
         u.ignore = app.ignore.clone();
         u.post_build = app.post_build.clone();
+        u.app = Some(app.path.clone());
     }
     units
 }
@@ -284,7 +296,7 @@ pub(super) fn plan_top(
 
 pub(super) fn unit_root(kind: &UnitKind) -> &str {
     match kind {
-        UnitKind::Plain(p) | UnitKind::Kustomize(p) | UnitKind::FluxOverlay { dir: p, .. } => p,
+        UnitKind::Plain(p) | UnitKind::Kustomize(p) | UnitKind::Overlay { dir: p, .. } => p,
         UnitKind::Helm { chart, .. } => chart,
     }
 }
@@ -307,7 +319,7 @@ mod tests {
                 UnitKind::Plain(p) => format!("plain {p}"),
                 UnitKind::Kustomize(d) => format!("kustomize {d}"),
                 UnitKind::Helm { chart, opts } => format!("helm {chart} as {}", opts.release),
-                UnitKind::FluxOverlay { dir, resources, .. } => format!("flux {dir} of {resources:?}"),
+                UnitKind::Overlay { dir, resources, .. } => format!("flux {dir} of {resources:?}"),
             })
             .collect()
     }
@@ -415,12 +427,18 @@ mod tests {
             post_build: None,
         };
         let mut notes = Vec::new();
-        let flat =
-            app_units(&tree.checkout(), &app(AppRender::ArgoDirectory { recurse: false, helm: None }), &mut notes);
+        let flat = app_units(
+            &tree.checkout(),
+            &app(AppRender::ArgoDirectory { recurse: false, helm: None, kustomize: None }),
+            &mut notes,
+        );
         assert_eq!(kinds(&flat), ["plain apps/web/a.yaml"]);
         assert!(flat.iter().all(|u| u.namespace == NamespaceRule::Override("web".into())));
-        let deep =
-            app_units(&tree.checkout(), &app(AppRender::ArgoDirectory { recurse: true, helm: None }), &mut notes);
+        let deep = app_units(
+            &tree.checkout(),
+            &app(AppRender::ArgoDirectory { recurse: true, helm: None, kustomize: None }),
+            &mut notes,
+        );
         assert_eq!(kinds(&deep), ["plain apps/web/a.yaml", "plain apps/web/deep/b.yaml"]);
         let flux = app_units(&tree.checkout(), &app(AppRender::FluxKustomization { overlay: None }), &mut notes);
         assert_eq!(kinds(&flux), ["plain apps/web/a.yaml", "plain apps/web/deep/b.yaml"]);
