@@ -76,6 +76,9 @@ pub(crate) struct Context<'a> {
     /// `repoURL` is then taken to mean this folder).
     pub repo_url: Option<&'a str>,
     pub dir_exists: &'a dyn Fn(&str) -> bool,
+    /// Every file path of the revision, and a file's text (for ApplicationSet generators).
+    pub files: &'a dyn Fn() -> Vec<String>,
+    pub read: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// Normalises a git URL for comparison: no scheme, no user, no `.git`, lower-case host.
@@ -130,10 +133,23 @@ pub(crate) fn discover(resources: &[&Resource], ctx: &Context<'_>) -> (Vec<App>,
     for r in resources {
         match (r.key.group.as_str(), r.key.kind.as_str()) {
             ("argoproj.io", "Application") => argo_application(r, ctx, &mut apps, &mut notes),
-            ("argoproj.io", "ApplicationSet") => notes.push(note(
-                r,
-                format!("{}: ApplicationSets are not expanded; list their applications explicitly", origin_of(r)),
-            )),
+            ("argoproj.io", "ApplicationSet") => {
+                let repo =
+                    crate::appset::Repo { url: ctx.repo_url, files: ctx.files, read: ctx.read, objects: resources };
+                let (generated, set_notes) = crate::appset::expand(r, &repo);
+                notes.extend(set_notes.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
+                for app in generated {
+                    match Resource::from_object(app) {
+                        Ok(mut app) => {
+                            app.provenance = r.provenance.clone();
+                            argo_application(&app, ctx, &mut apps, &mut notes);
+                        }
+                        Err(e) => {
+                            notes.push(note(r, format!("{}: a generated Application: {}", origin_of(r), e.message())))
+                        }
+                    }
+                }
+            }
             ("kustomize.toolkit.fluxcd.io", "Kustomization") => flux_kustomization(r, ctx, &mut apps, &mut notes),
             ("helm.toolkit.fluxcd.io", "HelmRelease") => flux_helm_release(r, ctx, &mut apps, &mut notes),
             _ => {}
@@ -484,7 +500,8 @@ mod tests {
             "argocd/x.yaml",
         );
         let exists = |p: &str| p == "apps/web";
-        let ctx = Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists };
+        let ctx =
+            Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists, files: &Vec::new, read: &|_| None };
         let (apps, notes) = discover(&[&app, &other], &ctx);
         assert_eq!(apps.len(), 1);
         assert_eq!(apps[0].path, "apps/web");
@@ -526,7 +543,8 @@ mod tests {
             "argocd/web.yaml",
         );
         let exists = |p: &str| p == "apps/web";
-        let ctx = Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists };
+        let ctx =
+            Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists, files: &Vec::new, read: &|_| None };
         let (apps, _) = discover(&[&app], &ctx);
         match &apps[0].render {
             AppRender::ArgoDirectory { helm: Some(h), .. } => {
@@ -558,7 +576,7 @@ mod tests {
             "apps/web.yaml",
         );
         let exists = |p: &str| p == "apps/prod" || p == "charts/web";
-        let ctx = Context { repo_url: None, dir_exists: &exists };
+        let ctx = Context { repo_url: None, dir_exists: &exists, files: &Vec::new, read: &|_| None };
         let (apps, notes) = discover(&[&ks, &hr, &git_hr], &ctx);
         assert_eq!(apps.len(), 2);
         assert_eq!(apps[0].namespace, NamespaceRule::Override("prod".into()));

@@ -49,6 +49,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod accept;
+mod appset;
 mod config;
 mod edit;
 mod error;

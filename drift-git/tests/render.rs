@@ -570,3 +570,98 @@ async fn argo_cd_helm_overrides_are_applied_as_the_repo_server_applies_them() {
         snap.warnings
     );
 }
+
+/// ApplicationSets expanded as the ApplicationSet controller expands them: a list generator, a
+/// git directory generator (with an exclusion, Go template), a git files generator and a
+/// clusters generator over a cluster Secret in Git; each generated Application is rendered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn application_sets_are_expanded_into_their_applications() {
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = repo.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    let set = |name: &str, generators: &str, go: bool, app_name: &str, path: &str, ns: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {{name: {name}, namespace: argocd}}\nspec:\n  goTemplate: {go}\n  generators:\n{generators}  template:\n    metadata: {{name: '{app_name}'}}\n    spec:\n      project: default\n      source: {{repoURL: 'https://example.com/gitops.git', path: '{path}'}}\n      destination: {{server: 'https://kubernetes.default.svc', namespace: '{ns}'}}\n"
+        )
+    };
+    w(
+        "argocd/list.yaml",
+        &set(
+            "envs",
+            "    - list:\n        elements:\n          - {env: staging}\n          - {env: prod}\n",
+            false,
+            "web-{{env}}",
+            "envs/{{env}}",
+            "web-{{env}}",
+        ),
+    );
+    w(
+        "argocd/dirs.yaml",
+        &set(
+            "dirs",
+            "    - git:\n        repoURL: https://example.com/gitops.git\n        revision: HEAD\n        directories:\n          - path: 'services/*'\n          - {path: services/legacy, exclude: true}\n",
+            true,
+            "{{ .path.basename }}",
+            "{{ .path.path }}",
+            "{{ .path.basename }}",
+        ),
+    );
+    w(
+        "argocd/files.yaml",
+        &set(
+            "files",
+            "    - git:\n        repoURL: https://example.com/gitops.git\n        revision: HEAD\n        files: [{path: 'teams/*/team.json'}]\n",
+            false,
+            "team-{{team.name}}",
+            "teams/{{path.basename}}/app",
+            "{{team.namespace}}",
+        ),
+    );
+    w(
+        "argocd/clusters.yaml",
+        &set(
+            "clusters",
+            "    - clusters: {selector: {matchLabels: {env: prod}}}\n",
+            false,
+            "tools-{{name}}",
+            "tools",
+            "tools-{{nameNormalized}}",
+        ),
+    );
+    w(
+        "argocd/cluster-secret.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: prod-cluster\n  namespace: argocd\n  labels: {argocd.argoproj.io/secret-type: cluster, env: prod}\nstringData: {name: Prod_1, server: 'https://prod.example.com'}\n",
+    );
+    for env in ["staging", "prod"] {
+        w(&format!("envs/{env}/cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web}\ndata: {a: '1'}\n");
+    }
+    for svc in ["api", "auth", "legacy"] {
+        w(&format!("services/{svc}/cm.yaml"), &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {svc}}}\n"));
+    }
+    w("teams/blue/team.json", r#"{"team": {"name": "blue", "namespace": "blue-ns"}}"#);
+    w("teams/blue/app/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: team}\n");
+    w("tools/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: tools}\n");
+
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("argocd".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let mut got = keys(&snap);
+    got.retain(|k| k.starts_with("ConfigMap"));
+    assert_eq!(
+        got,
+        vec![
+            "ConfigMap api/api",
+            "ConfigMap auth/auth",
+            "ConfigMap blue-ns/team",
+            "ConfigMap tools-prod-1/tools",
+            "ConfigMap web-prod/web",
+            "ConfigMap web-staging/web",
+        ],
+        "{:?}",
+        snap.warnings
+    );
+}

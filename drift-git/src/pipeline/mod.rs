@@ -170,7 +170,9 @@ impl Pipeline {
         let mut results: Vec<(Unit, Arc<Parsed>)> = Vec::new();
         let mut seen_apps: HashSet<(String, AppRender, NamespaceRule)> = HashSet::new();
         let dir_exists = |p: &str| checkout.contains_dir(p) || (p.is_empty() && !checkout.files.is_empty());
-        let ctx = gitops::Context { repo_url: input.repo_url, dir_exists: &dir_exists };
+        let files = || checkout.files.keys().cloned().collect::<Vec<String>>();
+        let read = |p: &str| checkout.read(p).ok().and_then(|b| String::from_utf8(b).ok());
+        let ctx = gitops::Context { repo_url: input.repo_url, dir_exists: &dir_exists, files: &files, read: &read };
         for depth in 0..=MAX_APP_DEPTH {
             if pending.is_empty() {
                 break;
