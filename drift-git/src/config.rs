@@ -294,6 +294,10 @@ pub struct RenderConfig {
     /// `drift render`) turn it off: a fetch then hands over its only copy of the objects.
     #[serde(default = "default_true")]
     pub keep_between_fetches: bool,
+    /// Where charts fetched from Helm repositories are kept, by digest (default
+    /// `$XDG_CACHE_HOME/drift/charts`).
+    #[serde(default)]
+    pub chart_cache: Option<std::path::PathBuf>,
 }
 
 impl Default for RenderConfig {
@@ -306,6 +310,7 @@ impl Default for RenderConfig {
             max_file_bytes: default_max_file_bytes(),
             render_timeout: default_render_timeout(),
             keep_between_fetches: true,
+            chart_cache: None,
         }
     }
 }

@@ -35,6 +35,8 @@ pub(crate) enum AppRender {
     FluxKustomization { overlay: Option<String> },
     /// A chart from this repository.
     Helm(HelmOptions),
+    /// A chart from a Helm repository.
+    RemoteHelm(crate::charts::RemoteChart, HelmOptions),
 }
 
 /// `helm template` options taken from a GitOps object.
@@ -151,7 +153,7 @@ pub(crate) fn discover(resources: &[&Resource], ctx: &Context<'_>) -> (Vec<App>,
                 }
             }
             ("kustomize.toolkit.fluxcd.io", "Kustomization") => flux_kustomization(r, ctx, &mut apps, &mut notes),
-            ("helm.toolkit.fluxcd.io", "HelmRelease") => flux_helm_release(r, ctx, &mut apps, &mut notes),
+            ("helm.toolkit.fluxcd.io", "HelmRelease") => flux_helm_release(r, ctx, resources, &mut apps, &mut notes),
             _ => {}
         }
     }
@@ -183,39 +185,64 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
         })
         .collect();
     for source in sources {
-        if let Some(chart) = str_at(&source, &["chart"]) {
-            notes.push(note(
-                r,
-                format!(
-                    "{}: chart `{chart}` comes from a Helm repository and is not rendered; only charts stored in this repository are",
-                    origin_of(r)
-                ),
-            ));
-            continue;
-        }
-        let Some(raw_path) = source.get("path").and_then(Value::as_str) else {
-            continue; // a `ref`-only source (values for another source)
+        // A chart from a Helm repository (`repoURL` the repository, `targetRevision` the version).
+        let remote = match str_at(&source, &["chart"]) {
+            Some(chart) => {
+                let repo_url = str_at(&source, &["repoURL"]).unwrap_or("");
+                if !(repo_url.starts_with("http://") || repo_url.starts_with("https://")) {
+                    notes.push(note(
+                        r,
+                        format!("{}: chart `{chart}` comes from the OCI registry {repo_url}, which drift does not fetch from yet", origin_of(r)),
+                    ));
+                    continue;
+                }
+                Some(crate::charts::RemoteChart {
+                    repo: repo_url.to_owned(),
+                    chart: chart.to_owned(),
+                    version: str_at(&source, &["targetRevision"]).unwrap_or("*").to_owned(),
+                })
+            }
+            None => None,
         };
-        let repo_url = str_at(&source, &["repoURL"]).unwrap_or("");
-        if let Some(ours) = ctx.repo_url
-            && normalize_repo_url(repo_url) != ours
-        {
-            notes.push(note(r, format!("{}: source {repo_url} is another repository; not followed", origin_of(r))));
-            continue;
-        }
-        let Some(path) = join_relative("", raw_path) else {
-            notes.push(note(r, format!("{}: path `{raw_path}` leaves the repository", origin_of(r))));
-            continue;
+        let path = match &remote {
+            Some(remote) => remote.root(),
+            None => {
+                let Some(raw_path) = source.get("path").and_then(Value::as_str) else {
+                    continue; // a `ref`-only source (values for another source)
+                };
+                let repo_url = str_at(&source, &["repoURL"]).unwrap_or("");
+                if let Some(ours) = ctx.repo_url
+                    && normalize_repo_url(repo_url) != ours
+                {
+                    notes.push(note(
+                        r,
+                        format!("{}: source {repo_url} is another repository; not followed", origin_of(r)),
+                    ));
+                    continue;
+                }
+                let Some(path) = join_relative("", raw_path) else {
+                    notes.push(note(r, format!("{}: path `{raw_path}` leaves the repository", origin_of(r))));
+                    continue;
+                };
+                if !(ctx.dir_exists)(&path) {
+                    notes.push(note(r, format!("{}: path `{raw_path}` does not exist in this revision", origin_of(r))));
+                    continue;
+                }
+                path
+            }
         };
-        if !(ctx.dir_exists)(&path) {
-            notes.push(note(r, format!("{}: path `{raw_path}` does not exist in this revision", origin_of(r))));
-            continue;
-        }
         let helm = source.get("helm").map(|h| {
             let mut values_files = Vec::new();
             for file in h.get("valueFiles").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
                 let Some(rest) = file.strip_prefix('$') else {
-                    values_files.extend(join_relative(&path, file));
+                    if remote.is_some() {
+                        notes.push(note(
+                            r,
+                            format!("{}: values file `{file}` is inside the chart; not read", origin_of(r)),
+                        ));
+                    } else {
+                        values_files.extend(join_relative(&path, file));
+                    }
                     continue;
                 };
                 let (name, within) = rest.split_once('/').unwrap_or((rest, ""));
@@ -264,9 +291,23 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
         });
         let recurse = source.get("directory").and_then(|d| d.get("recurse")).and_then(Value::as_bool).unwrap_or(false);
         let kustomize = source.get("kustomize").and_then(argo_kustomize_overlay);
+        let render = match remote {
+            Some(remote) => {
+                let opts = helm.unwrap_or_else(|| HelmOptions {
+                    release: r.key.name.clone(),
+                    namespace: dest_ns.clone(),
+                    values_files: Vec::new(),
+                    values: None,
+                    parameters: Vec::new(),
+                    include_crds: true,
+                });
+                AppRender::RemoteHelm(remote, opts)
+            }
+            None => AppRender::ArgoDirectory { recurse, helm, kustomize },
+        };
         apps.push(App {
             path,
-            render: AppRender::ArgoDirectory { recurse, helm, kustomize },
+            render,
             namespace: namespace.clone(),
             origin: origin_of(r),
             declared_in: r.provenance.path.clone().unwrap_or_default(),
@@ -306,6 +347,33 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         ignore: Vec::new(),
         post_build,
     });
+}
+
+/// The chart of a HelmRelease whose source is a `HelmRepository` found among `objects` (in the
+/// `sourceRef` namespace, default the release's): `None` when the repository is not there,
+/// an error when it is one drift does not fetch from yet (OCI).
+fn helm_repository(
+    release: &Resource,
+    chart_spec: &Value,
+    objects: &[&Resource],
+) -> Option<Result<crate::charts::RemoteChart, String>> {
+    let name = str_at(chart_spec, &["sourceRef", "name"])?;
+    let namespace = str_at(chart_spec, &["sourceRef", "namespace"]).or(release.key.namespace.as_deref());
+    let repo = objects.iter().find(|o| {
+        o.key.group == "source.toolkit.fluxcd.io"
+            && o.key.kind == "HelmRepository"
+            && o.key.name == name
+            && o.key.namespace.as_deref() == namespace
+    })?;
+    let url = str_at(&repo.object, &["spec", "url"]).unwrap_or("");
+    if str_at(&repo.object, &["spec", "type"]) == Some("oci") || url.starts_with("oci://") {
+        return Some(Err(format!("HelmRepository {name} is an OCI registry, which drift does not fetch from yet")));
+    }
+    Some(Ok(crate::charts::RemoteChart {
+        repo: url.to_owned(),
+        chart: str_at(chart_spec, &["chart"]).unwrap_or("").to_owned(),
+        version: str_at(chart_spec, &["version"]).unwrap_or("*").to_owned(),
+    }))
 }
 
 /// Argo CD's `source.kustomize` as the fields of a kustomization overlay (the repo server sets
@@ -402,7 +470,13 @@ fn flux_overlay(spec: &Value, path: &str) -> Option<String> {
     (!overlay.is_empty()).then(|| Value::Object(overlay).to_string())
 }
 
-fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes: &mut Vec<SourceWarning>) {
+fn flux_helm_release(
+    r: &Resource,
+    ctx: &Context<'_>,
+    objects: &[&Resource],
+    apps: &mut Vec<App>,
+    notes: &mut Vec<SourceWarning>,
+) {
     let spec = r.object.get("spec").cloned().unwrap_or(Value::Null);
     if spec.get("chartRef").is_some() {
         notes.push(note(r, format!("{}: chartRef charts are not rendered", origin_of(r))));
@@ -411,7 +485,15 @@ fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes
     let chart_spec = spec.get("chart").and_then(|c| c.get("spec")).cloned().unwrap_or(Value::Null);
     let source_kind = str_at(&chart_spec, &["sourceRef", "kind"]).unwrap_or("");
     let chart = str_at(&chart_spec, &["chart"]).unwrap_or("");
-    if source_kind != "GitRepository" {
+    let remote = (source_kind == "HelmRepository").then(|| helm_repository(r, &chart_spec, objects)).flatten();
+    if let Some(Err(why)) = &remote {
+        notes.push(note(
+            r,
+            format!("{}: chart `{chart}`: {why}; the HelmRelease itself is still compared", origin_of(r)),
+        ));
+        return;
+    }
+    if source_kind != "GitRepository" && remote.is_none() {
         notes.push(note(
             r,
             format!(
@@ -422,9 +504,16 @@ fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes
         ));
         return;
     }
-    let Some(path) = join_relative("", chart).filter(|p| (ctx.dir_exists)(p)) else {
-        notes.push(note(r, format!("{}: chart path `{chart}` does not exist in this revision", origin_of(r))));
-        return;
+    let remote = remote.and_then(Result::ok);
+    let path = match &remote {
+        Some(remote) => remote.root(),
+        None => match join_relative("", chart).filter(|p| (ctx.dir_exists)(p)) {
+            Some(path) => path,
+            None => {
+                notes.push(note(r, format!("{}: chart path `{chart}` does not exist in this revision", origin_of(r))));
+                return;
+            }
+        },
     };
     if spec.get("valuesFrom").is_some() {
         notes.push(note(r, format!("{}: valuesFrom (ConfigMaps, Secrets) is not read", origin_of(r))));
@@ -446,16 +535,20 @@ fn flux_helm_release(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes
     let values = spec.get("values").filter(|v| v.is_object()).map(Value::to_string);
     let (ignore, refused) = crate::ignore_rules::flux_drift_detection(&spec);
     notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
+    let opts = HelmOptions {
+        release,
+        namespace: namespace.clone(),
+        values_files,
+        values,
+        parameters: Vec::new(),
+        include_crds: false,
+    };
     apps.push(App {
         path,
-        render: AppRender::Helm(HelmOptions {
-            release,
-            namespace: namespace.clone(),
-            values_files,
-            values,
-            parameters: Vec::new(),
-            include_crds: false,
-        }),
+        render: match remote {
+            Some(remote) => AppRender::RemoteHelm(remote, opts),
+            None => AppRender::Helm(opts),
+        },
         namespace: namespace.map_or(NamespaceRule::Keep, NamespaceRule::Default),
         origin: origin_of(r),
         declared_in: r.provenance.path.clone().unwrap_or_default(),

@@ -50,6 +50,7 @@
 
 mod accept;
 mod appset;
+mod charts;
 mod config;
 mod edit;
 mod error;

@@ -665,3 +665,142 @@ async fn application_sets_are_expanded_into_their_applications() {
         snap.warnings
     );
 }
+
+/// A folder served over HTTP on loopback, as a Helm chart repository is (`GET` only); counts
+/// the requests of each path.
+struct ChartServer {
+    url: String,
+    hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ChartServer {
+    fn start(dir: std::path::PathBuf, listener: std::net::TcpListener) -> ChartServer {
+        use std::io::{BufRead as _, Write as _};
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let hits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap_or_default();
+                let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
+                let mut header = String::new();
+                while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                    header.clear();
+                }
+                seen.lock().unwrap().push(path.clone());
+                let mut stream = stream;
+                match std::fs::read(dir.join(&path)) {
+                    Ok(body) => {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(&body);
+                    }
+                    Err(_) => {
+                        let _ =
+                            write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    }
+                }
+            }
+        });
+        ChartServer { url, hits }
+    }
+
+    fn fetched(&self, suffix: &str) -> usize {
+        self.hits.lock().unwrap().iter().filter(|p| p.ends_with(suffix)).count()
+    }
+}
+
+fn helm(args: &[&str]) {
+    let out = std::process::Command::new("helm").args(args).output().unwrap();
+    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Charts from a Helm chart repository (packaged and indexed by the real helm, served on
+/// loopback): a Flux HelmRelease through its HelmRepository and an Argo CD `chart:` source, each
+/// rendered with its values; fetched once and then taken from the cache by digest; a chart that
+/// does not match the index's digest is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered() {
+    if !helm_available("charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered") {
+        return;
+    }
+    install_crypto_provider();
+    let work = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = work.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, t).unwrap();
+    };
+    for version in ["1.0.0", "1.0.1", "2.0.0"] {
+        let chart = format!("src-{version}/web");
+        w(&format!("{chart}/Chart.yaml"), &format!("apiVersion: v2\nname: web\nversion: {version}\n"));
+        w(&format!("{chart}/values.yaml"), "mode: default\n");
+        w(
+            &format!("{chart}/templates/cm.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: \"{{{{ .Release.Name }}}}-settings\"}}\ndata:\n  mode: {{{{ .Values.mode | quote }}}}\n  chart: \"{version}\"\n"
+            ),
+        );
+        let src = work.path().join(&chart);
+        helm(&["package", src.to_str().unwrap(), "-d", work.path().join("repo").to_str().unwrap()]);
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    helm(&["repo", "index", work.path().join("repo").to_str().unwrap(), "--url", &url]);
+    let server = ChartServer::start(work.path().join("repo"), listener);
+
+    w(
+        "git/flux/repo.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: charts, namespace: flux-system}}\nspec: {{url: '{}'}}\n",
+            server.url
+        ),
+    );
+    w(
+        "git/flux/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: shop}\nspec:\n  chart:\n    spec:\n      chart: web\n      version: 1.0.*\n      sourceRef: {kind: HelmRepository, name: charts, namespace: flux-system}\n  values: {mode: flux}\n",
+    );
+    w(
+        "git/argocd/web.yaml",
+        &format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: argo-web, namespace: argocd}}\nspec:\n  destination: {{namespace: argo}}\n  source:\n    repoURL: '{}'\n    chart: web\n    targetRevision: 2.0.0\n    helm:\n      parameters: [{{name: mode, value: argo}}]\n",
+            server.url
+        ),
+    );
+    let mut cfg = FolderConfig::new(work.path().join("git"));
+    cfg.render.chart_cache = Some(work.path().join("cache"));
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let flux = object(&snap, "ConfigMap", "web-settings");
+    assert_eq!(
+        (flux.key.namespace.as_deref(), &flux.object["data"]),
+        (Some("shop"), &serde_json::json!({"mode": "flux", "chart": "1.0.1"}))
+    );
+    let argo = object(&snap, "ConfigMap", "argo-web-settings");
+    assert_eq!(
+        (argo.key.namespace.as_deref(), &argo.object["data"]),
+        (Some("argo"), &serde_json::json!({"mode": "argo", "chart": "2.0.0"}))
+    );
+    assert_eq!((server.fetched("web-1.0.1.tgz"), server.fetched("web-2.0.0.tgz")), (1, 1));
+
+    // Again: the index is read, the charts come from the cache.
+    let again = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&again), "{:?}", again.warnings);
+    assert_eq!((server.fetched("web-1.0.1.tgz"), server.fetched("web-2.0.0.tgz")), (1, 1), "cached by digest");
+
+    // A chart that is not the one the index describes is refused.
+    let index = work.path().join("repo/index.yaml");
+    let text = std::fs::read_to_string(&index).unwrap();
+    let tampered = text.replacen("digest: ", "digest: 00", 1);
+    assert_ne!(tampered, text);
+    std::fs::write(&index, tampered).unwrap();
+    cfg.render.chart_cache = Some(work.path().join("cache-2"));
+    let refused = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    let errors: Vec<&str> = refused.warnings.iter().filter(|w| w.fatal).map(|w| w.message.as_str()).collect();
+    assert!(errors.iter().any(|m| m.contains("does not match the repository index")), "{errors:?}");
+}

@@ -218,28 +218,57 @@ impl Pipeline {
                     }
                 }
             }
-            UnitKind::Helm { chart, opts } => {
-                let values: Option<Value> = opts.values.as_deref().and_then(|v| serde_json::from_str(v).ok());
-                let job = render::HelmJob {
-                    release: &opts.release,
-                    chart_dir: root.join(chart),
-                    namespace: opts.namespace.as_deref(),
-                    values_files: opts.values_files.iter().map(|f| root.join(f)).collect(),
-                    inline_values: values.as_ref(),
-                    parameters: &opts.parameters,
-                    include_crds: opts.include_crds,
-                };
-                match render::helm_template(&self.cfg, &job) {
-                    Ok(out) => {
-                        let m = parse_manifests_with(&out, config_file, self.limits());
-                        (Parsed { resources: m.resources, warnings: m.warnings }, true)
-                    }
-                    Err(e) => {
-                        let kind =
-                            if e.contains("not found") { ErrorKind::Unsupported } else { ErrorKind::InvalidInput };
-                        (failure(unit, kind, format!("helm template of `{}` failed: {e}", display_dir(chart))), false)
-                    }
+            UnitKind::RemoteHelm { remote, opts, root: at } => match crate::charts::fetch(&self.cfg, remote) {
+                Ok(chart_dir) => self.helm(root, &chart_dir, opts, &crate::charts::shown(remote), unit, config_file),
+                Err(crate::charts::ChartError::Unreachable(e)) => {
+                    let message = format!("chart {} is not rendered: {e}", crate::charts::shown(remote));
+                    (
+                        Parsed {
+                            resources: Vec::new(),
+                            warnings: vec![SourceWarning::note(message).at(at.clone(), None, None)],
+                        },
+                        false,
+                    )
                 }
+                Err(crate::charts::ChartError::Refused(e)) => (
+                    failure(unit, ErrorKind::InvalidInput, format!("chart {}: {e}", crate::charts::shown(remote))),
+                    false,
+                ),
+            },
+            UnitKind::Helm { chart, opts } => {
+                self.helm(root, &root.join(chart), opts, display_dir(chart), unit, config_file)
+            }
+        }
+    }
+
+    /// `helm template` of a chart folder with a unit's options (values files are in the tree).
+    fn helm(
+        &self,
+        root: &std::path::Path,
+        chart_dir: &std::path::Path,
+        opts: &crate::gitops::HelmOptions,
+        shown: &str,
+        unit: &Unit,
+        config_file: &str,
+    ) -> (Parsed, bool) {
+        let values: Option<Value> = opts.values.as_deref().and_then(|v| serde_json::from_str(v).ok());
+        let job = render::HelmJob {
+            release: &opts.release,
+            chart_dir: chart_dir.to_path_buf(),
+            namespace: opts.namespace.as_deref(),
+            values_files: opts.values_files.iter().map(|f| root.join(f)).collect(),
+            inline_values: values.as_ref(),
+            parameters: &opts.parameters,
+            include_crds: opts.include_crds,
+        };
+        match render::helm_template(&self.cfg, &job) {
+            Ok(out) => {
+                let m = parse_manifests_with(&out, config_file, self.limits());
+                (Parsed { resources: m.resources, warnings: m.warnings }, true)
+            }
+            Err(e) => {
+                let kind = if e.contains("not found") { ErrorKind::Unsupported } else { ErrorKind::InvalidInput };
+                (failure(unit, kind, format!("helm template of `{shown}` failed: {e}")), false)
             }
         }
     }
@@ -278,7 +307,7 @@ fn failure(unit: &Unit, kind: ErrorKind, message: String) -> Parsed {
     let path = match &unit.kind {
         UnitKind::Plain(p) => p.clone(),
         UnitKind::Kustomize(d) | UnitKind::Overlay { dir: d, .. } => d.clone(),
-        UnitKind::Helm { chart, .. } => chart.clone(),
+        UnitKind::Helm { chart, .. } | UnitKind::RemoteHelm { root: chart, .. } => chart.clone(),
     };
     Parsed {
         resources: Vec::new(),

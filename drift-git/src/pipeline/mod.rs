@@ -143,7 +143,9 @@ impl Pipeline {
                     let origin = match unit.kind {
                         UnitKind::Plain(p) => Origin::Plain(p),
                         UnitKind::Kustomize(d) | UnitKind::Overlay { dir: d, .. } => Origin::Kustomize(d),
-                        UnitKind::Helm { chart, opts } => Origin::Helm { chart, opts },
+                        UnitKind::Helm { chart, opts } | UnitKind::RemoteHelm { root: chart, opts, .. } => {
+                            Origin::Helm { chart, opts }
+                        }
                     };
                     return Ok(Ok((origin, r)));
                 }

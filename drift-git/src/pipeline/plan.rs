@@ -33,6 +33,12 @@ pub(super) enum UnitKind {
         resources: Vec<String>,
         overlay: String,
     },
+    /// A chart from a Helm repository; `root` is [`crate::charts::RemoteChart::root`].
+    RemoteHelm {
+        root: String,
+        remote: crate::charts::RemoteChart,
+        opts: HelmOptions,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -232,6 +238,9 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
             vec![Unit::new(UnitKind::Overlay { dir: app.path.clone(), resources, overlay: overlay.clone() })]
         }
         AppRender::Helm(opts) => vec![Unit::new(UnitKind::Helm { chart: app.path.clone(), opts: opts.clone() })],
+        AppRender::RemoteHelm(remote, opts) => {
+            vec![Unit::new(UnitKind::RemoteHelm { root: remote.root(), remote: remote.clone(), opts: opts.clone() })]
+        }
     };
     for u in &mut units {
         u.namespace = app.namespace.clone();
@@ -297,6 +306,7 @@ pub(super) fn plan_top(
 pub(super) fn unit_root(kind: &UnitKind) -> &str {
     match kind {
         UnitKind::Plain(p) | UnitKind::Kustomize(p) | UnitKind::Overlay { dir: p, .. } => p,
+        UnitKind::RemoteHelm { root, .. } => root,
         UnitKind::Helm { chart, .. } => chart,
     }
 }
@@ -320,6 +330,7 @@ mod tests {
                 UnitKind::Kustomize(d) => format!("kustomize {d}"),
                 UnitKind::Helm { chart, opts } => format!("helm {chart} as {}", opts.release),
                 UnitKind::Overlay { dir, resources, .. } => format!("flux {dir} of {resources:?}"),
+                UnitKind::RemoteHelm { root, .. } => format!("remote helm {root}"),
             })
             .collect()
     }
