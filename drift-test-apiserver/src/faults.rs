@@ -1,6 +1,8 @@
-//! Injected faults: rules that match requests by verb, resource or kind, namespace, name or
-//! path, and answer with latency, an error status (403, 404, 429 with Retry-After, 500, ...),
-//! a watch that drops after some events, or 410 Gone for a resourceVersion.
+//! Injected faults: rules that match requests by verb, resource or kind, namespace, name, path
+//! or dry run, and answer with latency, an error status (403, 404, 429 with Retry-After, 500,
+//! ...), a watch that drops after some events, 410 Gone for a resourceVersion, or hold the
+//! request until the test releases it (`TestApiServer::wait_held`, `release_held`), so that
+//! another client can write in between without a timed race.
 //!
 //! ```yaml
 //! faults:
@@ -63,6 +65,10 @@ pub struct FaultMatch {
     /// URL path prefix (`/apis/apps/v1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_prefix: Option<String>,
+    /// Whether the request is a dry run (`dryRun=All`): `true` matches only dry runs, `false`
+    /// only requests that change something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
 }
 
 /// What a matching request gets.
@@ -96,6 +102,11 @@ pub enum FaultAction {
     /// Answer a list or watch that names a resourceVersion (or a continue token) with 410 Gone,
     /// as for a version that has been compacted.
     Expired,
+    /// Hold the request before it is served (before the object is read) until the test
+    /// releases it (`TestApiServer::release_held`, `POST /_admin/release`); then serve it
+    /// normally. `TestApiServer::wait_held(n)` waits until `n` requests have been held, so a
+    /// test can write the object with another client while a request is in flight.
+    Hold,
 }
 
 /// What the request being served is, for matching.
@@ -119,6 +130,8 @@ pub struct RequestInfo {
     pub path: String,
     /// Whether a resourceVersion or continue token was given.
     pub has_version: bool,
+    /// Whether the request is a dry run (`dryRun=All`).
+    pub dry_run: bool,
 }
 
 impl FaultMatch {
@@ -135,6 +148,7 @@ impl FaultMatch {
             && eq(&self.name, &r.name)
             && eq(&self.subresource, &r.subresource)
             && self.path_prefix.as_deref().is_none_or(|p| r.path.starts_with(p))
+            && self.dry_run.is_none_or(|d| d == r.dry_run)
     }
 }
 
@@ -205,5 +219,14 @@ mod tests {
         };
         assert_eq!(f.take(&r).len(), 1);
         assert!(f.take(&r).is_empty());
+    }
+
+    #[test]
+    fn a_hold_can_match_only_the_requests_that_change_something() {
+        let mut f =
+            Faults::from_yaml("faults:\n  - match: {verb: patch, dryRun: false}\n    action: {type: hold}\n").unwrap();
+        let patch = |dry_run| RequestInfo { verb: "patch".into(), dry_run, ..Default::default() };
+        assert!(f.take(&patch(true)).is_empty(), "a dry run is not held");
+        assert_eq!(f.take(&patch(false)), vec![FaultAction::Hold]);
     }
 }

@@ -44,7 +44,7 @@ pub mod watch;
 
 pub use admission::{Admission, Mutation, MutationMatch, Operation, SetField};
 pub use faults::{FaultAction, FaultMatch, FaultRule, Faults};
-pub use server::{Options, RecordedRequest, StartError, TestApiServer};
+pub use server::{Holds, Options, RecordedRequest, StartError, TestApiServer};
 
 /// The current time as the API server writes it (RFC 3339, seconds, UTC).
 pub fn now() -> String {

@@ -73,6 +73,15 @@ pub struct RecordedRequest {
     pub accept: String,
 }
 
+/// The requests held by `hold` faults: the n-th held request is served once `released >= n`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Holds {
+    /// Requests that reached a hold.
+    pub arrived: u64,
+    /// Requests released.
+    pub released: u64,
+}
+
 /// State shared by all requests.
 #[derive(Debug)]
 pub struct Shared {
@@ -94,6 +103,8 @@ pub struct Shared {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Bumped to close every open watch (each watch holds a receiver).
     pub drop_watches: tokio::sync::watch::Sender<u64>,
+    /// Requests held by a `hold` fault: how many arrived, how many were released.
+    pub holds: tokio::sync::watch::Sender<Holds>,
     /// host:port.
     pub address: String,
 }
@@ -199,6 +210,7 @@ async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Resp
         path: path.clone(),
         has_version: query.get("resourceVersion").is_some_and(|v| !v.is_empty() && v != "0")
             || query.get("continue").is_some_and(|c| !c.is_empty()),
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
     };
     let actions = lock(&shared.faults).take(&info);
     let mut drop_after = None;
@@ -213,6 +225,17 @@ async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Resp
             }
             FaultAction::DropWatch { after_events } => drop_after = Some(after_events),
             FaultAction::Expired => expired = true,
+            FaultAction::Hold => {
+                let mut ticket = 0;
+                shared.holds.send_modify(|h| {
+                    h.arrived += 1;
+                    ticket = h.arrived;
+                });
+                tracing::debug!(ticket, path = %path, "request held");
+                let mut rx = shared.holds.subscribe();
+                // The sender lives in `shared`: the wait ends with a release.
+                let _ = rx.wait_for(|h| h.released >= ticket).await;
+            }
         }
     }
     let ctx = Ctx { shared: &shared, req: rreq, rt, query, headers: parts.headers.clone(), drop_after, expired };
@@ -238,6 +261,11 @@ fn admin(shared: &Arc<Shared>, method: &Method, rest: &str, body: &[u8]) -> Resp
         ("DELETE", "faults") => {
             *lock(&shared.faults) = Faults::default();
             json_response(StatusCode::OK, &json!({"faults": []}))
+        }
+        ("GET", "held") => json_response(StatusCode::OK, &json!(*shared.holds.borrow())),
+        ("POST", "release") => {
+            shared.holds.send_modify(|h| h.released = h.arrived);
+            json_response(StatusCode::OK, &json!(*shared.holds.borrow()))
         }
         ("GET", "admission") => {
             let a = lock(&shared.admission).clone();
@@ -393,6 +421,7 @@ impl TestApiServer {
             requests: Mutex::new(Vec::new()),
             shutdown: stop_rx.clone(),
             drop_watches: tokio::sync::watch::Sender::new(0),
+            holds: tokio::sync::watch::Sender::new(Holds::default()),
             address: addr.to_string(),
         });
         let (dir, kubeconfig) = match &opts.kubeconfig {
@@ -459,6 +488,30 @@ impl TestApiServer {
     /// Remove all faults.
     pub fn clear_faults(&self) {
         self.set_faults(Faults::default());
+    }
+
+    /// Waits until `n` requests in all, counted from the server's start, have reached a `hold`
+    /// fault (held now or released since; [`TestApiServer::holds`] says how many so far). Blocks the calling thread: for a `#[test]` that runs the client elsewhere (a
+    /// child process, another thread); [`TestApiServer::held`] is the same for async tests.
+    pub fn wait_held(&self, n: u64) {
+        futures::executor::block_on(self.held(n));
+    }
+
+    /// Waits until `n` requests in all have reached a `hold` fault.
+    pub async fn held(&self, n: u64) {
+        let mut rx = self.shared.holds.subscribe();
+        // The sender lives as long as the server.
+        let _ = rx.wait_for(|h| h.arrived >= n).await;
+    }
+
+    /// How many requests have reached a `hold` fault so far, and how many were released.
+    pub fn holds(&self) -> Holds {
+        *self.shared.holds.borrow()
+    }
+
+    /// Releases every request held now: each is served as if it had just arrived.
+    pub fn release_held(&self) {
+        self.shared.holds.send_modify(|h| h.released = h.arrived);
     }
 
     /// Replace the active mutation rules (simulated mutating admission).

@@ -1,5 +1,7 @@
 //! Patches: JSON patch, merge patch and strategic merge patch as Update operations, and
 //! server-side apply (`application/apply-patch+yaml`) with its field ownership and conflicts.
+//! A `metadata.resourceVersion` in either is a precondition: another stored version is a 409
+//! Conflict, as the API server's optimistic concurrency answers.
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -69,6 +71,22 @@ fn server_side_apply(ctx: &Ctx<'_>, body: &[u8]) -> Res {
         let old = st.get(&ctx.key(), &(ctx.ns(), name.clone())).cloned();
         if old.is_none() && !sub.is_empty() {
             return Err(ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &name));
+        }
+        // A resourceVersion in the applied configuration is a precondition, as in the API
+        // server's optimistic concurrency: another version is a conflict, nothing is written.
+        // It is not a field anyone owns.
+        let want_rv = applied
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .and_then(|m| m.remove("resourceVersion"))
+            .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()));
+        match (&want_rv, &old) {
+            (Some(want), Some(old)) if old.get("metadata").and_then(|m| m.get("resourceVersion")) != Some(want) => {
+                return Err(ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &name));
+            }
+            // A precondition on an object that does not exist: nothing to update, none created.
+            (Some(_), None) => return Err(ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &name)),
+            _ => {}
         }
         let live = old.clone().unwrap_or_else(
             || json!({"apiVersion": ctx.api_version(), "kind": ctx.rt.kind, "metadata": {"name": name}}),
