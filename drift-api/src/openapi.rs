@@ -234,13 +234,19 @@ fn schemas() -> Value {
         "Refused": object(&["error", "refusal"], json!({
             "error": {"type": "string", "description": "a sentence naming the drift and the rule"},
             "refusal": {"type": "string", "enum": refusals},
+            "planned": {"description": "`stale`: the value the revert was planned against (the drift's cluster value, or the value the actor's last dry run showed); null when the field was absent"},
+            "found": {"description": "`stale`: the value the cluster holds now, which was left in place; null when the field is gone"},
+            "changed": {"type": "array", "items": {"type": "string"},
+                "description": "`concurrent_change`: JSON pointers of what others changed in the object while the revert read and wrote it"},
         })),
         "RevertOutcome": object(&["drift_id", "status", "object", "paths", "actor"], json!({
             "drift_id": {"type": "integer"},
             "status": {"type": "string", "enum": ["reverted", "dry_run"]},
             "object": {"type": "string", "description": "group/kind namespace/name"},
             "paths": {"type": "array", "items": {"type": "string"}},
-            "plan": {"type": "object", "description": "what was sent: the server-side apply body (`apply`) and the guarded removals (`remove`, RFC 6902); absent for a Secret"},
+            "plan": {"type": "object", "description": "what was sent: the server-side apply body (`apply`), the guarded removals (`remove`, RFC 6902) and the object's `resource_version` the write was conditional on; absent for a Secret"},
+            "replaced": {"description": "the cluster's value the revert replaced (a dry run: would replace); null when the cluster lacked the field; absent for a Secret"},
+            "written": {"description": "Git's value the revert wrote (a dry run: would write); null when the field was removed; absent for a Secret"},
             "actor": {"type": "string"},
         })),
         "AcceptOutcome": object(&["drift_ids", "object", "proposal", "actor"], json!({

@@ -1,7 +1,9 @@
 //! The handlers of remediation: `POST /drifts/{id}/revert` and `POST /drifts/{id}/accept`,
 //! through the [`Remediate`] the service gives ([`crate::ApiState::with_remedies`]); without
 //! one they answer 501. A refusal by a safety rule is a 409 whose body names the rule
-//! (`{"error": "...", "refusal": "waived"}`); docs/remediation.md lists them.
+//! (`{"error": "...", "refusal": "waived"}`), with what it is about when the rule says more
+//! (`stale`: `planned` and `found`; `concurrent_change`: `changed`); docs/remediation.md lists
+//! them.
 
 use async_trait::async_trait;
 use axum::Json;
@@ -36,7 +38,12 @@ fn answer_fault(fault: Fault) -> Response {
         Fault::Refused(r) => {
             let status =
                 if r.refusal == Refusal::NotConfigured { StatusCode::NOT_IMPLEMENTED } else { StatusCode::CONFLICT };
-            (status, Json(json!({"error": r.message, "refusal": r.refusal}))).into_response()
+            let mut body = json!({"error": r.message, "refusal": r.refusal});
+            // What the refusal is about (`stale`: the planned and found values), next to them.
+            if let (Some(serde_json::Value::Object(extra)), Some(out)) = (r.detail, body.as_object_mut()) {
+                out.extend(extra);
+            }
+            (status, Json(body)).into_response()
         }
         Fault::Failed(e) => {
             let status = match e.kind() {

@@ -243,6 +243,7 @@ async fn openapi_schemas_match_the_serialised_types() {
         apply: None,
         remove: serde_json::from_value(serde_json::json!([{"op": "remove", "path": "/data/x"}])).unwrap(),
         paths: vec!["data.mode".into()],
+        resource_version: Some("42".into()),
     };
     let reverted = drift_model::remedy::RevertOutcome {
         drift_id: 1,
@@ -251,6 +252,8 @@ async fn openapi_schemas_match_the_serialised_types() {
         paths: vec!["data.mode".into()],
         plan: Some(plan),
         actor: "alice".into(),
+        replaced: Some("slow".into()),
+        written: Some("fast".into()),
     };
     let accepted = drift_model::remedy::AcceptOutcome {
         drift_ids: vec![1],
@@ -265,15 +268,31 @@ async fn openapi_schemas_match_the_serialised_types() {
         },
         actor: "alice".into(),
     };
-    let refused = serde_json::json!({"error": "…", "refusal": drift_model::remedy::Refusal::Waived});
-    for (schema, value) in [
-        ("RevertOutcome", serde_json::to_value(&reverted).unwrap()),
-        ("AcceptOutcome", serde_json::to_value(&accepted).unwrap()),
-        ("Refused", refused),
+    // A refusal's extra fields depend on its rule: the schema documents the union.
+    let refusal = |r: drift_model::remedy::Refusal, detail: Option<serde_json::Value>| {
+        let answer = drift_model::remedy::Refused { refusal: r, message: "…".into(), detail };
+        let mut body = serde_json::json!({"error": answer.message, "refusal": answer.refusal});
+        if let Some(serde_json::Value::Object(extra)) = answer.detail {
+            body.as_object_mut().unwrap().extend(extra);
+        }
+        body
+    };
+    let refused = [
+        refusal(drift_model::remedy::Refusal::Waived, None),
+        refusal(drift_model::remedy::Refusal::Stale, Some(serde_json::json!({"planned": 5, "found": 7}))),
+        refusal(drift_model::remedy::Refusal::ConcurrentChange, Some(serde_json::json!({"changed": ["/spec/paused"]}))),
+    ];
+    for (schema, values) in [
+        ("RevertOutcome", vec![serde_json::to_value(&reverted).unwrap()]),
+        ("AcceptOutcome", vec![serde_json::to_value(&accepted).unwrap()]),
+        ("Refused", refused.to_vec()),
     ] {
         let (props, required) = properties(&doc, schema);
-        assert_eq!(props, keys(&value), "{schema}");
-        assert!(required.is_subset(&keys(&value)), "{schema}");
+        let all: BTreeSet<String> = values.iter().flat_map(keys).collect();
+        assert_eq!(props, all, "{schema}");
+        for value in &values {
+            assert!(required.is_subset(&keys(value)), "{schema}");
+        }
     }
     let proposal = &doc["components"]["schemas"]["AcceptOutcome"]["properties"]["proposal"]["properties"];
     assert_eq!(keys(proposal), keys(&serde_json::to_value(&accepted.proposal).unwrap()), "AcceptOutcome.proposal");

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{GitRepo, SHOP, Serve, get_json, http, kubectl, wait_for};
-use drift_test_apiserver::{Options, TestApiServer};
+use drift_test_apiserver::{FaultAction, FaultMatch, FaultRule, Faults, Options, TestApiServer};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "fix-token-2b81d4";
@@ -90,18 +90,43 @@ impl World {
         self.json_of(&["get", "deployment", "web", "-n", "shop", "-o", "json"])["spec"]["replicas"].as_i64().unwrap()
     }
 
-    /// `drift ARGS --config FILE` as user carol: exit code, stdout, stderr.
-    fn drift(&self, args: &[&str]) -> (i32, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+    /// The command `drift ARGS --config FILE` as user carol.
+    fn drift_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_drift"));
+        command
             .args(args)
             .arg("--config")
             .arg(&self.config)
             .env("USER", "carol")
             .env("NO_COLOR", "1")
-            .env("HOME", self.home.path())
-            .output()
+            .env("HOME", self.home.path());
+        command
+    }
+
+    /// `drift ARGS --config FILE` as user carol: exit code, stdout, stderr.
+    fn drift(&self, args: &[&str]) -> (i32, String, String) {
+        finished(self.drift_command(args).output().unwrap())
+    }
+
+    /// `drift ARGS` started while the test API server holds the first request `hold` matches;
+    /// `meanwhile` runs once that request is held, then the request is released: exit code,
+    /// stdout, stderr.
+    fn drift_held(&self, args: &[&str], hold: FaultMatch, meanwhile: impl FnOnce()) -> (i32, String, String) {
+        let held = self.server.holds().arrived;
+        self.server.set_faults(Faults {
+            faults: vec![FaultRule { matcher: hold, action: FaultAction::Hold, times: Some(1) }],
+        });
+        let child = self
+            .drift_command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
-        (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+        self.server.wait_held(held + 1);
+        meanwhile();
+        self.server.release_held();
+        self.server.clear_faults();
+        finished(child.wait_with_output().unwrap())
     }
 
     fn drift_json(&self, args: &[&str]) -> Value {
@@ -128,6 +153,36 @@ impl World {
     fn serve(&self) -> Serve {
         Serve::start(&self.config, &[("FIX_TOKEN", TOKEN)])
     }
+}
+
+fn finished(out: std::process::Output) -> (i32, String, String) {
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+/// The revert entries of a drift in the audit trail, newest first: (status, detail).
+fn revert_entries(w: &World, id: &str) -> Vec<(String, Value)> {
+    let audit = w.drift_json(&["audit", "list", "--action", "revert", "--drift", id, "-o", "json"]);
+    audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["status"].as_str().unwrap().to_owned(), e["detail"].clone()))
+        .collect()
+}
+
+/// The PATCH requests of the Deployment `web` by drift (not kubectl) that changed something
+/// (not dry runs).
+fn writes_of_web(w: &World) -> usize {
+    w.server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.method == "PATCH"
+                && r.path.ends_with("/deployments/web")
+                && !r.user_agent.starts_with("kubectl")
+                && r.query.get("dryRun").is_none_or(|d| d != "All")
+        })
+        .count()
 }
 
 /// The managers of an object's managedFields, with their operation.
@@ -218,6 +273,116 @@ fn a_hand_change_is_reverted_from_the_cli_after_a_dry_run_and_the_next_scan_says
     let (code, _, err) = w.drift(&["fix", &cm, "--revert"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("refused (resolved): "), "{err}");
+}
+
+/// The write of a web Deployment's revert (not its dry run).
+fn web_write() -> FaultMatch {
+    FaultMatch {
+        verb: Some("patch".into()),
+        resource: Some("deployments".into()),
+        name: Some("web".into()),
+        dry_run: Some(false),
+        ..FaultMatch::default()
+    }
+}
+
+/// Regression test of issue 31, item 1: a forced server-side apply without a precondition
+/// overwrote a value someone set while the revert was in flight, answered "reverted", and its
+/// audit entry did not say what it replaced.
+#[test]
+fn a_revert_whose_field_changes_while_its_write_is_held_is_refused_as_stale_and_the_newer_value_stays() {
+    let w = World::start(false, "");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let (code, out, err) = w.drift(&["fix", &id, "--revert", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("  spec.replicas: 5 -> 2\n"), "the dry run names both values: {out}");
+
+    // The revert's write is held at the API server while kubectl scales the same field.
+    let (code, out, err) = w.drift_held(&["fix", &id, "--revert"], web_write(), || {
+        w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=7"]);
+    });
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.lines().any(|l| l.starts_with("refused (stale): ")), "{err}");
+    assert!(err.contains("planned against 5") && err.contains("the cluster now holds 7"), "both values: {err}");
+    assert_eq!(w.replicas(), 7, "the newer value is still in the cluster");
+    assert_eq!(writes_of_web(&w), 1, "the held write was the only one, and the API server refused it");
+
+    // The audit trail shows the dry run and the refused attempt, with the values.
+    let entries = revert_entries(&w, &id);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0].0, "refused");
+    assert_eq!(
+        (&entries[0].1["refusal"], &entries[0].1["planned"], &entries[0].1["found"]),
+        (&json!("stale"), &json!(5), &json!(7))
+    );
+    assert_eq!(entries[1].0, "dry_run");
+    assert_eq!((&entries[1].1["replaced"], &entries[1].1["written"]), (&json!(5), &json!(2)));
+
+    // Planned against 5 by the dry run, a revert stays refused while the cluster holds 7; a new
+    // dry run plans against 7, and the revert then applies.
+    let (code, _, err) = w.drift(&["fix", &id, "--revert"]);
+    assert_eq!(code, 1);
+    assert!(err.lines().any(|l| l.starts_with("refused (stale): ")), "{err}");
+    assert_eq!(w.replicas(), 7);
+    let (code, out, err) = w.drift(&["fix", &id, "--revert", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("  spec.replicas: 7 -> 2\n"), "{out}");
+    let (code, out, err) = w.drift(&["fix", &id, "--revert"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(w.replicas(), 2);
+    let entries = revert_entries(&w, &id);
+    assert_eq!(entries[0].0, "reverted");
+    assert_eq!((&entries[0].1["replaced"], &entries[0].1["written"]), (&json!(7), &json!(2)));
+}
+
+/// Issue 31, items 1 and 4: a change of another field of the object while a revert is in
+/// flight neither blocks it (it was refused as `dry_run_mismatch`) nor is undone by it.
+#[test]
+fn a_revert_held_while_another_field_changes_applies_and_the_other_change_stays() {
+    let w = World::start(false, "");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let other = || {
+        w.kubectl(&["patch", "deployment", "web", "-n", "shop", "-p", r#"{"spec":{"minReadySeconds":9}}"#]);
+    };
+
+    // Held at its dry run: the dry run is refused by the API server (another resourceVersion),
+    // and the revert reads the object again, finds its field as planned, and goes on.
+    let dry_run = FaultMatch { dry_run: Some(true), ..web_write() };
+    let (code, out, err) = w.drift_held(&["fix", &id, "--revert", "-o", "json"], dry_run, other);
+    assert_eq!(code, 0, "{out}{err}");
+    let outcome: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (&outcome["status"], &outcome["replaced"], &outcome["written"]),
+        (&json!("reverted"), &json!(5), &json!(2))
+    );
+    let web = w.json_of(&["get", "deployment", "web", "-n", "shop", "-o", "json"]);
+    assert_eq!((web["spec"]["replicas"].as_i64(), web["spec"]["minReadySeconds"].as_i64()), (Some(2), Some(9)));
+
+    // Held at its write: refused by the API server, read again, planned and written again.
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let before = writes_of_web(&w);
+    let (code, out, err) = w.drift_held(&["fix", &id, "--revert"], web_write(), || {
+        w.kubectl(&["annotate", "deployment", "web", "-n", "shop", "team=checkout"]);
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("  spec.replicas: 5 -> 2\n"), "{out}");
+    let web = w.json_of(&["get", "deployment", "web", "-n", "shop", "-o", "json"]);
+    assert_eq!(web["spec"]["replicas"].as_i64(), Some(2));
+    assert_eq!(web["metadata"]["annotations"]["team"], "checkout", "the other change stays");
+    assert_eq!(web["spec"]["minReadySeconds"].as_i64(), Some(9));
+    assert_eq!(writes_of_web(&w) - before, 2, "the held write was refused, the second one applied");
+    let entries = revert_entries(&w, &id);
+    assert_eq!(entries[0].0, "reverted", "{entries:?}");
+    assert_eq!((&entries[0].1["replaced"], &entries[0].1["written"]), (&json!(5), &json!(2)));
 }
 
 #[test]

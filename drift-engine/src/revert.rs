@@ -8,7 +8,8 @@
 //! - [`revert_plan`]: what `drift fix --revert` and self-heal send to the API server: a
 //!   server-side apply body holding only the drifted fields (field manager [`FIELD_MANAGER`]) and
 //!   the guarded removals of fields only the cluster has (a server-side apply cannot remove a
-//!   field another manager owns).
+//!   field another manager owns), with the `resourceVersion` of the object read as the
+//!   precondition of the write.
 //!
 //! The data and the ports (what a plan holds, [`ClusterWriter`], [`ChangeProposer`], the
 //! outcomes) are `drift_model::remedy`, re-exported here.
@@ -256,7 +257,13 @@ pub fn revert_plan(desired: &Resource, live: &Resource, paths: &[Path]) -> Resul
         apply,
         remove,
         paths: covered,
+        resource_version: resource_version(&live.object),
     })
+}
+
+/// The object's `metadata.resourceVersion`, the precondition a plan carries.
+pub fn resource_version(object: &Value) -> Option<String> {
+    object.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|v| !v.is_empty()).map(str::to_owned)
 }
 
 /// A Secret whose `stringData` is folded into `data`, base64-encoded, as the API server stores
@@ -517,6 +524,11 @@ mod tests {
                    {"op": "remove", "path": "/spec/template/spec/containers/1/env/1"}])
         );
         assert_eq!(plan.paths.len(), 2);
+        assert_eq!(plan.resource_version, None, "the object read has no resourceVersion");
+        let mut read = Value::clone(&live.object);
+        read["metadata"]["resourceVersion"] = json!("41");
+        let plan = revert_plan(&desired, &res(read), &ps).unwrap();
+        assert_eq!(plan.resource_version.as_deref(), Some("41"), "the precondition of the write");
     }
 
     #[test]
@@ -545,6 +557,7 @@ mod tests {
             apply: Some(json!({"data": {"password": "c2VjcmV0"}})),
             remove: Patch(Vec::new()),
             paths: vec![],
+            resource_version: None,
         };
         assert!(!format!("{plan:?}").contains("c2VjcmV0"), "{plan:?}");
     }

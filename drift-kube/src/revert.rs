@@ -4,12 +4,19 @@
 //! A revert is two requests, both with the field manager [`FIELD_MANAGER`]:
 //!
 //! 1. the JSON patch of the plan's removals (fields only the cluster has), each guarded by a
-//!    `test` of the value read: a plan made from an old reading fails here, before anything
-//!    changed;
-//! 2. the server-side apply (forced) of the plan's body: Git's values of the drifted fields.
+//!    `test` of the value read, after a `test` of `/metadata/resourceVersion`: a plan made from
+//!    an old reading fails here, before anything changed;
+//! 2. the server-side apply (forced) of the plan's body: Git's values of the drifted fields,
+//!    with `metadata.resourceVersion` set to the version the plan was made from (or the one the
+//!    removals left): the API server refuses it with a conflict (409) when anyone wrote the
+//!    object in between, so a forced apply never overwrites a change it did not see.
 //!    Server-side apply removes the fields its manager applied before and no longer applies, so
 //!    the body also carries every field `drift-detector` already owns (operation `Apply`) with
 //!    its current value ([`carry_owned_fields`]): a second revert keeps what the first one set.
+//!
+//! The precondition is the plan's [`RevertPlan::resource_version`]; a conflict is an error of
+//! kind `Conflict`, and the caller (the runtime's remedies) reads the object again and decides
+//! whether the drifted field still holds the value the revert was planned against.
 //!
 //! The apply is only sent to an object that exists (a forced apply would create a missing one;
 //! bringing back a missing object is a sync, not a revert). A dry run sends both with
@@ -115,7 +122,7 @@ impl K8sSource {
         if !plan.remove.0.is_empty() {
             let mut params = PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
             params.dry_run = dry_run;
-            let patch: Patch<()> = Patch::Json(plan.remove.clone());
+            let patch: Patch<()> = Patch::Json(guarded(&plan.remove, plan.resource_version.as_deref()));
             // Not retried: after a lost answer, a second try would fail its `test` operations.
             let sent = tokio::time::timeout(self.config.request_timeout, async {
                 let req = kube::core::Request::new(&url).patch(&key.name, &params, &patch).map_err(|e| {
@@ -155,6 +162,15 @@ impl K8sSource {
         };
         let mut body = apply.clone();
         carry_owned_fields(&mut body, &base);
+        // The precondition: the version the plan was made from, or, after the removals, the
+        // version they left (a dry run changed nothing: the plan's).
+        let precondition = match (&current, dry_run) {
+            (Some(v), false) => version_of(v),
+            _ => plan.resource_version.clone(),
+        };
+        if let (Some(rv), Some(Value::Object(metadata))) = (precondition, body.get_mut("metadata")) {
+            metadata.insert("resourceVersion".into(), Value::String(rv));
+        }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let params = if dry_run { params.dry_run() } else { params };
         let applied: Value = self
@@ -178,6 +194,24 @@ impl K8sSource {
         }
         Ok(self.to_resource(&info, out)?)
     }
+}
+
+/// The object's `metadata.resourceVersion`.
+fn version_of(object: &Value) -> Option<String> {
+    object.pointer("/metadata/resourceVersion").and_then(Value::as_str).filter(|v| !v.is_empty()).map(str::to_owned)
+}
+
+/// The removals preceded by a `test` of the object's `resourceVersion`, when the plan has one:
+/// the JSON patch applies only to the object the plan was made from.
+fn guarded(remove: &json_patch::Patch, resource_version: Option<&str>) -> json_patch::Patch {
+    let Some(rv) = resource_version else { return remove.clone() };
+    let mut ops = Vec::with_capacity(remove.0.len() + 1);
+    ops.push(json_patch::PatchOperation::Test(json_patch::TestOperation {
+        path: json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "resourceVersion"]),
+        value: Value::String(rv.to_owned()),
+    }));
+    ops.extend(remove.0.iter().cloned());
+    json_patch::Patch(ops)
 }
 
 /// Applies the `remove` operations of a patch whose target is still there, in order, and skips
@@ -227,7 +261,8 @@ fn revert_error(e: K8sError, step: Step, mode: &str, what: &str, secret: bool) -
              of the removals failed and nothing was changed; read the object again and plan anew ({detail})"
         )),
         (Step::Apply, 409) => drift_model::Error::conflict(format!(
-            "{mode} of {what} refused (HTTP 409 {reason}): a conflict in the server-side apply of Git's values ({detail})"
+            "{mode} of {what} refused (HTTP 409 {reason}): the object changed since it was read (its resourceVersion is \
+             not the one the plan was made from) and nothing was changed; read the object again and plan anew ({detail})"
         )),
         (_, 422) => drift_model::Error::invalid_input(format!(
             "{mode} of {what} refused (HTTP 422 {reason}): the API server finds the result invalid ({detail})"

@@ -317,6 +317,36 @@ async fn a_stale_plan_fails_on_its_test_and_changes_nothing() {
     assert_eq!(kubectl_get(&cluster, "configmap", "settings")["data"], json!({"mode": "fast", "level": "info"}));
 }
 
+/// Issue 31, item 1: the forced apply of Git's values carried no precondition, and overwrote a
+/// value set after the plan was made. Now it carries the resourceVersion the plan was made from.
+#[tokio::test]
+async fn an_apply_planned_from_an_older_version_is_a_conflict_and_changes_nothing() {
+    let cluster = Cluster::start();
+    gitops_apply(&cluster);
+    hand_changes(&cluster);
+    let source = cluster.source().await;
+    let engine = Engine::default();
+    let live = read(&source, &git_deployment()).await;
+    let old = plan(&engine, &git_deployment(), &live);
+    assert!(old.remove.0.is_empty() && old.apply.is_some(), "an apply only: {old:?}");
+    assert_eq!(old.resource_version.as_deref(), live.object["metadata"]["resourceVersion"].as_str());
+    // Somebody scales it again after the reading.
+    cluster.kubectl(&["scale", "deployment/web", "-n", "shop", "--replicas=7"]);
+    let before = kubectl_get(&cluster, "deployment", "web");
+    for dry_run in [true, false] {
+        let err = source.send_revert(&old, &live, dry_run).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+        let text = err.to_string();
+        assert!(text.contains("HTTP 409") && text.contains("changed since it was read"), "{text}");
+    }
+    assert_eq!(kubectl_get(&cluster, "deployment", "web"), before, "nothing was changed");
+    assert_eq!(before["spec"]["replicas"], 7);
+    // Read again, plan anew: it goes through.
+    let live = read(&source, &git_deployment()).await;
+    source.send_revert(&plan(&engine, &git_deployment(), &live), &live, false).await.unwrap();
+    assert_eq!(kubectl_get(&cluster, "deployment", "web")["spec"]["replicas"], 2);
+}
+
 #[tokio::test]
 async fn a_missing_object_is_a_clear_error_and_is_not_created() {
     let cluster = Cluster::start();

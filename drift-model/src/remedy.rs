@@ -46,6 +46,13 @@ pub struct RevertPlan {
     pub remove: Patch,
     /// The drift paths the plan covers.
     pub paths: Vec<String>,
+    /// The `metadata.resourceVersion` of the object the plan was made from: the precondition of
+    /// the write. A writer sends it with each request (a `test` of it in the removals, in the
+    /// apply body), so that a plan made from an object that has changed since it was read is
+    /// refused by the API server (a conflict) instead of overwriting the newer change. `None`
+    /// when the object read has none (a write without a precondition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
 }
 
 impl fmt::Debug for RevertPlan {
@@ -56,7 +63,8 @@ impl fmt::Debug for RevertPlan {
             .field("kind", &self.kind)
             .field("namespace", &self.namespace)
             .field("name", &self.name)
-            .field("paths", &self.paths);
+            .field("paths", &self.paths)
+            .field("resource_version", &self.resource_version);
         if secret {
             d.field("apply", &"<a Secret's values>").field("remove", &"<a Secret's values>");
         } else {
@@ -82,6 +90,11 @@ pub trait ClusterWriter: Send + Sync + fmt::Debug {
     /// Sends a plan (see [`RevertPlan`]) with field manager [`FIELD_MANAGER`]; with `dry_run`
     /// the server changes nothing. Returns the object as the server answered the last request
     /// (for a dry run: what the object would become).
+    ///
+    /// Must carry the plan's [`RevertPlan::resource_version`] as a precondition of every write,
+    /// and answer an error of kind [`crate::ErrorKind::Conflict`] when the object has changed
+    /// since the plan was made (another version, a failed `test`): the caller reads the object
+    /// again and decides. Must never write a plan whose precondition does not hold.
     async fn send(&self, plan: &RevertPlan, live: &Resource, dry_run: bool) -> crate::Result<Resource>;
 }
 
@@ -172,16 +185,20 @@ pub enum Refusal {
     NotConfigured,
     /// None of the changes could be placed in the desired source.
     Unplaceable,
-    /// The object changed since it was read (a `test` of the patch failed, or a conflict): read
-    /// again and retry.
+    /// The drifted field no longer holds the value the revert was planned against (the drift's
+    /// cluster value, or the value a dry run showed): someone changed it since. The refusal
+    /// names both values; the newer value is left in place.
     Stale,
     /// The drift is of another cluster than the one this detector writes to.
     OtherCluster,
+    /// Other fields of the object kept changing between each read and write, however often the
+    /// revert read it again; the refusal names what changed.
+    ConcurrentChange,
 }
 
 impl Refusal {
     /// Every refusal.
-    pub const ALL: [Refusal; 12] = [
+    pub const ALL: [Refusal; 13] = [
         Refusal::Resolved,
         Refusal::Waived,
         Refusal::MissingObject,
@@ -194,6 +211,7 @@ impl Refusal {
         Refusal::Unplaceable,
         Refusal::Stale,
         Refusal::OtherCluster,
+        Refusal::ConcurrentChange,
     ];
 
     /// snake_case name.
@@ -211,6 +229,7 @@ impl Refusal {
             Refusal::Unplaceable => "unplaceable",
             Refusal::Stale => "stale",
             Refusal::OtherCluster => "other_cluster",
+            Refusal::ConcurrentChange => "concurrent_change",
         }
     }
 }
@@ -223,6 +242,13 @@ pub struct Refused {
     pub refusal: Refusal,
     /// A sentence naming the drift and the reason.
     pub message: String,
+    /// What the refusal is about, as data (never a Secret's value): for `stale`, `planned` (the
+    /// value the revert was planned against) and `found` (the value the cluster holds now,
+    /// `null` when the field is gone); for `concurrent_change`, `changed` (the JSON pointers
+    /// that changed). The API answers them next to `error` and `refusal`, and the audit entry
+    /// of the refusal records them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Value>,
 }
 
 /// Why a revert or an accept did not happen: refused by a safety rule, or failed.
@@ -239,7 +265,12 @@ pub enum Fault {
 impl Fault {
     /// A refusal with a sentence.
     pub fn refused(refusal: Refusal, message: impl Into<String>) -> Self {
-        Fault::Refused(Refused { refusal, message: message.into() })
+        Fault::Refused(Refused { refusal, message: message.into(), detail: None })
+    }
+
+    /// A refusal with a sentence and what it is about as data ([`Refused::detail`]).
+    pub fn refused_with(refusal: Refusal, message: impl Into<String>, detail: Value) -> Self {
+        Fault::Refused(Refused { refusal, message: message.into(), detail: Some(detail) })
     }
 }
 
@@ -267,6 +298,14 @@ pub struct RevertOutcome {
     /// The plan sent; absent for a Secret (it carries values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<RevertPlan>,
+    /// The cluster's value the revert replaced (for a dry run: would replace), as the drift
+    /// shows values; `null` when the cluster lacked the field. Absent for a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Value>,
+    /// Git's value the revert wrote (for a dry run: would write); `null` when the field is
+    /// removed. Absent for a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<Value>,
     /// Who asked.
     pub actor: String,
 }

@@ -371,18 +371,51 @@ impl Remedies {
     pub async fn revert(&self, id: i64, actor: &str, dry_run: bool) -> Outcome<RevertOutcome> {
         let d = self.scanner.store.read.get(id).await?;
         let result = self.revert_drift(&d, actor, dry_run).await;
-        let (status, detail) = match &result {
-            Ok(o) => (
-                if o.status == RevertStatus::Reverted { "reverted" } else { "dry_run" },
-                json!({"paths": o.paths, "object": o.object}),
-            ),
-            Err(Fault::Refused(r)) => ("refused", json!({"refusal": r.refusal, "reason": r.message})),
-            Err(Fault::Failed(e)) => ("failed", json!({"error": e.to_string()})),
+        let status = match &result {
+            Ok(o) if o.status == RevertStatus::Reverted => "reverted",
+            Ok(_) => "dry_run",
+            Err(Fault::Refused(_)) => "refused",
+            Err(Fault::Failed(_)) => "failed",
         };
-        self.note(AuditAction::Revert, actor, id, status, detail).await;
+        self.note(AuditAction::Revert, actor, id, status, revert_detail(&result)).await;
         result
     }
 
+    /// The value a revert of `d` by `actor` is planned against: the value the newest dry run of
+    /// the drift by the same actor showed, else the drift's cluster value as the store holds
+    /// it. `None` for a dry run (it plans against what it reads) and for a Secret (its values
+    /// are hashed under a key that may differ between processes; its write is still guarded
+    /// by the object's resourceVersion).
+    async fn planned_against(&self, d: &StoredDrift, actor: &str, dry_run: bool) -> Outcome<Option<Planned>> {
+        if dry_run || is_secret(d) {
+            return Ok(None);
+        }
+        if let Ok(act) = self.act() {
+            let dry_runs = AuditFilter {
+                action: Some(AuditAction::Revert),
+                drift_id: Some(d.id),
+                actor: Some(actor.to_owned()),
+                status: Some("dry_run".to_owned()),
+                ..AuditFilter::default()
+            };
+            let newest = act.audit(&dry_runs, PageRequest { limit: 1, after: None }).await?;
+            if let Some(entry) = newest.items.first()
+                && let Some(value) = entry.detail.get("replaced")
+            {
+                let value = (!value.is_null()).then(|| value.clone());
+                return Ok(Some(Planned { value, basis: format!("the dry run of {}", entry.at.to_rfc3339()) }));
+            }
+        }
+        Ok(Some(Planned { value: d.cluster_value.clone(), basis: "the drift's cluster value".to_owned() }))
+    }
+
+    /// Reverts one drift under a precondition: the drifted field must still hold the value the
+    /// revert was planned against ([`Remedies::planned_against`]; for a dry run, the value read
+    /// first), else `stale`. Each attempt reads the object now, plans against it and sends the
+    /// dry run and the write with its `resourceVersion` (the writer's precondition); a conflict
+    /// (anyone wrote the object in between) starts a new attempt, which refuses the revert as
+    /// `stale` when the drifted field changed and plans again when only other fields did. After
+    /// [`ATTEMPTS`] conflicts in a row it is refused as `concurrent_change`, naming what changed.
     async fn revert_drift(&self, d: &StoredDrift, actor: &str, dry_run: bool) -> Outcome<RevertOutcome> {
         self.check_revert(d, Utc::now())?;
         let writer = self.writer.as_ref().ok_or_else(|| {
@@ -393,69 +426,131 @@ impl Remedies {
         })?;
         let desired = self.desired_object(d).await?;
         Self::check_git_waiver(d, &desired, Utc::now())?;
-        let live = self.live_object(d, &desired.api_version).await?;
-        let engine = &self.scanner.engine;
-        let fresh = engine.compare_paths(&desired, Some(&live));
-        let Some((path, now)) = fresh.iter().find(|(_, f)| f.path == d.path) else {
-            return Err(Fault::refused(
-                Refusal::NoLongerDrifted,
-                format!("{} {}: Git and the cluster agree now; the next scan resolves the drift", object_of(d), d.path),
-            ));
-        };
-        if now.classification == Classification::ControllerManaged {
-            return Err(Fault::refused(
-                Refusal::ControllerManaged,
-                format!("{} {}: a controller owns the field now; it would put its value back", object_of(d), d.path),
-            ));
-        }
-        let plan = revert_plan(&desired, &live, std::slice::from_ref(path)).map_err(drift_core::Error::from)?;
-        let preview = writer.send(&plan, &live, true).await.map_err(|e| cluster_fault(d, e))?;
-        // The server's answer must change the drifted field and nothing else: a map or list that
-        // server-side apply replaces whole (a Service's selector, a custom resource's list) would
-        // take other fields with it.
-        let allowed: Vec<String> = drift_core::remedy::pointer_in(&live.object, path).into_iter().collect();
-        let outside = drift_core::remedy::changed_outside(&live.object, &preview.object, &allowed);
-        if !outside.is_empty() || allowed.is_empty() {
-            return Err(Fault::refused(
-                Refusal::DryRunMismatch,
-                format!(
-                    "{} {}: the server's dry run would also change {} (server-side apply replaces it whole); nothing was changed — use the revert patch (drift drifts get {}) instead",
-                    object_of(d),
-                    d.path,
-                    outside.join(", "),
-                    d.id
-                ),
-            ));
-        }
-        if let Some((_, left)) =
-            engine.compare_paths(&desired, Some(&preview)).into_iter().find(|(_, f)| f.path == d.path)
-        {
-            let shown = if is_secret(d) {
-                String::from("a value other than Git's")
-            } else {
-                left.cluster_value.map(|v| v.to_string()).unwrap_or_else(|| "absent".to_owned())
+        let mut planned = self.planned_against(d, actor, dry_run).await?;
+        let secret = is_secret(d);
+        let mut first_read: Option<Resource> = None;
+        for _ in 0..ATTEMPTS {
+            let live = self.live_object(d, &desired.api_version).await?;
+            first_read.get_or_insert_with(|| live.clone());
+            let engine = &self.scanner.engine;
+            let fresh = engine.compare_paths(&desired, Some(&live));
+            let Some((path, now)) = fresh.iter().find(|(_, f)| f.path == d.path) else {
+                return Err(Fault::refused(
+                    Refusal::NoLongerDrifted,
+                    format!(
+                        "{} {}: Git and the cluster agree now; the next scan resolves the drift",
+                        object_of(d),
+                        d.path
+                    ),
+                ));
             };
-            return Err(Fault::refused(
-                Refusal::DryRunMismatch,
-                format!(
-                    "{} {}: the server's dry run does not show Git's value (the field would be {shown}); nothing was changed",
-                    object_of(d),
-                    d.path
-                ),
-            ));
+            if now.classification == Classification::ControllerManaged {
+                return Err(Fault::refused(
+                    Refusal::ControllerManaged,
+                    format!(
+                        "{} {}: a controller owns the field now; it would put its value back",
+                        object_of(d),
+                        d.path
+                    ),
+                ));
+            }
+            if !secret {
+                match &planned {
+                    Some(p) if p.value != now.cluster_value => return Err(stale(d, p, &now.cluster_value)),
+                    Some(_) => {}
+                    // A dry run plans against what it reads first; a later attempt holds to it.
+                    None => {
+                        planned = Some(Planned {
+                            value: now.cluster_value.clone(),
+                            basis: "the value read by this dry run".to_owned(),
+                        })
+                    }
+                }
+            }
+            let plan = revert_plan(&desired, &live, std::slice::from_ref(path)).map_err(drift_core::Error::from)?;
+            let preview = match writer.send(&plan, &live, true).await {
+                Ok(p) => p,
+                Err(e) if e.kind() == drift_core::ErrorKind::Conflict => {
+                    tracing::info!(drift_id = d.id, error = %e, "the object changed during the revert; read again");
+                    continue;
+                }
+                Err(e) => return Err(cluster_fault(d, e)),
+            };
+            // The server's answer must change the drifted field and nothing else: a map or list
+            // that server-side apply replaces whole (a Service's selector, a custom resource's
+            // list) would take other fields with it. The dry run ran on the object read (its
+            // resourceVersion was the precondition), so what else it shows is the apply's doing.
+            let allowed: Vec<String> = drift_core::remedy::pointer_in(&live.object, path).into_iter().collect();
+            let outside = drift_core::remedy::changed_outside(&live.object, &preview.object, &allowed);
+            if !outside.is_empty() || allowed.is_empty() {
+                return Err(Fault::refused(
+                    Refusal::DryRunMismatch,
+                    format!(
+                        "{} {}: the server's dry run would also change {} (server-side apply replaces it whole); nothing was changed — use the revert patch (drift drifts get {}) instead",
+                        object_of(d),
+                        d.path,
+                        outside.join(", "),
+                        d.id
+                    ),
+                ));
+            }
+            if let Some((_, left)) =
+                engine.compare_paths(&desired, Some(&preview)).into_iter().find(|(_, f)| f.path == d.path)
+            {
+                let shown = if secret {
+                    String::from("a value other than Git's")
+                } else {
+                    left.cluster_value.map(|v| v.to_string()).unwrap_or_else(|| "absent".to_owned())
+                };
+                return Err(Fault::refused(
+                    Refusal::DryRunMismatch,
+                    format!(
+                        "{} {}: the server's dry run does not show Git's value (the field would be {shown}); nothing was changed",
+                        object_of(d),
+                        d.path
+                    ),
+                ));
+            }
+            if !dry_run {
+                match writer.send(&plan, &live, false).await {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == drift_core::ErrorKind::Conflict => {
+                        tracing::info!(drift_id = d.id, error = %e, "the object changed during the revert; read again");
+                        continue;
+                    }
+                    Err(e) => return Err(cluster_fault(d, e)),
+                }
+                tracing::info!(drift_id = d.id, object = %object_of(d), path = %d.path, actor, "reverted");
+            }
+            let shown = |v: &Option<serde_json::Value>| (!secret).then(|| v.clone().unwrap_or(serde_json::Value::Null));
+            return Ok(RevertOutcome {
+                drift_id: d.id,
+                status: if dry_run { RevertStatus::DryRun } else { RevertStatus::Reverted },
+                object: object_of(d),
+                paths: plan.paths.clone(),
+                plan: (!secret).then_some(plan),
+                actor: actor.to_owned(),
+                replaced: shown(&now.cluster_value),
+                written: shown(&now.git_value),
+            });
         }
-        if !dry_run {
-            writer.send(&plan, &live, false).await.map_err(|e| cluster_fault(d, e))?;
-            tracing::info!(drift_id = d.id, object = %object_of(d), path = %d.path, actor, "reverted");
-        }
-        Ok(RevertOutcome {
-            drift_id: d.id,
-            status: if dry_run { RevertStatus::DryRun } else { RevertStatus::Reverted },
-            object: object_of(d),
-            paths: plan.paths.clone(),
-            plan: (!is_secret(d)).then_some(plan),
-            actor: actor.to_owned(),
-        })
+        // Every attempt met a write in between: say what changed since the first read.
+        let last = self.live_object(d, &desired.api_version).await?;
+        let changed = match &first_read {
+            Some(first) => drift_core::remedy::changed_outside(&first.object, &last.object, &[]),
+            None => Vec::new(),
+        };
+        let shown = if secret { vec!["(a Secret: not shown)".to_owned()] } else { changed.clone() };
+        Err(Fault::refused_with(
+            Refusal::ConcurrentChange,
+            format!(
+                "{} {}: the object was written by someone else between each read and write ({ATTEMPTS} attempts); changed since the first read: {}; nothing was changed, try again when it settles",
+                object_of(d),
+                d.path,
+                if shown.is_empty() { "metadata only".to_owned() } else { shown.join(", ") }
+            ),
+            json!({"changed": shown}),
+        ))
     }
 
     /// The live drifts of the same object that were accepted before (an open proposal), so that
@@ -770,12 +865,13 @@ impl Remedies {
                     } else {
                         round.reverted += 1;
                     }
-                    let detail = json!({"paths": o.paths, "object": o.object, "rejected": rejected});
+                    let mut detail = revert_detail(&Ok(o));
+                    detail["rejected"] = json!(rejected);
                     self.note(AuditAction::Revert, HEAL_ACTOR, d.id, status, detail).await;
                 }
                 Err(Fault::Refused(r)) => {
                     round.refused += 1;
-                    let detail = json!({"refusal": r.refusal, "reason": r.message});
+                    let detail = revert_detail(&Err(Fault::Refused(r)));
                     self.note(AuditAction::Revert, HEAL_ACTOR, d.id, "refused", detail).await;
                 }
                 Err(Fault::Failed(e)) => {
@@ -801,15 +897,63 @@ impl drift_api::Remediate for Remedies {
     }
 }
 
-/// What a cluster's refusal of a revert means: the object changed since it was read (a `test`
-/// failed, a conflict) or is gone — refusals the caller can act on —, else a failure of the
-/// cluster (the API answers 502, whatever the kind of the cluster's error).
+/// How many times a revert reads, plans and writes when the object keeps changing under it.
+const ATTEMPTS: usize = 3;
+
+/// The value a revert was planned against (`None`: the field absent) and where it comes from.
+#[derive(Debug, Clone)]
+struct Planned {
+    value: Option<serde_json::Value>,
+    basis: String,
+}
+
+/// The `stale` refusal: the drifted field no longer holds the planned-against value.
+fn stale(d: &StoredDrift, planned: &Planned, found: &Option<serde_json::Value>) -> Fault {
+    let text = |v: &Option<serde_json::Value>| v.as_ref().map(ToString::to_string).unwrap_or_else(|| "absent".into());
+    Fault::refused_with(
+        Refusal::Stale,
+        format!(
+            "{} {}: the revert was planned against {} ({}), but the cluster now holds {}: someone changed it since, and the newer value is left in place; to revert it anyway, run the dry run again (drift fix {} --revert --dry-run) and then the revert",
+            object_of(d),
+            d.path,
+            text(&planned.value),
+            planned.basis,
+            text(found),
+            d.id
+        ),
+        json!({"planned": planned.value, "found": found}),
+    )
+}
+
+/// The audit detail of a revert: the paths, the value replaced and the value written (never a
+/// Secret's), or the refusal with what it is about, or the error.
+fn revert_detail(result: &Outcome<RevertOutcome>) -> serde_json::Value {
+    match result {
+        Ok(o) => {
+            let mut detail = json!({"paths": o.paths, "object": o.object});
+            if let (Some(replaced), Some(written)) = (&o.replaced, &o.written) {
+                detail["replaced"] = replaced.clone();
+                detail["written"] = written.clone();
+            }
+            detail
+        }
+        Err(Fault::Refused(r)) => {
+            let mut detail = json!({"refusal": r.refusal, "reason": r.message});
+            if let (Some(serde_json::Value::Object(extra)), Some(out)) = (&r.detail, detail.as_object_mut()) {
+                out.extend(extra.clone());
+            }
+            detail
+        }
+        Err(Fault::Failed(e)) => json!({"error": e.to_string()}),
+    }
+}
+
+/// What a cluster's refusal of a revert means: the object is gone (a refusal the caller can act
+/// on), else a failure of the cluster (the API answers 502, whatever the kind of the cluster's
+/// error). A conflict (the object changed since it was read) never gets here: the revert reads
+/// it again.
 fn cluster_fault(d: &StoredDrift, e: drift_core::Error) -> Fault {
     match e.kind() {
-        drift_core::ErrorKind::Conflict => Fault::refused(
-            Refusal::Stale,
-            format!("{} changed since it was read; read it again and retry: {}", object_of(d), e.message()),
-        ),
         drift_core::ErrorKind::NotFound => Fault::refused(
             Refusal::MissingObject,
             format!("{} is missing from the cluster: that is a sync, not a patch ({})", object_of(d), e.message()),

@@ -7,8 +7,13 @@
 //!
 //! Both are written to the audit trail with who asked (`--as`, else `$USER`).
 //!
-//! Exit codes: 0 done; 1 refused by a safety rule (the reason is printed), or no such drift;
-//! 2 a usage error, or the store, the cluster or the git server failed.
+//! A revert applies only while the drifted field holds the value it was planned against (the
+//! drift's cluster value, or what the actor's last `--dry-run` showed); a newer value is left in
+//! place and the revert is refused as `stale`, naming both values.
+//!
+//! Exit codes: 0 done; 1 refused by a safety rule (the reason is printed: `stale`,
+//! `concurrent_change`, `waived`, ...), or no such drift; 2 a usage error, or the store, the
+//! cluster or the git server failed.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -111,6 +116,11 @@ fn print(done: &Done, format: Format) -> Result<()> {
                 RevertStatus::DryRun => "dry run: the server would revert",
             };
             println!("{what} {} ({}) for drift {}", o.object, o.paths.join(", "), o.drift_id);
+            // Never for a Secret: the outcome has no values then.
+            if let (Some(replaced), Some(written)) = (&o.replaced, &o.written) {
+                let shown = |v: &serde_json::Value| if v.is_null() { "(absent)".to_owned() } else { v.to_string() };
+                println!("  {}: {} -> {}", o.paths.join(", "), shown(replaced), shown(written));
+            }
             if o.status == RevertStatus::Reverted {
                 println!("the next scan or watch event resolves the drift as reverted");
             }
