@@ -38,6 +38,13 @@ pub(crate) fn expand(set: &Resource, repo: &Repo<'_>) -> (Vec<Value>, Vec<String
     let mut apps = Vec::new();
     let mut notes = Vec::new();
     for generator in spec.get("generators").and_then(Value::as_array).into_iter().flatten() {
+        if generator.get("clusters").is_some() {
+            notes.push(
+                "the clusters generator makes one Application per cluster; drift renders each of them into this \
+                 snapshot, whatever its destination"
+                    .to_owned(),
+            );
+        }
         let params = match params_of(generator, repo) {
             Ok(params) => params,
             Err(note) => {

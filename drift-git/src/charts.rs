@@ -43,7 +43,15 @@ pub(crate) enum ChartError {
 pub(crate) fn fetch(cfg: &RenderConfig, remote: &RemoteChart) -> Result<PathBuf, ChartError> {
     use ChartError::{Refused, Unreachable};
     let index = get_index(&remote.repo, cfg.render_timeout).map_err(Unreachable)?;
-    let (version, digest) = resolve(&index, &remote.chart, &remote.version).map_err(Refused)?;
+    let (version, digest) = resolve(&index, &remote.chart, &remote.version)?;
+    // The digest names a folder: only a sha256 in hexadecimal is one.
+    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Refused(format!(
+            "the repository index gives chart {} {version} the digest {digest:?}, not a sha256",
+            remote.chart
+        )));
+    }
+    let digest = digest.to_ascii_lowercase();
     let cache = cfg.chart_cache.clone().unwrap_or_else(|| crate::config::default_cache_dir("charts"));
     let dir = cache.join(&digest);
     let chart_dir = dir.join(&remote.chart);
@@ -122,36 +130,42 @@ fn get_index(repo: &str, timeout: std::time::Duration) -> Result<Value, String> 
 }
 
 /// The version the constraint picks among the index's entries of `chart` (the highest that
-/// matches, pre-releases only when asked for exactly), and its digest.
-fn resolve(index: &Value, chart: &str, constraint: &str) -> Result<(String, String), String> {
+/// matches, pre-releases only when asked for exactly), as the index writes it, and its digest.
+/// A constraint drift does not evaluate (`>=1.0`, `~1.2`, `^4`) is a note, not an error.
+fn resolve(index: &Value, chart: &str, constraint: &str) -> Result<(String, String), ChartError> {
     let entries = index
         .pointer(&format!("/entries/{chart}"))
         .and_then(Value::as_array)
-        .ok_or_else(|| format!("the repository has no chart {chart}"))?;
-    let constraint = constraint.trim().trim_start_matches('v');
+        .ok_or_else(|| ChartError::Refused(format!("the repository has no chart {chart}")))?;
+    let constraint = constraint.trim();
+    let bare = |v: &str| v.trim_start_matches('v').to_owned();
+    let wanted = bare(constraint);
+    // A pre-release has a `-` before any build metadata.
+    let release = |v: &str| !v.split('+').next().unwrap_or(v).contains('-');
     let matches = |v: &str| -> bool {
-        match constraint {
-            "" | "*" => !v.contains('-'),
-            c if c.ends_with(".*") || c.ends_with(".x") => !v.contains('-') && v.starts_with(&c[..c.len() - 1]),
+        let v = bare(v);
+        match wanted.as_str() {
+            "" | "*" => release(&v),
+            c if c.ends_with(".*") || c.ends_with(".x") => release(&v) && v.starts_with(&c[..c.len() - 1]),
             c => v == c,
         }
     };
-    let supported = constraint.is_empty()
-        || constraint == "*"
-        || constraint.ends_with(".*")
-        || constraint.ends_with(".x")
-        || constraint.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '+');
+    let supported = wanted.is_empty()
+        || wanted == "*"
+        || wanted.ends_with(".*")
+        || wanted.ends_with(".x")
+        || wanted.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '+');
     if !supported {
-        return Err(format!(
+        return Err(ChartError::Unreachable(format!(
             "version constraint `{constraint}` of chart {chart} is not resolved by drift; give a version or `1.2.*`"
-        ));
+        )));
     }
     let best = entries
         .iter()
-        .filter_map(|e| Some((e.get("version")?.as_str()?.trim_start_matches('v'), e.get("digest")?.as_str()?)))
+        .filter_map(|e| Some((e.get("version")?.as_str()?, e.get("digest")?.as_str()?)))
         .filter(|(v, _)| matches(v))
-        .max_by(|a, b| semver_key(a.0).cmp(&semver_key(b.0)))
-        .ok_or_else(|| format!("the repository has no version `{constraint}` of chart {chart}"))?;
+        .max_by(|a, b| semver_key(&bare(a.0)).cmp(&semver_key(&bare(b.0))))
+        .ok_or_else(|| ChartError::Refused(format!("the repository has no version `{constraint}` of chart {chart}")))?;
     Ok((best.0.to_owned(), best.1.to_owned()))
 }
 
@@ -178,11 +192,21 @@ mod tests {
             {"version": "1.2.0", "digest": "a"}, {"version": "1.10.0", "digest": "b"},
             {"version": "2.0.0-rc.1", "digest": "c"}, {"version": "1.2.3", "digest": "d"}
         ]}});
-        assert_eq!(resolve(&index, "web", "").unwrap(), ("1.10.0".into(), "b".into()));
-        assert_eq!(resolve(&index, "web", "1.2.*").unwrap(), ("1.2.3".into(), "d".into()));
-        assert_eq!(resolve(&index, "web", "2.0.0-rc.1").unwrap(), ("2.0.0-rc.1".into(), "c".into()));
-        assert!(resolve(&index, "web", "3.0.0").is_err());
-        assert!(resolve(&index, "web", ">=1.0.0").unwrap_err().contains("not resolved by drift"));
-        assert!(resolve(&index, "api", "*").is_err());
+        let ok = |c: &str| resolve(&index, "web", c).ok();
+        assert_eq!(ok(""), Some(("1.10.0".into(), "b".into())));
+        assert_eq!(ok("1.2.*"), Some(("1.2.3".into(), "d".into())));
+        assert_eq!(ok("2.0.0-rc.1"), Some(("2.0.0-rc.1".into(), "c".into())));
+        assert_eq!(ok("v1.2.0"), Some(("1.2.0".into(), "a".into())));
+        assert!(matches!(resolve(&index, "web", "3.0.0"), Err(ChartError::Refused(_))));
+        assert!(
+            matches!(resolve(&index, "web", ">=1.0.0"), Err(ChartError::Unreachable(m)) if m.contains("not resolved by drift"))
+        );
+        assert!(matches!(resolve(&index, "api", "*"), Err(ChartError::Refused(_))));
+        let with_v = json!({"entries": {"web": [{"version": "v1.0.0+build-1", "digest": "e"}]}});
+        assert_eq!(
+            resolve(&with_v, "web", "*").ok(),
+            Some(("v1.0.0+build-1".into(), "e".into())),
+            "a release with build metadata, named as the index names it"
+        );
     }
 }

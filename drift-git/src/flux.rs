@@ -256,6 +256,30 @@ fn walk(value: &mut Value, at: &mut String, text_only: bool, vars: &Vars, left_o
             }
         }
         Value::Object(map) => {
+            // Keys too: Flux substitutes the object's whole text.
+            if map.keys().any(|k| k.contains('$')) {
+                let entries = std::mem::take(map);
+                for (k, v) in entries {
+                    let key = match eval(&k, vars) {
+                        Ok(key) => key,
+                        Err(Unresolved::Unknown(var)) => {
+                            left_out.push((
+                                format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                                format!("variable {var} (in a key) has no value drift can read"),
+                            ));
+                            k
+                        }
+                        Err(Unresolved::Form(form)) => {
+                            left_out.push((
+                                format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                                format!("`{form}` (in a key) is not substituted by drift"),
+                            ));
+                            k
+                        }
+                    };
+                    map.insert(key, v);
+                }
+            }
             // Labels and annotations of any object metadata (a pod template's too).
             let meta = at.ends_with("/metadata");
             for (k, v) in map.iter_mut() {
@@ -283,8 +307,20 @@ fn retype(template: &str, out: String) -> Value {
     }
 }
 
-/// envsubst as Flux runs it (non-strict: a variable that is unset is empty).
+/// How deep `${a:-${b:-...}}` defaults may nest before drift stops evaluating them.
+const MAX_NESTING: usize = 16;
+
+/// envsubst as Flux runs it. A variable without a value and without a default is unknown: Flux
+/// substitutes an empty string (its former default) or refuses the Kustomization (strict mode,
+/// its default since kustomize-controller 1.5), so drift leaves the field out.
 fn eval(text: &str, vars: &Vars) -> Result<String, Unresolved> {
+    eval_at(text, vars, 0)
+}
+
+fn eval_at(text: &str, vars: &Vars, depth: usize) -> Result<String, Unresolved> {
+    if depth > MAX_NESTING {
+        return Err(Unresolved::Form(format!("more than {MAX_NESTING} nested defaults")));
+    }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find('$') {
@@ -294,8 +330,8 @@ fn eval(text: &str, vars: &Vars) -> Result<String, Unresolved> {
             out.push('$');
             rest = tail;
         } else if after.starts_with('{') {
-            let end = closing(after).ok_or_else(|| Unresolved::Form(after.to_owned()))?;
-            out.push_str(&expr(&after[1..end], vars)?);
+            let end = closing(after).ok_or_else(|| Unresolved::Form(after.chars().take(40).collect()))?;
+            out.push_str(&expr(&after[1..end], vars, depth)?);
             rest = &after[end + 1..];
         } else {
             out.push('$');
@@ -324,27 +360,32 @@ fn closing(s: &str) -> Option<usize> {
     None
 }
 
-/// One `${...}` body.
-fn expr(body: &str, vars: &Vars) -> Result<String, Unresolved> {
+/// One `${...}` body. `:=`, `:-` and `=` take the default when the value is unset or empty (as
+/// Flux's `toDefault`); `-` alone is not parsed by Flux, like every other function.
+fn expr(body: &str, vars: &Vars, depth: usize) -> Result<String, Unresolved> {
+    let form = || Unresolved::Form(format!("${{{}}}", body.chars().take(40).collect::<String>()));
     let name_end = body.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(body.len());
     let (name, op) = body.split_at(name_end);
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
-        return Err(Unresolved::Form(format!("${{{body}}}")));
+        return Err(form());
     }
-    let value = vars.known.get(name);
-    let unknown =
-        || if vars.unreadable.is_empty() { Ok(String::new()) } else { Err(Unresolved::Unknown(name.to_owned())) };
-    let (default, when_empty) = match op {
-        "" => return value.cloned().map_or_else(unknown, Ok),
-        _ if op.starts_with(":=") || op.starts_with(":-") => (&op[2..], true),
-        _ if op.starts_with('=') || op.starts_with('-') => (&op[1..], false),
-        _ => return Err(Unresolved::Form(format!("${{{body}}}"))),
+    let value = vars.known.get(name).filter(|v| !v.is_empty());
+    let default = match op {
+        "" => None,
+        _ if op.starts_with(":=") || op.starts_with(":-") => Some(&op[2..]),
+        _ if op.starts_with('=') => Some(&op[1..]),
+        _ => return Err(form()),
     };
-    match value {
-        Some(v) if !(when_empty && v.is_empty()) => Ok(v.clone()),
+    match (value, default) {
+        (Some(v), _) => Ok(v.clone()),
+        // Set but empty: empty without a default.
+        (None, None) if vars.known.contains_key(name) => Ok(String::new()),
         // A value that may exist in a source drift cannot read.
-        None if !vars.unreadable.is_empty() => Err(Unresolved::Unknown(name.to_owned())),
-        _ => eval(default, vars),
+        (None, _) if !vars.unreadable.is_empty() && !vars.known.contains_key(name) => {
+            Err(Unresolved::Unknown(name.to_owned()))
+        }
+        (None, Some(default)) => eval_at(default, vars, depth + 1),
+        (None, None) => Err(Unresolved::Unknown(name.to_owned())),
     }
 }
 
@@ -368,8 +409,15 @@ mod tests {
     fn the_forms_flux_evaluates() {
         let v = vars(&[("DOMAIN", "example.com"), ("EMPTY", ""), ("N", "3")], false);
         assert_eq!(ok("web.${DOMAIN}", &v), "web.example.com");
-        assert_eq!(ok("${MISSING}", &v), "", "non-strict: unset is empty");
-        assert_eq!(ok("${MISSING:=dev}-${EMPTY:-x}-${EMPTY=y}-${MISSING-z}", &v), "dev-x--z");
+        assert!(
+            matches!(eval("${MISSING}", &v), Err(Unresolved::Unknown(n)) if n == "MISSING"),
+            "empty or refused: unknown"
+        );
+        assert_eq!(ok("${EMPTY}", &v), "");
+        assert_eq!(ok("${MISSING:=dev}-${EMPTY:-x}-${EMPTY=y}", &v), "dev-x-y", "defaults when unset or empty");
+        assert!(matches!(eval("${MISSING-z}", &v), Err(Unresolved::Form(_))), "Flux does not parse `-`");
+        let deep = format!("{}x{}", "${A:-".repeat(40), "}".repeat(40));
+        assert!(matches!(eval(&deep, &v), Err(Unresolved::Form(_))), "nesting is bounded");
         assert_eq!(ok("${MISSING:=${DOMAIN}}", &v), "example.com");
         assert_eq!(ok("$${DOMAIN} $HOME $", &v), "${DOMAIN} $HOME $");
         assert!(matches!(eval("${DOMAIN^^}", &v), Err(Unresolved::Form(_))));

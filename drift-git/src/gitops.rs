@@ -290,7 +290,7 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             }
         });
         let recurse = source.get("directory").and_then(|d| d.get("recurse")).and_then(Value::as_bool).unwrap_or(false);
-        let kustomize = source.get("kustomize").and_then(argo_kustomize_overlay);
+        let kustomize = source.get("kustomize").and_then(|k| argo_kustomize_overlay(k, &path));
         let render = match remote {
             Some(remote) => {
                 let opts = helm.unwrap_or_else(|| HelmOptions {
@@ -380,7 +380,7 @@ fn helm_repository(
 /// them with `kustomize edit` before it builds): images (`name[=newName][:tag][@digest]`),
 /// `namePrefix`, `nameSuffix`, `commonLabels`, `commonAnnotations`, `namespace`, `patches`,
 /// `replicas`, `components`; `None` when there are none.
-fn argo_kustomize_overlay(k: &Value) -> Option<String> {
+fn argo_kustomize_overlay(k: &Value, path: &str) -> Option<String> {
     let mut overlay = serde_json::Map::new();
     for (from, to) in [
         ("namePrefix", "namePrefix"),
@@ -390,11 +390,24 @@ fn argo_kustomize_overlay(k: &Value) -> Option<String> {
         ("namespace", "namespace"),
         ("patches", "patches"),
         ("replicas", "replicas"),
-        ("components", "components"),
     ] {
         if let Some(v) = k.get(from).filter(|v| !v.is_null() && v.as_str() != Some("")) {
             overlay.insert(to.to_owned(), v.clone());
         }
+    }
+    // Components are relative to the application's folder (`kustomize edit add component` runs
+    // there); one that leaves the repository is dropped.
+    let components: Vec<Value> = k
+        .get("components")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|c| join_relative(path, c))
+        .map(Value::String)
+        .collect();
+    if !components.is_empty() {
+        overlay.insert("components".to_owned(), Value::Array(components));
     }
     let images: Vec<Value> = k
         .get("images")

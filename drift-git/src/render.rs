@@ -56,15 +56,6 @@ pub(crate) fn kustomize_build(cfg: &RenderConfig, dir: &Path) -> Result<String, 
     run(cmd, cfg.render_timeout, &program)
 }
 
-/// [`kustomize_build`] with files outside the folder allowed (`--load-restrictor
-/// LoadRestrictionsNone`), as kustomize-controller builds.
-pub(crate) fn kustomize_build_unrestricted(cfg: &RenderConfig, dir: &Path) -> Result<String, String> {
-    let (program, args) = kustomize_command(cfg)?;
-    let mut cmd = Command::new(&program);
-    cmd.args(args).arg("--load-restrictor").arg("LoadRestrictionsNone").arg(dir);
-    run(cmd, cfg.render_timeout, &program)
-}
-
 /// What `helm template` is asked to render.
 #[derive(Debug, Clone)]
 pub(crate) struct HelmJob<'a> {
@@ -103,9 +94,22 @@ pub(crate) fn helm_template(cfg: &RenderConfig, job: &HelmJob<'_>) -> Result<Str
         _inline_file = file;
     }
     for (name, value, force_string) in job.parameters {
-        // As Argo CD: a comma is escaped unless the value is a `{a,b}` list.
-        let value =
-            if value.starts_with('{') && value.ends_with('}') { value.clone() } else { value.replace(',', "\\,") };
+        // As Argo CD: a comma is escaped (one already escaped is left) unless the value is a
+        // `{a,b}` list.
+        let value = if value.starts_with('{') && value.ends_with('}') {
+            value.clone()
+        } else {
+            let mut out = String::with_capacity(value.len());
+            let mut prev = '\0';
+            for c in value.chars() {
+                if c == ',' && prev != '\\' {
+                    out.push('\\');
+                }
+                out.push(c);
+                prev = c;
+            }
+            out
+        };
         cmd.arg(if *force_string { "--set-string" } else { "--set" }).arg(format!("{name}={value}"));
     }
     if job.include_crds {

@@ -66,11 +66,7 @@ async fn argo_cd_and_flux_layouts_work_without_extra_configuration() {
 /// HelmRelease that renders it with inline values on top, and a plain ConfigMap.
 fn chart_repository() -> tempfile::TempDir {
     let repo = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     w("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
     w("charts/web/values.yaml", "replicas: 1\nimage: {repository: nginx, tag: \"1.27\"}\nmode: default\n");
     w("charts/web/templates/_helpers.tpl", "{{- define \"web.name\" -}}{{ .Release.Name }}-web{{- end -}}\n");
@@ -252,11 +248,7 @@ async fn argo_and_flux_ignore_settings_apply_to_their_own_objects_only() {
         return;
     }
     let repo = chart_repository();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     // An Application as they are commonly written: replicas left to an autoscaler, a sidecar's
     // image left to an injector, a stamp annotation, and one jq program this detector cannot read.
     w(
@@ -337,11 +329,7 @@ async fn argo_and_flux_ignore_settings_apply_to_their_own_objects_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flux_post_build_substitution_is_applied_as_kustomize_controller_applies_it() {
     let repo = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     let kustomization = |name: &str, path: &str, post: &str| {
         format!(
             "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: {path}\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  postBuild:\n{post}"
@@ -416,11 +404,7 @@ async fn flux_post_build_substitution_is_applied_as_kustomize_controller_applies
 async fn flux_kustomization_fields_are_built_as_kustomize_controller_builds_them() {
     require_kubectl();
     let repo = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     let spec = "  namePrefix: prod-\n  nameSuffix: -v2\n  targetNamespace: shop\n  images:\n    - {name: nginx, newTag: \"1.29\"}\n  patches:\n    - target: {kind: Deployment, name: web}\n      patch: |\n        - op: replace\n          path: /spec/replicas\n          value: 5\n  commonMetadata:\n    labels: {team: payments}\n    annotations: {owner: ops}\n";
     for (name, path) in [("built", "./apps/built"), ("plain", "./apps/plain")] {
         w(
@@ -477,11 +461,7 @@ async fn flux_kustomization_fields_are_built_as_kustomize_controller_builds_them
 async fn argo_cd_kustomize_overrides_are_applied_as_the_repo_server_applies_them() {
     require_kubectl();
     let repo = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     w(
         "argocd/web.yaml",
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: web, namespace: argocd}\nspec:\n  destination: {namespace: shop}\n  source:\n    repoURL: https://example.com/gitops.git\n    path: apps/web\n    kustomize:\n      namePrefix: prod-\n      nameSuffix: -a\n      images: [\"nginx=registry.example.com/nginx:1.29\"]\n      commonLabels: {team: web}\n      commonAnnotations: {owner: ops}\n      namespace: shop-prod\n      replicas: [{name: web, count: 4}]\n      patches:\n        - target: {kind: ConfigMap, name: settings}\n          patch: '[{\"op\": \"add\", \"path\": \"/data/mode\", \"value\": \"fast\"}]'\n",
@@ -516,11 +496,7 @@ async fn argo_cd_helm_overrides_are_applied_as_the_repo_server_applies_them() {
         return;
     }
     let repo = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     let app = |name: &str, skip: bool| {
         format!(
             "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\nspec:\n  destination: {{namespace: {name}}}\n  sources:\n    - repoURL: https://example.com/gitops.git\n      path: charts/web\n      helm:\n        releaseName: {name}\n        skipCrds: {skip}\n        valueFiles: [$values/envs/prod.yaml]\n        parameters:\n          - {{name: replicas, value: \"3\"}}\n          - {{name: mode, value: \"0644\", forceString: true}}\n          - {{name: hosts, value: \"a,b\"}}\n    - repoURL: https://example.com/gitops.git\n      ref: values\n"
@@ -577,11 +553,7 @@ async fn argo_cd_helm_overrides_are_applied_as_the_repo_server_applies_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn application_sets_are_expanded_into_their_applications() {
     let repo = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = repo.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
     let set = |name: &str, generators: &str, go: bool, app_name: &str, path: &str, ns: &str| {
         format!(
             "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {{name: {name}, namespace: argocd}}\nspec:\n  goTemplate: {go}\n  generators:\n{generators}  template:\n    metadata: {{name: '{app_name}'}}\n    spec:\n      project: default\n      source: {{repoURL: 'https://example.com/gitops.git', path: '{path}'}}\n      destination: {{server: 'https://kubernetes.default.svc', namespace: '{ns}'}}\n"
@@ -731,11 +703,7 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
     }
     install_crypto_provider();
     let work = tempfile::tempdir().unwrap();
-    let w = |p: &str, t: &str| {
-        let f = work.path().join(p);
-        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-        std::fs::write(f, t).unwrap();
-    };
+    let w = |p: &str, t: &str| put(work.path(), p, t);
     for version in ["1.0.0", "1.0.1", "2.0.0"] {
         let chart = format!("src-{version}/web");
         w(&format!("{chart}/Chart.yaml"), &format!("apiVersion: v2\nname: web\nversion: {version}\n"));
@@ -796,11 +764,42 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
     // A chart that is not the one the index describes is refused.
     let index = work.path().join("repo/index.yaml");
     let text = std::fs::read_to_string(&index).unwrap();
-    let tampered = text.replacen("digest: ", "digest: 00", 1);
+    // One hexadecimal digit of the first digest changed.
+    let at = text.find("digest: ").unwrap() + "digest: ".len();
+    let digit = if &text[at..=at] == "0" { "1" } else { "0" };
+    let tampered = format!("{}{digit}{}", &text[..at], &text[at + 1..]);
     assert_ne!(tampered, text);
     std::fs::write(&index, tampered).unwrap();
     cfg.render.chart_cache = Some(work.path().join("cache-2"));
     let refused = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
     let errors: Vec<&str> = refused.warnings.iter().filter(|w| w.fatal).map(|w| w.message.as_str()).collect();
     assert!(errors.iter().any(|m| m.contains("does not match the repository index")), "{errors:?}");
+}
+
+/// One folder, two Flux Kustomizations with other variables (environments): two sets of
+/// objects, each substituted, and no object defined twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_kustomizations_of_one_folder_with_other_variables_make_two_sets_of_objects() {
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
+    for env in ["dev", "prod"] {
+        w(
+            &format!("clusters/all/{env}.yaml"),
+            &format!(
+                "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {{name: web-{env}, namespace: flux-system}}\nspec:\n  path: ./apps/base\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  postBuild:\n    substitute: {{ENV: {env}}}\n"
+            ),
+        );
+    }
+    w(
+        "apps/base/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'web-${ENV}', namespace: shop}\ndata: {env: '${ENV}'}\n",
+    );
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("clusters/all".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let mut got = keys(&snap);
+    got.retain(|k| k.starts_with("ConfigMap"));
+    assert_eq!(got, ["ConfigMap shop/web-dev", "ConfigMap shop/web-prod"], "{:?}", snap.warnings);
+    assert_eq!(object(&snap, "ConfigMap", "web-prod").object["data"]["env"], "prod");
 }

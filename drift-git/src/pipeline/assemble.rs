@@ -31,54 +31,45 @@ pub(super) fn apply_namespace(resource: &mut Resource, rule: &NamespaceRule) {
     }
 }
 
-/// Flux's post-build substitution of the objects of each Kustomization that asks for it, with
-/// the ConfigMaps and Secrets of the revision as its variables' sources.
-fn substitute(
-    resources: &mut [Resource],
-    substituted: &[(Arc<crate::flux::PostBuild>, Vec<usize>)],
-    warnings: &mut Vec<SourceWarning>,
-) {
-    if substituted.is_empty() {
-        return;
-    }
-    let sources: Vec<Resource> = resources
-        .iter()
-        .filter(|r| r.key.group.is_empty() && (r.key.kind == "ConfigMap" || r.key.kind == "Secret"))
-        .cloned()
-        .collect();
-    for (post, indices) in substituted {
-        let mut take = vec![false; resources.len()];
-        for &i in indices {
-            take[i] = true;
-        }
-        let mut objects: Vec<&mut Resource> =
-            resources.iter_mut().zip(take).filter_map(|(r, take)| take.then_some(r)).collect();
-        crate::flux::substitute(post, &mut objects, &sources, warnings);
-    }
-}
-
 /// The snapshot of one revision from the units' results, in order: objects get the
-/// namespace of their application, the repository and the revision; an object defined twice
-/// is kept once, with a note when both copies are identical and an error otherwise.
+/// namespace of their application, what kustomize-controller does after its build (Flux
+/// `commonMetadata` and `postBuild`, with the ConfigMaps and Secrets of the revision as the
+/// variables' sources), the repository and the revision; an object defined twice (once
+/// substituted: two Kustomizations of one folder make two objects) is kept once, with a note
+/// when both copies are identical and an error otherwise.
 pub(super) fn assemble(
     repository: &str,
     revision: &str,
     results: Vec<(Unit, Arc<Parsed>)>,
     mut warnings: Vec<SourceWarning>,
 ) -> DesiredSnapshot {
+    let sources: Vec<Resource> = if results.iter().any(|(u, _)| u.post_build.is_some()) {
+        results
+            .iter()
+            .flat_map(|(_, p)| p.resources.iter())
+            .filter(|r| r.key.group.is_empty() && (r.key.kind == "ConfigMap" || r.key.kind == "Secret"))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut resources = Vec::new();
     let mut first_seen: HashMap<drift_model::ResourceKey, (String, usize)> = HashMap::new();
-    // The objects of each Flux `postBuild`, by their index in `resources`.
-    let mut substituted: Vec<(Arc<crate::flux::PostBuild>, Vec<usize>)> = Vec::new();
     for (unit, parsed) in results {
-        let (parsed_resources, parsed_warnings) = match Arc::try_unwrap(parsed) {
+        let (mut parsed_resources, parsed_warnings) = match Arc::try_unwrap(parsed) {
             Ok(p) => (p.resources, p.warnings),
             Err(shared) => (shared.resources.clone(), shared.warnings.clone()),
         };
         warnings.extend(parsed_warnings);
-        for mut r in parsed_resources {
-            apply_namespace(&mut r, &unit.namespace);
+        for r in &mut parsed_resources {
+            apply_namespace(r, &unit.namespace);
             r.provenance.ignore.clone_from(&unit.ignore);
+        }
+        if let Some(post) = &unit.post_build {
+            let mut objects: Vec<&mut Resource> = parsed_resources.iter_mut().collect();
+            crate::flux::substitute(post, &mut objects, &sources, &mut warnings);
+        }
+        for mut r in parsed_resources {
             r.provenance.repository = Some(repository.to_owned());
             r.provenance.revision = Some(revision.to_owned());
             let here = r.provenance.path.clone().unwrap_or_default();
@@ -96,16 +87,9 @@ pub(super) fn assemble(
                 continue;
             }
             first_seen.insert(r.key.clone(), (here, resources.len()));
-            if let Some(post) = &unit.post_build {
-                match substituted.iter_mut().find(|(p, _)| Arc::ptr_eq(p, post) || p == post) {
-                    Some((_, indices)) => indices.push(resources.len()),
-                    None => substituted.push((post.clone(), vec![resources.len()])),
-                }
-            }
             resources.push(r);
         }
     }
-    substitute(&mut resources, &substituted, &mut warnings);
     DesiredSnapshot { repository: repository.to_owned(), revision: Some(revision.to_owned()), resources, warnings }
 }
 

@@ -130,7 +130,10 @@ impl Pipeline {
         let mut misses: Vec<(usize, Unit, String, String)> = Vec::new();
         for unit in units {
             let key = self.render_key(checkout, &unit);
-            if let Some(kept) = fresh.renders.get(&key).or_else(|| old.renders.get(&key)) {
+            // A chart from a repository is kept by digest (`charts`), but which version a
+            // constraint picks, and so the render, may change without a commit.
+            let cacheable = !matches!(unit.kind, UnitKind::RemoteHelm { .. });
+            if let Some(kept) = fresh.renders.get(&key).or_else(|| old.renders.get(&key)).filter(|_| cacheable) {
                 Stats::inc(&self.stats.render_cache_hits);
                 let kept = Arc::clone(kept);
                 out.push(Some((unit, Arc::new(kept.expand()))));
@@ -177,7 +180,7 @@ impl Pipeline {
                 }
             });
             for (slot, unit, key, parsed, ok) in done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
-                if ok && self.cfg.keep_between_fetches {
+                if ok && self.cfg.keep_between_fetches && !matches!(unit.kind, UnitKind::RemoteHelm { .. }) {
                     // Failures are not cached: a missing program may be installed before the next commit.
                     fresh.renders.insert(key, Arc::new(Kept::of(&parsed)));
                 }
@@ -203,7 +206,7 @@ impl Pipeline {
             },
             UnitKind::Overlay { dir, resources, overlay } => {
                 match write_overlay(root, dir, resources, overlay)
-                    .and_then(|at| render::kustomize_build_unrestricted(&self.cfg, &at))
+                    .and_then(|at| render::kustomize_build(&self.cfg, &at))
                 {
                     Ok(out) => {
                         let m = parse_manifests_with(&out, config_file, self.limits());
@@ -274,9 +277,12 @@ impl Pipeline {
     }
 }
 
-/// Writes, beside the tree in `root`, the kustomization kustomize-controller would build for a
-/// Flux Kustomization: the folder (or its manifests) as resources, and the fields Flux adds.
-/// Returns its folder.
+/// Writes, beside the tree in `root`, the kustomization kustomize-controller (or Argo CD's repo
+/// server) would build: the folder (or its manifests) as resources, and the fields they add.
+/// Returns its folder. kustomize builds it with its default restriction (files within the
+/// kustomization's folder): manifests are copied in, folders (the app's, nested
+/// kustomizations, components) are referenced, as kustomize allows for bases; so nothing a
+/// kustomization in Git names can make kustomize read a file outside the tree.
 fn write_overlay(
     root: &std::path::Path,
     dir: &str,
@@ -285,7 +291,8 @@ fn write_overlay(
 ) -> Result<std::path::PathBuf, String> {
     let mut h = Sha256::new();
     h.update(format!("{dir}\0{resources:?}\0{overlay}").as_bytes());
-    let at = root.join(".drift-flux").join(&hex::encode(h.finalize())[..16]);
+    let at = root.join(".drift-overlay").join(&hex::encode(h.finalize())[..16]);
+    std::fs::create_dir_all(&at).map_err(|e| e.to_string())?;
     let up = |p: &str| format!("../../{p}");
     let mut kustomization: serde_json::Map<String, Value> =
         serde_json::from_str(overlay).map_err(|e| format!("overlay: {e}"))?;
@@ -294,10 +301,20 @@ fn write_overlay(
             *c = Value::String(up(c.as_str().unwrap_or_default()));
         }
     }
+    let mut listed = Vec::with_capacity(resources.len());
+    for (i, r) in resources.iter().enumerate() {
+        let source = root.join(r);
+        if source.is_dir() {
+            listed.push(Value::String(up(r)));
+        } else {
+            let name = format!("{i:05}-{}", r.rsplit('/').next().unwrap_or(r));
+            std::fs::copy(&source, at.join(&name)).map_err(|e| format!("{r}: {e}"))?;
+            listed.push(Value::String(name));
+        }
+    }
     kustomization.insert("apiVersion".into(), "kustomize.config.k8s.io/v1beta1".into());
     kustomization.insert("kind".into(), "Kustomization".into());
-    kustomization.insert("resources".into(), resources.iter().map(|r| Value::String(up(r))).collect());
-    std::fs::create_dir_all(&at).map_err(|e| e.to_string())?;
+    kustomization.insert("resources".into(), Value::Array(listed));
     std::fs::write(at.join("kustomization.yaml"), Value::Object(kustomization).to_string())
         .map_err(|e| e.to_string())?;
     Ok(at)

@@ -40,6 +40,10 @@ pub(crate) enum Origin {
     Helm { chart: String, opts: HelmOptions },
 }
 
+/// An application already followed: its folder, how it is rendered, its namespace rule and its
+/// Flux post-build (two Kustomizations of one folder with other variables are two).
+type AppSeen = (String, AppRender, NamespaceRule, Option<Arc<crate::flux::PostBuild>>);
+
 /// How deep Argo CD / Flux objects are followed (an app of apps of apps).
 const MAX_APP_DEPTH: usize = 3;
 
@@ -170,7 +174,7 @@ impl Pipeline {
         let mut warnings = Vec::new();
         let mut pending = plan_top(&self.cfg, checkout, input.sub, &mut warnings);
         let mut results: Vec<(Unit, Arc<Parsed>)> = Vec::new();
-        let mut seen_apps: HashSet<(String, AppRender, NamespaceRule)> = HashSet::new();
+        let mut seen_apps: HashSet<AppSeen> = HashSet::new();
         let dir_exists = |p: &str| checkout.contains_dir(p) || (p.is_empty() && !checkout.files.is_empty());
         let files = || checkout.files.keys().cloned().collect::<Vec<String>>();
         let read = |p: &str| checkout.read(p).ok().and_then(|b| String::from_utf8(b).ok());
@@ -217,7 +221,7 @@ impl Pipeline {
         *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
         drop(old);
         // A chart the walk skipped but an application renders is not worth a note.
-        let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _)| path).collect();
+        let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _, _)| path).collect();
         warnings.retain(|w| {
             !(w.message.starts_with(CHART_SKIPPED)
                 && w.path.as_deref().is_some_and(|p| followed.iter().any(|a| within(parent_dir(p), a))))
@@ -233,7 +237,7 @@ impl Pipeline {
         results: &mut Vec<(Unit, Arc<Parsed>)>,
         external: &mut Vec<Unit>,
         next: &mut Vec<Unit>,
-        seen: &mut HashSet<(String, AppRender, NamespaceRule)>,
+        seen: &mut HashSet<AppSeen>,
         warnings: &mut Vec<SourceWarning>,
     ) {
         self.follow_from(ctx, checkout, 0, results, external, next, seen, warnings);
@@ -249,7 +253,7 @@ impl Pipeline {
         results: &mut Vec<(Unit, Arc<Parsed>)>,
         external: &mut Vec<Unit>,
         next: &mut Vec<Unit>,
-        seen: &mut HashSet<(String, AppRender, NamespaceRule)>,
+        seen: &mut HashSet<AppSeen>,
         warnings: &mut Vec<SourceWarning>,
     ) {
         let resources: Vec<&Resource> = results[from..].iter().flat_map(|(_, p)| p.resources.iter()).collect();
@@ -260,7 +264,7 @@ impl Pipeline {
             }
         }
         for app in apps {
-            if !seen.insert((app.path.clone(), app.render.clone(), app.namespace.clone())) {
+            if !seen.insert((app.path.clone(), app.render.clone(), app.namespace.clone(), app.post_build.clone())) {
                 continue;
             }
             tracing::debug!(origin = %app.origin, path = %app.path, "following a GitOps application");

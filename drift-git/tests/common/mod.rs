@@ -92,6 +92,13 @@ pub fn deployment(name: &str, replicas: u32) -> String {
     )
 }
 
+/// Writes `text` at `path` below `root`, making its folders.
+pub fn put(root: &std::path::Path, path: &str, text: &str) {
+    let f = root.join(path);
+    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+    std::fs::write(f, text).unwrap();
+}
+
 /// Keys of a snapshot as sorted strings.
 pub fn keys(snapshot: &drift_core::DesiredSnapshot) -> Vec<String> {
     let mut k: Vec<String> = snapshot.resources.iter().map(|r| r.key.to_string()).collect();
