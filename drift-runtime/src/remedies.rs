@@ -1230,6 +1230,33 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_refusal_names_both_values_in_its_sentence_and_its_audit_detail() {
+        let d = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
+        let planned = Planned { value: Some(json!(5)), basis: "the drift's cluster value".into() };
+        let refused = stale(&d, &planned, &None);
+        let Fault::Refused(r) = &refused else { panic!("{refused:?}") };
+        assert_eq!(r.refusal, Refusal::Stale);
+        assert!(r.message.contains("planned against 5") && r.message.contains("now holds absent"), "{}", r.message);
+        let detail = revert_detail(&Err(refused));
+        assert_eq!(
+            (&detail["refusal"], &detail["planned"], &detail["found"]),
+            (&json!("stale"), &json!(5), &json!(null))
+        );
+        // A Secret's outcome has no values: its audit entry has none either.
+        let outcome = RevertOutcome {
+            drift_id: 1,
+            status: RevertStatus::Reverted,
+            object: "Secret shop/creds".into(),
+            paths: vec!["data.password".into()],
+            plan: None,
+            actor: "carol".into(),
+            replaced: None,
+            written: None,
+        };
+        assert_eq!(revert_detail(&Ok(outcome)), json!({"paths": ["data.password"], "object": "Secret shop/creds"}));
+    }
+
+    #[test]
     fn one_branch_per_object_whatever_the_drift() {
         let a = drift("shop", "Deployment", DriftType::ReplicasDrift, Severity::Low);
         let mut b = a.clone();
