@@ -128,6 +128,17 @@ fn note(r: &Resource, message: String) -> SourceWarning {
     SourceWarning::note(message).at(r.provenance.path.clone().unwrap_or_default(), r.provenance.document, None)
 }
 
+/// Whether drift follows objects of this kind (Argo CD and Flux objects that name what to
+/// render).
+pub(crate) fn is_gitops_object(r: &Resource) -> bool {
+    matches!(
+        (r.key.group.as_str(), r.key.kind.as_str()),
+        ("argoproj.io", "Application" | "ApplicationSet")
+            | ("kustomize.toolkit.fluxcd.io", "Kustomization")
+            | ("helm.toolkit.fluxcd.io", "HelmRelease")
+    )
+}
+
 /// Finds the applications that the objects of `resources` declare.
 pub(crate) fn discover(resources: &[&Resource], ctx: &Context<'_>) -> (Vec<App>, Vec<SourceWarning>) {
     let mut apps = Vec::new();

@@ -803,3 +803,34 @@ async fn two_kustomizations_of_one_folder_with_other_variables_make_two_sets_of_
     assert_eq!(got, ["ConfigMap shop/web-dev", "ConfigMap shop/web-prod"], "{:?}", snap.warnings);
     assert_eq!(object(&snap, "ConfigMap", "web-prod").object["data"]["env"], "prod");
 }
+
+/// A HelmRelease that a Flux Kustomization with `postBuild` renders is followed as Flux applies
+/// it: substituted, so its chart is rendered with the substituted values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_helm_release_under_a_substituting_kustomization_is_rendered_substituted() {
+    if !helm_available("a_helm_release_under_a_substituting_kustomization_is_rendered_substituted") {
+        return;
+    }
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
+    w(
+        "clusters/prod/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  path: ./apps\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substitute: {DOMAIN: example.com}\n",
+    );
+    w(
+        "apps/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef: {kind: GitRepository, name: flux-system}\n  values:\n    host: web.${DOMAIN}\n",
+    );
+    w("charts/web/Chart.yaml", "apiVersion: v2\nname: web\nversion: 1.0.0\n");
+    w("charts/web/values.yaml", "host: localhost\n");
+    w(
+        "charts/web/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-host}\ndata:\n  host: {{ .Values.host | quote }}\n",
+    );
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("clusters/prod".into());
+    let snap = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert_eq!(object(&snap, "ConfigMap", "web-host").object["data"]["host"], "web.example.com");
+    assert_eq!(object(&snap, "HelmRelease", "web").object["spec"]["values"]["host"], "web.example.com");
+}

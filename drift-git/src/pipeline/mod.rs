@@ -256,7 +256,43 @@ impl Pipeline {
         seen: &mut HashSet<AppSeen>,
         warnings: &mut Vec<SourceWarning>,
     ) {
-        let resources: Vec<&Resource> = results[from..].iter().flat_map(|(_, p)| p.resources.iter()).collect();
+        // GitOps objects that a Flux Kustomization renders are found as it applies them:
+        // substituted (a HelmRelease's values, a nested Kustomization's path). The results keep
+        // their objects as rendered; `assemble` substitutes them once.
+        let substituted: Vec<Resource> = if results[from..].iter().any(|(u, _)| u.post_build.is_some()) {
+            let sources: Vec<Resource> = results
+                .iter()
+                .flat_map(|(_, p)| p.resources.iter())
+                .filter(|r| r.key.group.is_empty() && (r.key.kind == "ConfigMap" || r.key.kind == "Secret"))
+                .cloned()
+                .collect();
+            let mut out = Vec::new();
+            for (unit, parsed) in &results[from..] {
+                let Some(post) = &unit.post_build else { continue };
+                let mut copies: Vec<Resource> =
+                    parsed.resources.iter().filter(|r| gitops::is_gitops_object(r)).cloned().collect();
+                let mut objects: Vec<&mut Resource> = copies.iter_mut().collect();
+                // Its notes are given when the objects themselves are substituted.
+                crate::flux::substitute(post, &mut objects, &sources, &mut Vec::new());
+                out.extend(copies);
+            }
+            out
+        } else {
+            Vec::new()
+        };
+        let resources: Vec<&Resource> = results[from..]
+            .iter()
+            .filter(|(u, _)| u.post_build.is_none())
+            .flat_map(|(_, p)| p.resources.iter())
+            .chain(&substituted)
+            .chain(
+                results[from..]
+                    .iter()
+                    .filter(|(u, _)| u.post_build.is_some())
+                    .flat_map(|(_, p)| p.resources.iter())
+                    .filter(|r| !gitops::is_gitops_object(r)),
+            )
+            .collect();
         let (apps, notes) = gitops::discover(&resources, ctx);
         for n in notes {
             if !warnings.contains(&n) {
