@@ -39,12 +39,16 @@ pub(crate) enum AppRender {
     RemoteHelm(crate::charts::RemoteChart, HelmOptions),
 }
 
+/// The prefix of a values file that lies inside a chart fetched from a repository.
+pub(crate) const IN_CHART: &str = ":chart:/";
+
 /// `helm template` options taken from a GitOps object.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct HelmOptions {
     pub release: String,
     pub namespace: Option<String>,
-    /// Repository-relative values files.
+    /// Repository-relative values files, in order; one inside a chart fetched from a repository
+    /// is written [`IN_CHART`] and its path in the chart.
     pub values_files: Vec<String>,
     /// Inline values, as JSON text (kept as text so the options can be hashed).
     pub values: Option<String>,
@@ -247,10 +251,8 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             for file in h.get("valueFiles").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
                 let Some(rest) = file.strip_prefix('$') else {
                     if remote.is_some() {
-                        notes.push(note(
-                            r,
-                            format!("{}: values file `{file}` is inside the chart; not read", origin_of(r)),
-                        ));
+                        // Relative to the chart, as the repo server reads it.
+                        values_files.extend(join_relative("", file).map(|f| format!("{IN_CHART}{f}")));
                     } else {
                         values_files.extend(join_relative(&path, file));
                     }
@@ -555,6 +557,8 @@ fn flux_helm_release(
         .flatten()
         .filter_map(Value::as_str)
         .filter_map(|f| join_relative("", f))
+        // A chart from a repository reads them inside the chart.
+        .map(|f| if remote.is_some() { format!("{IN_CHART}{f}") } else { f })
         .collect();
     let values = spec.get("values").filter(|v| v.is_object()).map(Value::to_string);
     let (ignore, refused) = crate::ignore_rules::flux_drift_detection(&spec);

@@ -708,6 +708,7 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
         let chart = format!("src-{version}/web");
         w(&format!("{chart}/Chart.yaml"), &format!("apiVersion: v2\nname: web\nversion: {version}\n"));
         w(&format!("{chart}/values.yaml"), "mode: default\n");
+        w(&format!("{chart}/values-prod.yaml"), "mode: prod\n");
         w(
             &format!("{chart}/templates/cm.yaml"),
             &format!(
@@ -731,7 +732,7 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
     );
     w(
         "git/flux/release.yaml",
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: shop}\nspec:\n  chart:\n    spec:\n      chart: web\n      version: 1.0.*\n      sourceRef: {kind: HelmRepository, name: charts, namespace: flux-system}\n  values: {mode: flux}\n",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: shop}\nspec:\n  chart:\n    spec:\n      chart: web\n      version: 1.0.*\n      valuesFiles: [values-prod.yaml]\n      sourceRef: {kind: HelmRepository, name: charts, namespace: flux-system}\n  values: {other: x}\n",
     );
     w(
         "git/argocd/web.yaml",
@@ -747,7 +748,7 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
     let flux = object(&snap, "ConfigMap", "web-settings");
     assert_eq!(
         (flux.key.namespace.as_deref(), &flux.object["data"]),
-        (Some("shop"), &serde_json::json!({"mode": "flux", "chart": "1.0.1"}))
+        (Some("shop"), &serde_json::json!({"mode": "prod", "chart": "1.0.1"}))
     );
     let argo = object(&snap, "ConfigMap", "argo-web-settings");
     assert_eq!(

@@ -259,7 +259,14 @@ impl Pipeline {
             release: &opts.release,
             chart_dir: chart_dir.to_path_buf(),
             namespace: opts.namespace.as_deref(),
-            values_files: opts.values_files.iter().map(|f| root.join(f)).collect(),
+            values_files: opts
+                .values_files
+                .iter()
+                .map(|f| match f.strip_prefix(crate::gitops::IN_CHART) {
+                    Some(inside) => chart_dir.join(inside),
+                    None => root.join(f),
+                })
+                .collect(),
             inline_values: values.as_ref(),
             parameters: &opts.parameters,
             include_crds: opts.include_crds,
