@@ -247,3 +247,55 @@ fn a_live_object_given_twice_counts_as_its_later_copy_for_a_list_item_too() {
     assert_eq!(drifts(&doc), [("b".to_owned(), "configmap_drift".to_owned(), "MEDIUM".to_owned())]);
     assert_eq!(code, 1);
 }
+
+/// A desired folder that holds what `drift scan` renders (a Flux Kustomization with a
+/// substitution, a kustomization) is read as `drift render` reads it: objects substituted, and
+/// the same notes (a variable drift cannot know, left out of the comparison).
+#[test]
+fn a_gitops_folder_is_read_as_drift_render_reads_it_with_the_same_notes() {
+    let home = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| {
+        let f = home.path().join(p);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, t).unwrap();
+        f
+    };
+    w(
+        "repo/clusters/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  path: ./apps\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substitute: {DOMAIN: example.com}\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n",
+    );
+    w(
+        "repo/apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\ndata:\n  host: web.${DOMAIN}\n  region: ${REGION}\n",
+    );
+    let live = w(
+        "live.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: shop}\ndata:\n  host: web.example.com\n  region: eu-west-1\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  path: ./apps\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substitute: {DOMAIN: example.com}\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n",
+    );
+    let repo = home.path().join("repo");
+    let (code, doc) = diff(&repo, &live, &[]);
+    assert_eq!(code, 0, "the host substituted, the region left out: {doc}");
+    assert_eq!(doc["summary"]["resources_compared"], 2, "{doc}");
+    let notes = |doc: &Value| -> Vec<String> {
+        let mut m: Vec<String> =
+            doc["warnings"].as_array().unwrap().iter().map(|w| w["message"].as_str().unwrap().to_owned()).collect();
+        m.sort();
+        m
+    };
+    let render = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["render", "--repo", repo.to_str().unwrap(), "-o", "json"])
+        .output()
+        .unwrap();
+    let rendered: Value = serde_json::from_slice(&render.stdout).unwrap();
+    assert_eq!(notes(&doc), notes(&rendered), "the same notes as drift render");
+    assert!(notes(&doc).iter().any(|m| m.contains("variable REGION") && m.contains("/data/region")), "{doc}");
+
+    // The live value changed by hand: one drift, on the substituted field.
+    std::fs::write(&live, std::fs::read_to_string(&live).unwrap().replace("web.example.com", "web.example.org"))
+        .unwrap();
+    let (code, doc) = diff(&repo, &live, &[]);
+    assert_eq!(code, 1, "{doc}");
+    let drifts = doc["drifts"].as_array().unwrap();
+    assert_eq!(drifts.len(), 1, "{doc}");
+    assert_eq!(drifts[0]["path"], "data.host");
+}

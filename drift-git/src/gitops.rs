@@ -134,7 +134,7 @@ fn note(r: &Resource, message: String) -> SourceWarning {
 
 /// Whether drift follows objects of this kind (Argo CD and Flux objects that name what to
 /// render).
-pub(crate) fn is_gitops_object(r: &Resource) -> bool {
+pub fn is_gitops_object(r: &Resource) -> bool {
     matches!(
         (r.key.group.as_str(), r.key.kind.as_str()),
         ("argoproj.io", "Application" | "ApplicationSet")

@@ -72,6 +72,7 @@ pub use accept::{AcceptPlan, AcceptRequest, FieldChange, Placed, Unplaced, plan_
 pub use config::{FolderConfig, GitConfig, GitHubConfig, HelmConfig, RenderConfig, RendererKind, Secret, SourceConfig};
 pub use edit::FileEdit;
 pub use folder::FolderSource;
+pub use gitops::is_gitops_object;
 pub use git::GitSource;
 pub use github::GitHubSource;
 pub use output::{

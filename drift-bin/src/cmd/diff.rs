@@ -106,12 +106,22 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let recipients = crate::compose::sops_recipients(&sops);
     let Some(live_path) = &args.live else {
         let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &|r| r)?;
+        let desired = rendered(&args.desired, desired, &|r| r)?;
         return run_cluster(args, &engine, policy, desired, recipients, line, progress);
     };
     // Each desired object is kept compact until it is compared (`drift_core::desired`); the
     // engine is asked for its relations while its tree is in hand.
     let keep = |r: drift_core::Resource| KeptResource::asking(&r, &engine);
-    let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &keep)?;
+    let gitops = std::sync::atomic::AtomicBool::new(false);
+    let keep_noting = |r: drift_core::Resource| {
+        if drift_git::is_gitops_object(&r) {
+            gitops.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        keep(r)
+    };
+    let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &keep_noting)?;
+    let render = gitops.load(std::sync::atomic::Ordering::Relaxed) || holds_renderable(&args.desired);
+    let desired = if render { rendered_now(&args.desired, &keep)? } else { desired };
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
@@ -129,10 +139,56 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     // An object compared at once is let go of, and read again from its file should a second
     // live object of its key come.
     let reload = |p: &drift_core::Provenance| crate::files::reload(p, opener.as_deref());
-    let report =
-        compare_files_streamed(desired, read_live, Some(&reload), args.namespace.as_deref(), &engine, &options);
+    // A rendered object has no file of its own to be read again from.
+    let reload: Option<&Reload<'_>> = if render { None } else { Some(&reload) };
+    let report = compare_files_streamed(desired, read_live, reload, args.namespace.as_deref(), &engine, &options);
     line.finish();
     finish(&report, args.output)
+}
+
+/// How `compare_files_streamed` reads a desired object again from its file.
+type Reload<'a> = dyn Fn(&drift_core::Provenance) -> Vec<drift_core::Resource> + 'a;
+
+/// Whether the desired folder holds what `drift scan` and `drift render` render (a
+/// kustomization or a chart): then it is read as they read it.
+fn holds_renderable(path: &std::path::Path) -> bool {
+    path.is_dir()
+        && crate::files::walk(path).is_ok_and(|w| {
+            w.files.iter().any(|f| {
+                let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                matches!(name, "kustomization.yaml" | "kustomization.yml" | "Kustomization" | "Chart.yaml")
+            })
+        })
+}
+
+/// The desired folder read as `drift render` reads it (Kustomize, Helm, the Argo CD and Flux
+/// objects followed, with their notes), each object made a `T`.
+fn rendered_now<T>(
+    path: &std::path::Path,
+    make: &dyn Fn(drift_core::Resource) -> T,
+) -> Result<crate::files::Loaded<T>> {
+    let mut request = drift_git::RenderRequest::new(path.display().to_string());
+    request.renderer = drift_git::RendererKind::Auto;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let snapshot = runtime.block_on(drift_git::render(&request))?;
+    Ok(crate::files::Loaded {
+        resources: snapshot.resources.into_iter().map(make).collect(),
+        warnings: snapshot.warnings,
+    })
+}
+
+/// [`rendered_now`] when the folder needs it (a kustomization, a chart, an Argo CD or Flux
+/// object among what `loaded` read), else `loaded` as it is.
+fn rendered(
+    path: &std::path::Path,
+    loaded: crate::files::Loaded,
+    make: &dyn Fn(drift_core::Resource) -> drift_core::Resource,
+) -> Result<crate::files::Loaded> {
+    if loaded.resources.iter().any(drift_git::is_gitops_object) || holds_renderable(path) {
+        rendered_now(path, make)
+    } else {
+        Ok(loaded)
+    }
 }
 
 fn finish(report: &drift_core::ScanReport, output: Format) -> Result<ExitCode> {
