@@ -72,9 +72,9 @@ pub use accept::{AcceptPlan, AcceptRequest, FieldChange, Placed, Unplaced, plan_
 pub use config::{FolderConfig, GitConfig, GitHubConfig, HelmConfig, RenderConfig, RendererKind, Secret, SourceConfig};
 pub use edit::FileEdit;
 pub use folder::FolderSource;
-pub use gitops::is_gitops_object;
 pub use git::GitSource;
 pub use github::GitHubSource;
+pub use gitops::is_gitops_object;
 pub use output::{
     OutputFormat, RenderRequest, format_snapshot, has_errors, render, render_observed, source_from_config,
     source_observed, source_opening,
