@@ -408,20 +408,8 @@ fn argo_kustomize_overlay(k: &Value, path: &str) -> Option<String> {
             overlay.insert(to.to_owned(), v.clone());
         }
     }
-    // Components are relative to the application's folder (`kustomize edit add component` runs
-    // there); one that leaves the repository is dropped.
-    let components: Vec<Value> = k
-        .get("components")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|c| join_relative(path, c))
-        .map(Value::String)
-        .collect();
-    if !components.is_empty() {
-        overlay.insert("components".to_owned(), Value::Array(components));
-    }
+    // Relative to the application's folder (`kustomize edit add component` runs there).
+    add_components(k, path, &mut overlay);
     let images: Vec<Value> = k
         .get("images")
         .and_then(Value::as_array)
@@ -434,6 +422,23 @@ fn argo_kustomize_overlay(k: &Value, path: &str) -> Option<String> {
         overlay.insert("images".to_owned(), Value::Array(images));
     }
     (!overlay.is_empty()).then(|| Value::Object(overlay).to_string())
+}
+
+/// The `components` of `spec`, relative to `path`, into a kustomization overlay; one that
+/// leaves the repository is dropped.
+fn add_components(spec: &Value, path: &str, overlay: &mut serde_json::Map<String, Value>) {
+    let components: Vec<Value> = spec
+        .get("components")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|c| join_relative(path, c))
+        .map(Value::String)
+        .collect();
+    if !components.is_empty() {
+        overlay.insert("components".to_owned(), Value::Array(components));
+    }
 }
 
 /// An Argo CD image override (`kustomize edit set image` syntax) as a kustomization `images`
@@ -481,18 +486,7 @@ fn flux_overlay(spec: &Value, path: &str) -> Option<String> {
             overlay.insert(field.to_owned(), v.clone());
         }
     }
-    let components: Vec<Value> = spec
-        .get("components")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|c| join_relative(path, c))
-        .map(Value::String)
-        .collect();
-    if !components.is_empty() {
-        overlay.insert("components".to_owned(), Value::Array(components));
-    }
+    add_components(spec, path, &mut overlay);
     (!overlay.is_empty()).then(|| Value::Object(overlay).to_string())
 }
 
