@@ -741,6 +741,10 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
             server.url
         ),
     );
+    w(
+        "git/flux/elsewhere.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: gone, namespace: flux-system}\nspec: {url: 'http://127.0.0.1:9'}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: gone, namespace: shop}\nspec:\n  chart:\n    spec:\n      chart: gone\n      sourceRef: {kind: HelmRepository, name: gone, namespace: flux-system}\n",
+    );
     let mut cfg = FolderConfig::new(work.path().join("git"));
     cfg.render.chart_cache = Some(work.path().join("cache"));
     let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
@@ -756,6 +760,8 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
         (Some("argo"), &serde_json::json!({"mode": "argo", "chart": "2.0.0"}))
     );
     assert_eq!((server.fetched("web-1.0.1.tgz"), server.fetched("web-2.0.0.tgz")), (1, 1));
+    let unreachable = snap.warnings.iter().find(|w| w.message.contains("chart gone")).expect("a note for the chart");
+    assert!(!unreachable.fatal && unreachable.path.as_deref() == Some("flux/elsewhere.yaml"), "{unreachable:?}");
 
     // Again: the index is read, the charts come from the cache.
     let again = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
@@ -773,8 +779,17 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
     std::fs::write(&index, tampered).unwrap();
     cfg.render.chart_cache = Some(work.path().join("cache-2"));
     let refused = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
-    let errors: Vec<&str> = refused.warnings.iter().filter(|w| w.fatal).map(|w| w.message.as_str()).collect();
-    assert!(errors.iter().any(|m| m.contains("does not match the repository index")), "{errors:?}");
+    let errors: Vec<(&str, &str)> = refused
+        .warnings
+        .iter()
+        .filter(|w| w.fatal)
+        .map(|w| (w.message.as_str(), w.path.as_deref().unwrap_or("")))
+        .collect();
+    assert!(
+        errors.iter().any(|(m, path)| m.contains("does not match the repository index")
+            && ["flux/release.yaml", "argocd/web.yaml"].contains(path)),
+        "an error at the file that names the chart: {errors:?}"
+    );
 }
 
 /// One folder, two Flux Kustomizations with other variables (environments): two sets of

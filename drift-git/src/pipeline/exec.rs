@@ -221,14 +221,14 @@ impl Pipeline {
                     }
                 }
             }
-            UnitKind::RemoteHelm { remote, opts, root: at } => match crate::charts::fetch(&self.cfg, remote) {
+            UnitKind::RemoteHelm { remote, opts, declared_in, .. } => match crate::charts::fetch(&self.cfg, remote) {
                 Ok(chart_dir) => self.helm(root, &chart_dir, opts, &crate::charts::shown(remote), unit, config_file),
                 Err(crate::charts::ChartError::Unreachable(e)) => {
                     let message = format!("chart {} is not rendered: {e}", crate::charts::shown(remote));
                     (
                         Parsed {
                             resources: Vec::new(),
-                            warnings: vec![SourceWarning::note(message).at(at.clone(), None, None)],
+                            warnings: vec![SourceWarning::note(message).at(declared_in.clone(), None, None)],
                         },
                         false,
                     )
@@ -331,7 +331,8 @@ fn failure(unit: &Unit, kind: ErrorKind, message: String) -> Parsed {
     let path = match &unit.kind {
         UnitKind::Plain(p) => p.clone(),
         UnitKind::Kustomize(d) | UnitKind::Overlay { dir: d, .. } => d.clone(),
-        UnitKind::Helm { chart, .. } | UnitKind::RemoteHelm { root: chart, .. } => chart.clone(),
+        UnitKind::Helm { chart, .. } => chart.clone(),
+        UnitKind::RemoteHelm { declared_in, .. } => declared_in.clone(),
     };
     Parsed {
         resources: Vec::new(),

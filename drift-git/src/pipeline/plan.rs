@@ -33,11 +33,13 @@ pub(super) enum UnitKind {
         resources: Vec<String>,
         overlay: String,
     },
-    /// A chart from a Helm repository; `root` is [`crate::charts::RemoteChart::root`].
+    /// A chart from a Helm repository; `root` is [`crate::charts::RemoteChart::root`],
+    /// `declared_in` the file of the object that names it (for messages).
     RemoteHelm {
         root: String,
         remote: crate::charts::RemoteChart,
         opts: HelmOptions,
+        declared_in: String,
     },
 }
 
@@ -239,7 +241,12 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
         }
         AppRender::Helm(opts) => vec![Unit::new(UnitKind::Helm { chart: app.path.clone(), opts: opts.clone() })],
         AppRender::RemoteHelm(remote, opts) => {
-            vec![Unit::new(UnitKind::RemoteHelm { root: remote.root(), remote: remote.clone(), opts: opts.clone() })]
+            vec![Unit::new(UnitKind::RemoteHelm {
+                root: remote.root(),
+                remote: remote.clone(),
+                opts: opts.clone(),
+                declared_in: app.declared_in.clone(),
+            })]
         }
     };
     for u in &mut units {
