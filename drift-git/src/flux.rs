@@ -127,7 +127,10 @@ impl Vars {
             };
             match read_data(&found.object, &from.kind) {
                 Some(data) => known.extend(data),
-                None => unreadable.push(format!("{} {}/{} is encrypted in Git", from.kind, post.namespace, from.name)),
+                None => unreadable.push(format!(
+                    "{} {}/{} cannot be read in Git (encrypted, or data that is not base64 text)",
+                    from.kind, post.namespace, from.name
+                )),
             }
         }
         known.extend(post.substitute.iter().map(|(k, v)| (k.clone(), v.replace('\n', ""))));
@@ -136,7 +139,7 @@ impl Vars {
 }
 
 /// The data of a ConfigMap or a Secret, each value without line breaks; `None` when a SOPS
-/// encryption keeps it unreadable.
+/// encryption keeps it unreadable or a value is not text (a Secret's not base64).
 fn read_data(object: &Value, kind: &str) -> Option<BTreeMap<String, String>> {
     if object.get("sops").is_some() {
         return None;
@@ -145,7 +148,7 @@ fn read_data(object: &Value, kind: &str) -> Option<BTreeMap<String, String>> {
     let text = |v: &Value| v.as_str().map(|s| s.replace('\n', ""));
     if kind == "Secret" {
         for (k, v) in object.get("data").and_then(Value::as_object).into_iter().flatten() {
-            let raw = v.as_str().unwrap_or_default();
+            let raw = v.as_str()?;
             let bytes = base64::engine::general_purpose::STANDARD.decode(raw).ok()?;
             out.insert(k.clone(), String::from_utf8_lossy(&bytes).replace('\n', ""));
         }

@@ -105,23 +105,13 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let opener = crate::compose::sops_opener(&sops);
     let recipients = crate::compose::sops_recipients(&sops);
     let Some(live_path) = &args.live else {
-        let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &|r| r)?;
-        let desired = rendered(&args.desired, desired, &|r| r)?;
+        let (desired, _) = load_desired(&args.desired, &progress, opener.as_deref(), &|r| r)?;
         return run_cluster(args, &engine, policy, desired, recipients, line, progress);
     };
     // Each desired object is kept compact until it is compared (`drift_core::desired`); the
     // engine is asked for its relations while its tree is in hand.
     let keep = |r: drift_core::Resource| KeptResource::asking(&r, &engine);
-    let gitops = std::sync::atomic::AtomicBool::new(false);
-    let keep_noting = |r: drift_core::Resource| {
-        if drift_git::is_gitops_object(&r) {
-            gitops.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        keep(r)
-    };
-    let desired = crate::files::load(&args.desired, &progress, opener.as_deref(), &keep_noting)?;
-    let render = gitops.load(std::sync::atomic::Ordering::Relaxed) || holds_renderable(&args.desired);
-    let desired = if render { rendered_now(&args.desired, &keep)? } else { desired };
+    let (desired, render) = load_desired(&args.desired, &progress, opener.as_deref(), &keep)?;
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
@@ -149,8 +139,34 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
 /// How `compare_files_streamed` reads a desired object again from its file.
 type Reload<'a> = dyn Fn(&drift_core::Provenance) -> Vec<drift_core::Resource> + 'a;
 
-/// Whether the desired folder holds what `drift scan` and `drift render` render (a
-/// kustomization or a chart): then it is read as they read it.
+/// The desired side, each object made a `T`, and whether it was rendered: read as `drift render`
+/// reads it when the folder holds what `drift scan` renders (a kustomization or a chart, found
+/// by name before anything is read; an Argo CD or Flux object, found while the files are read),
+/// else the files as they are.
+fn load_desired<T: Send>(
+    path: &std::path::Path,
+    progress: &Progress,
+    sops: Option<&dyn drift_core::sops::SopsOpener>,
+    make: crate::files::Make<'_, T>,
+) -> Result<(crate::files::Loaded<T>, bool)> {
+    if holds_renderable(path) {
+        return Ok((rendered(path, make)?, true));
+    }
+    let gitops = std::sync::atomic::AtomicBool::new(false);
+    let noting = |r: drift_core::Resource| {
+        if drift_git::is_gitops_object(&r) {
+            gitops.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        make(r)
+    };
+    let loaded = crate::files::load(path, progress, sops, &noting)?;
+    if gitops.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok((rendered(path, make)?, true));
+    }
+    Ok((loaded, false))
+}
+
+/// Whether the desired folder holds a kustomization or a chart.
 fn holds_renderable(path: &std::path::Path) -> bool {
     path.is_dir()
         && crate::files::walk(path).is_ok_and(|w| {
@@ -162,33 +178,15 @@ fn holds_renderable(path: &std::path::Path) -> bool {
 }
 
 /// The desired folder read as `drift render` reads it (Kustomize, Helm, the Argo CD and Flux
-/// objects followed, with their notes), each object made a `T`.
-fn rendered_now<T>(
-    path: &std::path::Path,
-    make: &dyn Fn(drift_core::Resource) -> T,
-) -> Result<crate::files::Loaded<T>> {
-    let mut request = drift_git::RenderRequest::new(path.display().to_string());
-    request.renderer = drift_git::RendererKind::Auto;
+/// objects followed, with their notes).
+fn rendered<T>(path: &std::path::Path, make: crate::files::Make<'_, T>) -> Result<crate::files::Loaded<T>> {
+    let request = drift_git::RenderRequest::new(path.display().to_string());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let snapshot = runtime.block_on(drift_git::render(&request))?;
     Ok(crate::files::Loaded {
         resources: snapshot.resources.into_iter().map(make).collect(),
         warnings: snapshot.warnings,
     })
-}
-
-/// [`rendered_now`] when the folder needs it (a kustomization, a chart, an Argo CD or Flux
-/// object among what `loaded` read), else `loaded` as it is.
-fn rendered(
-    path: &std::path::Path,
-    loaded: crate::files::Loaded,
-    make: &dyn Fn(drift_core::Resource) -> drift_core::Resource,
-) -> Result<crate::files::Loaded> {
-    if loaded.resources.iter().any(drift_git::is_gitops_object) || holds_renderable(path) {
-        rendered_now(path, make)
-    } else {
-        Ok(loaded)
-    }
 }
 
 fn finish(report: &drift_core::ScanReport, output: Format) -> Result<ExitCode> {
