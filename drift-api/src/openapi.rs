@@ -62,25 +62,15 @@ pub fn document() -> Value {
     })
 }
 
-/// Unicode White_Space, what `char::is_whitespace` and so `str::trim` go by, as ranges.
-const WHITE_SPACE: [(char, char); 10] = [
-    ('\u{9}', '\u{d}'),
-    (' ', ' '),
-    ('\u{85}', '\u{85}'),
-    ('\u{a0}', '\u{a0}'),
-    ('\u{1680}', '\u{1680}'),
-    ('\u{2000}', '\u{200a}'),
-    ('\u{2028}', '\u{2029}'),
-    ('\u{202f}', '\u{202f}'),
-    ('\u{205f}', '\u{205f}'),
-    ('\u{3000}', '\u{3000}'),
-];
-
-/// A pattern matching a string with a character that is not [`WHITE_SPACE`], spelt out since
-/// `\s` means other sets in other regex engines.
+/// A pattern matching a string with a visible character: one outside
+/// [`drift_model::decision::INVISIBLE`] (white space, controls, zero-width and other characters
+/// that show nothing), what [`drift_model::decision::has_visible_text`] asks of a waiver's
+/// comment; spelt out since `\s` means other sets in other regex engines.
 fn not_blank() -> String {
-    let class: String =
-        WHITE_SPACE.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    let class: String = drift_model::decision::INVISIBLE
+        .iter()
+        .map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+        .collect();
     format!("[^{class}]")
 }
 
@@ -279,8 +269,8 @@ fn schemas() -> Value {
                 "expires_at": {"type": ["string", "null"], "format": "date-time",
                     "description": "when a waiver ends, in the future: 7 days without one, 366 days at most; accept only"},
             },
-            // An accept needs a comment that is not blank (Unicode White_Space, as Rust's
-            // `str::trim`); the other actions take no expiry.
+            // An accept needs a comment with a visible character (not only white space,
+            // controls or zero-width characters); the other actions take no expiry.
             "allOf": [{
                 "if": {"properties": {"action": {"const": "accept"}}},
                 "then": {"required": ["comment"], "properties": {"comment": {"type": "string", "pattern": not_blank()}}},
@@ -527,11 +517,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn white_space_is_what_trim_removes() {
-        for c in (0..=0x10ffff).filter_map(char::from_u32) {
-            let listed = WHITE_SPACE.iter().any(|&(a, b)| (a..=b).contains(&c));
-            assert_eq!(listed, c.is_whitespace(), "U+{:04X}", c as u32);
+    fn the_comment_pattern_excludes_exactly_the_invisible_characters() {
+        let ranges = drift_model::decision::INVISIBLE;
+        let class = not_blank();
+        let inner = class.strip_prefix("[^").and_then(|c| c.strip_suffix(']')).unwrap();
+        let chars: Vec<char> = inner.chars().collect();
+        let singles = ranges.iter().filter(|(a, b)| a == b).count();
+        assert_eq!(chars.len(), singles + 3 * (ranges.len() - singles), "{class:?}");
+        assert_eq!(chars.iter().filter(|c| **c == '-').count(), ranges.len() - singles);
+        // Every White_Space character (what `trim` removes) is among them.
+        for c in (0..=0x10ffff).filter_map(char::from_u32).filter(|c| c.is_whitespace()) {
+            assert!(ranges.iter().any(|&(a, b)| (a..=b).contains(&c)), "U+{:04X}", c as u32);
         }
-        assert_eq!(not_blank().chars().filter(|c| *c == '-').count(), 3);
     }
 }

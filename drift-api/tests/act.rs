@@ -147,6 +147,8 @@ async fn bad_decisions_are_400_unknown_drifts_404_resolved_ones_409() {
         (json!({"comment": "x"}).to_string(), "missing field"),
         (json!({"action": "accept"}).to_string(), "comment"),
         (json!({"action": "accept", "comment": "  "}).to_string(), "comment"),
+        // Zero-width characters only are no reason either (issue 37, item 6).
+        (json!({"action": "accept", "comment": "\u{200b}\u{200d}\u{2060}\u{feff}"}).to_string(), "comment"),
         (json!({"action": "accept", "comment": "x", "expires_at": in_days(-1)}).to_string(), "not in the future"),
         (json!({"action": "accept", "comment": "x", "expires_at": in_days(367)}).to_string(), "366"),
         (json!({"action": "accept", "comment": "x", "expires_at": "next week"}).to_string(), "expires_at"),

@@ -194,3 +194,49 @@ fn more_bytes_than_the_bound_stop_the_walk_before_reading_them() {
     assert!(w.iter().any(|(_, m, fatal)| m.starts_with("live ConfigMap in x not read (failed)") && *fatal), "{w:?}");
     assert_eq!(doc["drifts"], serde_json::json!([]));
 }
+
+/// Regression (issue 37, item 6): `drift scan` of a folder repository skipped a FIFO without a
+/// word, where `drift diff` notes it. Now both name it, and neither blocks on it.
+#[test]
+fn drift_scan_notes_a_fifo_in_a_folder_repository_as_drift_diff_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let (d, l) = (root.join("desired"), root.join("live"));
+    write(&d.join("a.yaml"), &cm("a", "one"));
+    write(&l.join("a.yaml"), &cm("a", "one"));
+    assert!(Command::new("mkfifo").arg(d.join("x.yaml")).status().unwrap().success());
+    let config = root.join("drift.yaml");
+    let yaml = format!(
+        "cluster: c\nstore: sqlite://{0}/drift.db\nrepositories:\n  - name: r\n    url: {1}\nlive:\n  snapshot: {2}\n",
+        root.display(),
+        d.display(),
+        l.display()
+    );
+    std::fs::write(&config, yaml).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["scan", "-o", "json", "--config"])
+        .arg(&config)
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("drift scan did not end within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let doc: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    let w = warnings(&doc);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].0.ends_with("x.yaml"), "{w:?}");
+    assert!(w[0].1.contains("not a regular file") && !w[0].2, "{w:?}");
+}

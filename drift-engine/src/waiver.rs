@@ -43,7 +43,7 @@ pub fn parse(text: &str) -> Result<Vec<Waiver>, String> {
         .into_iter()
         .map(|w| {
             for (field, value) in [("path", &w.path), ("owner", &w.owner), ("reason", &w.reason)] {
-                if value.trim().is_empty() {
+                if !drift_model::decision::has_visible_text(value) {
                     return Err(format!("{WAIVERS_ANNOTATION}: a waiver has an empty `{field}`"));
                 }
             }
@@ -155,6 +155,8 @@ mod tests {
             "- path: spec.replicas\n  owner: alice\n  expires: 2026-12-31\n",
             "- path: spec.replicas\n  owner: alice\n  reason: x\n  expires: soon\n",
             "- path: spec.replicas\n  owner: ' '\n  reason: x\n  expires: 2026-12-31\n",
+            // A reason of zero-width characters only says nothing (issue 37, item 6).
+            "- path: spec.replicas\n  owner: alice\n  reason: \"\\u200B\\u2060\\uFEFF\"\n  expires: 2026-12-31\n",
             "- path: a\n  owner: b\n  reason: c\n  expires: 2026-12-31\n  extra: 1\n",
             "path: spec.replicas",
         ] {

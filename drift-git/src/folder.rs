@@ -82,7 +82,8 @@ impl FolderSource {
     }
 }
 
-/// Lists regular files below `root` (not following symbolic links; `.git` skipped).
+/// Lists regular files below `root` (not following symbolic links; `.git` skipped); a symbolic
+/// link or an entry that is not a regular file (FIFO, socket, device) is a note naming its path.
 fn list_files(root: &Path, warnings: &mut Vec<SourceWarning>) -> Result<Vec<(String, PathBuf)>, SourceError> {
     let mut out = Vec::new();
     let mut stack = vec![(root.to_path_buf(), String::new())];
@@ -101,6 +102,12 @@ fn list_files(root: &Path, warnings: &mut Vec<SourceWarning>) -> Result<Vec<(Str
                 out.push((rel_path, entry.path()));
             } else if ft.is_symlink() {
                 warnings.push(SourceWarning::note("symbolic link not followed").at(rel_path, None, None));
+            } else {
+                // Never opened (a FIFO would block the read), but said, as `drift diff` says it.
+                warnings.push(
+                    SourceWarning::note("not a regular file (a FIFO, socket or device): not read")
+                        .at(rel_path, None, None),
+                );
             }
         }
     }

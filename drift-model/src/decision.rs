@@ -55,6 +55,42 @@ pub const DEFAULT_WAIVER_DAYS: i64 = 7;
 /// The longest waiver a decision may ask for.
 pub const MAX_WAIVER_DAYS: i64 = 366;
 
+/// The characters that show nothing, as inclusive ranges: Unicode White_Space, the control
+/// characters (C0, DEL, C1), and the format and filler characters a text renders as nothing
+/// (soft hyphen, zero-width space and joiners, direction marks, embeddings and isolates, word
+/// joiner and invisible operators, variation selectors, byte order mark, Hangul and braille
+/// blanks, Mongolian vowel separators, tags). A reason made only of these says nothing.
+pub const INVISIBLE: [(char, char); 22] = [
+    ('\u{0}', ' '),
+    ('\u{7f}', '\u{a0}'),
+    ('\u{ad}', '\u{ad}'),
+    ('\u{34f}', '\u{34f}'),
+    ('\u{61c}', '\u{61c}'),
+    ('\u{115f}', '\u{1160}'),
+    ('\u{1680}', '\u{1680}'),
+    ('\u{17b4}', '\u{17b5}'),
+    ('\u{180b}', '\u{180f}'),
+    ('\u{2000}', '\u{200f}'),
+    ('\u{2028}', '\u{202f}'),
+    ('\u{205f}', '\u{206f}'),
+    ('\u{2800}', '\u{2800}'),
+    ('\u{3000}', '\u{3000}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{fe00}', '\u{fe0f}'),
+    ('\u{feff}', '\u{feff}'),
+    ('\u{ffa0}', '\u{ffa0}'),
+    ('\u{fff9}', '\u{fffb}'),
+    ('\u{1bca0}', '\u{1bca3}'),
+    ('\u{1d173}', '\u{1d17a}'),
+    ('\u{e0000}', '\u{e0fff}'),
+];
+
+/// Whether `text` has at least one character outside [`INVISIBLE`]: what a comment or a reason
+/// needs to count as one.
+pub fn has_visible_text(text: &str) -> bool {
+    text.chars().any(|c| !INVISIBLE.iter().any(|&(a, b)| (a..=b).contains(&c)))
+}
+
 /// A decision as asked for (the API body, the CLI's arguments).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewDecision {
@@ -77,7 +113,8 @@ impl NewDecision {
     /// Checks the decision at `now` and fills in a waiver's default expiry: an expiry in the
     /// past, one further than [`MAX_WAIVER_DAYS`], one on a decision other than `accept`, or a
     /// comment over 2,000 characters is an invalid-input error; an `accept` without a comment
-    /// is one too (a waiver has a reason).
+    /// is one too (a waiver has a reason), and so is one whose comment has no visible character
+    /// (only white space, zero-width or other [`INVISIBLE`] characters).
     pub fn validate(mut self, now: DateTime<Utc>) -> Result<Self> {
         if self.comment.as_ref().is_some_and(|c| c.chars().count() > 2000) {
             return Err(crate::Error::invalid_input("comment is longer than 2000 characters"));
@@ -99,7 +136,7 @@ impl NewDecision {
             )));
         }
         if self.action == DecisionAction::Accept {
-            if self.comment.as_deref().is_none_or(|c| c.trim().is_empty()) {
+            if !self.comment.as_deref().is_some_and(has_visible_text) {
                 return Err(crate::Error::invalid_input("an accept (a waiver) needs a comment saying why"));
             }
             self.expires_at.get_or_insert(now + Duration::days(DEFAULT_WAIVER_DAYS));
@@ -238,4 +275,51 @@ pub trait Decisions: Send + Sync + fmt::Debug {
     /// What the decisions on drifts similar to this one ([`Similarity`]; the drift's own
     /// decisions left out) teach: how many were last accepted and rejected.
     async fn similar(&self, drift: &StoredDrift) -> Result<Option<Learned>>;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn accept(comment: &str) -> NewDecision {
+        NewDecision {
+            action: DecisionAction::Accept,
+            comment: Some(comment.to_owned()),
+            expires_at: None,
+            actor: "test".to_owned(),
+        }
+    }
+
+    /// Regression (issue 37, item 6): a comment of zero-width characters counted as a waiver's
+    /// reason; it was only trimmed of white space.
+    #[test]
+    fn a_comment_of_invisible_characters_is_no_reason() {
+        let now = Utc::now();
+        for blank in [
+            "",
+            "  \t\n",
+            "\u{200b}",
+            "\u{200b}\u{200c}\u{200d}\u{2060}\u{feff}",
+            "\u{ad}\u{3164}\u{2800}",
+            "\u{e0041}\u{fe0f}\u{202e}",
+        ] {
+            let err = accept(blank).validate(now).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidInput, "{blank:?}");
+            assert!(!has_visible_text(blank), "{blank:?}");
+        }
+        for reason in ["ok", "\u{200b}x\u{200b}", "é", "変更", "👍"] {
+            assert!(accept(reason).validate(now).is_ok(), "{reason:?}");
+            assert!(has_visible_text(reason), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn the_invisible_ranges_are_sorted_apart_and_hold_every_white_space() {
+        assert!(INVISIBLE.windows(2).all(|w| w[0].1 < w[1].0), "sorted, not overlapping");
+        assert!(INVISIBLE.iter().all(|&(a, b)| a <= b));
+        for c in (0..=0x10ffff).filter_map(char::from_u32).filter(|c| c.is_whitespace() || c.is_control()) {
+            assert!(!has_visible_text(&c.to_string()), "{:x}", c as u32);
+        }
+    }
 }
