@@ -4,28 +4,49 @@
 //! by that digest (`<cache>/charts/<sha256>/`), so that a cached chart is never fetched again
 //! and a changed one never used unverified.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::RenderConfig;
+use ChartError::{Refused, Unreachable};
 
 /// Where a chart comes from, as a unit names it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RemoteChart {
-    /// The repository's URL (`https://charts.example.com`).
+    /// The repository's URL: `https://charts.example.com`, or `oci://registry.example/charts`
+    /// for a registry (the chart is the repository `charts/<chart>` in it).
     pub repo: String,
     pub chart: String,
     /// A version or a constraint: exact, empty or `*` (the highest), `1.2.*`, `1.*`.
     pub version: String,
+    /// An OCI manifest digest the source pins (`OCIRepository`'s `ref.digest`).
+    pub digest: Option<String>,
+    /// Plain HTTP to an OCI registry (Flux's `insecure: true`).
+    pub insecure: bool,
 }
 
 impl RemoteChart {
+    /// A chart of a Helm repository (HTTP or OCI) at a version or constraint.
+    pub(crate) fn new(repo: &str, chart: &str, version: &str) -> RemoteChart {
+        RemoteChart {
+            repo: repo.to_owned(),
+            chart: chart.to_owned(),
+            version: version.to_owned(),
+            digest: None,
+            insecure: false,
+        }
+    }
+
     /// The unit root of such a chart: a name no repository path can be within.
     pub(crate) fn root(&self) -> String {
-        format!(":chart:{}/{}@{}", self.repo, self.chart, self.version)
+        format!(":chart:{}/{}@{}", self.repo, self.chart, self.digest.as_deref().unwrap_or(&self.version))
+    }
+
+    fn is_oci(&self) -> bool {
+        self.repo.starts_with("oci://")
     }
 }
 
@@ -41,7 +62,26 @@ pub(crate) enum ChartError {
 
 /// The chart's folder in the cache, fetched and verified when it is not there yet.
 pub(crate) fn fetch(cfg: &RenderConfig, remote: &RemoteChart) -> Result<PathBuf, ChartError> {
-    use ChartError::{Refused, Unreachable};
+    let cache = cfg.chart_cache.clone().unwrap_or_else(|| crate::config::default_cache_dir("charts"));
+    if remote.is_oci() {
+        let base = crate::oci::OciRepo::parse(&remote.repo).map_err(Refused)?;
+        let repo = crate::oci::OciRepo { name: format!("{}/{}", base.name, remote.chart), ..base };
+        let wanted = crate::oci::Wanted {
+            version: &remote.version,
+            digest: remote.digest.as_deref(),
+            insecure: remote.insecure,
+        };
+        let auth = crate::oci::auth_file(cfg.registry_auth_file.as_deref());
+        let (digest, bytes) = crate::oci::fetch(&repo, &wanted, cfg.render_timeout, auth.as_deref(), |d| {
+            chart_in(&cache.join(d)).is_some()
+        })?;
+        return match bytes {
+            None => {
+                chart_in(&cache.join(&digest)).ok_or_else(|| Unreachable(format!("the cached chart {digest} is gone")))
+            }
+            Some(bytes) => place(&cache, &digest, &bytes, &remote.chart),
+        };
+    }
     let index = get_index(&remote.repo, cfg.render_timeout).map_err(Unreachable)?;
     let (version, digest) = resolve(&index, &remote.chart, &remote.version)?;
     // The digest names a folder: only a sha256 in hexadecimal is one.
@@ -52,10 +92,7 @@ pub(crate) fn fetch(cfg: &RenderConfig, remote: &RemoteChart) -> Result<PathBuf,
         )));
     }
     let digest = digest.to_ascii_lowercase();
-    let cache = cfg.chart_cache.clone().unwrap_or_else(|| crate::config::default_cache_dir("charts"));
-    let dir = cache.join(&digest);
-    let chart_dir = dir.join(&remote.chart);
-    if chart_dir.join("Chart.yaml").is_file() {
+    if let Some(chart_dir) = chart_in(&cache.join(&digest)) {
         return Ok(chart_dir);
     }
     let work = tempfile::tempdir().map_err(|e| Unreachable(format!("cannot make a folder for the chart: {e}")))?;
@@ -88,28 +125,47 @@ pub(crate) fn fetch(cfg: &RenderConfig, remote: &RemoteChart) -> Result<PathBuf,
             remote.chart, remote.repo
         )));
     }
+    place(&cache, &digest, &bytes, &remote.chart)
+}
+
+/// The chart folder (the one holding a `Chart.yaml`) of a cache entry, when it is there.
+fn chart_in(dir: &Path) -> Option<PathBuf> {
+    std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.join("Chart.yaml").is_file())
+}
+
+/// Unpacks a verified chart archive into `<cache>/<digest>/` and gives its chart folder.
+fn place(cache: &Path, digest: &str, bytes: &[u8], chart: &str) -> Result<PathBuf, ChartError> {
+    let work = tempfile::tempdir().map_err(|e| Unreachable(format!("cannot make a folder for the chart: {e}")))?;
     let staging = work.path().join("unpacked");
-    tar::Archive::new(flate2::read::GzDecoder::new(bytes.as_slice()))
+    tar::Archive::new(flate2::read::GzDecoder::new(bytes))
         .unpack(&staging)
-        .map_err(|e| Refused(format!("cannot unpack chart {} {version}: {e}", remote.chart)))?;
-    std::fs::create_dir_all(&cache)
-        .map_err(|e| Unreachable(format!("cannot make the chart cache {}: {e}", cache.display())))?;
-    // Another render may have placed it meanwhile: either copy is the same, verified, chart.
-    if std::fs::rename(&staging, &dir).is_err() && !chart_dir.join("Chart.yaml").is_file() {
-        return Err(Unreachable(format!("cannot place chart {} in {}", remote.chart, dir.display())));
+        .map_err(|e| Refused(format!("cannot unpack chart {chart}: {e}")))?;
+    if chart_in(&staging).is_none() {
+        return Err(Refused(format!("the archive of chart {chart} holds no folder with a Chart.yaml")));
     }
-    Ok(chart_dir)
+    std::fs::create_dir_all(cache)
+        .map_err(|e| Unreachable(format!("cannot make the chart cache {}: {e}", cache.display())))?;
+    let dir = cache.join(digest);
+    // Another render may have placed it meanwhile: either copy is the same, verified, chart.
+    if std::fs::rename(&staging, &dir).is_err() && chart_in(&dir).is_none() {
+        return Err(Unreachable(format!("cannot place chart {chart} in {}", dir.display())));
+    }
+    chart_in(&dir).ok_or_else(|| Unreachable(format!("cannot place chart {chart} in {}", dir.display())))
+}
+
+/// reqwest is built without a crypto provider: the program installs one (see `source.rs`).
+pub(crate) fn check_crypto_provider() -> Result<(), String> {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        return Err("no rustls crypto provider is installed; the program must install one, \
+             for example `rustls::crypto::ring::default_provider().install_default()`"
+            .to_owned());
+    }
+    Ok(())
 }
 
 fn get_index(repo: &str, timeout: std::time::Duration) -> Result<Value, String> {
     let url = format!("{}/index.yaml", repo.trim_end_matches('/'));
-    // reqwest is built without a provider: the program installs one (see `source.rs`).
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        return Err(format!(
-            "cannot read {url}: no rustls crypto provider is installed; the program must install one, \
-             for example `rustls::crypto::ring::default_provider().install_default()`"
-        ));
-    }
+    check_crypto_provider().map_err(|e| format!("cannot read {url}: {e}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -136,7 +192,23 @@ fn resolve(index: &Value, chart: &str, constraint: &str) -> Result<(String, Stri
     let entries = index
         .pointer(&format!("/entries/{chart}"))
         .and_then(Value::as_array)
-        .ok_or_else(|| ChartError::Refused(format!("the repository has no chart {chart}")))?;
+        .ok_or_else(|| Refused(format!("the repository has no chart {chart}")))?;
+    let listed: Vec<(&str, &str)> =
+        entries.iter().filter_map(|e| Some((e.get("version")?.as_str()?, e.get("digest")?.as_str()?))).collect();
+    let best = best_version(listed.iter().map(|(v, _)| *v), constraint)
+        .map_err(|e| Unreachable(format!("{e} of chart {chart}")))?
+        .ok_or_else(|| Refused(format!("the repository has no version `{}` of chart {chart}", constraint.trim())))?;
+    let digest = listed.iter().find(|(v, _)| *v == best).map_or("", |(_, d)| d);
+    Ok((best.to_owned(), digest.to_owned()))
+}
+
+/// The highest of `versions` that the constraint allows (exact, empty or `*`, `1.2.*`, `1.*`,
+/// `1.x`; pre-releases only when asked for exactly), as written; an error for a constraint drift
+/// does not evaluate.
+pub(crate) fn best_version<'a>(
+    versions: impl Iterator<Item = &'a str>,
+    constraint: &str,
+) -> Result<Option<&'a str>, String> {
     let constraint = constraint.trim();
     let bare = |v: &str| v.trim_start_matches('v').to_owned();
     let wanted = bare(constraint);
@@ -156,17 +228,9 @@ fn resolve(index: &Value, chart: &str, constraint: &str) -> Result<(String, Stri
         || wanted.ends_with(".x")
         || wanted.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '+');
     if !supported {
-        return Err(ChartError::Unreachable(format!(
-            "version constraint `{constraint}` of chart {chart} is not resolved by drift; give a version or `1.2.*`"
-        )));
+        return Err(format!("version constraint `{constraint}` is not resolved by drift; give a version or `1.2.*`"));
     }
-    let best = entries
-        .iter()
-        .filter_map(|e| Some((e.get("version")?.as_str()?, e.get("digest")?.as_str()?)))
-        .filter(|(v, _)| matches(v))
-        .max_by(|a, b| semver_key(&bare(a.0)).cmp(&semver_key(&bare(b.0))))
-        .ok_or_else(|| ChartError::Refused(format!("the repository has no version `{constraint}` of chart {chart}")))?;
-    Ok((best.0.to_owned(), best.1.to_owned()))
+    Ok(versions.filter(|v| matches(v)).max_by(|a, b| semver_key(&bare(a)).cmp(&semver_key(&bare(b)))))
 }
 
 /// A version's order: its numbers, a release after its pre-releases.

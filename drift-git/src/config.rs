@@ -298,6 +298,10 @@ pub struct RenderConfig {
     /// `$XDG_CACHE_HOME/drift/charts`).
     #[serde(default)]
     pub chart_cache: Option<std::path::PathBuf>,
+    /// A Docker `config.json` whose `auths` give the credentials of OCI registries (default: the
+    /// file `DRIFT_REGISTRY_AUTH_FILE` names, if any). Its contents are never printed.
+    #[serde(default)]
+    pub registry_auth_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RenderConfig {
@@ -311,6 +315,7 @@ impl Default for RenderConfig {
             render_timeout: default_render_timeout(),
             keep_between_fetches: true,
             chart_cache: None,
+            registry_auth_file: None,
         }
     }
 }

@@ -204,18 +204,14 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
         let remote = match str_at(&source, &["chart"]) {
             Some(chart) => {
                 let repo_url = str_at(&source, &["repoURL"]).unwrap_or("");
-                if !(repo_url.starts_with("http://") || repo_url.starts_with("https://")) {
-                    notes.push(note(
-                        r,
-                        format!("{}: chart `{chart}` comes from the OCI registry {repo_url}, which drift does not fetch from yet", origin_of(r)),
-                    ));
-                    continue;
-                }
-                Some(crate::charts::RemoteChart {
-                    repo: repo_url.to_owned(),
-                    chart: chart.to_owned(),
-                    version: str_at(&source, &["targetRevision"]).unwrap_or("*").to_owned(),
-                })
+                // Argo CD names an OCI Helm repository without a scheme (`registry/charts`).
+                let repo = if repo_url.starts_with("http://") || repo_url.starts_with("https://") {
+                    repo_url.to_owned()
+                } else {
+                    format!("oci://{}", repo_url.trim_start_matches("oci://"))
+                };
+                let version = str_at(&source, &["targetRevision"]).unwrap_or("*");
+                Some(crate::charts::RemoteChart::new(&repo, chart, version))
             }
             None => None,
         };
@@ -379,14 +375,79 @@ fn helm_repository(
             && o.key.namespace.as_deref() == namespace
     })?;
     let url = str_at(&repo.object, &["spec", "url"]).unwrap_or("");
-    if str_at(&repo.object, &["spec", "type"]) == Some("oci") || url.starts_with("oci://") {
-        return Some(Err(format!("HelmRepository {name} is an OCI registry, which drift does not fetch from yet")));
+    let oci = str_at(&repo.object, &["spec", "type"]) == Some("oci") || url.starts_with("oci://");
+    if oci && !url.starts_with("oci://") {
+        return Some(Err(format!("HelmRepository {name} of type oci has the URL `{url}`, not oci://")));
     }
-    Some(Ok(crate::charts::RemoteChart {
-        repo: url.to_owned(),
-        chart: str_at(chart_spec, &["chart"]).unwrap_or("").to_owned(),
-        version: str_at(chart_spec, &["version"]).unwrap_or("*").to_owned(),
-    }))
+    let mut remote = crate::charts::RemoteChart::new(
+        url,
+        str_at(chart_spec, &["chart"]).unwrap_or(""),
+        str_at(chart_spec, &["version"]).unwrap_or("*"),
+    );
+    remote.insecure = oci && repo.object.pointer("/spec/insecure").and_then(Value::as_bool) == Some(true);
+    Some(Ok(remote))
+}
+
+/// The chart of a HelmRelease's `chartRef`: an `OCIRepository` (its `url` the chart's registry
+/// repository; `ref.digest`, `ref.tag` or `ref.semver`) or a `HelmChart` (its `chart`, `version`
+/// and `HelmRepository`), found among `objects` in the `chartRef` namespace (default the
+/// release's); `None` when it is not there.
+fn flux_chart_ref(
+    release: &Resource,
+    chart_ref: &Value,
+    objects: &[&Resource],
+) -> Option<Result<(crate::charts::RemoteChart, Vec<String>), String>> {
+    let kind = str_at(chart_ref, &["kind"]).unwrap_or("");
+    let name = str_at(chart_ref, &["name"])?;
+    let namespace = str_at(chart_ref, &["namespace"]).or(release.key.namespace.as_deref());
+    let source = objects.iter().find(|o| {
+        o.key.group == "source.toolkit.fluxcd.io"
+            && o.key.kind == kind
+            && o.key.name == name
+            && o.key.namespace.as_deref() == namespace
+    })?;
+    let spec = source.object.get("spec").cloned().unwrap_or(Value::Null);
+    match kind {
+        "OCIRepository" => {
+            let url = str_at(&spec, &["url"]).unwrap_or("");
+            let Some((repo, chart)) = url.trim_end_matches('/').rsplit_once('/').filter(|_| url.starts_with("oci://"))
+            else {
+                return Some(Err(format!("OCIRepository {name} has the URL `{url}`, not oci://HOST/PATH")));
+            };
+            if let Some(media) = str_at(&spec, &["layerSelector", "mediaType"])
+                && media != crate::oci::HELM_CHART_LAYER
+            {
+                return Some(Err(format!("OCIRepository {name} selects layers of type {media}, not a Helm chart")));
+            }
+            // Flux's order: a digest, then a semver range, then a tag (default `latest`).
+            let version = str_at(&spec, &["ref", "semver"]).or(str_at(&spec, &["ref", "tag"])).unwrap_or("latest");
+            let mut remote = crate::charts::RemoteChart::new(repo, chart, version);
+            remote.digest = str_at(&spec, &["ref", "digest"]).map(str::to_owned);
+            remote.insecure = spec.get("insecure").and_then(Value::as_bool) == Some(true);
+            Some(Ok((remote, Vec::new())))
+        }
+        "HelmChart" => {
+            if str_at(&spec, &["sourceRef", "kind"]) != Some("HelmRepository") {
+                return Some(Err(format!(
+                    "HelmChart {name} takes its chart from a {}, which is not rendered",
+                    str_at(&spec, &["sourceRef", "kind"]).unwrap_or("source")
+                )));
+            }
+            let values_files = spec
+                .get("valuesFiles")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            match helm_repository(source, &spec, objects)? {
+                Ok(remote) => Some(Ok((remote, values_files))),
+                Err(e) => Some(Err(e)),
+            }
+        }
+        other => Some(Err(format!("a chartRef of kind {other} is not rendered"))),
+    }
 }
 
 /// Argo CD's `source.kustomize` as the fields of a kustomization overlay (the repo server sets
@@ -498,14 +559,29 @@ fn flux_helm_release(
     notes: &mut Vec<SourceWarning>,
 ) {
     let spec = r.object.get("spec").cloned().unwrap_or(Value::Null);
-    if spec.get("chartRef").is_some() {
-        notes.push(note(r, format!("{}: chartRef charts are not rendered", origin_of(r))));
-        return;
-    }
-    let chart_spec = spec.get("chart").and_then(|c| c.get("spec")).cloned().unwrap_or(Value::Null);
-    let source_kind = str_at(&chart_spec, &["sourceRef", "kind"]).unwrap_or("");
-    let chart = str_at(&chart_spec, &["chart"]).unwrap_or("");
-    let remote = (source_kind == "HelmRepository").then(|| helm_repository(r, &chart_spec, objects)).flatten();
+    let mut chart_spec = spec.get("chart").and_then(|c| c.get("spec")).cloned().unwrap_or(Value::Null);
+    let (source_kind, chart, remote) = match spec.get("chartRef") {
+        Some(chart_ref) => {
+            let kind = str_at(chart_ref, &["kind"]).unwrap_or("chartRef");
+            let name = str_at(chart_ref, &["name"]).unwrap_or("");
+            let remote = flux_chart_ref(r, chart_ref, objects).map(|found| {
+                found.map(|(remote, values_files)| {
+                    // A HelmChart's values files are the chart's own, as the release's are.
+                    chart_spec = serde_json::json!({"valuesFiles": values_files});
+                    remote
+                })
+            });
+            (kind.to_owned(), format!("{kind}/{name}"), remote)
+        }
+        None => {
+            let source_kind = str_at(&chart_spec, &["sourceRef", "kind"]).unwrap_or("").to_owned();
+            let chart = str_at(&chart_spec, &["chart"]).unwrap_or("").to_owned();
+            let remote = (source_kind == "HelmRepository").then(|| helm_repository(r, &chart_spec, objects)).flatten();
+            (source_kind, chart, remote)
+        }
+    };
+    let source_kind = source_kind.as_str();
+    let chart = chart.as_str();
     if let Some(Err(why)) = &remote {
         notes.push(note(
             r,

@@ -60,6 +60,7 @@ mod git;
 mod github;
 mod gitops;
 mod ignore_rules;
+mod oci;
 mod output;
 mod pipeline;
 mod propose;

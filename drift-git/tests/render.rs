@@ -692,6 +692,26 @@ fn helm(args: &[&str]) {
     assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Chart `web` at 1.0.0, 1.0.1 and 2.0.0, packaged by the real helm into `<dir>/repo/`: one
+/// ConfigMap `<release>-settings` with the values' `mode` and the chart's version.
+fn package_web_charts(dir: &std::path::Path) {
+    for version in ["1.0.0", "1.0.1", "2.0.0"] {
+        let chart = format!("src-{version}/web");
+        put(dir, &format!("{chart}/Chart.yaml"), &format!("apiVersion: v2\nname: web\nversion: {version}\n"));
+        put(dir, &format!("{chart}/values.yaml"), "mode: default\n");
+        put(dir, &format!("{chart}/values-prod.yaml"), "mode: prod\n");
+        put(
+            dir,
+            &format!("{chart}/templates/cm.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: \"{{{{ .Release.Name }}}}-settings\"}}\ndata:\n  mode: {{{{ .Values.mode | quote }}}}\n  chart: \"{version}\"\n"
+            ),
+        );
+        let src = dir.join(&chart);
+        helm(&["package", src.to_str().unwrap(), "-d", dir.join("repo").to_str().unwrap()]);
+    }
+}
+
 /// Charts from a Helm chart repository (packaged and indexed by the real helm, served on
 /// loopback): a Flux HelmRelease through its HelmRepository and an Argo CD `chart:` source, each
 /// rendered with its values; fetched once and then taken from the cache by digest; a chart that
@@ -704,20 +724,7 @@ async fn charts_from_a_helm_repository_are_fetched_verified_cached_and_rendered(
     install_crypto_provider();
     let work = tempfile::tempdir().unwrap();
     let w = |p: &str, t: &str| put(work.path(), p, t);
-    for version in ["1.0.0", "1.0.1", "2.0.0"] {
-        let chart = format!("src-{version}/web");
-        w(&format!("{chart}/Chart.yaml"), &format!("apiVersion: v2\nname: web\nversion: {version}\n"));
-        w(&format!("{chart}/values.yaml"), "mode: default\n");
-        w(&format!("{chart}/values-prod.yaml"), "mode: prod\n");
-        w(
-            &format!("{chart}/templates/cm.yaml"),
-            &format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: \"{{{{ .Release.Name }}}}-settings\"}}\ndata:\n  mode: {{{{ .Values.mode | quote }}}}\n  chart: \"{version}\"\n"
-            ),
-        );
-        let src = work.path().join(&chart);
-        helm(&["package", src.to_str().unwrap(), "-d", work.path().join("repo").to_str().unwrap()]);
-    }
+    package_web_charts(work.path());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     helm(&["repo", "index", work.path().join("repo").to_str().unwrap(), "--url", &url]);
@@ -849,4 +856,197 @@ async fn a_helm_release_under_a_substituting_kustomization_is_rendered_substitut
     assert!(!has_errors(&snap), "{:?}", snap.warnings);
     assert_eq!(object(&snap, "ConfigMap", "web-host").object["data"]["host"], "web.example.com");
     assert_eq!(object(&snap, "HelmRelease", "web").object["spec"]["values"]["host"], "web.example.com");
+}
+
+/// `helm push` of a packaged chart to a registry on loopback (with the credentials of
+/// `<helm_home>/registry.json`, if any); the manifest digest it prints.
+fn helm_push(archive: &std::path::Path, registry: &Registry, helm_home: &std::path::Path) -> String {
+    let out = std::process::Command::new("helm")
+        .args(["push", archive.to_str().unwrap(), &format!("oci://{}/charts", registry.host), "--plain-http"])
+        .env("HELM_REGISTRY_CONFIG", helm_home.join("registry.json"))
+        .env("HELM_CACHE_HOME", helm_home.join("cache"))
+        .env("HELM_CONFIG_HOME", helm_home.join("config"))
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "helm push: {text}");
+    let at = text.find("Digest: ").expect("helm push prints the digest") + "Digest: ".len();
+    text[at..].split_whitespace().next().unwrap().to_owned()
+}
+
+/// Charts in an OCI registry (Debian's docker-registry on loopback, charts pushed by the real
+/// helm): a Flux HelmRelease through an OCI HelmRepository (a version range), through an
+/// OCIRepository `chartRef` (a tag, and a pinned digest), through a HelmChart `chartRef`, and an
+/// Argo CD `chart:` source whose repoURL is the registry without a scheme; each rendered with its
+/// values; the layer fetched once and then taken from the cache by digest; a layer whose bytes
+/// are not the ones its manifest names is refused, and so is a digest the registry does not hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charts_from_an_oci_registry_are_fetched_verified_cached_and_rendered() {
+    let test = "charts_from_an_oci_registry_are_fetched_verified_cached_and_rendered";
+    if !helm_available(test) || !registry_available(test) {
+        return;
+    }
+    install_crypto_provider();
+    let work = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(work.path(), p, t);
+    package_web_charts(work.path());
+    let registry = Registry::start(None);
+    let home = work.path().join("helm-home");
+    let mut digests = std::collections::BTreeMap::new();
+    for version in ["1.0.0", "1.0.1", "2.0.0"] {
+        let archive = work.path().join(format!("repo/web-{version}.tgz"));
+        digests.insert(version, helm_push(&archive, &registry, &home));
+    }
+    let host = &registry.host;
+    w(
+        "git/flux/sources.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: oci-charts, namespace: flux-system}}\nspec: {{type: oci, url: 'oci://{host}/charts'}}\n---\napiVersion: source.toolkit.fluxcd.io/v1beta2\nkind: OCIRepository\nmetadata: {{name: web-two, namespace: flux-system}}\nspec:\n  url: oci://{host}/charts/web\n  ref: {{tag: 2.0.0}}\n  layerSelector: {{mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip, operation: copy}}\n---\napiVersion: source.toolkit.fluxcd.io/v1beta2\nkind: OCIRepository\nmetadata: {{name: web-pinned, namespace: flux-system}}\nspec:\n  url: oci://{host}/charts/web\n  ref: {{digest: '{}'}}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmChart\nmetadata: {{name: web-chart, namespace: flux-system}}\nspec:\n  chart: web\n  version: 1.0.0\n  valuesFiles: [values-prod.yaml]\n  sourceRef: {{kind: HelmRepository, name: oci-charts}}\n",
+            digests["1.0.0"]
+        ),
+    );
+    let release = |name: &str, chart: &str| {
+        format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n{chart}  values: {{other: x}}\n---\n"
+        )
+    };
+    w(
+        "git/flux/releases.yaml",
+        &[
+            release("ranged", "  chart:\n    spec:\n      chart: web\n      version: 1.0.*\n      valuesFiles: [values-prod.yaml]\n      sourceRef: {kind: HelmRepository, name: oci-charts, namespace: flux-system}\n"),
+            release("tagged", "  chartRef: {kind: OCIRepository, name: web-two, namespace: flux-system}\n"),
+            release("pinned", "  chartRef: {kind: OCIRepository, name: web-pinned, namespace: flux-system}\n"),
+            release("charted", "  chartRef: {kind: HelmChart, name: web-chart, namespace: flux-system}\n"),
+        ]
+        .concat(),
+    );
+    w(
+        "git/argocd/web.yaml",
+        &format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: argo-web, namespace: argocd}}\nspec:\n  destination: {{namespace: argo}}\n  source:\n    repoURL: '{host}/charts'\n    chart: web\n    targetRevision: 1.0.1\n    helm:\n      parameters: [{{name: mode, value: argo}}]\n"
+        ),
+    );
+    let mut cfg = FolderConfig::new(work.path().join("git"));
+    cfg.render.chart_cache = Some(work.path().join("cache"));
+    let snap = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let data = |snap: &drift_core::DesiredSnapshot, name: &str| {
+        let o = object(snap, "ConfigMap", name);
+        (o.key.namespace.clone().unwrap_or_default(), o.object["data"].clone())
+    };
+    let expect = |ns: &str, mode: &str, chart: &str| (ns.to_owned(), serde_json::json!({"mode": mode, "chart": chart}));
+    assert_eq!(data(&snap, "ranged-settings"), expect("shop", "prod", "1.0.1"), "1.0.* is the highest 1.0");
+    assert_eq!(data(&snap, "tagged-settings"), expect("shop", "default", "2.0.0"));
+    assert_eq!(data(&snap, "pinned-settings"), expect("shop", "default", "1.0.0"));
+    assert_eq!(data(&snap, "charted-settings"), expect("shop", "prod", "1.0.0"), "the HelmChart's values file");
+    assert_eq!(data(&snap, "argo-web-settings"), expect("argo", "argo", "1.0.1"));
+    let cached: Vec<String> = std::fs::read_dir(work.path().join("cache"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(cached.len(), 3, "one cache entry per chart archive: {cached:?}");
+
+    // The registry's copy of 1.0.1's layer is damaged: the cache still has the verified one, a
+    // fresh cache refuses it.
+    use sha2::Digest as _;
+    let layer = hex::encode(sha2::Sha256::digest(std::fs::read(work.path().join("repo/web-1.0.1.tgz")).unwrap()));
+    assert!(cached.contains(&layer), "cached under the layer's digest");
+    let data_file = registry.storage.join(format!("docker/registry/v2/blobs/sha256/{}/{layer}/data", &layer[..2]));
+    let mut bytes = std::fs::read(&data_file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&data_file, bytes).unwrap();
+    let again = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&again), "{:?}", again.warnings);
+    assert_eq!(data(&again, "ranged-settings"), expect("shop", "prod", "1.0.1"));
+    cfg.render.chart_cache = Some(work.path().join("cache-2"));
+    let refused = FolderSource::new(cfg.clone()).unwrap().fetch().await.unwrap();
+    let errors: Vec<(&str, &str)> = refused
+        .warnings
+        .iter()
+        .filter(|w| w.fatal)
+        .map(|w| (w.message.as_str(), w.path.as_deref().unwrap_or("")))
+        .collect();
+    for file in ["flux/releases.yaml", "argocd/web.yaml"] {
+        assert!(
+            errors.iter().any(|(m, path)| m.contains("its manifest says") && *path == file),
+            "an error at {file}: {errors:?}"
+        );
+    }
+    assert_eq!(data(&refused, "tagged-settings"), expect("shop", "default", "2.0.0"), "the others still render");
+
+    // A digest the registry does not hold.
+    let sources = std::fs::read_to_string(work.path().join("git/flux/sources.yaml")).unwrap();
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    std::fs::write(work.path().join("git/flux/sources.yaml"), sources.replace(&digests["1.0.0"], &wrong)).unwrap();
+    let missing = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(
+        missing.warnings.iter().any(|w| w.fatal && w.message.contains("not found in the registry")),
+        "{:?}",
+        missing.warnings
+    );
+}
+
+/// A registry that asks for credentials: without them the chart is a note naming the setting
+/// that gives them; with the Docker `config.json` that helm itself uses, it renders; with a wrong
+/// password it is a note again; and no message carries the password, plainly or in base64.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registry_that_asks_for_credentials_gets_them_from_the_auth_file_only() {
+    use base64::Engine as _;
+    let test = "a_registry_that_asks_for_credentials_gets_them_from_the_auth_file_only";
+    if !helm_available(test) || !registry_available(test) {
+        return;
+    }
+    install_crypto_provider();
+    let work = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(work.path(), p, t);
+    package_web_charts(work.path());
+    let password = format!("canary-{}", std::process::id());
+    let hash = bcrypt::hash(&password, 4).unwrap();
+    let registry = Registry::start(Some(&format!("chartbot:{hash}\n")));
+    let home = work.path().join("helm-home");
+    let auth_file = |password: &str| {
+        let auth = base64::engine::general_purpose::STANDARD.encode(format!("chartbot:{password}"));
+        serde_json::json!({"auths": {registry.host.clone(): {"auth": auth}}}).to_string()
+    };
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("registry.json"), auth_file(&password)).unwrap();
+    helm_push(&work.path().join("repo/web-1.0.0.tgz"), &registry, &home);
+    std::fs::write(work.path().join("wrong.json"), auth_file("not-the-password")).unwrap();
+    w(
+        "git/release.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: private, namespace: shop}}\nspec: {{type: oci, url: 'oci://{}/charts'}}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: shop}}\nspec:\n  chart:\n    spec: {{chart: web, version: 1.0.0, sourceRef: {{kind: HelmRepository, name: private}}}}\n",
+            registry.host
+        ),
+    );
+    let mut cfg = FolderConfig::new(work.path().join("git"));
+    cfg.render.chart_cache = Some(work.path().join("cache"));
+    let fetch = |auth: Option<std::path::PathBuf>| {
+        let mut cfg = cfg.clone();
+        cfg.render.registry_auth_file = auth;
+        async move { FolderSource::new(cfg).unwrap().fetch().await.unwrap() }
+    };
+    let secret_forms =
+        [password.clone(), base64::engine::general_purpose::STANDARD.encode(format!("chartbot:{password}"))];
+    let leaks = |snap: &drift_core::DesiredSnapshot| {
+        snap.warnings.iter().filter(|w| secret_forms.iter().any(|s| w.message.contains(s.as_str()))).count()
+    };
+
+    let without = fetch(None).await;
+    let note = without.warnings.iter().find(|w| w.message.contains("chart web")).expect("a note for the chart");
+    assert!(
+        !note.fatal && note.message.contains("asks for credentials") && note.message.contains("registry_auth_file"),
+        "{note:?}"
+    );
+    assert!(!without.resources.iter().any(|r| r.key.name == "web-settings"));
+
+    let with = fetch(Some(home.join("registry.json"))).await;
+    assert!(!has_errors(&with), "{:?}", with.warnings);
+    assert_eq!(object(&with, "ConfigMap", "web-settings").object["data"]["chart"], "1.0.0");
+
+    let wrong = fetch(Some(work.path().join("wrong.json"))).await;
+    let refused = wrong.warnings.iter().find(|w| w.message.contains("chart web")).expect("a note for the chart");
+    assert!(!refused.fatal && refused.message.contains("were refused"), "{refused:?}");
+    assert_eq!((leaks(&without), leaks(&with), leaks(&wrong)), (0, 0, 0), "no message carries the password");
 }

@@ -117,6 +117,84 @@ fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
 
+/// Debian's `docker-registry` (distribution 2.8), the OCI registry of the chart tests:
+/// `scripts/test` installs it; without it (and without `DRIFT_REQUIRE_TOOLS=1`) they say they are
+/// skipped.
+pub fn registry_available(test: &str) -> bool {
+    if on_path("docker-registry") {
+        return true;
+    }
+    let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: docker-registry is not on PATH and DRIFT_REQUIRE_TOOLS=1 (apt-get install docker-registry)"
+    );
+    eprintln!(
+        "skipped {test}: docker-registry is not on PATH (Debian package docker-registry; scripts/test installs it)"
+    );
+    false
+}
+
+/// An OCI registry on loopback (Debian's `docker-registry`), stopped when dropped. With
+/// `htpasswd`, it asks for those credentials (`Basic`).
+pub struct Registry {
+    pub host: String,
+    pub storage: std::path::PathBuf,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    pub fn start(htpasswd: Option<&str>) -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let host = format!("127.0.0.1:{port}");
+        let storage = dir.path().join("storage");
+        let auth = match htpasswd {
+            Some(lines) => {
+                std::fs::write(dir.path().join("htpasswd"), lines).unwrap();
+                format!("auth:\n  htpasswd:\n    realm: test\n    path: {}\n", dir.path().join("htpasswd").display())
+            }
+            None => String::new(),
+        };
+        let config = format!(
+            "version: 0.1\nlog: {{level: error}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\n  delete: {{enabled: true}}\nhttp:\n  addr: {host}\n{auth}",
+            storage.display()
+        );
+        std::fs::write(dir.path().join("config.yml"), config).unwrap();
+        let mut child = std::process::Command::new("docker-registry")
+            .arg("serve")
+            .arg(dir.path().join("config.yml"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("docker-registry starts");
+        // Ready when it answers /v2/ (200, or 401 when it asks for credentials).
+        for _ in 0..200 {
+            if let Ok(mut s) = std::net::TcpStream::connect(&host) {
+                use std::io::{Read as _, Write as _};
+                let _ = write!(s, "GET /v2/ HTTP/1.0\r\nHost: {host}\r\n\r\n");
+                let mut answer = String::new();
+                let _ = s.read_to_string(&mut answer);
+                if answer.starts_with("HTTP/1.") {
+                    return Registry { host, storage, child, _dir: dir };
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("docker-registry did not answer on {host}");
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The `kubectl` binary renders Kustomize (see docs/sources.md, "Renderers"); tests that render
 /// Kustomize need it and fail loudly without it rather than pass vacuously. `scripts/test`
 /// installs a pinned kubectl when it is missing (CONTRIBUTING.md, "Tests").
