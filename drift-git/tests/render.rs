@@ -11,6 +11,7 @@ use drift_git::{
     FolderConfig, FolderSource, GitConfig, GitSource, OutputFormat, RenderRequest, RendererKind, format_snapshot,
     has_errors, render,
 };
+use drift_testkit::charts::{ChartServer, Registry, helm, helm_push, package_web_charts, registry_available};
 
 fn application(name: &str, repo_url: &str, path: &str, namespace: &str) -> String {
     format!(
@@ -638,80 +639,6 @@ async fn application_sets_are_expanded_into_their_applications() {
     );
 }
 
-/// A folder served over HTTP on loopback, as a Helm chart repository is (`GET` only); counts
-/// the requests of each path.
-struct ChartServer {
-    url: String,
-    hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl ChartServer {
-    fn start(dir: std::path::PathBuf, listener: std::net::TcpListener) -> ChartServer {
-        use std::io::{BufRead as _, Write as _};
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let hits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let seen = hits.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
-                let mut line = String::new();
-                reader.read_line(&mut line).unwrap_or_default();
-                let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
-                let mut header = String::new();
-                while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
-                    header.clear();
-                }
-                seen.lock().unwrap().push(path.clone());
-                let mut stream = stream;
-                match std::fs::read(dir.join(&path)) {
-                    Ok(body) => {
-                        let _ = write!(
-                            stream,
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                            body.len()
-                        );
-                        let _ = stream.write_all(&body);
-                    }
-                    Err(_) => {
-                        let _ =
-                            write!(stream, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-                    }
-                }
-            }
-        });
-        ChartServer { url, hits }
-    }
-
-    fn fetched(&self, suffix: &str) -> usize {
-        self.hits.lock().unwrap().iter().filter(|p| p.ends_with(suffix)).count()
-    }
-}
-
-fn helm(args: &[&str]) {
-    let out = std::process::Command::new("helm").args(args).output().unwrap();
-    assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// Chart `web` at 1.0.0, 1.0.1 and 2.0.0, packaged by the real helm into `<dir>/repo/`: one
-/// ConfigMap `<release>-settings` with the values' `mode` and the chart's version.
-fn package_web_charts(dir: &std::path::Path) {
-    for version in ["1.0.0", "1.0.1", "2.0.0"] {
-        let chart = format!("src-{version}/web");
-        put(dir, &format!("{chart}/Chart.yaml"), &format!("apiVersion: v2\nname: web\nversion: {version}\n"));
-        put(dir, &format!("{chart}/values.yaml"), "mode: default\n");
-        put(dir, &format!("{chart}/values-prod.yaml"), "mode: prod\n");
-        put(
-            dir,
-            &format!("{chart}/templates/cm.yaml"),
-            &format!(
-                "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: \"{{{{ .Release.Name }}}}-settings\"}}\ndata:\n  mode: {{{{ .Values.mode | quote }}}}\n  chart: \"{version}\"\n"
-            ),
-        );
-        let src = dir.join(&chart);
-        helm(&["package", src.to_str().unwrap(), "-d", dir.join("repo").to_str().unwrap()]);
-    }
-}
-
 /// Charts from a Helm chart repository (packaged and indexed by the real helm, served on
 /// loopback): a Flux HelmRelease through its HelmRepository and an Argo CD `chart:` source, each
 /// rendered with its values; fetched once and then taken from the cache by digest; a chart that
@@ -856,22 +783,6 @@ async fn a_helm_release_under_a_substituting_kustomization_is_rendered_substitut
     assert!(!has_errors(&snap), "{:?}", snap.warnings);
     assert_eq!(object(&snap, "ConfigMap", "web-host").object["data"]["host"], "web.example.com");
     assert_eq!(object(&snap, "HelmRelease", "web").object["spec"]["values"]["host"], "web.example.com");
-}
-
-/// `helm push` of a packaged chart to a registry on loopback (with the credentials of
-/// `<helm_home>/registry.json`, if any); the manifest digest it prints.
-fn helm_push(archive: &std::path::Path, registry: &Registry, helm_home: &std::path::Path) -> String {
-    let out = std::process::Command::new("helm")
-        .args(["push", archive.to_str().unwrap(), &format!("oci://{}/charts", registry.host), "--plain-http"])
-        .env("HELM_REGISTRY_CONFIG", helm_home.join("registry.json"))
-        .env("HELM_CACHE_HOME", helm_home.join("cache"))
-        .env("HELM_CONFIG_HOME", helm_home.join("config"))
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "helm push: {text}");
-    let at = text.find("Digest: ").expect("helm push prints the digest") + "Digest: ".len();
-    text[at..].split_whitespace().next().unwrap().to_owned()
 }
 
 /// Charts in an OCI registry (Debian's docker-registry on loopback, charts pushed by the real

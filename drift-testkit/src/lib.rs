@@ -38,6 +38,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
 pub mod act;
+pub mod charts;
 pub mod corpus;
 pub mod desired;
 pub mod fixtures;
