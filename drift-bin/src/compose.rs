@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use drift_core::act::Outlet;
+use drift_core::hash_key::HashKeyStore;
+use drift_core::normalize::SecretHasher;
 use drift_core::progress::Progress;
 use drift_core::remedy::{ChangeProposer, ClusterWriter};
 use drift_core::{DesiredSource, LiveSource};
@@ -17,16 +19,33 @@ use crate::config::{Config, StoreConfig};
 
 /// Opens the store (migrations run on open unless its settings say otherwise).
 pub async fn open_store(config: &StoreConfig) -> Result<Store> {
+    Ok(open_store_keys(config).await?.0)
+}
+
+/// Opens the store and the keeper of its Secret hash key (the same store).
+pub async fn open_store_keys(config: &StoreConfig) -> Result<(Store, Arc<dyn HashKeyStore>)> {
     let shown = config.display();
-    let store = match config {
-        StoreConfig::Postgres(c) => Store::acting(Arc::new(
-            drift_postgres::PostgresStore::from_config(c).await.with_context(|| format!("opening {shown}"))?,
-        )),
-        StoreConfig::Sqlite(c) => Store::acting(Arc::new(
-            drift_sqlite::SqliteStore::from_config(c).await.with_context(|| format!("opening {shown}"))?,
-        )),
-    };
-    Ok(store)
+    Ok(match config {
+        StoreConfig::Postgres(c) => {
+            let store = Arc::new(
+                drift_postgres::PostgresStore::from_config(c).await.with_context(|| format!("opening {shown}"))?,
+            );
+            (Store::acting(store.clone()), store)
+        }
+        StoreConfig::Sqlite(c) => {
+            let store =
+                Arc::new(drift_sqlite::SqliteStore::from_config(c).await.with_context(|| format!("opening {shown}"))?);
+            (Store::acting(store.clone()), store)
+        }
+    })
+}
+
+/// Opens the store of `config` and the Secret hasher of its key ([`crate::hash_key::resolve`]):
+/// what every command that compares and records drifts starts with.
+pub async fn open_scanning_store(config: &Config) -> Result<(Store, SecretHasher)> {
+    let (store, keys) = open_store_keys(&config.store_config()?).await?;
+    let (hasher, _) = crate::hash_key::resolve(&config.secret_hash, keys.as_ref()).await?;
+    Ok((store, hasher))
 }
 
 /// The desired sources, one per repository. A long-running caller (`drift serve`) keeps the
@@ -167,12 +186,13 @@ pub fn notifiers(config: &Config) -> Result<Vec<Arc<dyn Outlet>>> {
 pub async fn detector(
     config: &Config,
     store: Store,
+    hasher: SecretHasher,
     cluster: &Cluster,
     long_running: bool,
     progress: &Progress,
 ) -> Result<DetectorBuilder> {
     let sops = sops_keys()?;
-    let mut builder = base(config, store, cluster, desired_sources(config, long_running, progress, &sops)?)
+    let mut builder = base(config, store, hasher, cluster, desired_sources(config, long_running, progress, &sops)?)
         .settings(scan_settings(config, progress, &sops))
         .interval(config.interval)
         .watch(config.watch)
@@ -193,12 +213,19 @@ pub async fn detector(
 }
 
 /// What every detector of this configuration has: the store, the desired sources given, the
-/// live side of `cluster` (and its writer of reverts), the engine and the remediation settings.
-fn base(config: &Config, store: Store, cluster: &Cluster, desired: Vec<Arc<dyn DesiredSource>>) -> DetectorBuilder {
+/// live side of `cluster` (and its writer of reverts), the engine with the store's Secret
+/// hasher and the remediation settings.
+fn base(
+    config: &Config,
+    store: Store,
+    hasher: SecretHasher,
+    cluster: &Cluster,
+    desired: Vec<Arc<dyn DesiredSource>>,
+) -> DetectorBuilder {
     let mut builder = drift_runtime::Detector::builder()
         .desired_all(desired)
         .live(cluster.live())
-        .engine(config.built.engine.clone())
+        .engine(config.built.engine.clone().with_secret_hasher(hasher))
         .store(store)
         .allow_secret_reverts(config.remediation.allow_secrets)
         .link(config.notifications.link.as_ref().map(|u| u.as_str().trim_end_matches('/').to_owned()));
@@ -229,6 +256,7 @@ fn proposer(config: &Config, r: &crate::config::RepositoryConfig) -> Result<Opti
 pub async fn remedies(
     config: &Config,
     store: Store,
+    hasher: SecretHasher,
     repository: &str,
     accept: bool,
 ) -> Result<drift_runtime::Detector> {
@@ -252,7 +280,7 @@ pub async fn remedies(
         }
         Err(e) => return Err(e),
     };
-    let mut builder = base(config, store, &cluster, vec![source])
+    let mut builder = base(config, store, hasher, &cluster, vec![source])
         .settings(scan_settings(config, &progress, &sops))
         .recorded_values(recorded);
     if accept && let Some(proposer) = proposer(config, r)? {

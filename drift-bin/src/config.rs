@@ -100,6 +100,10 @@ pub struct Config {
     /// availability").
     #[serde(default)]
     pub leader_election: LeaderElectionConfig,
+    /// Where the key of the Secret-value hash comes from (default: the store makes and keeps
+    /// one; docs/security.md, "Secret values").
+    #[serde(default)]
+    pub secret_hash: crate::hash_key::SecretHashConfig,
 }
 
 /// `orphans:`: report the live objects of the kinds and namespaces the desired state manages that
@@ -563,6 +567,7 @@ impl Config {
             }
         }
         self.leader_election.validate()?;
+        self.secret_hash.validate()?;
         if self.leader_election.enabled && self.live.snapshot.is_some() {
             bail!(
                 "`leader_election` needs a cluster to keep its Lease in; `live.snapshot` files have none (turn it off, or read a cluster)"

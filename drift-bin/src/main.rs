@@ -8,6 +8,7 @@ mod cmd;
 mod compose;
 mod config;
 mod files;
+mod hash_key;
 mod output;
 mod progress;
 
@@ -72,6 +73,9 @@ enum Command {
     /// Configuration files.
     #[command(subcommand)]
     Config(cmd::store::ConfigCommand),
+    /// The key of the Secret-value hash: its id, its rotation.
+    #[command(subcommand)]
+    SecretKey(cmd::secret_key::SecretKeyCommand),
     /// Print the version.
     Version,
 }
@@ -145,6 +149,7 @@ fn main() -> ExitCode {
         Command::Fix(args) => runtime.block_on(cmd::fix::run(args)),
         Command::Audit(c) => runtime.block_on(cmd::audit::run(c)),
         Command::Config(c) => cmd::store::config(c),
+        Command::SecretKey(c) => runtime.block_on(cmd::secret_key::run(c)),
         Command::Version => {
             println!("drift {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)

@@ -85,6 +85,21 @@ impl World {
         serve
     }
 
+    /// `drift ARGS --config FILE` with the world's environment: exit code, stdout, stderr.
+    fn drift(&self, args: &[&str]) -> (i32, String, String) {
+        let out = common::drift_command()
+            .args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .env("NO_COLOR", "1")
+            .env("HOME", self.home.path())
+            .env_remove("KUBECONFIG")
+            .envs([("E2E_DATABASE_URL", self.db_url.as_str()), ("E2E_TOKEN", "t0ken"), ("E2E_HOOK_SECRET", SECRET)])
+            .output()
+            .unwrap();
+        (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    }
+
     fn scale(&self, replicas: u32) {
         self.kubectl(&["scale", "deployment/web", "-n", "shop", &format!("--replicas={replicas}")]);
     }
@@ -142,7 +157,8 @@ macro_rules! on_both {
 on_both!(
     a_kubectl_change_reaches_the_signed_webhook_once_and_its_revert_follows,
     a_receiver_that_is_down_gets_it_later_with_the_attempts_in_the_audit_trail,
-    killed_while_sending_it_delivers_every_event_after_a_restart
+    killed_while_sending_it_delivers_every_event_after_a_restart,
+    restarts_scans_and_a_key_rotation_on_a_store_with_open_secret_drifts_send_no_notification
 );
 
 fn a_kubectl_change_reaches_the_signed_webhook_once_and_its_revert_follows(world: World) {
@@ -216,6 +232,78 @@ fn killed_while_sending_it_delivers_every_event_after_a_restart(world: World) {
     });
     assert!(!delivered.is_empty());
     serve.stop();
+}
+
+/// Regression test of issue 37, item 1: the key of the Secret-value hash was random per process,
+/// so every restart of `drift serve` and every `drift scan` re-hashed the open Secret drifts
+/// into `changed` events and a notification, with nothing changed in the cluster. The store
+/// keeps one key now: two open Secret drifts, then `drift scan` twice, a restart, a rotation of
+/// the key (`drift secret-key rotate`) and another restart, and not one event about them but
+/// their opening; a change made after all of that is told, and after it (events go out in the
+/// order they were written) nothing else was.
+fn restarts_scans_and_a_key_rotation_on_a_store_with_open_secret_drifts_send_no_notification(world: World) {
+    const SECRET_YAML: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: shop\n\
+        stringData:\n  password: git-secret-value-1\n  token: git-secret-token-1\n";
+    world.repo.write("apps/web/secret.yaml", SECRET_YAML);
+    world.repo.commit("a Secret");
+    world.kubectl(&["apply", "-f", world.repo.dir.join("apps/web/secret.yaml").to_str().unwrap()]);
+    world.kubectl(&[
+        "patch",
+        "secret",
+        "creds",
+        "-n",
+        "shop",
+        "-p",
+        r#"{"stringData":{"password":"hand-set-secret-4","token":"hand-set-token-4"}}"#,
+    ]);
+    let secret_events = |world: &World| -> Vec<(String, String)> {
+        world
+            .delivered()
+            .iter()
+            .flat_map(events)
+            .filter(|e| e["drift"]["kind"] == "Secret")
+            .map(|e| (e["kind"].as_str().unwrap().to_owned(), e["drift"]["path"].as_str().unwrap().to_owned()))
+            .collect()
+    };
+    let serve = world.serve();
+    wait_for(Duration::from_secs(30), "the two Secret drifts told", || {
+        (secret_events(&world).len() >= 2).then_some(())
+    });
+    serve.stop();
+    for _ in 0..2 {
+        let (code, out, err) = world.drift(&["scan"]);
+        assert_eq!(code, 1, "the drifts are still there: {out}{err}");
+    }
+    let (code, before, err) = world.drift(&["secret-key", "id"]);
+    assert_eq!(code, 0, "{err}");
+    let serve = world.serve();
+    serve.stop();
+    let (code, out, err) = world.drift(&["secret-key", "rotate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2 live Secret drift(s) re-hashed without an event"), "{out}");
+    let (_, after, _) = world.drift(&["secret-key", "id"]);
+    assert_ne!(before, after, "a new key");
+    assert_eq!(after.trim().len(), 16, "{after}");
+    let (code, out, err) = world.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let serve = world.serve();
+    world.scale(5);
+    world.wait_for_event("opened", "the change made after the restarts");
+    let mut told = secret_events(&world);
+    told.sort();
+    assert_eq!(
+        told,
+        [("opened".to_owned(), "data.password".to_owned()), ("opened".to_owned(), "data.token".to_owned())],
+        "only their opening"
+    );
+    let kinds: Vec<Value> = world.delivered().iter().flat_map(events).map(|e| e["kind"].clone()).collect();
+    assert!(!kinds.contains(&Value::from("changed")), "{kinds:?}");
+    let log = serve.stop();
+    for shown in [log, serde_json::to_string(&world.delivered()).unwrap()] {
+        for value in ["hand-set-secret-4", "git-secret-value-1", "hand-set-token-4"] {
+            assert!(!shown.contains(value), "a Secret value shown: {shown}");
+        }
+    }
 }
 
 /// Two `drift serve` processes on one PostgreSQL, both watching: a change is recorded by both,

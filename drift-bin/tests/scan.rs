@@ -171,3 +171,62 @@ fn the_demo_with_policies_records_findings_apart_from_drifts() {
     assert_eq!((code, out.lines().count()), (0, 1), "only the header: {out}");
     assert!(err.contains("policy checks are off") && err.contains("policies:"), "{err}");
 }
+
+/// Issue 37, item 1: a Secret hash key the user gives (`secret_hash.key_env`) is what the store's
+/// drifts are hashed with; the store keeps its id, so a process given another key, or none,
+/// refuses to start rather than re-hash every Secret drift; the key is printed nowhere, not even
+/// in debug logs.
+#[test]
+fn a_secret_hash_key_given_by_the_user_binds_the_store_and_is_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = demo_config(dir.path());
+    let given = dir.path().join("given.yaml");
+    let text = std::fs::read_to_string(&plain).unwrap();
+    std::fs::write(&given, format!("{text}secret_hash:\n  key_env: DEMO_HASH_KEY\n")).unwrap();
+    let (key_a, key_b) = ("a1".repeat(32), "b2".repeat(32));
+    let run = |config: &Path, key: &str, args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_drift"))
+            .args(args)
+            .arg("--config")
+            .arg(config)
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1")
+            .env("DRIFT_LOG", "debug")
+            .env("DEMO_HASH_KEY", key)
+            .output()
+            .unwrap();
+        (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (code, out, err) = run(&given, &key_a, &["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let (code, id_a, err) = run(&given, &key_a, &["secret-key", "id"]);
+    assert_eq!(code, 0, "{err}");
+    let id_a = id_a.trim().to_owned();
+    assert_eq!(id_a.len(), 16);
+    let (code, out, err) = run(&given, &key_b, &["scan"]);
+    assert_eq!(code, 2, "another key is refused: {out}{err}");
+    assert!(err.contains(&id_a) && err.contains("drift secret-key rotate"), "{err}");
+    let (code, out, err) = run(&plain, "", &["scan"]);
+    assert_eq!(code, 2, "no key is refused: {out}{err}");
+    assert!(err.contains(&id_a) && err.contains("secret_hash.key_env"), "{err}");
+    let (code, out, err) = run(&given, "not-a-key", &["scan"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("64 hexadecimal digits") && !err.contains("not-a-key"), "{err}");
+    // Switching to a key the store keeps: the rotation reads the old key from the
+    // configuration, then the configuration without `secret_hash` starts.
+    let (code, out, err) = run(&given, &key_a, &["secret-key", "rotate"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("remove `secret_hash`"), "{out}");
+    let (code, out, err) = run(&plain, "", &["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let (code, out, err) = drift(&["config", "check", given.to_str().unwrap()], dir.path());
+    assert_eq!(code, 0, "{out}{err}");
+    for (config, key) in [(&given, &key_a), (&given, &key_b), (&plain, &key_a)] {
+        for args in [&["scan"][..], &["secret-key", "id"], &["drifts", "list", "--json"]] {
+            let (_, out, err) = run(config, key, args);
+            for k in [&key_a, &key_b] {
+                assert!(!out.contains(k.as_str()) && !err.contains(k.as_str()), "{args:?}: the key shown: {out}{err}");
+            }
+        }
+    }
+}

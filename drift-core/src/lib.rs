@@ -29,7 +29,9 @@ pub use drift_manifest;
 pub use drift_model;
 
 pub use drift_manifest as manifest;
-pub use drift_model::{act, compare, drift, error, lease, memory, path, progress, report, secret, sink, source};
+pub use drift_model::{
+    act, compare, drift, error, hash_key, lease, memory, path, progress, report, secret, sink, source,
+};
 
 pub use drift_engine::{
     applied, diff, engine, ignore, managed, matching, merge_keys, normalize, orphans, policy, quantity, scan, verdict,

@@ -100,7 +100,8 @@ impl Default for Engine {
 
 impl Engine {
     /// Builds an engine; invalid globs or pointers are configuration errors. Secret values are
-    /// hashed under a random per-process key (see [`Engine::with_secret_hasher`]).
+    /// hashed under a random per-process key until [`Engine::with_secret_hasher`] gives the key
+    /// a store keeps (the `drift` binary does, so hashes agree across processes).
     pub fn new(config: &EngineConfig) -> drift_model::Result<Self> {
         Ok(Engine {
             ignore: config.ignore.iter().map(CompiledRule::new).collect::<drift_model::Result<_>>()?,
@@ -113,7 +114,8 @@ impl Engine {
         })
     }
 
-    /// Uses a given Secret hasher (a fixed key keeps hashes stable across restarts).
+    /// Uses a given Secret hasher (a fixed key keeps hashes stable across restarts, processes
+    /// and replicas).
     pub fn with_secret_hasher(mut self, hasher: SecretHasher) -> Self {
         self.hasher = hasher;
         self

@@ -9,7 +9,7 @@
 //! - the ports: desired and live sources ([`source`]), sinks and the read side of a store
 //!   ([`sink`]), the comparator ([`compare`]), the outbox, decisions and the audit trail
 //!   ([`outbox`], [`decision`], [`audit`]; [`act`] the three together), the cluster writer and the change proposer ([`remedy`]), the lease
-//!   ([`lease`]), the SOPS opener ([`sops`]);
+//!   ([`lease`]), the SOPS opener ([`sops`]), where the key of the Secret-value hash is kept ([`hash_key`]);
 //! - an in-memory reference implementation of the sources and the store ([`memory`]).
 //!
 //! No I/O, no runtime, no parsing, no engine: reading manifests is `drift-manifest`,
@@ -31,6 +31,7 @@ pub mod desired;
 pub mod drift;
 pub mod error;
 pub mod finding;
+pub mod hash_key;
 pub mod ignore;
 pub mod lease;
 pub mod memory;

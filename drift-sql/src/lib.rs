@@ -10,7 +10,9 @@
 //! - error classification ([`SqlError`], [`classify`]) and the retry loop of `record`
 //!   ([`record`]);
 //! - the policy findings of table `findings` ([`Sql::write_findings`], [`Sql::findings`],
-//!   [`Sql::open_findings`]): no rollups, the same statements for both stores.
+//!   [`Sql::open_findings`]): no rollups, the same statements for both stores;
+//! - the key of the Secret-value hash in table `settings` ([`Sql::hash_key`],
+//!   [`Sql::rotate_hash_key`]).
 //!
 //! Each store keeps what truly differs: its configuration, its write path
 //! ([`SqlStore::write_drifts`]), its rollup strategy and statistics, and its migrations. It
@@ -44,6 +46,7 @@ mod act;
 mod dialect;
 mod error;
 mod findings;
+mod keys;
 mod sql;
 #[cfg(feature = "testkit")]
 pub mod testkit;
@@ -68,6 +71,7 @@ pub mod __private {
         DriftEvent, Learned, NewDecision, Outbox, Route, Settle,
     };
     pub use drift_model::finding::Rule;
+    pub use drift_model::hash_key::{HashKeyStore, KeptHashKey, Rehash};
     pub use drift_model::sink::{
         DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, FindingFilter, FindingPage, PageRequest,
         RecordOutcome, ScanRecord, SinkCapabilities, StoredDrift,
@@ -79,8 +83,9 @@ pub mod __private {
 /// Implements [`DriftSink`](drift_model::DriftSink) and [`DriftStore`](drift_model::DriftStore)
 /// for a [`SqlStore`]: a readable sink that resolves drifts, whose `record` is [`record`] of
 /// [`Sql::record_once`], `stats` is [`Sql::stats`], and reads are those of [`Sql`] over
-/// [`SqlStore::reader`]; and the store's `prune` ([`Sql::prune`]) and `stats_from_rows`
-/// ([`Sql::stats_from_rows`]).
+/// [`SqlStore::reader`]; the acting side (outbox, decisions, audit trail) and the keeper of the
+/// Secret hash key ([`HashKeyStore`](drift_model::hash_key::HashKeyStore)); and the store's
+/// `prune` ([`Sql::prune`]) and `stats_from_rows` ([`Sql::stats_from_rows`]).
 ///
 /// A macro because the two traits belong to `drift-core` and the store types to their crates:
 /// only the store's crate may implement one for the other.
@@ -293,6 +298,25 @@ macro_rules! impl_drift_store {
                 now: $crate::__private::DateTime<$crate::__private::Utc>,
             ) -> $crate::__private::Result<i64> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::note(self, entry, now).await?)
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::HashKeyStore for $store {
+            async fn hash_key(
+                &self,
+                proposed: &$crate::__private::KeptHashKey,
+            ) -> $crate::__private::Result<$crate::__private::KeptHashKey> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::hash_key(self, proposed).await?)
+            }
+
+            async fn rotate_hash_key(
+                &self,
+                from: &str,
+                to: &$crate::__private::KeptHashKey,
+                rehash: &[$crate::__private::Rehash],
+            ) -> $crate::__private::Result<usize> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::rotate_hash_key(self, from, to, rehash).await?)
             }
         }
 

@@ -111,3 +111,126 @@ where
         Some((o.drifts, o.scans))
     }
 }
+
+/// The keeper of the Secret hash key ([`drift_model::hash_key::HashKeyStore`]), the same on
+/// every SQL store: each store's `tests/hash_key.rs` runs these over its own handles.
+pub mod hash_keys {
+    use drift_model::hash_key::{HashKey, HashKeyStore, KeptHashKey, Rehash};
+    use drift_model::{DriftSink, DriftStore, DriftType, ErrorKind};
+    use drift_testkit::fixtures::{drift, key, report, t};
+    use serde_json::json;
+
+    fn key_of(byte: u8) -> HashKey {
+        HashKey::new([byte; 32])
+    }
+
+    /// The first key proposed is kept; every later caller, on this handle or another, gets
+    /// it, whatever it proposes; a key the user gives is kept by its id only.
+    pub async fn the_first_key_proposed_is_kept_and_every_later_caller_gets_it<S: HashKeyStore>(a: &S, b: &S) {
+        let first = KeptHashKey::kept(key_of(1));
+        assert_eq!(a.hash_key(&first).await.expect("a key"), first);
+        assert_eq!(a.hash_key(&KeptHashKey::kept(key_of(2))).await.expect("a key"), first, "kept, not replaced");
+        assert_eq!(b.hash_key(&KeptHashKey::kept(key_of(3))).await.expect("a key"), first, "another process");
+        let given = b.hash_key(&KeptHashKey::given(&key_of(4))).await.expect("a key");
+        assert_eq!(given, first, "a given key does not replace the kept one: the caller sees they differ");
+    }
+
+    /// A key the user gives first: only its id is stored.
+    pub async fn a_given_key_is_kept_by_its_id_only<S: HashKeyStore>(a: &S) {
+        let given = KeptHashKey::given(&key_of(5));
+        let kept = a.hash_key(&given).await.expect("a key");
+        assert_eq!((kept.id.as_str(), kept.key.is_none()), (key_of(5).id().as_str(), true));
+        assert_eq!(a.hash_key(&KeptHashKey::kept(key_of(6))).await.expect("a key"), given);
+    }
+
+    /// Processes that start at once, each proposing a key of its own, all get the same one.
+    pub async fn callers_at_once_agree_on_one_key<S: HashKeyStore + 'static>(handles: Vec<std::sync::Arc<S>>) {
+        let tasks: Vec<_> = handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                tokio::spawn(async move { s.hash_key(&KeptHashKey::kept(key_of(10 + i as u8))).await.expect("a key") })
+            })
+            .collect();
+        let mut got = Vec::new();
+        for t in tasks {
+            got.push(t.await.expect("a task"));
+        }
+        assert!(got.windows(2).all(|w| w[0] == w[1]), "{:?}", got.iter().map(|k| &k.id).collect::<Vec<_>>());
+    }
+
+    fn secret_drift(value: &str) -> drift_model::Drift {
+        let mut d = drift("Secret", "shop", "creds", DriftType::SecretDrift, "data.password", json!(value));
+        d.git_value = Some(json!(format!("{value}-git")));
+        d
+    }
+
+    /// A rotation rewrites the values of a live drift that holds the old hashes, without an
+    /// event, and leaves one whose values changed since; the next report, hashed under the new
+    /// key, is the same drift seen again: no event. A second rotation from the old key is a
+    /// conflict that changes nothing.
+    pub async fn a_rotation_rehashes_live_drifts_without_an_event<S>(store: &S)
+    where
+        S: HashKeyStore + DriftSink + DriftStore,
+    {
+        let old = KeptHashKey::kept(key_of(20));
+        store.hash_key(&old).await.expect("a key");
+        let creds = key("Secret", "shop", "creds");
+        let other = {
+            let mut d = secret_drift("hmac-sha256:0000000000000001");
+            d.resource.name = "other".into();
+            d
+        };
+        let first = store
+            .record(&report(
+                "s1",
+                t(0),
+                &[creds.clone(), key("Secret", "shop", "other")],
+                vec![secret_drift("hmac-sha256:00000000000000aa"), other.clone()],
+            ))
+            .await
+            .expect("recorded");
+        assert_eq!(first.opened, 2);
+        let fp = |d: &drift_model::Drift| d.fingerprint("test-cluster", "test-repo");
+        let value = |v: &str| (Some(json!(format!("{v}-git"))), Some(json!(v)));
+        let rehash = vec![
+            Rehash {
+                fingerprint: fp(&secret_drift("x")),
+                before: value("hmac-sha256:00000000000000aa"),
+                after: value("hmac-sha256:00000000000000bb"),
+            },
+            // Its stored value is not this one any more: left for the next scan.
+            Rehash {
+                fingerprint: fp(&other),
+                before: value("hmac-sha256:0000000000000009"),
+                after: value("hmac-sha256:000000000000000a"),
+            },
+        ];
+        let new = KeptHashKey::kept(key_of(21));
+        assert_eq!(store.rotate_hash_key(&old.id, &new, &rehash).await.expect("rotated"), 1);
+        assert_eq!(store.hash_key(&KeptHashKey::kept(key_of(22))).await.expect("a key"), new);
+        let page = store.list(&Default::default(), Default::default()).await.expect("a page");
+        let creds_row = page.items.iter().find(|d| d.resource_name == "creds").expect("the creds drift");
+        assert_eq!(creds_row.cluster_value, Some(json!("hmac-sha256:00000000000000bb")));
+        assert_eq!(creds_row.git_value, Some(json!("hmac-sha256:00000000000000bb-git")));
+        assert_eq!(creds_row.occurrences, 1, "a rotation is not a sighting");
+        let other_row = page.items.iter().find(|d| d.resource_name == "other").expect("the other drift");
+        assert_eq!(other_row.cluster_value, Some(json!("hmac-sha256:0000000000000001")), "left as it was");
+        let mut other_now = other.clone();
+        other_now.cluster_value = Some(json!("hmac-sha256:0000000000000001"));
+        let next = store
+            .record(&report(
+                "s2",
+                t(1),
+                &[creds, key("Secret", "shop", "other")],
+                vec![secret_drift("hmac-sha256:00000000000000bb"), other_now],
+            ))
+            .await
+            .expect("recorded");
+        assert_eq!((next.opened, next.updated, next.events), (0, 2, 0), "{next:?}");
+        let again = store.rotate_hash_key(&old.id, &KeptHashKey::kept(key_of(23)), &[]).await.expect_err("stale");
+        assert_eq!(again.kind(), ErrorKind::Conflict);
+        assert!(!again.to_string().contains(&key_of(21).to_text()), "{again}");
+        assert_eq!(store.hash_key(&KeptHashKey::kept(key_of(24))).await.expect("a key"), new, "unchanged");
+    }
+}

@@ -64,7 +64,7 @@ pub async fn run(args: &FixArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let config = Config::load(&args.config)?;
-    let store = compose::open_store(&config.store_config()?).await?;
+    let (store, hasher) = compose::open_scanning_store(&config).await?;
     // Only what the fix uses: the repository of the drift, the cluster's one client, no notifier.
     let repository = match store.read.get(args.ids[0]).await {
         Ok(d) => d.repository,
@@ -74,7 +74,7 @@ pub async fn run(args: &FixArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e).context("reading the drift"),
     };
-    let detector = compose::remedies(&config, store, &repository, args.accept).await?;
+    let detector = compose::remedies(&config, store, hasher, &repository, args.accept).await?;
     let remedies = detector.remedies().context("this store keeps no audit trail; use sqlite or postgres")?;
     let result = if args.revert {
         remedies.revert(args.ids[0], &actor, args.dry_run).await.map(Done::Revert)

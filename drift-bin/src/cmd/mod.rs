@@ -6,5 +6,6 @@ pub mod diff;
 pub mod fix;
 pub mod render;
 pub mod scan;
+pub mod secret_key;
 pub mod serve;
 pub mod store;

@@ -26,10 +26,14 @@ pub struct ScanArgs {
 /// Scans every repository once and records each report, then sends the notifications that are
 /// due (a notifier that fails keeps its messages queued for the next `scan` or `serve`).
 /// Returns the reports and how many of their drifts are under a waiver.
-pub async fn scan_all(config: &Config, store: drift_runtime::Store) -> Result<(Vec<ScanReport>, usize)> {
+pub async fn scan_all(
+    config: &Config,
+    store: drift_runtime::Store,
+    hasher: drift_core::normalize::SecretHasher,
+) -> Result<(Vec<ScanReport>, usize)> {
     let progress = Progress::new();
     let cluster = compose::Cluster::open(config, &progress).await?;
-    let detector = compose::detector(config, store, &cluster, false, &progress).await?.build()?;
+    let detector = compose::detector(config, store, hasher, &cluster, false, &progress).await?.build()?;
     let line = crate::progress::Line::start("scan", &progress);
     let recorded = detector.scan_once_recorded().await;
     line.finish();
@@ -76,8 +80,8 @@ pub fn exit_code(report: &ScanReport, waived: usize) -> ExitCode {
 /// Runs `drift scan`.
 pub async fn run(args: &ScanArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let store = compose::open_store(&config.store_config()?).await?;
-    let (reports, waived) = scan_all(&config, store).await?;
+    let (store, hasher) = compose::open_scanning_store(&config).await?;
+    let (reports, waived) = scan_all(&config, store, hasher).await?;
     let Some(report) = merge(&reports) else { return Ok(ExitCode::SUCCESS) };
     print_report(&report, args.output, &mut std::io::stdout().lock())?;
     if waived > 0 {

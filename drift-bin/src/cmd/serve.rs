@@ -48,7 +48,7 @@ async fn shutdown_signal() {
 /// Runs `drift serve` until SIGTERM or Ctrl-C.
 pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
-    let store = compose::open_store(&config.store_config()?).await?;
+    let (store, hasher) = compose::open_scanning_store(&config).await?;
     let (tokens, read_token) = config.api.tokens()?;
     if tokens.is_empty() {
         tracing::warn!(
@@ -57,7 +57,7 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
         );
     }
     let cluster = compose::Cluster::open(&config, &Default::default()).await?;
-    let mut builder = compose::detector(&config, store, &cluster, true, &Default::default())
+    let mut builder = compose::detector(&config, store, hasher, &cluster, true, &Default::default())
         .await?
         .tokens(tokens)
         .read_token(read_token);

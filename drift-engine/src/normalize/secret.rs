@@ -26,17 +26,23 @@ impl SecretHasher {
     pub fn new(key: [u8; 32]) -> Self {
         SecretHasher { key }
     }
-    /// A hasher with a random key from the operating system (falls back to a key derived from
-    /// the time and address space when the OS has no entropy source, which only weakens
-    /// resistance to guessing, never confidentiality of the output format).
+    /// A hasher with a random key ([`SecretHasher::random_key`]): hashes differ from one process
+    /// to the next, so a store keeps a key of its own (`drift_model::hash_key`) and hands it to
+    /// [`SecretHasher::new`].
     pub fn random() -> Self {
+        SecretHasher { key: Self::random_key() }
+    }
+    /// A random key from the operating system (falls back to a key derived from the time and
+    /// address space when the OS has no entropy source, which only weakens resistance to
+    /// guessing, never confidentiality of the output format).
+    pub fn random_key() -> [u8; 32] {
         let mut key = [0u8; 32];
         if getrandom::fill(&mut key).is_err() {
             use sha2::Digest;
             let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &key);
             key.copy_from_slice(&Sha256::digest(seed.as_bytes()));
         }
-        SecretHasher { key }
+        key
     }
     /// The hash text of a value: `hmac-sha256:` and 16 hex digits.
     pub fn hash(&self, value: &[u8]) -> String {
