@@ -387,10 +387,15 @@ fn a_revert_held_while_another_field_changes_applies_and_the_other_change_stays(
 
 #[test]
 fn every_refusal_names_its_rule_and_changes_nothing() {
-    let w = World::start(false, "");
+    // `image-updater` is a controller of Deployments because drift.yaml says so (a name on no
+    // list is `unknown`, and reverted: see the test after this one).
+    let w = World::start(
+        false,
+        "engine:\n  managers:\n    controllers:\n      - {manager: image-updater, kinds: [Deployment]}\n",
+    );
     w.edit_configmap("fast", "slow");
     w.kubectl(&["patch", "secret", "creds", "-n", "shop", "-p", r#"{"stringData":{"password":"hand-set-secret-2"}}"#]);
-    // A controller (any manager that is neither an applier nor a person) changes the image.
+    // A controller changes the image.
     w.kubectl(&[
         "patch",
         "deployment",
@@ -460,6 +465,105 @@ fn every_refusal_names_its_rule_and_changes_nothing() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.starts_with("refused (other_cluster): "), "{err}");
+}
+
+/// Regression test of issue 37, item 2: a hand edit made with `kubectl --field-manager
+/// my-script` (any name on no list) was classified `controller_managed`, action `observe`, and
+/// its revert refused, even for a CRITICAL Service port. A name proves nothing: it is `unknown`
+/// now, reverted by `drift fix --revert`; the same name listed as a controller of that kind in
+/// drift.yaml is refused again, and a listed controller of another kind is not one here.
+#[test]
+fn a_hand_edit_with_a_made_up_field_manager_is_unknown_and_reverted() {
+    let w = World::start(
+        false,
+        "engine:\n  managers:\n    controllers:\n      - {manager: my-script, kinds: [Deployment]}\n",
+    );
+    let target_port =
+        || w.json_of(&["get", "service", "web", "-n", "shop", "-o", "json"])["spec"]["ports"][0]["targetPort"].clone();
+    w.kubectl(&[
+        "patch",
+        "service",
+        "web",
+        "-n",
+        "shop",
+        "--field-manager",
+        "my-script",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/ports/0/targetPort","value":8081}]"#,
+    ]);
+    let object = w.json_of(&["get", "service", "web", "-n", "shop", "-o", "json", "--show-managed-fields"]);
+    assert!(managers(&object).contains(&("my-script".into(), "Update".into())), "{:?}", managers(&object));
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Service", "spec.ports[port=80].targetPort");
+    let drift = w.drift_json(&["drifts", "get", &id, "-o", "json"]);
+    assert_eq!(
+        (drift["changed_by"].as_str(), drift["classification"].as_str(), drift["recommended_action"].as_str()),
+        (Some("my-script"), Some("unknown"), Some("suggest_revert")),
+        "{drift}"
+    );
+    let (code, out, err) = w.drift(&["fix", &id, "--revert"]);
+    assert_eq!(code, 0, "reverted, not refused: {out}{err}");
+    assert_eq!(target_port(), json!(8080));
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(w.rows("resolved")[0]["resolution"], "reverted");
+
+    // The same name on a Deployment, whose controller drift.yaml says it is: refused.
+    w.kubectl(&[
+        "patch",
+        "deployment",
+        "web",
+        "-n",
+        "shop",
+        "--field-manager",
+        "my-script",
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"nginx:1.99"}]"#,
+    ]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let image = w.rows("open").into_iter().find(|d| d["drift_type"] == "image_tag_drift").unwrap();
+    assert_eq!(image["classification"], "controller_managed", "{image}");
+    let (code, out, err) = w.drift(&["fix", &image["id"].to_string(), "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.starts_with("refused (controller_managed): "), "{err}");
+}
+
+/// Issue 37, item 2: self-heal reverts a hand edit made under a made-up field manager (its
+/// default classifications are `manual_change` and `unknown`), as it reverts one by `kubectl
+/// edit`.
+#[test]
+fn self_heal_reverts_a_hand_edit_with_a_made_up_field_manager() {
+    let w = World::start(true, "heal:\n  grace: 1s\n  tick: 200ms\n");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "settings",
+        "-n",
+        "shop",
+        "--field-manager",
+        "my-script",
+        "-p",
+        r#"{"data":{"mode":"slow"}}"#,
+    ]);
+    let reverted = wait_for(Duration::from_secs(30), "self-heal to revert the hand edit", || {
+        let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal&status=reverted");
+        audit["items"].as_array().unwrap().first().cloned()
+    });
+    assert_eq!(w.mode(), "fast");
+    let id = reverted["drift_id"].as_i64().unwrap();
+    let drift = get_json(&serve.addr, &format!("/drifts/{id}"));
+    assert_eq!((drift["changed_by"].as_str(), drift["classification"].as_str()), (Some("my-script"), Some("unknown")));
+    serve.stop();
 }
 
 #[test]
@@ -848,14 +952,7 @@ fn accepted_changes_of_a_kustomize_overlay_land_in_the_overlay_and_resolve_as_ac
 }
 
 fn helm_available(test: &str) -> bool {
-    let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("helm").is_file()));
-    if on_path {
-        return true;
-    }
-    let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(!required, "{test}: helm is not on PATH and DRIFT_REQUIRE_TOOLS=1 (scripts/install-tools.sh installs it)");
-    eprintln!("skipped {test}: helm is not on PATH (scripts/install-tools.sh installs a pinned helm 3)");
-    false
+    drift_testkit::charts::helm_available(test)
 }
 
 /// A Helm chart's replicas accepted into Git: the values key the value comes from, edited in

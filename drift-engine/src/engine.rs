@@ -202,7 +202,9 @@ impl Engine {
                 let claimant = managers.iter().find(|m| match ownership.class(m, &self.classifier) {
                     ManagerClass::Manual | ManagerClass::Applier => true,
                     ManagerClass::ClientSideApply => in_last_applied,
-                    ManagerClass::Controller => self.report_controller_fields,
+                    // A manager on no list that created the object owns the server's defaults
+                    // too (an operator's object): its fields count as a controller's here.
+                    ManagerClass::Controller | ManagerClass::Unknown => self.report_controller_fields,
                 });
                 match claimant {
                     Some(m) => Some(*m),
@@ -336,11 +338,7 @@ impl Comparator for Engine {
             .map_while(|i| ownership.manager(i))
             .filter(|m| !ignores.manager_ignored(&m.manager))
             .min_by_key(|m| (m.time.is_none(), m.time))
-            .cloned();
-        let creator = creator.map(|a| {
-            let class = self.classifier.classify(&a.manager);
-            (a, class)
-        });
+            .map(|a| (a.clone(), ownership.class(a, &self.classifier)));
         let mut drift = self.make(live, DriftType::UnmanagedResource, &Path::root(), None, None, creator);
         if !self.verdicts.severities().is_overridden(DriftType::UnmanagedResource)
             && crate::orphans::sensitive_kind(&live.key)

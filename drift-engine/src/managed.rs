@@ -23,11 +23,87 @@ pub enum ManagerClass {
     /// `kubectl apply` (client side): manual, but it also records server defaults in its field
     /// set, so only fields in the last-applied configuration count as its own.
     ClientSideApply,
-    /// Everything else: controllers, operators, webhooks, the kubelet.
+    /// A known controller of the object's kind ([`ManagerPolicy::controllers`] and the built-in
+    /// list [`BUILTIN_CONTROLLERS`]), or a manager whose write says it is one: an `Update` of the
+    /// `status` or `scale` subresource, or any write to an object a controller owns (an owner
+    /// reference with `controller: true`).
     Controller,
+    /// A manager on no list and whose write says nothing: a name anyone can choose
+    /// (`kubectl --field-manager my-script`), so it proves nothing. Treated as a change by hand
+    /// for reverts and self-heal (classification `unknown`), unless
+    /// [`ManagerPolicy::unknown`] says otherwise.
+    Unknown,
 }
 
-/// Which field managers are appliers and which are people; all others are controllers.
+/// Known controllers: a manager name (glob) and the kinds of object it is a controller of
+/// (empty: every kind). A change by one of them to an object of another kind is not a
+/// controller's. Extended by `engine.managers.controllers` of drift.yaml (docs/drift-types.md).
+pub const BUILTIN_CONTROLLERS: &[(&str, &[&str])] = &[
+    // The core controllers (deployments, replica sets, autoscalers through the scale
+    // subresource, service accounts, namespaces, endpoints, the garbage collector), as
+    // kube-controller-manager and as K3s, which runs them in its own process.
+    ("kube-controller-manager", &[]),
+    ("k3s", &[]),
+    ("kube-apiserver", &[]),
+    ("kube-scheduler", &["Pod"]),
+    ("kubelet", &["Pod", "Node"]),
+    ("vpa-recommender", &["VerticalPodAutoscaler"]),
+    ("vpa-updater", &["Pod"]),
+    ("vpa-admission-controller", &["Pod"]),
+    ("keda-operator", &["HorizontalPodAutoscaler", "ScaledObject", "ScaledJob"]),
+    (
+        "cert-manager-cainjector",
+        &["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "CustomResourceDefinition", "APIService"],
+    ),
+    (
+        "cert-manager-*",
+        &["Secret", "Certificate", "CertificateRequest", "Order", "Challenge", "Issuer", "ClusterIssuer"],
+    ),
+    ("rollouts-controller", &["Rollout", "ReplicaSet", "Service", "Ingress", "VirtualService", "AnalysisRun"]),
+    ("pilot-discovery", &["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"]),
+];
+
+/// A controller of drift.yaml's `engine.managers.controllers`: a name (glob), or a name and the
+/// kinds it controls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ControllerRule {
+    /// A manager name (glob), a controller of every kind.
+    Any(String),
+    /// A manager name (glob) and the kinds it is a controller of (empty: every kind).
+    Kinds {
+        /// The manager name (glob).
+        manager: String,
+        /// The kinds (`Deployment`, ...).
+        #[serde(default)]
+        kinds: Vec<String>,
+    },
+}
+
+impl ControllerRule {
+    fn parts(&self) -> (&str, &[String]) {
+        match self {
+            ControllerRule::Any(m) => (m, &[]),
+            ControllerRule::Kinds { manager, kinds } => (manager, kinds),
+        }
+    }
+}
+
+/// What a manager on no list counts as (`engine.managers.unknown`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownManagers {
+    /// Classification `unknown`: reverted and healed like a change by hand (the default).
+    #[default]
+    Unknown,
+    /// A controller, as before issue 37: never reverted nor healed.
+    Controller,
+    /// A person: classification `manual_change`.
+    Manual,
+}
+
+/// Which field managers are appliers, which are people and which are controllers; any other is
+/// unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ManagerPolicy {
@@ -35,6 +111,11 @@ pub struct ManagerPolicy {
     pub appliers: Vec<String>,
     /// Globs of manual managers.
     pub manual: Vec<String>,
+    /// Controllers besides the built-in ones ([`BUILTIN_CONTROLLERS`]): a glob, or
+    /// `{manager, kinds}`.
+    pub controllers: Vec<ControllerRule>,
+    /// What a manager on no list counts as (default `unknown`).
+    pub unknown: UnknownManagers,
 }
 
 impl Default for ManagerPolicy {
@@ -55,6 +136,8 @@ impl Default for ManagerPolicy {
             manual: ["kubectl", "kubectl-*", "k9s", "Mozilla", "Mozilla/*", "lens", "OpenLens", "headlamp*"]
                 .map(str::to_owned)
                 .to_vec(),
+            controllers: Vec::new(),
+            unknown: UnknownManagers::Unknown,
         }
     }
 }
@@ -64,23 +147,68 @@ impl Default for ManagerPolicy {
 pub struct ManagerClassifier {
     appliers: GlobSet,
     manual: GlobSet,
+    /// Each controller's name and kinds (empty: every kind), built-in ones first.
+    controllers: Vec<(GlobSet, Vec<String>)>,
+    unknown: UnknownManagers,
 }
 
 impl ManagerClassifier {
     /// Compiles a policy.
     pub fn new(policy: &ManagerPolicy) -> drift_model::Result<Self> {
-        Ok(ManagerClassifier { appliers: glob_set(&policy.appliers)?, manual: glob_set(&policy.manual)? })
+        let mut controllers = Vec::with_capacity(BUILTIN_CONTROLLERS.len() + policy.controllers.len());
+        for (manager, kinds) in BUILTIN_CONTROLLERS {
+            controllers.push((glob_set(&[(*manager).to_owned()])?, kinds.iter().map(|k| (*k).to_owned()).collect()));
+        }
+        for rule in &policy.controllers {
+            let (manager, kinds) = rule.parts();
+            controllers.push((glob_set(&[manager.to_owned()])?, kinds.to_vec()));
+        }
+        Ok(ManagerClassifier {
+            appliers: glob_set(&policy.appliers)?,
+            manual: glob_set(&policy.manual)?,
+            controllers,
+            unknown: policy.unknown,
+        })
     }
-    /// The class of a manager name.
-    pub fn classify(&self, manager: &str) -> ManagerClass {
+
+    /// The class of a manager name writing to an object of `kind`, from the names alone.
+    pub fn classify(&self, manager: &str, kind: &str) -> ManagerClass {
         if self.appliers.is_match(manager) {
             ManagerClass::Applier
         } else if manager == "kubectl-client-side-apply" {
             ManagerClass::ClientSideApply
         } else if self.manual.is_match(manager) {
             ManagerClass::Manual
-        } else {
+        } else if self
+            .controllers
+            .iter()
+            .any(|(names, kinds)| names.is_match(manager) && (kinds.is_empty() || kinds.iter().any(|k| k == kind)))
+        {
             ManagerClass::Controller
+        } else {
+            ManagerClass::Unknown
+        }
+    }
+
+    /// The class of a manager's write ([`Attribution`]) to an object of `kind`: by its name
+    /// ([`ManagerClassifier::classify`]); a name on no list is a controller's when the write
+    /// says so (an `Update` of the `status` or `scale` subresource, or an object a controller
+    /// owns: `owned`), else what `engine.managers.unknown` says.
+    pub fn classify_write(&self, write: &Attribution, kind: &str, owned: bool) -> ManagerClass {
+        match self.classify(&write.manager, kind) {
+            ManagerClass::Unknown => {
+                let subresource = write.operation == "Update"
+                    && matches!(write.subresource.as_deref(), Some("status") | Some("scale"));
+                if subresource || owned {
+                    return ManagerClass::Controller;
+                }
+                match self.unknown {
+                    UnknownManagers::Unknown => ManagerClass::Unknown,
+                    UnknownManagers::Controller => ManagerClass::Controller,
+                    UnknownManagers::Manual => ManagerClass::Manual,
+                }
+            }
+            class => class,
         }
     }
 }
@@ -195,6 +323,10 @@ struct Node<'a> {
 #[derive(Debug, Default)]
 pub struct Ownership<'a> {
     managers: Vec<Attribution>,
+    /// The object's kind.
+    kind: &'a str,
+    /// Whether a controller owns the object (an owner reference with `controller: true`).
+    owned: bool,
     /// Each manager's class, worked out when first asked ([`Ownership::class`]).
     classes: Vec<std::cell::Cell<Option<ManagerClass>>>,
     root: Node<'a>,
@@ -204,7 +336,14 @@ impl<'a> Ownership<'a> {
     /// Reads `metadata.managedFields` of a live object (missing or malformed entries are skipped;
     /// at most 64 managers are tracked).
     pub fn of(object: &'a Value) -> Self {
-        let mut own = Ownership::default();
+        let mut own = Ownership {
+            kind: object.get("kind").and_then(Value::as_str).unwrap_or(""),
+            owned: object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))),
+            ..Ownership::default()
+        };
         let Some(entries) = object.get("metadata").and_then(|m| m.get("managedFields")).and_then(Value::as_array)
         else {
             return own;
@@ -262,14 +401,15 @@ impl<'a> Ownership<'a> {
 
     /// The class of one of this object's managers (`manager` as [`Ownership::manager`] or
     /// [`Ownership::managers_of`] gave it), worked out once per object; any other attribution
-    /// is classified each time.
+    /// is classified each time. Both as [`ManagerClassifier::classify_write`] of this object's
+    /// kind and owner references.
     pub fn class(&self, manager: &Attribution, classifier: &ManagerClassifier) -> ManagerClass {
         let Some(i) = self.managers.iter().position(|m| std::ptr::eq(m, manager)) else {
-            return classifier.classify(&manager.manager);
+            return classifier.classify_write(manager, self.kind, self.owned);
         };
         let cell = &self.classes[i];
         cell.get().unwrap_or_else(|| {
-            let class = classifier.classify(&manager.manager);
+            let class = classifier.classify_write(manager, self.kind, self.owned);
             cell.set(Some(class));
             class
         })
@@ -410,8 +550,8 @@ mod tests {
         let o = Ownership::of(&obj);
         for _ in 0..2 {
             for m in o.managers_of(7) {
-                assert_eq!(o.class(m, &c), c.classify(&m.manager));
-                assert_eq!(o.class(&m.clone(), &c), c.classify(&m.manager), "not one of its own: classified");
+                assert_eq!(o.class(m, &c), c.classify(&m.manager, ""));
+                assert_eq!(o.class(&m.clone(), &c), c.classify(&m.manager, ""), "not one of its own: classified");
             }
         }
         assert_eq!(o.class(o.manager(0).unwrap(), &c), ManagerClass::Manual);
@@ -422,10 +562,89 @@ mod tests {
     #[test]
     fn classes() {
         let c = ManagerClassifier::new(&ManagerPolicy::default()).unwrap();
-        assert_eq!(c.classify("kubectl-edit"), ManagerClass::Manual);
-        assert_eq!(c.classify("kubectl"), ManagerClass::Manual);
-        assert_eq!(c.classify("kubectl-client-side-apply"), ManagerClass::ClientSideApply);
-        assert_eq!(c.classify("argocd-controller"), ManagerClass::Applier);
-        assert_eq!(c.classify("kube-controller-manager"), ManagerClass::Controller);
+        assert_eq!(c.classify("kubectl-edit", "ConfigMap"), ManagerClass::Manual);
+        assert_eq!(c.classify("kubectl", "ConfigMap"), ManagerClass::Manual);
+        assert_eq!(c.classify("kubectl-client-side-apply", "ConfigMap"), ManagerClass::ClientSideApply);
+        assert_eq!(c.classify("argocd-controller", "ConfigMap"), ManagerClass::Applier);
+        assert_eq!(c.classify("kube-controller-manager", "Deployment"), ManagerClass::Controller);
+    }
+
+    /// Regression test of issue 37, item 2: any name that was neither an applier nor a person
+    /// was a controller's, so `kubectl --field-manager my-script` hid a hand change from
+    /// reverts and self-heal. A controller is one by a list (of its kinds) or by its write.
+    #[test]
+    fn a_made_up_manager_is_unknown_unless_a_list_or_its_write_says_controller() {
+        let c = ManagerClassifier::new(&ManagerPolicy::default()).unwrap();
+        let write = |manager: &str, operation: &str, subresource: Option<&str>| Attribution {
+            manager: manager.to_owned(),
+            operation: operation.to_owned(),
+            time: None,
+            subresource: subresource.map(str::to_owned),
+        };
+        let plain = write("my-script", "Update", None);
+        assert_eq!(c.classify_write(&plain, "Service", false), ManagerClass::Unknown);
+        assert_eq!(c.classify_write(&write("my-script", "Apply", None), "Service", false), ManagerClass::Unknown);
+        // The write says so: a status or scale subresource update, or an object a controller owns.
+        assert_eq!(
+            c.classify_write(&write("hpa-x", "Update", Some("scale")), "Deployment", false),
+            ManagerClass::Controller
+        );
+        assert_eq!(
+            c.classify_write(&write("op", "Update", Some("status")), "Deployment", false),
+            ManagerClass::Controller
+        );
+        assert_eq!(c.classify_write(&write("op", "Apply", Some("status")), "Deployment", false), ManagerClass::Unknown);
+        assert_eq!(c.classify_write(&plain, "ReplicaSet", true), ManagerClass::Controller);
+        // A known controller only of its own kinds.
+        assert_eq!(c.classify("rollouts-controller", "Service"), ManagerClass::Controller);
+        assert_eq!(c.classify("rollouts-controller", "ConfigMap"), ManagerClass::Unknown);
+        assert_eq!(c.classify("kube-scheduler", "Deployment"), ManagerClass::Unknown);
+        // People and appliers stay what they are, owned or not.
+        assert_eq!(c.classify_write(&write("kubectl-edit", "Update", None), "ReplicaSet", true), ManagerClass::Manual);
+        // drift.yaml extends the list, with kinds or for every kind, and says what the unknown are.
+        let policy: ManagerPolicy = serde_json::from_value(serde_json::json!({
+            "controllers": ["image-updater", {"manager": "my-operator-*", "kinds": ["Deployment"]}],
+            "unknown": "controller",
+        }))
+        .unwrap();
+        assert!(policy.appliers.contains(&"argocd-controller".to_owned()), "the other lists keep their defaults");
+        let c = ManagerClassifier::new(&policy).unwrap();
+        assert_eq!(c.classify("image-updater", "ConfigMap"), ManagerClass::Controller);
+        assert_eq!(c.classify("my-operator-1", "Deployment"), ManagerClass::Controller);
+        assert_eq!(c.classify("my-operator-1", "Service"), ManagerClass::Unknown);
+        assert_eq!(c.classify_write(&plain, "Service", false), ManagerClass::Controller, "as configured");
+        let manual: ManagerPolicy = serde_json::from_value(serde_json::json!({"unknown": "manual"})).unwrap();
+        let c = ManagerClassifier::new(&manual).unwrap();
+        assert_eq!(c.classify_write(&plain, "Service", false), ManagerClass::Manual);
+    }
+
+    /// docs/drift-types.md lists the built-in controllers and their kinds as the code has them.
+    #[test]
+    fn the_documented_controllers_are_the_built_in_ones() {
+        let doc = include_str!("../../docs/drift-types.md");
+        for (manager, kinds) in BUILTIN_CONTROLLERS {
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with('|') && l.contains(&format!("`{manager}`")))
+                .unwrap_or_else(|| panic!("{manager} is not in the table of docs/drift-types.md"));
+            let shown = if kinds.is_empty() { "every kind".to_owned() } else { kinds.join(", ") };
+            assert!(row.ends_with(&format!("| {shown} |")), "{manager}: {row}");
+        }
+    }
+
+    #[test]
+    fn an_owner_reference_of_a_controller_and_the_kind_are_read_from_the_object() {
+        let c = ManagerClassifier::new(&ManagerPolicy::default()).unwrap();
+        let obj = |owned: bool| {
+            json!({"kind": "ReplicaSet", "metadata": {
+                "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": owned}],
+                "managedFields": [{"manager": "my-script", "operation": "Update", "fieldsV1": {"f:spec": {}}}]}})
+        };
+        let owned = obj(true);
+        let o = Ownership::of(&owned);
+        assert_eq!(o.class(o.manager(0).unwrap(), &c), ManagerClass::Controller);
+        let free = obj(false);
+        let o = Ownership::of(&free);
+        assert_eq!(o.class(o.manager(0).unwrap(), &c), ManagerClass::Unknown, "an owner that does not control");
     }
 }

@@ -181,10 +181,11 @@ impl SeverityTable {
 }
 
 /// The classification of a drift from the kind of manager that last changed its path (`None`:
-/// nobody is known, as for a missing object or an object without managedFields).
+/// nobody is known, as for a missing object or an object without managedFields). A manager on
+/// no list ([`ManagerClass::Unknown`]) is `unknown` too: its name proves nothing.
 pub fn classification_of(manager: Option<ManagerClass>) -> Classification {
     match manager {
-        None => Classification::Unknown,
+        None | Some(ManagerClass::Unknown) => Classification::Unknown,
         Some(ManagerClass::Manual | ManagerClass::ClientSideApply) => Classification::ManualChange,
         Some(ManagerClass::Applier) => Classification::PendingSync,
         Some(ManagerClass::Controller) => Classification::ControllerManaged,
@@ -288,6 +289,12 @@ mod tests {
         assert_eq!(action(DriftType::ImageTagDrift, None), RecommendedAction::SuggestRevert);
         assert_eq!(action(DriftType::ReplicasDrift, Some(ManagerClass::ClientSideApply)), RecommendedAction::CreatePr);
         assert_eq!(action(DriftType::ReplicasDrift, None), RecommendedAction::Observe);
+        // A manager on no list is unknown, never a controller: a severe change is reverted.
+        assert_eq!(action(DriftType::ServicePortDrift, Some(ManagerClass::Unknown)), RecommendedAction::SuggestRevert);
+        assert_eq!(
+            verdicts.decide(DriftType::ReplicasDrift, Some(ManagerClass::Unknown)).classification,
+            Classification::Unknown
+        );
         // An override moves a type across the line.
         let high = SeverityTable { overrides: [(DriftType::ReplicasDrift, Severity::High)].into() };
         let v = Verdicts::new(high).decide(DriftType::ReplicasDrift, Some(ManagerClass::Manual));

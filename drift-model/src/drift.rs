@@ -155,11 +155,14 @@ pub struct Attribution {
 pub enum Classification {
     /// A person changed the cluster by hand (kubectl edit/scale/set/patch/label, a dashboard).
     ManualChange,
-    /// A controller or webhook owns the field.
+    /// A controller owns the field: a known controller of the object's kind, or a write that
+    /// says it is a controller's (a `status` or `scale` subresource update, an object a
+    /// controller owns). A field manager's name alone never makes it so.
     ControllerManaged,
     /// The GitOps applier owns the live value: Git changed and has not been applied yet.
     PendingSync,
-    /// The cluster cannot tell (no managedFields, or the object is missing).
+    /// The cluster cannot tell: a field manager on no list (a name anyone can choose), no
+    /// managedFields, or the object is missing. Reverted and healed like a change by hand.
     Unknown,
 }
 

@@ -40,7 +40,7 @@ use crate::scanner::Scanner;
 pub const HEAL_ACTOR: &str = "heal";
 
 /// What self-heal may revert, and how fast (drift.yaml `heal:`). Empty lists allow everything;
-/// the defaults heal manual changes of any namespace, type and severity, ten an hour, after ten
+/// the defaults heal manual and unknown changes of any namespace, type and severity, ten an hour, after ten
 /// minutes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -54,8 +54,9 @@ pub struct HealPolicy {
     pub drift_types: Vec<DriftType>,
     /// Only these severities (empty: all).
     pub severities: Vec<Severity>,
-    /// Only these classifications (default: `manual_change`). `controller_managed` is never
-    /// reverted, whatever this says.
+    /// Only these classifications (default: `manual_change` and `unknown`: a change by a manager
+    /// on no list is healed as a change by hand, its name proving nothing). `controller_managed`
+    /// is never reverted, whatever this says.
     pub classifications: Vec<Classification>,
     /// A drift is healed only when it is still open and not acknowledged this long after it was
     /// detected (a `reject` decision skips the wait).
@@ -78,7 +79,7 @@ impl Default for HealPolicy {
             namespaces: Vec::new(),
             drift_types: Vec::new(),
             severities: Vec::new(),
-            classifications: vec![Classification::ManualChange],
+            classifications: vec![Classification::ManualChange, Classification::Unknown],
             grace: Duration::from_secs(600),
             max: 10,
             per: Duration::from_secs(3600),
