@@ -27,14 +27,7 @@ fn chart() -> PathBuf {
 }
 
 fn helm_available(test: &str) -> bool {
-    let on_path = std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("helm").is_file()));
-    if on_path {
-        return true;
-    }
-    let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(!required, "{test}: helm is not on PATH and DRIFT_REQUIRE_TOOLS=1 (scripts/install-tools.sh installs it)");
-    eprintln!("skipped {test}: helm is not on PATH (scripts/install-tools.sh installs a pinned helm 3)");
-    false
+    drift_testkit::charts::helm_available(test)
 }
 
 /// `helm ARGS` with its configuration, cache and data in `home` and, when given, a kubeconfig.

@@ -453,6 +453,17 @@ async fn flux_kustomization_fields_are_built_as_kustomize_controller_builds_them
     assert_eq!(api.object["spec"]["replicas"], 2, "the patch's target is web only");
     assert_eq!(api.object["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.29");
     assert_eq!(object(&snap, "ConfigMap", "prod-settings-v2").object["metadata"]["labels"]["team"], "payments");
+    assert!(!repo.path().join(".drift-overlay").exists(), "the overlays are gone: the folder is as it was");
+
+    // An overlay a killed render left behind is not read as the repository's.
+    w(".drift-overlay/0123456789abcdef/kustomization.yaml", "resources: [cm.yaml]\n");
+    w(".drift-overlay/0123456789abcdef/cm.yaml", &configmap("leftover", "x", "1"));
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = None;
+    let again = FolderSource::new(cfg).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&again), "{:?}", again.warnings);
+    assert!(!keys(&again).iter().any(|k| k.contains("leftover")), "{:?}", keys(&again));
+    assert!(keys(&again).iter().any(|k| k == "apps/Deployment shop/prod-web-v2"));
 }
 
 /// Argo CD's overrides, as its repo server applies them: `source.kustomize` (images, prefix and

@@ -23,22 +23,32 @@ pub fn helm(args: &[&str]) {
     assert!(out.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// Debian's `docker-registry` (distribution 2.8), the OCI registry of the chart tests:
-/// `scripts/test` installs it; without it (and without `DRIFT_REQUIRE_TOOLS=1`) they say they are
-/// skipped.
-pub fn registry_available(test: &str) -> bool {
-    if crate::charts::on_path("docker-registry") {
+/// Whether `program` is on `PATH` for the test named `test`; when it is not, prints that the
+/// test is skipped and how to get it (`how`), or fails under `DRIFT_REQUIRE_TOOLS=1` (set by
+/// `scripts/test`, which installs every tool the tests use).
+///
+/// # Panics
+///
+/// When the program is missing and `DRIFT_REQUIRE_TOOLS=1`.
+pub fn tool_available(program: &str, test: &str, how: &str) -> bool {
+    if on_path(program) {
         return true;
     }
     let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: docker-registry is not on PATH and DRIFT_REQUIRE_TOOLS=1 (apt-get install docker-registry)"
-    );
-    eprintln!(
-        "skipped {test}: docker-registry is not on PATH (Debian package docker-registry; scripts/test installs it)"
-    );
+    assert!(!required, "{test}: {program} is not on PATH and DRIFT_REQUIRE_TOOLS=1 ({how})");
+    eprintln!("skipped {test}: {program} is not on PATH ({how})");
     false
+}
+
+/// The real helm 3 ([`tool_available`]).
+pub fn helm_available(test: &str) -> bool {
+    tool_available("helm", test, "scripts/install-tools.sh installs a pinned helm 3")
+}
+
+/// Debian's `docker-registry` (distribution 2.8), the OCI registry of the chart tests
+/// ([`tool_available`]).
+pub fn registry_available(test: &str) -> bool {
+    tool_available("docker-registry", test, "Debian package docker-registry; scripts/test installs it")
 }
 
 /// An OCI registry on loopback (Debian's `docker-registry`), stopped when dropped. With

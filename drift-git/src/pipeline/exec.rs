@@ -205,8 +205,9 @@ impl Pipeline {
                 }
             },
             UnitKind::Overlay { dir, resources, overlay } => {
+                // The overlay's folder is removed when the build is done (dropped here).
                 match write_overlay(root, dir, resources, overlay)
-                    .and_then(|at| render::kustomize_build(&self.cfg, &at))
+                    .and_then(|at| render::kustomize_build(&self.cfg, at.path()))
                 {
                     Ok(out) => {
                         let m = parse_manifests_with(&out, config_file, self.limits());
@@ -286,20 +287,25 @@ impl Pipeline {
 
 /// Writes, beside the tree in `root`, the kustomization kustomize-controller (or Argo CD's repo
 /// server) would build: the folder (or its manifests) as resources, and the fields they add.
-/// Returns its folder. kustomize builds it with its default restriction (files within the
-/// kustomization's folder): manifests are copied in, folders (the app's, nested
-/// kustomizations, components) are referenced, as kustomize allows for bases; so nothing a
-/// kustomization in Git names can make kustomize read a file outside the tree.
-fn write_overlay(
-    root: &std::path::Path,
-    dir: &str,
-    resources: &[String],
-    overlay: &str,
-) -> Result<std::path::PathBuf, String> {
+/// Returns its folder, `.drift-overlay/<hash><random>/` in the tree, removed (with
+/// `.drift-overlay` when it is left empty) when the value is dropped: a folder source is the
+/// user's own working copy, which a render must leave as it found it, and two renders of the
+/// same overlay (a `drift diff` beside a `drift serve`) never share a folder. kustomize builds it
+/// with its default restriction (files within the kustomization's folder): manifests are copied
+/// in, folders (the app's, nested kustomizations, components) are referenced, as kustomize
+/// allows for bases; so nothing a kustomization in Git names can make kustomize read a file
+/// outside the tree.
+fn write_overlay(root: &std::path::Path, dir: &str, resources: &[String], overlay: &str) -> Result<Overlay, String> {
     let mut h = Sha256::new();
     h.update(format!("{dir}\0{resources:?}\0{overlay}").as_bytes());
-    let at = root.join(".drift-overlay").join(&hex::encode(h.finalize())[..16]);
-    std::fs::create_dir_all(&at).map_err(|e| e.to_string())?;
+    let parent = root.join(OVERLAY_DIR);
+    std::fs::create_dir_all(&parent).map_err(|e| e.to_string())?;
+    let folder = tempfile::Builder::new()
+        .prefix(&hex::encode(h.finalize())[..16])
+        .tempdir_in(&parent)
+        .map_err(|e| format!("cannot make the overlay folder in {}: {e}", parent.display()))?;
+    let overlay_dir = Overlay { folder: Some(folder), parent };
+    let at = overlay_dir.path().to_path_buf();
     let up = |p: &str| format!("../../{p}");
     let mut kustomization: serde_json::Map<String, Value> =
         serde_json::from_str(overlay).map_err(|e| format!("overlay: {e}"))?;
@@ -324,7 +330,30 @@ fn write_overlay(
     kustomization.insert("resources".into(), Value::Array(listed));
     std::fs::write(at.join("kustomization.yaml"), Value::Object(kustomization).to_string())
         .map_err(|e| e.to_string())?;
-    Ok(at)
+    Ok(overlay_dir)
+}
+
+/// The folder in the tree that overlays are written in; the walk never reads it.
+pub(crate) const OVERLAY_DIR: &str = ".drift-overlay";
+
+/// An overlay's folder; removed, with its parent when that is left empty, when dropped.
+struct Overlay {
+    folder: Option<tempfile::TempDir>,
+    parent: std::path::PathBuf,
+}
+
+impl Overlay {
+    fn path(&self) -> &std::path::Path {
+        self.folder.as_ref().map_or(self.parent.as_path(), tempfile::TempDir::path)
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        drop(self.folder.take());
+        // Fails, as it should, while another render's overlay is there.
+        let _ = std::fs::remove_dir(&self.parent);
+    }
 }
 
 fn failure(unit: &Unit, kind: ErrorKind, message: String) -> Parsed {

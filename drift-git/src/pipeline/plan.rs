@@ -115,6 +115,10 @@ pub(super) fn walk(checkout: &Checkout<'_>, dir: &str, top: bool, notes: &mut Ve
     let mut charts = BTreeSet::new();
     let mut plains = Vec::new();
     for (path, _) in checkout.files_under(dir) {
+        // An overlay a render left behind (a killed process) is not the repository's.
+        if path.strip_prefix(super::exec::OVERLAY_DIR).is_some_and(|rest| rest.starts_with('/')) {
+            continue;
+        }
         let mut outermost = None;
         let mut d = parent_dir(path);
         while d.len() > dir.len() {
