@@ -40,6 +40,7 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod validation;
 pub mod watch;
 
 pub use admission::{Admission, Mutation, MutationMatch, Operation, SetField};

@@ -169,6 +169,29 @@ pub fn canonicalize(text: &str) -> Result<String, QuantityError> {
     Ok(format!("{sign}{m}{suffix}"))
 }
 
+/// The value of a quantity (a string or a number) in units of 10^-9, rounded up as the API
+/// server rounds; `None` for what is not a quantity or does not fit.
+pub fn nanos(v: &Value) -> Option<i128> {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let p = parse(&text).ok()?;
+    let mut m = p.mantissa;
+    for _ in 0..p.exp1024 {
+        m = m.checked_mul(1024)?;
+    }
+    let e = p.exp10 + 9;
+    let n = if e >= 0 {
+        m.checked_mul(pow10(u32::try_from(e).ok()?)?)?
+    } else {
+        let div = pow10(u32::try_from(-e).ok()?)?;
+        (m + div - 1) / div
+    };
+    Some(if p.negative { -n } else { n })
+}
+
 /// Canonicalise a JSON value holding a quantity (a string or a number), in place.
 /// Values that are not quantities are left as they are (validation is not this module's job).
 pub fn canonicalize_value(v: &mut Value) {

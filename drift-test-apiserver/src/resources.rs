@@ -151,6 +151,19 @@ const BUILTIN: &[Def] = &[
         scale: false,
         generation: false,
     },
+    // Pods: stored, defaulted and admitted as on create; nothing schedules or runs them.
+    Def {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        kind: "Pod",
+        namespaced: true,
+        short: &["po"],
+        all: true,
+        status: true,
+        scale: false,
+        generation: false,
+    },
     Def {
         group: "",
         version: "v1",

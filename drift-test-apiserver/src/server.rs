@@ -171,7 +171,14 @@ async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Resp
             return json_response(StatusCode::OK, &crate::discovery::core_versions(&shared.address));
         }
         ["apis"] => return json_response(StatusCode::OK, &crate::discovery::group_list(&types)),
-        ["openapi", rest @ ..] => return crate::openapi::handle(&types, rest, &query),
+        ["openapi", rest @ ..] => {
+            let crds = {
+                let st = lock(&shared.state);
+                let key = ("apiextensions.k8s.io".to_owned(), "customresourcedefinitions".to_owned());
+                crate::openapi::crd_schemas(st.objects.get(&key).into_iter().flat_map(|m| m.values()))
+            };
+            return crate::openapi::handle(&types, &crds, rest, &query, &parts.headers);
+        }
         ["api", "v1", rest @ ..] => ("", "v1", rest),
         ["apis", g] => {
             return match crate::discovery::group(&types, g) {
@@ -238,7 +245,16 @@ async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Resp
             }
         }
     }
-    let ctx = Ctx { shared: &shared, req: rreq, rt, query, headers: parts.headers.clone(), drop_after, expired };
+    let ctx = Ctx {
+        shared: &shared,
+        req: rreq,
+        rt,
+        query,
+        headers: parts.headers.clone(),
+        drop_after,
+        expired,
+        warnings: Default::default(),
+    };
     handlers::dispatch(ctx, &parts.method, &body).await
 }
 
@@ -352,6 +368,7 @@ fn create_object(shared: &Arc<Shared>, object: &Value) -> Result<Value, ApiError
         headers,
         drop_after: None,
         expired: false,
+        warnings: Default::default(),
     };
     let body = serde_json::to_vec(object).map_err(|e| ApiError::bad_request(e.to_string()))?;
     handlers::create(&ctx, &body).map(|(_, v)| v)

@@ -107,8 +107,13 @@ impl ApiError {
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
         });
+        // An error the API server cannot classify has no reason (StatusReasonUnknown is "").
+        if !self.reason.is_empty()
+            && let Some(m) = s.as_object_mut()
+        {
+            m.insert("reason".into(), json!(self.reason));
+        }
         if let (Some(d), Some(m)) = (&self.details, s.as_object_mut()) {
             m.insert("details".into(), (**d).clone());
         }

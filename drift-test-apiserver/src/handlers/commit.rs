@@ -115,6 +115,9 @@ pub(super) fn commit(
         {
             crate::crd_schema::apply(schema, &mut new);
         }
+    } else if let Some(def) = crate::openapi::schemas::schemas().kind(&ctx.rt.group, &ctx.req.version, &ctx.rt.kind) {
+        // Decoding into the API server's types drops the fields they do not have.
+        crate::validation::prune(def, &mut new);
     }
     crate::defaults::apply(&ctx.rt.kind, &mut new);
     // The field manager runs before mutating admission, so what admission changes is owned by
@@ -124,6 +127,10 @@ pub(super) fn commit(
         let api_version = ctx.api_version();
         let slot = Slot { manager, operation: "Update", api_version: &api_version, subresource, time: &t };
         apply::record_update(&ctx.rt.kind, old, &mut new, slot, scope);
+    }
+    // The API server's own admission plugins for Pods, on create, before webhooks.
+    if ctx.rt.kind == "Pod" && old.is_none() && ctx.req.subresource.is_none() {
+        admit_pod(st, &ns, &name, &mut new)?;
     }
     // Mutating admission, on the main resource only, for real writes and dry runs alike.
     if ctx.req.subresource.is_none() {
@@ -221,4 +228,37 @@ pub(super) fn check_kind(ctx: &Ctx<'_>, body: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// The ServiceAccount, Priority and DefaultTolerationSeconds admission plugins on a new Pod
+/// ([`crate::defaults::admit_pod`]). The `default` ServiceAccount is taken to exist in every
+/// namespace, as the controller that creates it would have; another one must be stored.
+fn admit_pod(st: &State, ns: &str, name: &str, new: &mut Value) -> Result<(), ApiError> {
+    let account_name = new
+        .get("spec")
+        .and_then(|s| s.get("serviceAccountName"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_owned();
+    let account = st.get(&(String::new(), "serviceaccounts".to_owned()), &(ns.to_owned(), account_name.clone()));
+    let forbidden = |reason: String| {
+        let mut e = ApiError::new(403, "Forbidden", format!("pods \"{name}\" is forbidden: {reason}"));
+        e.details = Some(Box::new(json!({"name": name, "kind": "pods"})));
+        e
+    };
+    if account.is_none() && account_name != "default" {
+        return Err(forbidden(format!(
+            "error looking up service account {ns}/{account_name}: serviceaccount \"{account_name}\" not found"
+        )));
+    }
+    let alphabet = b"bcdfghjklmnpqrstvwxz2456789";
+    let suffix: String = uuid::Uuid::new_v4()
+        .as_bytes()
+        .iter()
+        .take(5)
+        .map(|b| alphabet[usize::from(*b) % alphabet.len()] as char)
+        .collect();
+    let o = new.as_object_mut().ok_or_else(|| ApiError::bad_request("not an object"))?;
+    crate::defaults::admit_pod(o, account, &suffix).map_err(forbidden)
 }

@@ -92,6 +92,8 @@ pub struct Ctx<'a> {
     pub drop_after: Option<u32>,
     /// Injected fault: answer with 410 Gone.
     pub expired: bool,
+    /// Warnings for the answer's `Warning` headers (field validation with `Warn`).
+    pub warnings: std::sync::Mutex<Vec<String>>,
 }
 
 impl Ctx<'_> {
@@ -191,10 +193,19 @@ pub async fn dispatch(ctx: Ctx<'_>, method: &Method, body: &[u8]) -> Response {
             "the server does not allow this method on the requested resource",
         )),
     };
-    match r {
+    let mut resp = match r {
         Ok((code, v)) => json_response(code, &v),
         Err(e) => e.into_response(),
+    };
+    let warnings = std::mem::take(&mut *ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()));
+    for w in warnings {
+        // As the API server writes them: code 299, no agent, the text quoted.
+        let text = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = axum::http::HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            resp.headers_mut().append(axum::http::header::WARNING, v);
+        }
     }
+    resp
 }
 
 pub(crate) type Res = Result<(StatusCode, Value), ApiError>;
@@ -266,5 +277,110 @@ fn scope_of(ctx: &Ctx<'_>) -> apply::Scope {
     match ctx.req.subresource.as_deref() {
         Some("status") => Some(true),
         _ => ctx.rt.status.then_some(false),
+    }
+}
+
+/// The schema field validation checks a request against: the kind's definition, or the
+/// custom resource's schema in its CRD.
+pub(crate) enum FieldSchema {
+    /// A built-in kind's definition.
+    Builtin(String),
+    /// A custom resource's `openAPIV3Schema` (none if the CRD has none).
+    Custom(Option<Value>),
+}
+
+impl FieldSchema {
+    fn root(&self) -> crate::validation::Root<'_> {
+        match self {
+            FieldSchema::Builtin(n) => crate::validation::Root::Builtin(n),
+            FieldSchema::Custom(s) => crate::validation::Root::Custom(s.as_ref()),
+        }
+    }
+}
+
+/// The `fieldValidation` directive of the request.
+fn directive(ctx: &Ctx<'_>) -> Result<crate::validation::Directive, ApiError> {
+    crate::validation::Directive::parse(ctx.query.get("fieldValidation").map(String::as_str))
+        .map_err(ApiError::bad_request)
+}
+
+/// The schema of the request's kind, if the server has one.
+fn field_schema(ctx: &Ctx<'_>) -> Option<FieldSchema> {
+    if ctx.rt.custom {
+        let st = lock(ctx.shared);
+        let crd_key = ("apiextensions.k8s.io".to_owned(), "customresourcedefinitions".to_owned());
+        let crd_name = (String::new(), format!("{}.{}", ctx.rt.plural, ctx.rt.group));
+        let crd = st.get(&crd_key, &crd_name)?;
+        return Some(FieldSchema::Custom(crate::crd_schema::version_schema(crd, &ctx.req.version).cloned()));
+    }
+    crate::openapi::schemas::schemas()
+        .kind(&ctx.rt.group, &ctx.req.version, &ctx.rt.kind)
+        .map(|n| FieldSchema::Builtin(n.to_owned()))
+}
+
+/// The order the API server reports a custom resource's findings in: duplicates as the
+/// decoder meets them, then what pruning finds, metadata first.
+fn custom_order(findings: Vec<crate::validation::Finding>) -> Vec<crate::validation::Finding> {
+    let (mut unknown, dups): (Vec<_>, Vec<_>) = findings.into_iter().partition(|f| f.is_unknown());
+    unknown.sort_by_key(|f| {
+        let m = f.message();
+        (!m.starts_with("unknown field \"metadata."), m)
+    });
+    dups.into_iter().chain(unknown).collect()
+}
+
+/// Field validation of a create or update body, as the API server's strict decoding: unknown
+/// and duplicate fields refused with `Strict` (400, "cannot be handled as a ..."), returned as
+/// warnings with `Warn` (the default), ignored with `Ignore`. Unknown fields are then dropped by
+/// [`commit`](commit::commit), as decoding drops them.
+fn validate_body(ctx: &Ctx<'_>, body: &[u8], parsed: &Value) -> Result<(), ApiError> {
+    use crate::validation::{Directive, check, parse_ordered, unknown_in_value};
+    let d = directive(ctx)?;
+    if d == Directive::Ignore || body.starts_with(crate::protobuf::MAGIC) {
+        return Ok(());
+    }
+    let Some(schema) = field_schema(ctx) else { return Ok(()) };
+    let mut findings = match parse_ordered(body) {
+        Some(node) => check(schema.root(), &node),
+        // A YAML body: its duplicates are not seen here (see docs/test-apiserver.md).
+        None => unknown_in_value(schema.root(), parsed),
+    };
+    if ctx.rt.custom {
+        findings = custom_order(findings);
+    }
+    let messages: Vec<String> = findings.iter().map(crate::validation::Finding::message).collect();
+    report(ctx, d, messages, |joined| {
+        let kind = parsed.get("kind").and_then(Value::as_str).unwrap_or(&ctx.rt.kind);
+        let version = parsed
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .map(|av| av.rsplit('/').next().unwrap_or(av).to_owned())
+            .unwrap_or_else(|| ctx.req.version.clone());
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {}: strict decoding error: {joined}",
+            ctx.rt.kind
+        ))
+    })
+}
+
+/// Warn or refuse: `refuse` builds the error from the messages joined as the API server joins
+/// them.
+fn report(
+    ctx: &Ctx<'_>,
+    d: crate::validation::Directive,
+    messages: Vec<String>,
+    refuse: impl FnOnce(&str) -> ApiError,
+) -> Result<(), ApiError> {
+    use crate::validation::Directive;
+    if messages.is_empty() {
+        return Ok(());
+    }
+    match d {
+        Directive::Strict => Err(refuse(&messages.join(", "))),
+        Directive::Warn => {
+            ctx.warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(messages);
+            Ok(())
+        }
+        Directive::Ignore => Ok(()),
     }
 }

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::commit::{Record, check_kind, check_namespace, commit};
-use super::{Ctx, Res, broadcast, existing, lock, meta, name_of, now, parse_body, scope_of, selectors};
+use super::{Ctx, Res, broadcast, existing, lock, meta, name_of, now, parse_body, scope_of, selectors, validate_body};
 use crate::status::{self, ApiError};
 use crate::store::{Change, ObjKey, State, TypeKey};
 
@@ -24,6 +24,7 @@ pub(crate) fn create(ctx: &Ctx<'_>, body: &[u8]) -> Res {
         return Err(ApiError::bad_request("the object is not a JSON object"));
     }
     check_kind(ctx, &obj)?;
+    validate_body(ctx, body, &obj)?;
     let m = meta(&mut obj);
     if m.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
         match m.get("generateName").and_then(Value::as_str) {
@@ -75,6 +76,7 @@ pub(super) fn update(ctx: &Ctx<'_>, body: &[u8]) -> Res {
         return Err(ApiError::bad_request("the object is not a JSON object"));
     }
     check_kind(ctx, &obj)?;
+    validate_body(ctx, body, &obj)?;
     let name = ctx.req.name.clone().unwrap_or_default();
     if name_of(&obj).is_some_and(|n| n != name) {
         return Err(ApiError::bad_request("the name of the object does not match the name on the URL"));
