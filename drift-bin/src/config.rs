@@ -272,6 +272,9 @@ pub enum StoreConfig {
 impl std::fmt::Debug for StoreSetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            StoreSetting::Url(url) if url.starts_with("sqlite:") => {
+                f.debug_tuple("Url").field(&drift_sqlite::redact_url(url)).finish()
+            }
             StoreSetting::Url(url) => f.debug_tuple("Url").field(&drift_postgres::redact_url(url)).finish(),
             StoreSetting::Store(store) => f.debug_tuple("Store").field(store).finish(),
         }
@@ -301,7 +304,7 @@ impl StoreConfig {
     /// How to show the store to a person: the URL, any password hidden.
     pub fn display(&self) -> String {
         match self {
-            StoreConfig::Sqlite(c) => c.url.clone(),
+            StoreConfig::Sqlite(c) => drift_sqlite::redact_url(&c.url),
             StoreConfig::Postgres(c) => drift_postgres::redact_url(&c.url),
         }
     }

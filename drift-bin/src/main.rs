@@ -95,11 +95,21 @@ const DEFAULT_LOG_FILTER: &str = "warn,drift=info";
 /// out unless the filter names `kube_client` itself.
 const QUIET_KUBE_CLIENT: &str = "kube_client::client::builder=off";
 
+/// The PostgreSQL driver's lines about connection settings, left out whatever the filter says:
+/// at `warn` it quotes a URL setting it does not read with its value (`sslpassword=...`) and a
+/// malformed line of a `.pgpass` file as it is, password included. drift gives the driver only
+/// the settings it reads and says itself which it left out (docs/security.md, "Secrets").
+const QUIET_DRIVER_SETTINGS: &str = "sqlx_postgres::options=off";
+
 /// The log filter: `DRIFT_LOG` (an invalid one falls back to the default) or the default, with
-/// kube-client's per-request errors left out unless the filter names `kube_client`.
+/// kube-client's per-request errors left out unless the filter names `kube_client`, and the
+/// driver's lines about connection settings always left out.
 fn log_filter(given: Option<&str>) -> tracing_subscriber::EnvFilter {
     let text = given.filter(|f| tracing_subscriber::EnvFilter::try_new(f).is_ok()).unwrap_or(DEFAULT_LOG_FILTER);
     let text = if text.contains("kube_client") { text.to_owned() } else { format!("{text},{QUIET_KUBE_CLIENT}") };
+    // A directive of the filter for those lines is dropped, so that this one decides.
+    let text: Vec<&str> = text.split(',').filter(|d| !d.trim_start().starts_with("sqlx_postgres::options")).collect();
+    let text = format!("{},{QUIET_DRIVER_SETTINGS}", text.join(","));
     tracing_subscriber::EnvFilter::try_new(&text)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER))
 }
@@ -174,10 +184,15 @@ mod tests {
         assert!(shown(None).contains("kube_client::client::builder=off"), "{}", shown(None));
         assert!(shown(None).contains("drift=info"));
         let asked = shown(Some("info,kube_client=debug"));
-        assert!(asked.contains("kube_client=debug") && !asked.contains("=off"), "{asked}");
+        assert!(asked.contains("kube_client=debug") && !asked.contains("builder=off"), "{asked}");
         let other = shown(Some("debug"));
         assert!(other.contains("kube_client::client::builder=off"), "{other}");
         // A filter that does not parse falls back to the default, quiet one.
         assert_eq!(shown(Some("drift=loud[")), shown(None));
+        // The driver's lines about connection settings stay out, even when asked for.
+        for given in [None, Some("trace"), Some("sqlx_postgres=trace"), Some("sqlx_postgres::options=trace")] {
+            assert!(shown(given).contains("sqlx_postgres::options=off"), "{}", shown(given));
+            assert_eq!(shown(given).matches("sqlx_postgres::options").count(), 1, "{}", shown(given));
+        }
     }
 }

@@ -89,12 +89,55 @@ fn percent_decode(s: &str) -> String {
 }
 
 /// `text` (an error message) with the URL's raw form replaced by its redacted form and every
-/// secret part of it replaced by `***`.
+/// secret part of it replaced by `***`, except where that part is only a piece of what the
+/// redacted URL shows anyway (the host, the port, the path): a query value `1` does not make
+/// the host `127.0.0.1` into `***27.0.0.***`. A part shorter than four characters counts only
+/// as a word of its own (not next to a letter, a digit or a dot).
 pub(crate) fn redact_in(text: &str, url: &str) -> String {
-    let mut out = text.replace(url, &redact_url(url));
-    for secret in url_secrets(url) {
-        out = out.replace(&secret, "***");
+    let shown = redact_url(url);
+    let mut out = text.replace(url, &shown);
+    let mut keep = vec![shown];
+    if let Ok(u) = url::Url::parse(url) {
+        if let Some(host) = u.host_str() {
+            keep.push(host.to_owned());
+            if let Some(port) = u.port() {
+                keep.push(format!("{host}:{port}"));
+            }
+        }
+        if u.path().len() > 1 {
+            keep.push(u.path().to_owned());
+        }
     }
+    for secret in url_secrets(url) {
+        out = replace_outside(&out, &secret, &keep);
+    }
+    out
+}
+
+/// `text` with each occurrence of `secret` replaced by `***`, but for one inside an occurrence
+/// of a `keep` string, or a short one (under four characters) inside a word.
+fn replace_outside(text: &str, secret: &str, keep: &[String]) -> String {
+    let kept: Vec<(usize, usize)> = keep
+        .iter()
+        .filter(|k| !k.is_empty())
+        .flat_map(|k| text.match_indices(k.as_str()).map(|(i, m)| (i, i + m.len())))
+        .collect();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric() || c == '.');
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (i, m) in text.match_indices(secret) {
+        let end = i + m.len();
+        let inside_kept = kept.iter().any(|&(a, b)| a <= i && end <= b);
+        let inside_word =
+            secret.chars().count() < 4 && (word(text[..i].chars().next_back()) || word(text[end..].chars().next()));
+        if inside_kept || inside_word {
+            continue;
+        }
+        out.push_str(&text[at..i]);
+        out.push_str("***");
+        at = end;
+    }
+    out.push_str(&text[at..]);
     out
 }
 
@@ -268,5 +311,27 @@ mod tests {
         assert!(!clean.contains("ss?w"), "{clean}");
         assert_eq!(redact_url("https://github.com/o/r.git"), "https://github.com/o/r.git");
         assert_eq!(redact_url("git@github.com:o/r.git"), "git@github.com:o/r.git");
+    }
+
+    /// Regression (issue 37): a query value that is also a piece of the host (`?a=1` and
+    /// `127.0.0.1`) made the host `***27.0.0.***` in every error; the secret itself is still gone
+    /// wherever it stands on its own.
+    #[test]
+    fn redaction_in_messages_keeps_the_host_port_and_path() {
+        let url = "https://127.0.0.1:1/o/r1.git?a=1";
+        let message = format!("fetch of {url} failed: connecting to 127.0.0.1:1: refused; GET /o/r1.git?a=1 gave 1");
+        let clean = redact_in(&message, url);
+        assert_eq!(
+            clean,
+            "fetch of https://127.0.0.1:1/o/r1.git?a=*** failed: connecting to 127.0.0.1:1: refused; GET /o/r1.git?a=*** gave ***"
+        );
+        let url = "https://u:CANARY@git.example:8443/o/r.git?token=T0KEN&x=8443";
+        let message = "https://git.example:8443/o/r.git?token=T0KEN&x=8443: auth CANARY refused at git.example:8443 (token T0KEN)";
+        let clean = redact_in(message, url);
+        assert!(!clean.contains("CANARY") && !clean.contains("T0KEN"), "{clean}");
+        assert!(clean.contains("git.example:8443") && clean.contains("/o/r.git"), "{clean}");
+        // A secret that holds the host is still hidden whole.
+        let url = "https://h.example/r.git?token=xh.examplex";
+        assert_eq!(redact_in("token xh.examplex at h.example", url), "token *** at h.example");
     }
 }

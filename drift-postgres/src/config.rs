@@ -69,7 +69,9 @@ impl PostgresConfig {
         self
     }
 
-    /// Checks the configuration without connecting.
+    /// Checks the configuration without connecting. A secret setting the driver does not read
+    /// (`sslpassword`, a key spelt `PASSWORD`, ...) and a `#fragment` are refused, the error
+    /// naming the key and never a value.
     pub fn validate(&self) -> drift_model::Result<()> {
         let scheme_ok = self.url.starts_with("postgres://") || self.url.starts_with("postgresql://");
         if !scheme_ok {
@@ -87,6 +89,7 @@ impl PostgresConfig {
         if self.retention_days == Some(0) {
             return Err(drift_model::Error::config("retention_days must be at least 1 (omit it to keep everything)"));
         }
+        crate::conninfo::check(&self.url).map_err(drift_model::Error::config)?;
         if self.password_env.as_deref().is_some_and(str::is_empty) {
             return Err(drift_model::Error::config("password_env must name an environment variable"));
         }
@@ -107,31 +110,13 @@ impl fmt::Debug for PostgresConfig {
     }
 }
 
-/// The URL with any password replaced by `***` (for logs and errors): the password of the
-/// user information and the value of every `password` query parameter, read through a URL
+/// The URL with every secret replaced by `***` (for logs and errors): the password of the user
+/// information, the value of every key that names a password, passphrase, secret or token in any
+/// letter case (`password`, `sslpassword`, `PASSWORD`, `options[password]`, ...), the value of
+/// such a setting inside `options` (`-c password=...`), and any `#fragment`; read through a URL
 /// parser. A URL that does not parse is shown as its scheme only.
 pub fn redact_url(url: &str) -> String {
-    let Ok(mut parsed) = url::Url::parse(url) else {
-        return match url.split_once("://") {
-            Some((scheme, _)) => format!("{scheme}://*** (not a valid URL)"),
-            None => "*** (not a valid URL)".to_owned(),
-        };
-    };
-    if parsed.password().is_some() && parsed.set_password(Some("***")).is_err() {
-        return format!("{}://*** (a password that cannot be hidden)", parsed.scheme());
-    }
-    if parsed.query_pairs().any(|(k, _)| k.eq_ignore_ascii_case("password")) {
-        let pairs: Vec<(String, String)> = parsed
-            .query_pairs()
-            .map(|(k, v)| {
-                let v = if k.eq_ignore_ascii_case("password") { "***".to_owned() } else { v.into_owned() };
-                (k.into_owned(), v)
-            })
-            .collect();
-        parsed.query_pairs_mut().clear().extend_pairs(pairs);
-    }
-    // `***` is shown as written, not percent-encoded.
-    parsed.to_string().replace("%2A%2A%2A", "***")
+    crate::conninfo::redact_url(url)
 }
 
 #[cfg(test)]

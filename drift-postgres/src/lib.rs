@@ -42,6 +42,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
+mod conninfo;
 mod dialect;
 mod error;
 mod sink;
@@ -94,7 +95,12 @@ impl PostgresStore {
     /// Connects as configured and, unless `migrate: false`, brings the schema up to date.
     pub async fn from_config(config: &PostgresConfig) -> Result<Self> {
         config.validate()?;
-        let mut options = PgConnectOptions::from_str(&config.url)
+        // Only the settings the driver reads reach it: it logs any other key with its value.
+        let (url, dropped) = conninfo::driver_url(&config.url);
+        if !dropped.is_empty() {
+            tracing::warn!(keys = ?dropped, "settings of the database URL that the driver does not read are ignored");
+        }
+        let mut options = PgConnectOptions::from_str(&url)
             .map_err(|e| PgError::config(format!("invalid database url {}: {e}", redact_url(&config.url))))?
             .application_name("drift")
             // Listings read a page through an index: starting parallel workers costs them more

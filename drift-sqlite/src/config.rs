@@ -81,9 +81,23 @@ impl SqliteConfig {
     /// Checks the configuration without touching the file system.
     pub fn validate(&self) -> drift_model::Result<()> {
         if !self.url.starts_with("sqlite:") {
+            // The URL itself is not shown: another store's URL may hold a password.
+            let scheme = self.url.split_once(':').map_or("", |(s, _)| s);
+            let scheme =
+                if scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) { scheme } else { "?" };
             return Err(drift_model::Error::config(format!(
-                "database url must start with sqlite:// (got {:?})",
-                self.url
+                "database url must start with sqlite:// (got a URL of scheme `{scheme}`)"
+            )));
+        }
+        if has_user_info(&self.url) {
+            return Err(drift_model::Error::config(
+                "a SQLite URL names a file and takes no user or password (`user:password@`); a file name \
+                 with a `@` before its first `/` is written with %40",
+            ));
+        }
+        if let Some(key) = secret_key(&self.url) {
+            return Err(drift_model::Error::config(format!(
+                "a SQLite URL takes no secret: its setting `{key}` is refused (SQLite has no password)"
             )));
         }
         if self.url == "sqlite://" || self.url == "sqlite:" {
@@ -96,6 +110,35 @@ impl SqliteConfig {
             return Err(drift_model::Error::config("retention_days must be at least 1 (omit it to keep everything)"));
         }
         Ok(())
+    }
+}
+
+/// Whether the URL has user information: an `@` between `sqlite://` and the first `/`.
+fn has_user_info(url: &str) -> bool {
+    url.strip_prefix("sqlite://")
+        .is_some_and(|rest| rest.split(['/', '?', '#']).next().is_some_and(|a| a.contains('@')))
+}
+
+/// The first query key that names a password, passphrase, secret or token (any letter case),
+/// as an error may name it.
+fn secret_key(url: &str) -> Option<String> {
+    let query = url.split_once('?')?.1;
+    query.split('&').map(|pair| pair.split_once('=').map_or(pair, |(k, _)| k)).find_map(|k| {
+        let lower = k.to_ascii_lowercase();
+        ["password", "passwd", "passphrase", "secret", "token", "pwd"]
+            .iter()
+            .any(|w| lower.contains(w))
+            .then(|| k.chars().filter(|c| c.is_ascii_graphic()).take(40).collect())
+    })
+}
+
+/// The URL as it may be shown: as written when it holds no user information and no secret
+/// setting (what [`SqliteConfig::validate`] accepts), else its scheme only.
+pub fn redact_url(url: &str) -> String {
+    if url.starts_with("sqlite:") && !has_user_info(url) && secret_key(url).is_none() && !url.contains('#') {
+        url.to_owned()
+    } else {
+        "sqlite://*** (user information or a secret setting, not shown)".to_owned()
     }
 }
 
@@ -115,6 +158,28 @@ mod tests {
         assert!(SqliteConfig::default().with_retention_days(0).validate().is_err());
         let c: SqliteConfig = serde_saphyr::from_str("busy_timeout: 250ms\n").unwrap();
         assert_eq!(c.busy_timeout, Duration::from_millis(250));
+    }
+
+    /// Issue 37: `sqlite://user:secret@...` was taken as a file name and printed as it was.
+    #[test]
+    fn user_information_and_secret_settings_are_refused_and_never_shown() {
+        for url in [
+            "sqlite://user:CANARY@host/x.db",
+            "sqlite://user:CANARY@/tmp/x.db",
+            "sqlite://:CANARY@x.db",
+            "sqlite://x.db?password=CANARY",
+            "sqlite://x.db?PassWord=CANARY",
+            "sqlite://x.db?vfs=unix&token=CANARY",
+            "postgres://u:CANARY@db/x",
+        ] {
+            let err = SqliteConfig::new(url).validate().unwrap_err();
+            assert!(!err.to_string().contains("CANARY"), "{url}: {err}");
+            assert!(!redact_url(url).contains("CANARY"), "{url}");
+        }
+        for url in ["sqlite://drift.db", "sqlite:///var/lib/a@b/drift.db", "sqlite://x%40y.db", "sqlite::memory:"] {
+            SqliteConfig::new(url).validate().unwrap();
+            assert_eq!(redact_url(url), url);
+        }
     }
 
     #[test]

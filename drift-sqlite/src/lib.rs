@@ -50,7 +50,7 @@ use drift_model::Result;
 pub use drift_model::{DriftSink, DriftStore};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-pub use config::SqliteConfig;
+pub use config::{SqliteConfig, redact_url};
 pub use dialect::SqliteDialect;
 pub use drift_sql::{PruneOutcome, SqlStats, SqlStore};
 
