@@ -138,19 +138,30 @@ impl Vars {
     }
 }
 
-/// The data of a ConfigMap or a Secret, each value without line breaks; `None` when a SOPS
-/// encryption keeps it unreadable or a value is not text (a Secret's not base64).
+/// The data of a ConfigMap or a Secret, each value without line breaks (as kustomize-controller
+/// takes variables); `None` when a SOPS encryption keeps it unreadable or a value is not text.
 fn read_data(object: &Value, kind: &str) -> Option<BTreeMap<String, String>> {
+    let mut data = source_data(object, kind)?;
+    for v in data.values_mut() {
+        *v = v.replace('\n', "");
+    }
+    Some(data)
+}
+
+/// The data of a ConfigMap or a Secret as text (a Secret's `data` decoded from base64, its
+/// `stringData` over it); `None` when a SOPS encryption keeps it unreadable or a value is not
+/// text.
+pub(crate) fn source_data(object: &Value, kind: &str) -> Option<BTreeMap<String, String>> {
     if object.get("sops").is_some() {
         return None;
     }
     let mut out = BTreeMap::new();
-    let text = |v: &Value| v.as_str().map(|s| s.replace('\n', ""));
+    let text = |v: &Value| v.as_str().map(str::to_owned);
     if kind == "Secret" {
         for (k, v) in object.get("data").and_then(Value::as_object).into_iter().flatten() {
             let raw = v.as_str()?;
             let bytes = base64::engine::general_purpose::STANDARD.decode(raw).ok()?;
-            out.insert(k.clone(), String::from_utf8_lossy(&bytes).replace('\n', ""));
+            out.insert(k.clone(), String::from_utf8(bytes).ok()?);
         }
         for (k, v) in object.get("stringData").and_then(Value::as_object).into_iter().flatten() {
             out.insert(k.clone(), text(v)?);

@@ -52,8 +52,8 @@ pub(crate) struct HelmOptions {
     pub values_files: Vec<String>,
     /// Inline values, as JSON text (kept as text so the options can be hashed).
     pub values: Option<String>,
-    /// `--set` (false) and `--set-string` (true) parameters, in order.
-    pub parameters: Vec<(String, String, bool)>,
+    /// `--set`, `--set-string` and `--set-literal` parameters, in order.
+    pub parameters: Vec<(String, String, crate::render::SetAs)>,
     /// `--include-crds` (Argo CD renders a chart's CRDs unless `skipCrds`).
     pub include_crds: bool,
 }
@@ -278,7 +278,8 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
                         None => String::new(),
                     };
                     let force = p.get("forceString").and_then(Value::as_bool).unwrap_or(false);
-                    Some((str_at(p, &["name"])?.to_owned(), value, force))
+                    let set_as = if force { crate::render::SetAs::String } else { crate::render::SetAs::Set };
+                    Some((str_at(p, &["name"])?.to_owned(), argo_escape_commas(&value), set_as))
                 })
                 .collect();
             let include_crds = !h.get("skipCrds").and_then(Value::as_bool).unwrap_or(false);
@@ -450,6 +451,130 @@ fn flux_chart_ref(
     }
 }
 
+/// A parameter's value as Argo CD hands it to `--set`: a comma is escaped (one already escaped is
+/// left) unless the value is a `{a,b}` list.
+fn argo_escape_commas(value: &str) -> String {
+    if value.starts_with('{') && value.ends_with('}') {
+        return value.to_owned();
+    }
+    let mut out = String::with_capacity(value.len());
+    let mut prev = '\0';
+    for c in value.chars() {
+        if c == ',' && prev != '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+        prev = c;
+    }
+    out
+}
+
+/// Flux's `spec.valuesFrom` and `spec.values` as helm-controller composes them
+/// (fluxcd/pkg `chartutil.ChartValuesFromReferences`): each ConfigMap or Secret of the release's
+/// namespace, found in Git, in order; its `valuesKey` (default `values.yaml`) read as a values
+/// file and merged over the ones before (maps deeply, anything else replaced), or, with a
+/// `targetPath`, set at that path as `--set` sets it (`--set-string` for a quoted value,
+/// `--set-literal` with `literal: true`); `spec.values` merged over all, and winning over a
+/// `targetPath` it also sets. The merged values as JSON text, and the parameters. A source that
+/// is not in Git, or cannot be read there (SOPS), or lacks the key, is an error unless it is
+/// `optional`, as it is for helm-controller, which then does not install the release.
+#[allow(clippy::type_complexity)]
+fn flux_values(
+    spec: &Value,
+    namespace: Option<&str>,
+    objects: &[&Resource],
+) -> Result<(Option<String>, Vec<(String, String, crate::render::SetAs)>), String> {
+    use crate::render::SetAs;
+    let inline = spec.get("values").filter(|v| v.is_object()).cloned();
+    let refs = spec.get("valuesFrom").and_then(Value::as_array).cloned().unwrap_or_default();
+    if refs.is_empty() {
+        return Ok((inline.map(|v| v.to_string()), Vec::new()));
+    }
+    let mut merged = Value::Object(serde_json::Map::new());
+    let mut parameters = Vec::new();
+    for reference in &refs {
+        let kind = str_at(reference, &["kind"]).unwrap_or("");
+        let name = str_at(reference, &["name"]).unwrap_or("");
+        let key = str_at(reference, &["valuesKey"]).filter(|k| !k.is_empty()).unwrap_or("values.yaml");
+        let optional = reference.get("optional").and_then(Value::as_bool) == Some(true);
+        let shown = format!("{kind} {}/{name}", namespace.unwrap_or(""));
+        if kind != "ConfigMap" && kind != "Secret" {
+            return Err(format!("valuesFrom of kind `{kind}` is not a ConfigMap or a Secret"));
+        }
+        let found = objects.iter().find(|o| {
+            o.key.group.is_empty()
+                && o.key.kind == kind
+                && o.key.name == name
+                && o.key.namespace.as_deref() == namespace
+        });
+        let data = match found {
+            None if optional => continue,
+            None => return Err(format!("valuesFrom {shown} is not in Git")),
+            Some(o) => crate::flux::source_data(&o.object, kind).ok_or_else(|| {
+                format!("valuesFrom {shown} cannot be read in Git (encrypted, or data that is not base64 text)")
+            })?,
+        };
+        let Some(text) = data.get(key) else {
+            if optional {
+                continue;
+            }
+            return Err(format!("valuesFrom {shown} has no key `{key}`"));
+        };
+        match str_at(reference, &["targetPath"]).filter(|p| !p.is_empty()) {
+            Some(path) => {
+                let literal = reference.get("literal").and_then(Value::as_bool) == Some(true);
+                let quoted = text.len() >= 2
+                    && ((text.starts_with('"') && text.ends_with('"'))
+                        || (text.starts_with('\'') && text.ends_with('\'')));
+                let (value, set_as) = if literal {
+                    (text.clone(), SetAs::Literal)
+                } else if quoted {
+                    (text.trim_matches(['"', '\'']).to_owned(), SetAs::String)
+                } else {
+                    (text.clone(), SetAs::Set)
+                };
+                // `spec.values` is merged last: a path it sets keeps its value.
+                let pointer = format!("/{}", path.replace('.', "/"));
+                if inline.as_ref().and_then(|v| v.pointer(&pointer)).is_none() {
+                    parameters.push((path.to_owned(), value, set_as));
+                }
+            }
+            None => {
+                let values = if text.trim().is_empty() {
+                    Value::Object(serde_json::Map::new())
+                } else {
+                    drift_manifest::read_yaml_value(text).map_err(|e| format!("valuesFrom {shown} key `{key}`: {e}"))?
+                };
+                if !values.is_object() {
+                    return Err(format!("valuesFrom {shown} key `{key}` is not a map of values"));
+                }
+                merge_values(&mut merged, values);
+            }
+        }
+    }
+    if let Some(inline) = inline {
+        merge_values(&mut merged, inline);
+    }
+    Ok((Some(merged.to_string()), parameters))
+}
+
+/// Flux's `MergeMaps`: `over`'s maps merged into `base`'s maps, anything else replaced.
+fn merge_values(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) if existing.is_object() && v.is_object() => merge_values(existing, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
 /// Argo CD's `source.kustomize` as the fields of a kustomization overlay (the repo server sets
 /// them with `kustomize edit` before it builds): images (`name[=newName][:tag][@digest]`),
 /// `namePrefix`, `nameSuffix`, `commonLabels`, `commonAnnotations`, `namespace`, `patches`,
@@ -611,9 +736,16 @@ fn flux_helm_release(
             }
         },
     };
-    if spec.get("valuesFrom").is_some() {
-        notes.push(note(r, format!("{}: valuesFrom (ConfigMaps, Secrets) is not read", origin_of(r))));
-    }
+    let (values, parameters) = match flux_values(&spec, r.key.namespace.as_deref(), objects) {
+        Ok(v) => v,
+        Err(why) => {
+            notes.push(note(
+                r,
+                format!("{}: {why}; the chart is not rendered (helm-controller does not install it either), the HelmRelease itself is still compared", origin_of(r)),
+            ));
+            return;
+        }
+    };
     let target_ns = str_at(&spec, &["targetNamespace"]).map(str::to_owned);
     let release = str_at(&spec, &["releaseName"]).map(str::to_owned).unwrap_or_else(|| match &target_ns {
         Some(ns) => format!("{ns}-{}", r.key.name),
@@ -630,17 +762,10 @@ fn flux_helm_release(
         // A chart from a repository reads them inside the chart.
         .map(|f| if remote.is_some() { format!("{IN_CHART}{f}") } else { f })
         .collect();
-    let values = spec.get("values").filter(|v| v.is_object()).map(Value::to_string);
     let (ignore, refused) = crate::ignore_rules::flux_drift_detection(&spec);
     notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
-    let opts = HelmOptions {
-        release,
-        namespace: namespace.clone(),
-        values_files,
-        values,
-        parameters: Vec::new(),
-        include_crds: false,
-    };
+    let opts =
+        HelmOptions { release, namespace: namespace.clone(), values_files, values, parameters, include_crds: false };
     apps.push(App {
         path,
         render: match remote {

@@ -57,6 +57,15 @@ pub(crate) fn kustomize_build(cfg: &RenderConfig, dir: &Path) -> Result<String, 
 }
 
 /// What `helm template` is asked to render.
+/// How helm reads a parameter's value: `--set` (typed, commas and braces are syntax),
+/// `--set-string` (a string), `--set-literal` (the value verbatim).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SetAs {
+    Set,
+    String,
+    Literal,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct HelmJob<'a> {
     pub release: &'a str,
@@ -64,8 +73,8 @@ pub(crate) struct HelmJob<'a> {
     pub namespace: Option<&'a str>,
     pub values_files: Vec<PathBuf>,
     pub inline_values: Option<&'a serde_json::Value>,
-    /// `--set` (false) or `--set-string` (true) `name=value`, after the values files.
-    pub parameters: &'a [(String, String, bool)],
+    /// `--set`, `--set-string` or `--set-literal` `name=value`, after the values files.
+    pub parameters: &'a [(String, String, SetAs)],
     pub include_crds: bool,
 }
 
@@ -93,24 +102,13 @@ pub(crate) fn helm_template(cfg: &RenderConfig, job: &HelmJob<'_>) -> Result<Str
         cmd.arg("--values").arg(file.path());
         _inline_file = file;
     }
-    for (name, value, force_string) in job.parameters {
-        // As Argo CD: a comma is escaped (one already escaped is left) unless the value is a
-        // `{a,b}` list.
-        let value = if value.starts_with('{') && value.ends_with('}') {
-            value.clone()
-        } else {
-            let mut out = String::with_capacity(value.len());
-            let mut prev = '\0';
-            for c in value.chars() {
-                if c == ',' && prev != '\\' {
-                    out.push('\\');
-                }
-                out.push(c);
-                prev = c;
-            }
-            out
+    for (name, value, set_as) in job.parameters {
+        let flag = match set_as {
+            SetAs::Set => "--set",
+            SetAs::String => "--set-string",
+            SetAs::Literal => "--set-literal",
         };
-        cmd.arg(if *force_string { "--set-string" } else { "--set" }).arg(format!("{name}={value}"));
+        cmd.arg(flag).arg(format!("{name}={value}"));
     }
     if job.include_crds {
         cmd.arg("--include-crds");

@@ -972,3 +972,69 @@ async fn a_registry_that_asks_for_credentials_gets_them_from_the_auth_file_only(
     assert!(!refused.fatal && refused.message.contains("were refused"), "{refused:?}");
     assert_eq!((leaks(&without), leaks(&with), leaks(&wrong)), (0, 0, 0), "no message carries the password");
 }
+
+/// Flux's `valuesFrom`, as helm-controller composes the values: a ConfigMap's `values.yaml`, a
+/// Secret's other key, `targetPath`s (typed as `--set` types them, a quoted value kept a string,
+/// a `literal` one verbatim), an optional source that is missing, and `spec.values` over all;
+/// a source that is not in Git leaves its release unrendered, with a note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_values_from_config_maps_and_secrets_are_composed_as_helm_controller_composes_them() {
+    if !helm_available("flux_values_from_config_maps_and_secrets_are_composed_as_helm_controller_composes_them") {
+        return;
+    }
+    use base64::Engine as _;
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
+    w("charts/show/Chart.yaml", "apiVersion: v2\nname: show\nversion: 0.1.0\n");
+    w("charts/show/values.yaml", "replicas: 1\nchartDefault: kept\n");
+    w(
+        "charts/show/templates/values.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: \"{{ .Release.Name }}-values\"}\ndata:\n  all: {{ toJson .Values | quote }}\n",
+    );
+    let db = base64::engine::general_purpose::STANDARD.encode("db: {host: db.shop, port: 5432}\n");
+    w(
+        "releases/sources.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: base, namespace: shop}}\ndata:\n  values.yaml: |\n    replicas: 2\n    image: {{repository: nginx, tag: '1.0'}}\n    mode: base\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: shop}}\ndata: {{db.yaml: {db}}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: knobs, namespace: shop}}\ndata:\n  count: '3'\n  zone: '\"010\"'\n  raw: 'a,b={{c}}'\n"
+        ),
+    );
+    let release = |name: &str, from: &str| {
+        format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: {name}, namespace: shop}}\nspec:\n  chart:\n    spec:\n      chart: ./charts/show\n      sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}\n  valuesFrom:\n{from}  values:\n    image: {{tag: '2.0'}}\n    mode: inline\n---\n"
+        )
+    };
+    w(
+        "releases/releases.yaml",
+        &[
+            release(
+                "composed",
+                "    - {kind: ConfigMap, name: base}\n    - {kind: Secret, name: db, valuesKey: db.yaml}\n    - {kind: ConfigMap, name: knobs, valuesKey: count, targetPath: scale.count}\n    - {kind: ConfigMap, name: knobs, valuesKey: zone, targetPath: zone}\n    - {kind: ConfigMap, name: knobs, valuesKey: raw, targetPath: raw.config, literal: true}\n    - {kind: ConfigMap, name: knobs, valuesKey: count, targetPath: mode}\n    - {kind: ConfigMap, name: absent, optional: true}\n",
+            ),
+            release("missing", "    - {kind: ConfigMap, name: absent}\n"),
+        ]
+        .concat(),
+    );
+    let snap = FolderSource::new(FolderConfig::new(repo.path())).unwrap().fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    let all: serde_json::Value =
+        serde_json::from_str(object(&snap, "ConfigMap", "composed-values").object["data"]["all"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(
+        all,
+        serde_json::json!({
+            "replicas": 2,
+            "chartDefault": "kept",
+            "image": {"repository": "nginx", "tag": "2.0"},
+            "mode": "inline",
+            "db": {"host": "db.shop", "port": 5432},
+            "scale": {"count": 3},
+            "zone": "010",
+            "raw": {"config": "a,b={c}"}
+        }),
+        "maps merged in order, targetPaths typed as --set types them, spec.values over all"
+    );
+    assert!(!snap.resources.iter().any(|r| r.key.name == "missing-values"), "not rendered");
+    let note =
+        snap.warnings.iter().find(|w| w.message.contains("ConfigMap shop/absent is not in Git")).expect("a note");
+    assert!(!note.fatal && note.path.as_deref() == Some("releases/releases.yaml"), "{note:?}");
+}

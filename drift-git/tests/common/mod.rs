@@ -127,15 +127,5 @@ pub fn require_kubectl() {
     );
 }
 
-/// Whether the test named `test` can run a real `helm`. Without helm on PATH it says that the
-/// test is skipped, unless `DRIFT_REQUIRE_TOOLS=1` (set by `scripts/test`, which installs a
-/// pinned helm) makes the absence a failure.
-pub fn helm_available(test: &str) -> bool {
-    if on_path("helm") {
-        return true;
-    }
-    let required = std::env::var("DRIFT_REQUIRE_TOOLS").is_ok_and(|v| v == "1");
-    assert!(!required, "{test}: helm is not on PATH and DRIFT_REQUIRE_TOOLS=1 (scripts/install-tools.sh installs it)");
-    eprintln!("skipped {test}: helm is not on PATH (scripts/install-tools.sh installs a pinned helm 3)");
-    false
-}
+#[allow(unused_imports)] // not every test binary renders charts
+pub use drift_testkit::charts::helm_available;
