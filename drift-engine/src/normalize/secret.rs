@@ -8,8 +8,9 @@ use sha2::Sha256;
 /// Prefix of a hashed Secret value.
 pub const HASH_PREFIX: &str = "hmac-sha256:";
 
-/// Hashes Secret values with HMAC-SHA-256 under a key that never leaves the process, so equal
-/// values compare equal and no value can be read back (nor guessed from a precomputed table).
+/// Hashes Secret values with HMAC-SHA-256 under a 32-byte key (the `drift` binary's is the one
+/// its store keeps, `drift_model::hash_key`), so equal values compare equal and no value can be
+/// read back (nor guessed from a precomputed table without the key).
 #[derive(Clone)]
 pub struct SecretHasher {
     key: [u8; 32],
