@@ -685,6 +685,19 @@ spec:
               mode: {type: string}
 "#;
     k.stdin(&["apply", "-f", "-"], crd);
+    let gadget = k.file(
+        "gadget.yaml",
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\nspec:\n  mode: slow\n  colour: red\n",
+    );
+    // kubectl's default validation (Strict): a field the schema would prune is refused.
+    let err = k.fails(&["apply", "-f", gadget.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&err.stderr).contains(
+            "Gadget in version \"v1\" cannot be handled as a Gadget: strict decoding error: unknown field \"spec.colour\""
+        ),
+        "{}",
+        String::from_utf8_lossy(&err.stderr)
+    );
     let out = k
         .command(&["apply", "--validate=false", "-f", "-"])
         .stdin(std::process::Stdio::piped())
@@ -701,7 +714,6 @@ spec:
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let g = k.get("gadget/g", "default");
-    // --validate=false sends fieldValidation=Ignore: a real server prunes the unknown field
-    // silently (with Strict it would refuse it; this server does not validate).
+    // --validate=false sends fieldValidation=Ignore: the unknown field is pruned silently.
     assert_eq!(g["spec"], json!({"mode": "slow", "size": 1}), "colour is pruned, size defaulted");
 }
