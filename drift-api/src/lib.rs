@@ -67,6 +67,7 @@ pub mod openapi;
 pub mod query;
 pub mod remediation;
 pub mod routes;
+pub mod server;
 pub mod state;
 pub mod ui;
 

@@ -25,6 +25,13 @@ pub fn document() -> Value {
                 json!({"description": a.description, "content": {a.content_type: {"schema": a.schema}}}),
             );
         }
+        // Every route: a `Host` the server does not answer to (crate::server::AllowedHosts).
+        responses.insert(
+            "421".to_owned(),
+            json!({"description": "the Host header (or the absolute request target) names a host this server does not \
+                                   answer to (api.allowed_hosts)",
+                   "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}),
+        );
         let mut op = json!({
             "operationId": e.operation_id,
             "summary": e.summary,

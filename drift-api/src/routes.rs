@@ -583,7 +583,8 @@ fn table() -> Vec<Endpoint> {
 }
 
 /// The API as a router, ready for `axum::serve`. Unknown paths answer 404 and unknown methods
-/// 405, a URI or headers too large 414 or 431 ([`crate::limits`]), all as JSON. Every request is logged through `tracing` (method, path, status, time;
+/// 405, a URI or headers too large 414 or 431 ([`crate::limits`]), a `Host` the state does not
+/// allow 421 ([`crate::server::AllowedHosts`]), all as JSON. Every request is logged through `tracing` (method, path, status, time;
 /// never headers nor the query string): at `debug`, or `warn` for a 5xx.
 ///
 /// The web page ([`crate::ui`]) is served at `/` and `/ui/{file}`, outside the route table: it
@@ -605,8 +606,17 @@ pub fn router(state: ApiState) -> Router {
         .route("/ui/{file}", get(crate::ui::asset).fallback(handlers::method_not_allowed))
         .fallback(handlers::not_found)
         .layer(middleware::from_fn(crate::limits::enforce))
+        .layer(middleware::from_fn_with_state(state.clone(), check_host))
         .layer(middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// 421 for a request to a host name the server does not answer to ([`crate::server::AllowedHosts`]).
+async fn check_host(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+    match state.hosts.check(&request) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn require_read(State(state): State<ApiState>, request: Request, next: Next) -> Response {

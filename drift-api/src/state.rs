@@ -113,6 +113,7 @@ pub struct ApiState {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_scan_age: Duration,
     pub(crate) store_timeout: Duration,
+    pub(crate) hosts: Arc<crate::server::AllowedHosts>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -127,6 +128,7 @@ impl std::fmt::Debug for ApiState {
             .field("clock", &self.clock)
             .field("max_scan_age", &self.max_scan_age)
             .field("store_timeout", &self.store_timeout)
+            .field("hosts", &self.hosts)
             .finish_non_exhaustive()
     }
 }
@@ -148,6 +150,7 @@ impl ApiState {
             clock: Arc::new(SystemClock),
             max_scan_age: DEFAULT_MAX_SCAN_AGE,
             store_timeout: DEFAULT_STORE_TIMEOUT,
+            hosts: Arc::default(),
         }
     }
     /// The one write token (named [`crate::auth::DEFAULT_TOKEN_NAME`] when made by
@@ -179,6 +182,12 @@ impl ApiState {
     /// Remediation (`POST /drifts/{id}/revert` and `/accept`); without it they answer 501.
     pub fn with_remedies(mut self, remedies: Arc<dyn crate::remediation::Remediate>) -> Self {
         self.remedies = Some(remedies);
+        self
+    }
+    /// The `Host` names the API answers to; any other is answered 421 (default: the names
+    /// [`crate::server::AllowedHosts`] always allows).
+    pub fn with_allowed_hosts(mut self, hosts: crate::server::AllowedHosts) -> Self {
+        self.hosts = Arc::new(hosts);
         self
     }
     /// The metrics to export (keep a clone to record scans).

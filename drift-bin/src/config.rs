@@ -384,6 +384,32 @@ pub struct ApiConfig {
     /// and `/metrics` needs (default: reads are open).
     #[serde(default)]
     pub read_token_env: Option<String>,
+    /// More `Host` names the API answers to (`drift.example.com`, `*.example.com`, or `*` for
+    /// any), next to those it always answers to: IP addresses, `localhost`, one-label names and
+    /// Kubernetes Service names. Any other is answered 421 (docs/security.md).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// How long a request's head may take to arrive, from when the server waits for it
+    /// (default 10s): slow headers, silent and unused kept-alive connections are closed after it.
+    #[serde(default = "default_header_read_timeout", with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// How long a connection may go without a byte read or written while no handler works
+    /// (default 30s).
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Most connections served at once (default 1024); more wait until one closes.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_header_read_timeout() -> Duration {
+    drift_api::server::DEFAULT_HEADER_READ_TIMEOUT
+}
+fn default_idle_timeout() -> Duration {
+    drift_api::server::DEFAULT_IDLE_TIMEOUT
+}
+fn default_max_connections() -> usize {
+    drift_api::server::DEFAULT_MAX_CONNECTIONS
 }
 
 /// A named write token of `api.tokens`.
@@ -398,11 +424,34 @@ pub struct NamedToken {
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig { listen: default_listen(), token_env: default_token_env(), tokens: Vec::new(), read_token_env: None }
+        ApiConfig {
+            listen: default_listen(),
+            token_env: default_token_env(),
+            tokens: Vec::new(),
+            read_token_env: None,
+            allowed_hosts: Vec::new(),
+            header_read_timeout: default_header_read_timeout(),
+            idle_timeout: default_idle_timeout(),
+            max_connections: default_max_connections(),
+        }
     }
 }
 
 impl ApiConfig {
+    /// The HTTP server's bounds.
+    pub fn server_limits(&self) -> drift_api::server::ServerLimits {
+        drift_api::server::ServerLimits {
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections,
+        }
+    }
+
+    /// The `Host` names the API answers to, `NAME.NAMESPACE` included for the pod's namespace.
+    pub fn allowed_hosts(&self, namespace: Option<&str>) -> Result<drift_api::server::AllowedHosts> {
+        drift_api::server::AllowedHosts::new(&self.allowed_hosts, namespace).context("`api.allowed_hosts`")
+    }
+
     /// The write tokens and the read token from the environment, checked together (no name or
     /// value twice). Errors name the variable, never a value.
     pub fn tokens(&self) -> Result<(Vec<drift_api::ApiToken>, Option<drift_api::ApiToken>)> {
@@ -530,6 +579,8 @@ impl Config {
             .listen
             .parse::<std::net::SocketAddr>()
             .with_context(|| format!("`api.listen` {:?}", self.api.listen))?;
+        self.api.server_limits().validate().context("`api`")?;
+        self.api.allowed_hosts(None)?;
         if let Some(StoreSetting::Store(store)) = &self.store {
             if self.database_env.is_some() || self.retention_days.is_some() {
                 bail!(
@@ -789,6 +840,28 @@ mod tests {
         let shown = c.store_config().unwrap().display();
         assert!(!shown.contains("s3cret-canary"), "{shown}");
         assert!(!format!("{c:?}").contains("s3cret-canary"), "Debug of the configuration hides it too");
+    }
+
+    #[test]
+    fn the_http_server_s_bounds_and_host_names() {
+        let c = parse("").unwrap();
+        assert_eq!(c.api.server_limits(), drift_api::server::ServerLimits::default());
+        assert!(!c.api.allowed_hosts(None).unwrap().allows("drift.example.com"));
+        let c = parse("api:\n  allowed_hosts: [drift.example.com]\n  header_read_timeout: 2s\n  idle_timeout: 5s\n  max_connections: 100\n").unwrap();
+        let limits = c.api.server_limits();
+        assert_eq!(
+            (limits.header_read_timeout, limits.idle_timeout, limits.max_connections),
+            (Duration::from_secs(2), Duration::from_secs(5), 100)
+        );
+        let hosts = c.api.allowed_hosts(Some("drift")).unwrap();
+        assert!(hosts.allows("drift.example.com:443") && hosts.allows("drift-detector.drift"));
+        for bad in [
+            "api:\n  allowed_hosts: [\"drift.example.com:8080\"]\n",
+            "api:\n  max_connections: 0\n",
+            "api:\n  idle_timeout: 0s\n",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 
     /// Regression: a Slack notifier's `url_env` was checked against a stand-in value that is

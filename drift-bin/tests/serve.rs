@@ -70,3 +70,59 @@ fn serve_records_the_first_pass_and_answers_the_api() {
     assert!(status.success(), "clean exit on SIGTERM: {status:?} {err}");
     assert!(!err.contains("s3cret-token-value"), "the token is never logged");
 }
+
+/// `drift serve` with the `api` settings of issue 37, item 5: a `Host` it does not answer to is
+/// 421, one listed in `api.allowed_hosts` is served, and a connection that sends its headers
+/// slowly is closed after `api.header_read_timeout` while `/health` answers.
+#[test]
+fn serve_answers_421_to_other_hosts_and_closes_slow_headers_after_the_configured_timeout() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("drift.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\n  allowed_hosts: [drift.example.com]\n  header_read_timeout: 500ms\n  idle_timeout: 1s\nrepositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n  snapshot: {}/examples/demo/live\n",
+            dir.path().display(),
+            root.display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
+        .args(["serve", "--config", cfg.to_str().unwrap()])
+        .env_remove("POD_NAMESPACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").expect("address line").to_owned();
+    let ask = |host: &str| {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(s, "GET /drifts HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out.split(' ').nth(1).unwrap().parse::<u16>().unwrap()
+    };
+    assert_eq!(ask("attacker.example"), 421);
+    assert_eq!(ask("drift.example.com"), 200);
+    assert_eq!(ask(&addr), 200);
+    assert_eq!(ask("localhost"), 200);
+
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+    assert_eq!(http(&addr, "GET", "/health", None).0, 200, "answered while a slow client waits");
+    let mut buf = [0u8; 16];
+    // Closed without an answer (a read timeout would be an error: never closed).
+    assert_eq!(slow.read(&mut buf).unwrap(), 0, "the slow connection is closed");
+
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(child.wait().unwrap().success());
+}

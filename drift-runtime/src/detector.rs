@@ -45,6 +45,10 @@ pub struct DetectorBuilder {
     tokens: Vec<ApiToken>,
     #[cfg(feature = "api")]
     read_token: Option<ApiToken>,
+    #[cfg(feature = "api")]
+    server_limits: drift_api::server::ServerLimits,
+    #[cfg(feature = "api")]
+    allowed_hosts: drift_api::server::AllowedHosts,
     metrics: Option<Metrics>,
     outlets: Vec<Arc<dyn Outlet>>,
     notify_tick: Option<Duration>,
@@ -136,6 +140,20 @@ impl DetectorBuilder {
     #[cfg(feature = "api")]
     pub fn read_token(mut self, token: Option<ApiToken>) -> Self {
         self.read_token = token;
+        self
+    }
+    /// The HTTP server's bounds: header-read and idle timeouts, most connections at once
+    /// (default: [`drift_api::server::ServerLimits::default`]).
+    #[cfg(feature = "api")]
+    pub fn server_limits(mut self, limits: drift_api::server::ServerLimits) -> Self {
+        self.server_limits = limits;
+        self
+    }
+    /// The `Host` names the API answers to; any other is answered 421 (default: the names
+    /// [`drift_api::server::AllowedHosts`] always allows).
+    #[cfg(feature = "api")]
+    pub fn allowed_hosts(mut self, hosts: drift_api::server::AllowedHosts) -> Self {
+        self.allowed_hosts = hosts;
         self
     }
     /// Metrics to share with the caller (default: new ones).
@@ -293,6 +311,10 @@ impl DetectorBuilder {
             tokens: self.tokens,
             #[cfg(feature = "api")]
             read_token: self.read_token,
+            #[cfg(feature = "api")]
+            server_limits: self.server_limits,
+            #[cfg(feature = "api")]
+            allowed_hosts: self.allowed_hosts,
             passes: Arc::default(),
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
@@ -312,6 +334,10 @@ pub struct Detector {
     tokens: Vec<ApiToken>,
     #[cfg(feature = "api")]
     read_token: Option<ApiToken>,
+    #[cfg(feature = "api")]
+    server_limits: drift_api::server::ServerLimits,
+    #[cfg(feature = "api")]
+    allowed_hosts: drift_api::server::AllowedHosts,
     /// Passes started by `POST /scan` without waiting, so that shutdown can wait for them.
     passes: Passes,
     /// The notifier task, when notifiers are configured.
@@ -412,6 +438,7 @@ impl Detector {
         )
         .with_tokens(self.tokens.clone())
         .with_read_token(self.read_token.clone())
+        .with_allowed_hosts(self.allowed_hosts.clone())
         .with_metrics(self.scanner.metrics.clone())
         .with_max_scan_age(self.interval * 3);
         let state = match &self.scanner.store.act {
@@ -426,7 +453,8 @@ impl Detector {
 
     /// Serves until `shutdown` completes: the scheduler (a pass now, then every interval plus
     /// jitter), the watch loop (when enabled and the live source can watch) and the REST API on
-    /// `listener`. On shutdown the API stops taking scans, a running pass (scheduled or started
+    /// `listener`, within the server's bounds ([`DetectorBuilder::server_limits`],
+    /// [`DetectorBuilder::allowed_hosts`]; [`drift_api::server`]). On shutdown the API stops taking scans, a running pass (scheduled or started
     /// by `POST /scan`) gets [`SHUTDOWN_GRACE`] to finish and is aborted after it (its report,
     /// one transaction, is then not written), then everything stops.
     ///
@@ -442,11 +470,12 @@ impl Detector {
         let state = self.api_state(stop_rx.clone());
         self.register_notifiers().await;
         let mut stop_api = stop_rx.clone();
-        let server = axum::serve(listener, drift_api::router(state)).with_graceful_shutdown(async move {
-            // Either a stop was sent or every sender is gone: both mean shut down.
-            stop_api.changed().await.ok();
-        });
-        let server = tokio::spawn(async move { server.await });
+        let server =
+            drift_api::server::serve(listener, drift_api::router(state), self.server_limits.clone(), async move {
+                // Either a stop was sent or every sender is gone: both mean shut down.
+                stop_api.changed().await.ok();
+            });
+        let server = tokio::spawn(server);
         self.run_until(shutdown, stop_tx, stop_rx).await;
         match server.await {
             Ok(result) => result,

@@ -45,6 +45,28 @@ async fn shutdown_signal() {
     }
 }
 
+/// The namespace of the pod this process runs in: `$POD_NAMESPACE`, else the service
+/// account's namespace file; `None` outside a pod.
+fn pod_namespace() -> Option<String> {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok())
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+}
+
+/// A listener on `addr` whose queue of connections not yet accepted holds `max_connections`
+/// (the kernel caps it at `net.core.somaxconn`). The default queue (128) overflows under a burst
+/// of new connections: the kernel then drops the handshake's last packet, and a client that
+/// sends nothing is left with a connection the server never sees, which no timeout can close.
+fn listen(addr: &str, max_connections: usize) -> Result<tokio::net::TcpListener> {
+    let addr: std::net::SocketAddr = addr.parse()?;
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok(socket.listen(u32::try_from(max_connections).unwrap_or(u32::MAX).max(128))?)
+}
+
 /// Runs `drift serve` until SIGTERM or Ctrl-C.
 pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
@@ -60,7 +82,9 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     let mut builder = compose::detector(&config, store, hasher, &cluster, true, &Default::default())
         .await?
         .tokens(tokens)
-        .read_token(read_token);
+        .read_token(read_token)
+        .server_limits(config.api.server_limits())
+        .allowed_hosts(config.api.allowed_hosts(pod_namespace().as_deref())?);
     if let Some(elector) = compose::elector(&config, &cluster)? {
         if matches!(config.store_config()?, crate::config::StoreConfig::Sqlite(_)) {
             tracing::warn!(
@@ -74,8 +98,7 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
         builder = builder.leader_election(elector);
     }
     let detector = builder.build()?;
-    let listener = tokio::net::TcpListener::bind(&config.api.listen)
-        .await
+    let listener = listen(&config.api.listen, config.api.max_connections)
         .with_context(|| format!("cannot listen on {}", config.api.listen))?;
     let addr = listener.local_addr()?;
     tracing::info!(%addr, cluster = %config.cluster, interval = ?config.interval, "serving");
