@@ -26,7 +26,9 @@
 //! Errors are JSON `{"error": "message"}`. Bad parameters answer 400, a store that fails 503.
 //! Write endpoints need a named write token ([`ApiToken::named`], [`ApiState::with_tokens`]);
 //! reads need the read token only when one is set ([`ApiState::with_read_token`]).
-//! See `docs/api.md` for every parameter and answer.
+//! See `docs/api.md` for every parameter and answer. [`server::serve`] serves the router with
+//! header-read and idle timeouts and a cap on connections; a `Host` the state does not allow is
+//! answered 421 ([`server::AllowedHosts`]).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -50,7 +52,8 @@
 //!     .with_token(Some(ApiToken::new("a-long-random-token")?))
 //!     .with_metrics(metrics.clone());
 //! let app: axum::Router = router(state);
-//! // axum::serve(listener, app).await — and after each scan: metrics.record_scan(&report, elapsed)
+//! // drift_api::server::serve(listener, app, ServerLimits::default(), shutdown).await — and after
+//! // each scan: metrics.record_scan(&report, elapsed)
 //! # let _ = app;
 //! # Ok(())
 //! # }

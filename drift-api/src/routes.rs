@@ -582,7 +582,7 @@ fn table() -> Vec<Endpoint> {
     ]
 }
 
-/// The API as a router, ready for `axum::serve`. Unknown paths answer 404 and unknown methods
+/// The API as a router, ready for [`crate::server::serve`] (or `axum::serve`, without its bounds). Unknown paths answer 404 and unknown methods
 /// 405, a URI or headers too large 414 or 431 ([`crate::limits`]), a `Host` the state does not
 /// allow 421 ([`crate::server::AllowedHosts`]), all as JSON. Every request is logged through `tracing` (method, path, status, time;
 /// never headers nor the query string): at `debug`, or `warn` for a 5xx.

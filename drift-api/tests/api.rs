@@ -564,13 +564,18 @@ async fn raw_http(addr: std::net::SocketAddr, request: &str) -> String {
     out
 }
 
-/// The router served by `axum::serve` on a real loopback socket, as `drift serve` does.
+/// The router served by `drift_api::server::serve` on a real loopback socket, as `drift serve` does.
 #[tokio::test]
 async fn served_on_a_real_listener() {
     let h = harness().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, h.app).await });
+    let server = tokio::spawn(drift_api::server::serve(
+        listener,
+        h.app,
+        drift_api::server::ServerLimits::default(),
+        std::future::pending(),
+    ));
 
     let answer =
         raw_http(addr, "GET /drifts?severity=CRITICAL&limit=1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await;
@@ -638,7 +643,12 @@ async fn oversized_requests_answer_json_414_and_431() {
     let h = harness().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, h.app).await });
+    let server = tokio::spawn(drift_api::server::serve(
+        listener,
+        h.app,
+        drift_api::server::ServerLimits::default(),
+        std::future::pending(),
+    ));
     let json_error = |answer: &str, status: &str| {
         assert!(answer.starts_with(&format!("HTTP/1.1 {status}\r\n")), "{}", &answer[..answer.len().min(300)]);
         let (head, body) = head_and_body(answer);
