@@ -51,19 +51,27 @@ pub async fn open_scanning_store(config: &Config) -> Result<(Store, SecretHasher
 /// The desired sources, one per repository. A long-running caller (`drift serve`) keeps the
 /// parsed state between fetches; a one-shot caller (`drift scan`) does not, which saves two
 /// copies of every desired object.
-/// Each opens the SOPS-encrypted files it reads with `sops` when it holds keys.
+/// Each opens the SOPS-encrypted files it reads with `sops` when it holds keys, and reads the
+/// ConfigMaps and Secrets that Flux objects name and that are not in Git from `cluster` (as
+/// the controllers do) when it is a Kubernetes API server.
 pub fn desired_sources(
     config: &Config,
     long_running: bool,
     progress: &Progress,
     sops: &SopsKeys,
+    cluster: &Cluster,
 ) -> Result<Vec<Arc<dyn DesiredSource>>> {
     config
         .repositories
         .iter()
         .map(|r| {
-            drift_git::source_opening(r.source_config_for(long_running), progress.clone(), sops_opener(sops))
-                .with_context(|| format!("repository `{}`", r.name))
+            drift_git::source_with(
+                r.source_config_for(long_running),
+                progress.clone(),
+                sops_opener(sops),
+                cluster.lookup(),
+            )
+            .with_context(|| format!("repository `{}`", r.name))
         })
         .collect()
 }
@@ -145,6 +153,17 @@ impl Cluster {
         }
     }
 
+    /// The cluster as the desired sources read single objects from it (Flux's value sources
+    /// that are not in Git); none for snapshot files. Must be called within the runtime.
+    pub fn lookup(&self) -> Option<Arc<dyn drift_core::drift_model::lookup::ObjectLookup>> {
+        match self {
+            Cluster::Kube(k) => {
+                Some(Arc::new(drift_kube::ClusterLookup::new(k.clone(), tokio::runtime::Handle::current())))
+            }
+            Cluster::Snapshot(_) => None,
+        }
+    }
+
     /// The writer of reverts: the same client; none for snapshot files.
     pub fn writer(&self) -> Option<Arc<dyn ClusterWriter>> {
         match self {
@@ -192,12 +211,13 @@ pub async fn detector(
     progress: &Progress,
 ) -> Result<DetectorBuilder> {
     let sops = sops_keys()?;
-    let mut builder = base(config, store, hasher, cluster, desired_sources(config, long_running, progress, &sops)?)
-        .settings(scan_settings(config, progress, &sops))
-        .interval(config.interval)
-        .watch(config.watch)
-        .notify_tick(config.notifications.tick)
-        .notify_lease(config.notifications.lease);
+    let mut builder =
+        base(config, store, hasher, cluster, desired_sources(config, long_running, progress, &sops, cluster)?)
+            .settings(scan_settings(config, progress, &sops))
+            .interval(config.interval)
+            .watch(config.watch)
+            .notify_tick(config.notifications.tick)
+            .notify_lease(config.notifications.lease);
     if let Some(policy) = &config.heal {
         builder = builder.heal(policy.clone());
     }
@@ -265,8 +285,6 @@ pub async fn remedies(
     })?;
     let sops = sops_keys()?;
     let progress = Progress::default();
-    let source = drift_git::source_opening(r.source_config_for(false), progress.clone(), sops_opener(&sops))
-        .with_context(|| format!("repository `{}`", r.name))?;
     let (cluster, recorded) = match Cluster::open(config, &progress).await {
         Ok(cluster) => (cluster, false),
         // An accept needs the repository; the cluster only to read its values fresh. Without
@@ -280,6 +298,9 @@ pub async fn remedies(
         }
         Err(e) => return Err(e),
     };
+    let source =
+        drift_git::source_with(r.source_config_for(false), progress.clone(), sops_opener(&sops), cluster.lookup())
+            .with_context(|| format!("repository `{}`", r.name))?;
     let mut builder = base(config, store, hasher, &cluster, vec![source])
         .settings(scan_settings(config, &progress, &sops))
         .recorded_values(recorded);

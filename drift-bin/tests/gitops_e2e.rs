@@ -2,7 +2,9 @@
 //! one repository holding every layout a homelab or a platform team uses (plain files,
 //! Kustomize, a chart in Git, a Flux Kustomization with substitution, patches and images, Flux
 //! HelmReleases of charts from Git, from an HTTP chart repository and from an OCI registry, an
-//! Argo CD Application with Kustomize overrides and one with Helm overrides, an ApplicationSet).
+//! Argo CD Application with Kustomize overrides and one with Helm overrides, an ApplicationSet),
+//! some of whose Flux objects read a ConfigMap that only the cluster has, as they do in
+//! clusters bootstrapped by other tools.
 //! What each controller would apply is produced *without drift*, by the real tools (`kubectl
 //! apply -k`, `helm template` of a local, an HTTP and an OCI chart) or written out by hand where
 //! no tool of the controller runs here (kustomize-controller's substitution), and applied with
@@ -72,7 +74,7 @@ const FILES: &[(&str, &str)] = &[
     // A folder a Flux Kustomization builds (no kustomization.yaml: Flux makes one), with variables.
     (
         "apps/flux-web/web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: ${REPLICAS}\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.25\n          env:\n            - name: HOST\n              value: web.${DOMAIN}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-settings}\ndata:\n  host: web.${DOMAIN}\n  tier: ${TIER}\n  fallback: ${MISSING:=none}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels: {app: web}\nspec:\n  replicas: ${REPLICAS}\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.25\n          env:\n            - name: HOST\n              value: web.${DOMAIN}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-settings}\ndata:\n  host: web.${DOMAIN}\n  tier: ${TIER}\n  region: ${REGION}\n  fallback: ${MISSING:=none}\n",
     ),
     // A folder an Argo CD Application builds with Kustomize overrides.
     ("apps/argo-web/kustomization.yaml", "resources: [deploy.yaml]\n"),
@@ -88,11 +90,11 @@ const FILES: &[(&str, &str)] = &[
     // Flux.
     (
         "clusters/flux/apps.yaml",
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: flux-system, namespace: flux-system}\nspec: {interval: 1m, url: 'https://git.example/homelab.git', ref: {branch: main}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  interval: 10m\n  path: ./apps/flux-web\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n  targetNamespace: flux-web\n  images: [{name: nginx, newTag: '1.27'}]\n  patches:\n    - target: {kind: Deployment, name: web}\n      patch: |\n        - op: add\n          path: /metadata/labels/patched\n          value: \"yes\"\n  postBuild:\n    substitute: {DOMAIN: example.org, REPLICAS: \"3\"}\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata: {TIER: gold}\n",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: flux-system, namespace: flux-system}\nspec: {interval: 1m, url: 'https://git.example/homelab.git', ref: {branch: main}}\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  interval: 10m\n  path: ./apps/flux-web\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n  targetNamespace: flux-web\n  images: [{name: nginx, newTag: '1.27'}]\n  patches:\n    - target: {kind: Deployment, name: web}\n      patch: |\n        - op: add\n          path: /metadata/labels/patched\n          value: \"yes\"\n  postBuild:\n    substitute: {DOMAIN: example.org, REPLICAS: \"3\"}\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}, {kind: ConfigMap, name: cluster-info}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata: {TIER: gold}\n",
     ),
     (
         "clusters/flux/web-git.yaml",
-        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web-git, namespace: flux-helm}\nspec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n  values: {replicas: 2}\n",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web-git, namespace: flux-helm}\nspec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/web\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n  valuesFrom: [{kind: ConfigMap, name: web-git-values}]\n  values: {replicas: 2}\n",
     ),
     // Argo CD.
     (
@@ -107,7 +109,7 @@ const FILES: &[(&str, &str)] = &[
 
 /// What kustomize-controller applies for `apps/flux-web` (written out by hand: the variables
 /// substituted, the image and the patch applied, the target namespace set).
-const FLUX_WEB_APPLIED: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: flux-web\n  labels: {app: web, patched: \"yes\"}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.27\n          env: [{name: HOST, value: web.example.org}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-settings, namespace: flux-web}\ndata: {host: web.example.org, tier: gold, fallback: none}\n";
+const FLUX_WEB_APPLIED: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: flux-web\n  labels: {app: web, patched: \"yes\"}\nspec:\n  replicas: 3\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.27\n          env: [{name: HOST, value: web.example.org}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web-settings, namespace: flux-web}\ndata: {host: web.example.org, tier: gold, region: eu-1, fallback: none}\n";
 
 /// The custom resources of Flux and Argo CD, as much of them as their objects need (written for
 /// this test): a cluster that runs the controllers has them.
@@ -189,6 +191,17 @@ impl World {
             c.kubectl(&["create", "namespace", ns]);
         }
         c.kubectl(&["apply", "-f", &file("oracle/crds.yaml", &gitops_crds())]);
+        // What the cluster's bootstrap made, not kept in Git: a variable source of a Flux
+        // Kustomization and a values source of a HelmRelease.
+        c.kubectl(&["create", "configmap", "cluster-info", "-n", "flux-system", "--from-literal=REGION=eu-1"]);
+        c.kubectl(&[
+            "create",
+            "configmap",
+            "web-git-values",
+            "-n",
+            "flux-helm",
+            "--from-literal=values.yaml=mode: cluster",
+        ]);
         // The controllers' own objects, as they were bootstrapped.
         c.kubectl(&["apply", "-R", "-f", &repo("clusters"), "-f", &repo("argocd")]);
         // Plain files and Kustomize, by kubectl.
@@ -215,7 +228,7 @@ impl World {
         let oci = format!("oci://{}/charts/web", self._registry.host);
         let local = repo("charts/web");
         let releases: [(&str, &str, Vec<&str>); 4] = [
-            ("flux-helm", "web-git", vec![&local, "--set", "replicas=2"]),
+            ("flux-helm", "web-git", vec![&local, "--set", "replicas=2", "--set", "mode=cluster"]),
             ("flux-http", "web-http", vec!["web", "--repo", chart_repo, "--version", "1.0.1"]),
             ("flux-oci", "web-oci", vec![&oci, "--version", "2.0.0", "--plain-http", "--set", "mode=oci"]),
             // Argo CD's repo server: `helm template` with the Application's parameters.

@@ -19,6 +19,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use base64::Engine as _;
+
+use crate::cluster::{ClusterRead, Found};
 use drift_model::{Resource, SourceWarning};
 use serde_json::Value;
 
@@ -109,28 +111,24 @@ struct Vars {
 }
 
 impl Vars {
-    fn gather(post: &PostBuild, objects: &[Resource]) -> Vars {
+    fn gather(post: &PostBuild, objects: &[Resource], cluster: ClusterRead<'_>) -> Vars {
         let mut known = HashMap::new();
         let mut unreadable = Vec::new();
         for from in &post.from {
-            let found = objects.iter().find(|r| {
-                r.key.group.is_empty()
-                    && r.key.kind == from.kind
-                    && r.key.name == from.name
-                    && r.key.namespace.as_deref() == Some(post.namespace.as_str())
-            });
-            let Some(found) = found else {
-                if !from.optional {
-                    unreadable.push(format!("{} {}/{} is not in Git", from.kind, post.namespace, from.name));
+            let shown = format!("{} {}/{}", from.kind, post.namespace, from.name);
+            let (object, place) = match cluster.find(objects, &from.kind, &post.namespace, &from.name) {
+                Found::Git(o) => (o, "in Git"),
+                Found::Cluster(o) => (o, "in the cluster"),
+                Found::Missing(_) if from.optional => continue,
+                Found::Missing(why) | Found::Unreadable(why) => {
+                    unreadable.push(format!("{shown} {why}"));
+                    continue;
                 }
-                continue;
             };
-            match read_data(&found.object, &from.kind) {
+            match read_data(&object, &from.kind) {
                 Some(data) => known.extend(data),
-                None => unreadable.push(format!(
-                    "{} {}/{} cannot be read in Git (encrypted, or data that is not base64 text)",
-                    from.kind, post.namespace, from.name
-                )),
+                None => unreadable
+                    .push(format!("{shown} cannot be read {place} (encrypted, or data that is not base64 text)")),
             }
         }
         known.extend(post.substitute.iter().map(|(k, v)| (k.clone(), v.replace('\n', ""))));
@@ -188,6 +186,7 @@ pub(crate) fn substitute(
     post: &PostBuild,
     objects: &mut [&mut Resource],
     lookup: &[Resource],
+    cluster: ClusterRead<'_>,
     notes: &mut Vec<SourceWarning>,
 ) {
     for (field, common) in [("labels", &post.common_labels), ("annotations", &post.common_annotations)] {
@@ -204,7 +203,7 @@ pub(crate) fn substitute(
             }
         }
     }
-    let vars = Vars::gather(post, lookup);
+    let vars = Vars::gather(post, lookup, cluster);
     if vars.known.is_empty() && vars.unreadable.is_empty() {
         return;
     }

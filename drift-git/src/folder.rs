@@ -76,6 +76,15 @@ impl FolderSource {
         self
     }
 
+    /// The same source, reading the ConfigMaps and Secrets that Flux objects name
+    /// (`substituteFrom`, `valuesFrom`) and that are not in Git from the cluster with `lookup`,
+    /// as kustomize-controller and helm-controller do; a snapshot that read the cluster is not
+    /// kept between fetches.
+    pub fn with_cluster(self, lookup: Arc<dyn drift_model::lookup::ObjectLookup>) -> Self {
+        self.inner.pipeline.set_cluster(lookup);
+        self
+    }
+
     /// Counters (fetches, cache hits, files parsed, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()
@@ -186,7 +195,7 @@ fn read_folder(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
         sub: &inner.sub,
     })?;
     snapshot.warnings.extend(notes);
-    Ok(inner.last.set(key, snapshot))
+    Ok(inner.last.set(key, snapshot, !inner.pipeline.read_the_cluster()))
 }
 
 #[async_trait]

@@ -132,6 +132,15 @@ impl GitSource {
         self
     }
 
+    /// The same source, reading the ConfigMaps and Secrets that Flux objects name
+    /// (`substituteFrom`, `valuesFrom`) and that are not in Git from the cluster with `lookup`,
+    /// as kustomize-controller and helm-controller do; a snapshot that read the cluster is not
+    /// kept between fetches.
+    pub fn with_cluster(self, lookup: Arc<dyn drift_model::lookup::ObjectLookup>) -> Self {
+        self.inner.pipeline.set_cluster(lookup);
+        self
+    }
+
     /// Counters (fetches, cache hits, packs received, files parsed, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()
@@ -338,7 +347,7 @@ fn fetch_blocking(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
     Stats::inc(&inner.stats.revisions_read);
     tracing::info!(repository = %inner.name, %revision, previous = ?inner.last.revision(), "reading a new commit");
     let snapshot = read_commit(inner, &repo, commit)?;
-    Ok(inner.last.set(revision, snapshot))
+    Ok(inner.last.set(revision, snapshot, !inner.pipeline.read_the_cluster()))
 }
 
 #[async_trait]

@@ -123,6 +123,15 @@ impl GitHubSource {
         self
     }
 
+    /// The same source, reading the ConfigMaps and Secrets that Flux objects name
+    /// (`substituteFrom`, `valuesFrom`) and that are not in Git from the cluster with `lookup`,
+    /// as kustomize-controller and helm-controller do; a snapshot that read the cluster is not
+    /// kept between fetches.
+    pub fn with_cluster(self, lookup: Arc<dyn drift_model::lookup::ObjectLookup>) -> Self {
+        self.inner.pipeline.set_cluster(lookup);
+        self
+    }
+
     /// Counters (fetches, requests, downloads, cache hits, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()
@@ -426,7 +435,7 @@ impl GitHubSource {
         })
         .await
         .map_err(|e| SourceError::Join(e.to_string()))??;
-        Ok(inner.last.set(sha, snapshot))
+        Ok(inner.last.set(sha, snapshot, !inner.pipeline.read_the_cluster()))
     }
 }
 

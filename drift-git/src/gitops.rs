@@ -37,6 +37,10 @@ pub(crate) enum AppRender {
     Helm(HelmOptions),
     /// A chart from a Helm repository.
     RemoteHelm(crate::charts::RemoteChart, HelmOptions),
+    /// A folder an object names but that cannot be rendered as the controller would (a note
+    /// says why): nothing is rendered from it, and the walk's reading of it is dropped too
+    /// (a chart rendered with its defaults would report false drifts).
+    NotRendered,
 }
 
 /// The prefix of a values file that lies inside a chart fetched from a repository.
@@ -85,6 +89,8 @@ pub(crate) struct Context<'a> {
     /// Every file path of the revision, and a file's text (for ApplicationSet generators).
     pub files: &'a dyn Fn() -> Vec<String>,
     pub read: &'a dyn Fn(&str) -> Option<String>,
+    /// Where Flux's value sources that are not in Git are read.
+    pub cluster: crate::cluster::ClusterRead<'a>,
 }
 
 /// Normalises a git URL for comparison: no scheme, no user, no `.git`, lower-case host.
@@ -483,7 +489,9 @@ fn flux_values(
     spec: &Value,
     namespace: Option<&str>,
     objects: &[&Resource],
+    cluster: crate::cluster::ClusterRead<'_>,
 ) -> Result<(Option<String>, Vec<(String, String, crate::render::SetAs)>), String> {
+    use crate::cluster::Found;
     use crate::render::SetAs;
     let inline = spec.get("values").filter(|v| v.is_object()).cloned();
     let refs = spec.get("valuesFrom").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -501,19 +509,15 @@ fn flux_values(
         if kind != "ConfigMap" && kind != "Secret" {
             return Err(format!("valuesFrom of kind `{kind}` is not a ConfigMap or a Secret"));
         }
-        let found = objects.iter().find(|o| {
-            o.key.group.is_empty()
-                && o.key.kind == kind
-                && o.key.name == name
-                && o.key.namespace.as_deref() == namespace
-        });
-        let data = match found {
-            None if optional => continue,
-            None => return Err(format!("valuesFrom {shown} is not in Git")),
-            Some(o) => crate::flux::source_data(&o.object, kind).ok_or_else(|| {
-                format!("valuesFrom {shown} cannot be read in Git (encrypted, or data that is not base64 text)")
-            })?,
+        let (object, place) = match cluster.find(objects.iter().copied(), kind, namespace.unwrap_or(""), name) {
+            Found::Git(o) => (o, "in Git"),
+            Found::Cluster(o) => (o, "in the cluster"),
+            Found::Missing(_) if optional => continue,
+            Found::Missing(why) | Found::Unreadable(why) => return Err(format!("valuesFrom {shown} {why}")),
         };
+        let data = crate::flux::source_data(&object, kind).ok_or_else(|| {
+            format!("valuesFrom {shown} cannot be read {place} (encrypted, or data that is not base64 text)")
+        })?;
         let Some(text) = data.get(key) else {
             if optional {
                 continue;
@@ -736,13 +740,22 @@ fn flux_helm_release(
             }
         },
     };
-    let (values, parameters) = match flux_values(&spec, r.key.namespace.as_deref(), objects) {
+    let (values, parameters) = match flux_values(&spec, r.key.namespace.as_deref(), objects, ctx.cluster) {
         Ok(v) => v,
         Err(why) => {
             notes.push(note(
                 r,
                 format!("{}: {why}; the chart is not rendered (helm-controller does not install it either), the HelmRelease itself is still compared", origin_of(r)),
             ));
+            apps.push(App {
+                path,
+                render: AppRender::NotRendered,
+                namespace: NamespaceRule::Keep,
+                origin: origin_of(r),
+                declared_in: r.provenance.path.clone().unwrap_or_default(),
+                ignore: Vec::new(),
+                post_build: None,
+            });
             return;
         }
     };
@@ -816,8 +829,13 @@ mod tests {
             "argocd/x.yaml",
         );
         let exists = |p: &str| p == "apps/web";
-        let ctx =
-            Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists, files: &Vec::new, read: &|_| None };
+        let ctx = Context {
+            repo_url: Some("github.com/org/gitops"),
+            dir_exists: &exists,
+            files: &Vec::new,
+            read: &|_| None,
+            cluster: crate::cluster::ClusterRead::none(),
+        };
         let (apps, notes) = discover(&[&app, &other], &ctx);
         assert_eq!(apps.len(), 1);
         assert_eq!(apps[0].path, "apps/web");
@@ -859,8 +877,13 @@ mod tests {
             "argocd/web.yaml",
         );
         let exists = |p: &str| p == "apps/web";
-        let ctx =
-            Context { repo_url: Some("github.com/org/gitops"), dir_exists: &exists, files: &Vec::new, read: &|_| None };
+        let ctx = Context {
+            repo_url: Some("github.com/org/gitops"),
+            dir_exists: &exists,
+            files: &Vec::new,
+            read: &|_| None,
+            cluster: crate::cluster::ClusterRead::none(),
+        };
         let (apps, _) = discover(&[&app], &ctx);
         match &apps[0].render {
             AppRender::ArgoDirectory { helm: Some(h), .. } => {
@@ -892,7 +915,13 @@ mod tests {
             "apps/web.yaml",
         );
         let exists = |p: &str| p == "apps/prod" || p == "charts/web";
-        let ctx = Context { repo_url: None, dir_exists: &exists, files: &Vec::new, read: &|_| None };
+        let ctx = Context {
+            repo_url: None,
+            dir_exists: &exists,
+            files: &Vec::new,
+            read: &|_| None,
+            cluster: crate::cluster::ClusterRead::none(),
+        };
         let (apps, notes) = discover(&[&ks, &hr, &git_hr], &ctx);
         assert_eq!(apps.len(), 2);
         assert_eq!(apps[0].namespace, NamespaceRule::Override("prod".into()));

@@ -51,6 +51,7 @@
 mod accept;
 mod appset;
 mod charts;
+mod cluster;
 mod config;
 mod edit;
 mod error;
@@ -77,8 +78,8 @@ pub use git::GitSource;
 pub use github::GitHubSource;
 pub use gitops::is_gitops_object;
 pub use output::{
-    OutputFormat, RenderRequest, format_snapshot, has_errors, render, render_observed, source_from_config,
-    source_observed, source_opening,
+    OutputFormat, RenderRequest, format_snapshot, has_errors, render, render_observed, render_reading,
+    source_from_config, source_observed, source_opening, source_with,
 };
 pub use pipeline::SourceStats;
 pub use propose::GitProposer;

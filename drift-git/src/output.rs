@@ -85,13 +85,34 @@ pub fn source_opening(
     progress: Progress,
     sops: Option<Arc<dyn drift_model::sops::SopsOpener>>,
 ) -> Result<Arc<dyn DesiredSource>> {
-    Ok(match (config, sops) {
-        (SourceConfig::Folder(c), None) => Arc::new(FolderSource::observed(c, progress)?),
-        (SourceConfig::Folder(c), Some(o)) => Arc::new(FolderSource::observed(c, progress)?.with_sops(o)),
-        (SourceConfig::Git(c), None) => Arc::new(GitSource::observed(c, progress)?),
-        (SourceConfig::Git(c), Some(o)) => Arc::new(GitSource::observed(c, progress)?.with_sops(o)),
-        (SourceConfig::Github(c), None) => Arc::new(GitHubSource::observed(c, progress)?),
-        (SourceConfig::Github(c), Some(o)) => Arc::new(GitHubSource::observed(c, progress)?.with_sops(o)),
+    source_with(config, progress, sops, None)
+}
+
+/// [`source_opening`], also reading from the cluster with `cluster` (when given) the
+/// ConfigMaps and Secrets that Flux objects name and that are not in Git (`drift scan`,
+/// `drift serve` and `drift diff --cluster`).
+pub fn source_with(
+    config: SourceConfig,
+    progress: Progress,
+    sops: Option<Arc<dyn drift_model::sops::SopsOpener>>,
+    cluster: Option<Arc<dyn drift_model::lookup::ObjectLookup>>,
+) -> Result<Arc<dyn DesiredSource>> {
+    macro_rules! finish {
+        ($source:expr) => {{
+            let mut s = $source;
+            if let Some(o) = sops {
+                s = s.with_sops(o);
+            }
+            if let Some(c) = cluster {
+                s = s.with_cluster(c);
+            }
+            Arc::new(s) as Arc<dyn DesiredSource>
+        }};
+    }
+    Ok(match config {
+        SourceConfig::Folder(c) => finish!(FolderSource::observed(c, progress)?),
+        SourceConfig::Git(c) => finish!(GitSource::observed(c, progress)?),
+        SourceConfig::Github(c) => finish!(GitHubSource::observed(c, progress)?),
     })
 }
 
@@ -103,6 +124,16 @@ pub async fn render(request: &RenderRequest) -> Result<DesiredSnapshot> {
 
 /// [`render`], counting the files parsed and the renders run into `progress`.
 pub async fn render_observed(request: &RenderRequest, progress: Progress) -> Result<DesiredSnapshot> {
+    render_reading(request, progress, None).await
+}
+
+/// [`render_observed`], reading the ConfigMaps and Secrets that Flux objects name and that are
+/// not in the repository from `cluster` when given (`drift diff --cluster`).
+pub async fn render_reading(
+    request: &RenderRequest,
+    progress: Progress,
+    cluster: Option<Arc<dyn drift_model::lookup::ObjectLookup>>,
+) -> Result<DesiredSnapshot> {
     let mut config = request.to_config();
     // Read once: nothing is worth keeping for a next fetch.
     match &mut config {
@@ -110,7 +141,7 @@ pub async fn render_observed(request: &RenderRequest, progress: Progress) -> Res
         SourceConfig::Git(c) => c.render.keep_between_fetches = false,
         SourceConfig::Github(c) => c.render.keep_between_fetches = false,
     }
-    let source = source_observed(config, progress)?;
+    let source = source_with(config, progress, None, cluster)?;
     source.fetch().await
 }
 

@@ -219,8 +219,16 @@ impl LastSnapshot {
         let guard = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         guard.as_ref().map(|(r, _)| r.clone())
     }
-    pub fn set(&self, revision: String, snapshot: DesiredSnapshot) -> Arc<DesiredSnapshot> {
-        if self.1 {
+    /// Keeps `snapshot` as the one of `revision` (when the slot keeps any) if
+    /// `depends_on_revision_only`: a snapshot that read the cluster (Flux's value sources that
+    /// are not in Git) is not kept, so the next fetch reads it again.
+    pub fn set(
+        &self,
+        revision: String,
+        snapshot: DesiredSnapshot,
+        depends_on_revision_only: bool,
+    ) -> Arc<DesiredSnapshot> {
+        if self.1 && depends_on_revision_only {
             let kept = Arc::new(KeptSnapshot::of(&snapshot));
             *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, kept));
         }
@@ -267,7 +275,7 @@ mod tests {
     #[test]
     fn callers_at_the_same_time_share_the_trees_and_a_change_stays_their_own() {
         let last = LastSnapshot::new(true);
-        let first = last.set("abc".into(), snapshot());
+        let first = last.set("abc".into(), snapshot(), true);
         let second = last.get("abc").unwrap();
         assert_eq!(*second, *first);
         assert!(first.resources.iter().zip(&second.resources).all(|(x, y)| Arc::ptr_eq(&x.object, &y.object)));

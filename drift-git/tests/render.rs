@@ -1038,3 +1038,86 @@ async fn flux_values_from_config_maps_and_secrets_are_composed_as_helm_controlle
         snap.warnings.iter().find(|w| w.message.contains("ConfigMap shop/absent is not in Git")).expect("a note");
     assert!(!note.fatal && note.path.as_deref() == Some("releases/releases.yaml"), "{note:?}");
 }
+
+/// The cluster as Flux reads it: a ConfigMap and a Secret that are only there.
+#[derive(Debug)]
+struct Cluster {
+    objects: drift_model::lookup::StaticLookup,
+    reads: std::sync::atomic::AtomicUsize,
+    down: bool,
+}
+
+impl drift_model::lookup::ObjectLookup for Cluster {
+    fn get(&self, kind: &str, namespace: &str, name: &str) -> Result<Option<serde_json::Value>, String> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.down {
+            return Err("connection refused".into());
+        }
+        self.objects.get(kind, namespace, name)
+    }
+}
+
+/// `substituteFrom` and `valuesFrom` sources that are not in Git are read from the cluster when
+/// the source has a lookup (as the controllers read them), and a snapshot that read it is read
+/// again on the next fetch; a cluster that cannot be read is a note naming the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flux_value_sources_that_are_only_in_the_cluster_are_read_from_it() {
+    if !helm_available("flux_value_sources_that_are_only_in_the_cluster_are_read_from_it") {
+        return;
+    }
+    use base64::Engine as _;
+    require_kubectl();
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
+    w(
+        "clusters/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  path: ./apps\n  sourceRef: {kind: GitRepository, name: flux-system}\n  postBuild:\n    substituteFrom: [{kind: ConfigMap, name: cluster-vars}]\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: show, namespace: shop}\nspec:\n  chart:\n    spec:\n      chart: ./charts/show\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n  valuesFrom: [{kind: Secret, name: show-values}]\n",
+    );
+    w(
+        "apps/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site, namespace: shop}\ndata: {host: 'web.${DOMAIN}'}\n",
+    );
+    w("charts/show/Chart.yaml", "apiVersion: v2\nname: show\nversion: 0.1.0\n");
+    w("charts/show/values.yaml", "mode: default\n");
+    w(
+        "charts/show/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: show}\ndata: {mode: {{ .Values.mode | quote }}}\n",
+    );
+    let values = base64::engine::general_purpose::STANDARD.encode("mode: from-the-cluster\n");
+    let objects = drift_model::lookup::StaticLookup(vec![
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-vars", "namespace": "flux-system"}, "data": {"DOMAIN": "example.org"}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "show-values", "namespace": "shop"}, "data": {"values.yaml": values}}),
+    ]);
+    let cluster = std::sync::Arc::new(Cluster { objects: objects.clone(), reads: 0.into(), down: false });
+    let source = FolderSource::new(FolderConfig::new(repo.path())).unwrap().with_cluster(cluster.clone());
+    let snap = source.fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert!(!snap.warnings.iter().any(|w| w.message.contains("not in Git")), "{:?}", snap.warnings);
+    assert_eq!(object(&snap, "ConfigMap", "site").object["data"]["host"], "web.example.org");
+    assert_eq!(object(&snap, "ConfigMap", "show").object["data"]["mode"], "from-the-cluster");
+    let reads = cluster.reads.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(reads >= 2, "{reads}");
+    let again = source.fetch().await.unwrap();
+    assert_eq!(object(&again, "ConfigMap", "site").object["data"]["host"], "web.example.org");
+    assert!(
+        cluster.reads.load(std::sync::atomic::Ordering::Relaxed) > reads,
+        "read again: the cluster may have changed"
+    );
+    assert_eq!(source.stats().snapshot_cache_hits, 0);
+
+    let down = std::sync::Arc::new(Cluster { objects, reads: 0.into(), down: true });
+    let snap = FolderSource::new(FolderConfig::new(repo.path())).unwrap().with_cluster(down).fetch().await.unwrap();
+    let notes: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(
+        notes.iter().any(|m| m.contains(
+            "ConfigMap flux-system/cluster-vars is not in Git and cannot be read from the cluster: connection refused"
+        )),
+        "{notes:?}"
+    );
+    assert!(notes.iter().any(|m| m.contains("valuesFrom Secret shop/show-values is not in Git and cannot be read from the cluster")), "{notes:?}");
+    assert!(
+        !snap.resources.iter().any(|r| r.key.kind == "ConfigMap" && r.key.name == "show"),
+        "not rendered, not even with the chart's defaults: {:?}",
+        keys(&snap)
+    );
+}

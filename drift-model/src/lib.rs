@@ -34,6 +34,7 @@ pub mod finding;
 pub mod hash_key;
 pub mod ignore;
 pub mod lease;
+pub mod lookup;
 pub mod memory;
 pub mod outbox;
 pub mod path;

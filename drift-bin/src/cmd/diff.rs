@@ -105,13 +105,12 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let opener = crate::compose::sops_opener(&sops);
     let recipients = crate::compose::sops_recipients(&sops);
     let Some(live_path) = &args.live else {
-        let (desired, _) = load_desired(&args.desired, &progress, opener.as_deref(), &|r| r)?;
-        return run_cluster(args, &engine, policy, desired, recipients, line, progress);
+        return run_cluster(args, &engine, policy, opener.as_deref(), recipients, line, progress);
     };
     // Each desired object is kept compact until it is compared (`drift_core::desired`); the
     // engine is asked for its relations while its tree is in hand.
     let keep = |r: drift_core::Resource| KeptResource::asking(&r, &engine);
-    let (desired, render) = load_desired(&args.desired, &progress, opener.as_deref(), &keep)?;
+    let (desired, render) = load_desired(&args.desired, &progress, opener.as_deref(), None, &keep)?;
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
@@ -143,14 +142,17 @@ type Reload<'a> = dyn Fn(&drift_core::Provenance) -> Vec<drift_core::Resource> +
 /// reads it when the folder holds what `drift scan` renders (a kustomization or a chart, found
 /// by name before anything is read; an Argo CD or Flux object, found while the files are read),
 /// else the files as they are.
+/// With `cluster`, the ConfigMaps and Secrets Flux objects name that are not in the folder are
+/// read from it.
 fn load_desired<T: Send>(
     path: &std::path::Path,
     progress: &Progress,
     sops: Option<&dyn drift_core::sops::SopsOpener>,
+    cluster: Option<Arc<dyn drift_core::drift_model::lookup::ObjectLookup>>,
     make: crate::files::Make<'_, T>,
 ) -> Result<(crate::files::Loaded<T>, bool)> {
     if holds_renderable(path) {
-        return Ok((rendered(path, make)?, true));
+        return Ok((rendered(path, cluster, make)?, true));
     }
     let gitops = std::sync::atomic::AtomicBool::new(false);
     let noting = |r: drift_core::Resource| {
@@ -161,7 +163,7 @@ fn load_desired<T: Send>(
     };
     let loaded = crate::files::load(path, progress, sops, &noting)?;
     if gitops.load(std::sync::atomic::Ordering::Relaxed) {
-        return Ok((rendered(path, make)?, true));
+        return Ok((rendered(path, cluster, make)?, true));
     }
     Ok((loaded, false))
 }
@@ -179,10 +181,14 @@ fn holds_renderable(path: &std::path::Path) -> bool {
 
 /// The desired folder read as `drift render` reads it (Kustomize, Helm, the Argo CD and Flux
 /// objects followed, with their notes).
-fn rendered<T>(path: &std::path::Path, make: crate::files::Make<'_, T>) -> Result<crate::files::Loaded<T>> {
+fn rendered<T>(
+    path: &std::path::Path,
+    cluster: Option<Arc<dyn drift_core::drift_model::lookup::ObjectLookup>>,
+    make: crate::files::Make<'_, T>,
+) -> Result<crate::files::Loaded<T>> {
     let request = drift_git::RenderRequest::new(path.display().to_string());
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let snapshot = runtime.block_on(drift_git::render(&request))?;
+    let snapshot = runtime.block_on(drift_git::render_reading(&request, Progress::default(), cluster))?;
     Ok(crate::files::Loaded {
         resources: snapshot.resources.into_iter().map(make).collect(),
         warnings: snapshot.warnings,
@@ -208,26 +214,30 @@ fn run_cluster(
     args: &DiffArgs,
     engine: &Engine,
     policy: Option<Arc<Policy>>,
-    desired: crate::files::Loaded,
+    sops: Option<&dyn drift_core::sops::SopsOpener>,
     sops_recipients: Option<std::sync::Arc<[String]>>,
     line: crate::progress::Line,
     progress: Progress,
 ) -> Result<ExitCode> {
-    let mut desired = DesiredSnapshot {
-        repository: args.desired.display().to_string(),
-        revision: None,
-        resources: desired.resources,
-        warnings: desired.warnings,
-    };
     let config = drift_kube::K8sConfig {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
         server_side: args.server_side,
         ..drift_kube::K8sConfig::default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // A worker thread drives the client while the desired side is rendered, and the render
+    // reads Flux's value sources that are not in Git through it.
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let source = Arc::new(runtime.block_on(crate::compose::cluster(config))?.with_progress(progress.clone()));
+    let lookup = drift_kube::ClusterLookup::new(Arc::clone(&source), runtime.handle().clone());
+    let (desired, _) = load_desired(&args.desired, &progress, sops, Some(Arc::new(lookup)), &|r| r)?;
+    let mut desired = DesiredSnapshot {
+        repository: args.desired.display().to_string(),
+        revision: None,
+        resources: desired.resources,
+        warnings: desired.warnings,
+    };
     let report = runtime.block_on(async {
-        let source = crate::compose::cluster(config).await?.with_progress(progress.clone());
         let mut options = ScanOptions::new("diff");
         options.default_namespace = args.namespace.clone().unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
         options.progress = progress;
@@ -236,13 +246,13 @@ fn run_cluster(
         options.policy = policy;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
         // would do.
-        discover_cluster_scoped(&source, &desired, &mut options).await;
+        discover_cluster_scoped(source.as_ref(), &desired, &mut options).await;
         place_namespaces(&mut desired.resources, &options);
         let mut scope = desired.scope();
         if args.orphans {
             scope.only = None;
         }
-        let live = drift_core::LiveSource::fetch(&source, &scope).await?;
+        let live = drift_core::LiveSource::fetch(source.as_ref(), &scope).await?;
         let compared = args.server_side.then(|| (desired.resources.clone(), live.clone()));
         let mut report = compare_snapshots(desired, live, engine, &options);
         if let Some((desired, live)) = compared {

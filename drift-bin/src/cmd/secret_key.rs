@@ -120,7 +120,7 @@ async fn rehash(config: &Config, old: SecretHasher, new: SecretHasher) -> Result
     let engines: [Engine; 2] =
         [config.built.engine.clone().with_secret_hasher(old), config.built.engine.clone().with_secret_hasher(new)];
     let mut out = Vec::new();
-    for source in compose::desired_sources(config, false, &progress, &sops)? {
+    for source in compose::desired_sources(config, false, &progress, &sops, &cluster)? {
         let options = settings.options(drift_runtime::new_scan_id());
         let before = drift_core::scan::run_scan(source.as_ref(), live.as_ref(), &engines[0], &options).await;
         let after = drift_core::scan::run_scan(source.as_ref(), live.as_ref(), &engines[1], &options).await;

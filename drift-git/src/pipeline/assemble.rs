@@ -42,6 +42,7 @@ pub(super) fn assemble(
     revision: &str,
     results: Vec<(Unit, Arc<Parsed>)>,
     mut warnings: Vec<SourceWarning>,
+    cluster: crate::cluster::ClusterRead<'_>,
 ) -> DesiredSnapshot {
     let sources: Vec<Resource> = if results.iter().any(|(u, _)| u.post_build.is_some()) {
         results
@@ -67,7 +68,7 @@ pub(super) fn assemble(
         }
         if let Some(post) = &unit.post_build {
             let mut objects: Vec<&mut Resource> = parsed_resources.iter_mut().collect();
-            crate::flux::substitute(post, &mut objects, &sources, &mut warnings);
+            crate::flux::substitute(post, &mut objects, &sources, cluster, &mut warnings);
         }
         for mut r in parsed_resources {
             r.provenance.repository = Some(repository.to_owned());
@@ -151,6 +152,7 @@ mod tests {
             "abc",
             results(vec![(NamespaceRule::Default("shop".into()), vec![resource("ConfigMap", None, "1", "a.yaml")])]),
             Vec::new(),
+            crate::cluster::ClusterRead::none(),
         );
         assert_eq!((snap.repository.as_str(), snap.revision.as_deref()), ("repo", Some("abc")));
         let r = &snap.resources[0];
@@ -165,7 +167,13 @@ mod tests {
         let first = resource("ConfigMap", Some("a"), "1", "first.yaml");
         let same = resource("ConfigMap", Some("a"), "1", "same.yaml");
         let other = resource("ConfigMap", Some("a"), "2", "other.yaml");
-        let snap = assemble("repo", "abc", results(vec![(NamespaceRule::Keep, vec![first, same, other])]), Vec::new());
+        let snap = assemble(
+            "repo",
+            "abc",
+            results(vec![(NamespaceRule::Keep, vec![first, same, other])]),
+            Vec::new(),
+            crate::cluster::ClusterRead::none(),
+        );
         assert_eq!(snap.resources.len(), 1);
         assert_eq!(snap.resources[0].provenance.path.as_deref(), Some("first.yaml"), "the first copy is kept");
         let w = &snap.warnings;

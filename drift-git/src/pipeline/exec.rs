@@ -298,12 +298,24 @@ impl Pipeline {
 fn write_overlay(root: &std::path::Path, dir: &str, resources: &[String], overlay: &str) -> Result<Overlay, String> {
     let mut h = Sha256::new();
     h.update(format!("{dir}\0{resources:?}\0{overlay}").as_bytes());
+    let prefix = hex::encode(h.finalize())[..16].to_owned();
     let parent = root.join(OVERLAY_DIR);
-    std::fs::create_dir_all(&parent).map_err(|e| e.to_string())?;
-    let folder = tempfile::Builder::new()
-        .prefix(&hex::encode(h.finalize())[..16])
-        .tempdir_in(&parent)
-        .map_err(|e| format!("cannot make the overlay folder in {}: {e}", parent.display()))?;
+    // The parent is made and removed under the count of this process's overlays in it (two
+    // units build at once); another process's removal between the two steps is retried.
+    let folder = {
+        let mut live = LIVE_OVERLAYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut attempt = 0;
+        let folder = loop {
+            std::fs::create_dir_all(&parent).map_err(|e| e.to_string())?;
+            match tempfile::Builder::new().prefix(&prefix).tempdir_in(&parent) {
+                Ok(f) => break f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempt < 3 => attempt += 1,
+                Err(e) => return Err(format!("cannot make the overlay folder in {}: {e}", parent.display())),
+            }
+        };
+        *live.entry(parent.clone()).or_default() += 1;
+        folder
+    };
     let overlay_dir = Overlay { folder: Some(folder), parent };
     let at = overlay_dir.path().to_path_buf();
     let up = |p: &str| format!("../../{p}");
@@ -348,11 +360,23 @@ impl Overlay {
     }
 }
 
+/// How many overlays of this process each overlay parent holds.
+static LIVE_OVERLAYS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, usize>>> =
+    std::sync::LazyLock::new(Default::default);
+
 impl Drop for Overlay {
     fn drop(&mut self) {
+        let mut live = LIVE_OVERLAYS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         drop(self.folder.take());
-        // Fails, as it should, while another render's overlay is there.
-        let _ = std::fs::remove_dir(&self.parent);
+        let left = live.get_mut(&self.parent).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if left == Some(0) {
+            live.remove(&self.parent);
+            // Fails, as it should, while another process's overlay is there.
+            let _ = std::fs::remove_dir(&self.parent);
+        }
     }
 }
 

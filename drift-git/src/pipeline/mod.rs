@@ -106,11 +106,38 @@ pub(crate) struct Pipeline {
     pub stats: Arc<Stats>,
     /// Opens the SOPS-encrypted plain files, when keys were given (set once, before the first fetch).
     sops: std::sync::OnceLock<Arc<dyn drift_model::sops::SopsOpener>>,
+    /// Reads the ConfigMaps and Secrets Flux objects name that are not in Git (set once).
+    cluster: std::sync::OnceLock<Arc<dyn drift_model::lookup::ObjectLookup>>,
+    /// Whether the last build read the cluster.
+    consulted: std::sync::atomic::AtomicBool,
 }
 
 impl Pipeline {
     pub fn new(cfg: RenderConfig, stats: Arc<Stats>) -> Self {
-        Pipeline { cfg, cache: Mutex::new(Cache::default()), stats, sops: std::sync::OnceLock::new() }
+        Pipeline {
+            cfg,
+            cache: Mutex::new(Cache::default()),
+            stats,
+            sops: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
+            consulted: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Reads Flux's `substituteFrom` and `valuesFrom` sources that are not in Git from the
+    /// cluster with `lookup` from now on (the first call wins).
+    pub fn set_cluster(&self, lookup: Arc<dyn drift_model::lookup::ObjectLookup>) {
+        let _ = self.cluster.set(lookup);
+    }
+
+    /// Whether the builds since the last call read the cluster (their snapshot then depends on
+    /// more than the revision and is not kept).
+    pub fn read_the_cluster(&self) -> bool {
+        self.consulted.swap(false, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn cluster_read(&self) -> crate::cluster::ClusterRead<'_> {
+        crate::cluster::ClusterRead { lookup: self.cluster.get().map(|l| l.as_ref()), consulted: &self.consulted }
     }
 
     /// Opens SOPS-encrypted plain files with `opener` from now on (the first call wins).
@@ -125,7 +152,7 @@ impl Pipeline {
     /// Builds the snapshot of one revision.
     pub fn build(&self, input: &BuildInput<'_>) -> Result<DesiredSnapshot, SourceError> {
         let (results, warnings) = self.run(input)?;
-        Ok(assemble::assemble(input.repository, input.revision, results, warnings))
+        Ok(assemble::assemble(input.repository, input.revision, results, warnings, self.cluster_read()))
     }
 
     /// Where the object `key` of one revision comes from: the unit that renders it (the first
@@ -178,7 +205,13 @@ impl Pipeline {
         let dir_exists = |p: &str| checkout.contains_dir(p) || (p.is_empty() && !checkout.files.is_empty());
         let files = || checkout.files.keys().cloned().collect::<Vec<String>>();
         let read = |p: &str| checkout.read(p).ok().and_then(|b| String::from_utf8(b).ok());
-        let ctx = gitops::Context { repo_url: input.repo_url, dir_exists: &dir_exists, files: &files, read: &read };
+        let ctx = gitops::Context {
+            repo_url: input.repo_url,
+            dir_exists: &dir_exists,
+            files: &files,
+            read: &read,
+            cluster: self.cluster_read(),
+        };
         for depth in 0..=MAX_APP_DEPTH {
             if pending.is_empty() {
                 break;
@@ -273,7 +306,7 @@ impl Pipeline {
                     parsed.resources.iter().filter(|r| gitops::is_gitops_object(r)).cloned().collect();
                 let mut objects: Vec<&mut Resource> = copies.iter_mut().collect();
                 // Its notes are given when the objects themselves are substituted.
-                crate::flux::substitute(post, &mut objects, &sources, &mut Vec::new());
+                crate::flux::substitute(post, &mut objects, &sources, self.cluster_read(), &mut Vec::new());
                 out.extend(copies);
             }
             out

@@ -244,6 +244,7 @@ pub(super) fn app_units(checkout: &Checkout<'_>, app: &App, notes: &mut Vec<Sour
             vec![Unit::new(UnitKind::Overlay { dir: app.path.clone(), resources, overlay: overlay.clone() })]
         }
         AppRender::Helm(opts) => vec![Unit::new(UnitKind::Helm { chart: app.path.clone(), opts: opts.clone() })],
+        AppRender::NotRendered => Vec::new(),
         AppRender::RemoteHelm(remote, opts) => {
             vec![Unit::new(UnitKind::RemoteHelm {
                 root: remote.root(),
