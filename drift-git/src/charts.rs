@@ -5,7 +5,6 @@
 //! and a changed one never used unverified.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -82,50 +81,113 @@ pub(crate) fn fetch(cfg: &RenderConfig, remote: &RemoteChart) -> Result<PathBuf,
             Some(bytes) => place(&cache, &digest, &bytes, &remote.chart),
         };
     }
-    let index = get_index(&remote.repo, cfg.render_timeout).map_err(Unreachable)?;
-    let (version, digest) = resolve(&index, &remote.chart, &remote.version)?;
-    // The digest names a folder: only a sha256 in hexadecimal is one.
-    if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Refused(format!(
-            "the repository index gives chart {} {version} the digest {digest:?}, not a sha256",
-            remote.chart
-        )));
+    let auth = crate::oci::auth_file(cfg.registry_auth_file.as_deref());
+    let (digest, bytes) =
+        fetch_http(remote, cfg.render_timeout, auth.as_deref(), |d| chart_in(&cache.join(d)).is_some())?;
+    match bytes {
+        None => chart_in(&cache.join(&digest)).ok_or_else(|| Unreachable(format!("the cached chart {digest} is gone"))),
+        Some(bytes) => place(&cache, &digest, &bytes, &remote.chart),
     }
-    let digest = digest.to_ascii_lowercase();
-    if let Some(chart_dir) = chart_in(&cache.join(&digest)) {
-        return Ok(chart_dir);
-    }
-    let work = tempfile::tempdir().map_err(|e| Unreachable(format!("cannot make a folder for the chart: {e}")))?;
-    let helm = cfg.helm.binary.clone().unwrap_or_else(|| "helm".to_owned());
-    let program = crate::render::find_program(&helm)
-        .ok_or_else(|| Unreachable(format!("`{helm}` was not found on PATH; install Helm 3 to fetch charts")))?;
-    let out = Command::new(&program)
-        .args(["pull", &remote.chart, "--repo", &remote.repo, "--version", &version, "--destination"])
-        .arg(work.path())
-        .env("HELM_CACHE_HOME", work.path().join("helm-cache"))
-        .env("HELM_CONFIG_HOME", work.path().join("helm-config"))
-        .env("HELM_DATA_HOME", work.path().join("helm-data"))
-        .output()
-        .map_err(|e| Unreachable(format!("cannot start helm: {e}")))?;
-    if !out.status.success() {
-        return Err(Unreachable(format!(
-            "helm pull of {} {version} from {} failed: {}",
-            remote.chart,
-            remote.repo,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let archive = work.path().join(format!("{}-{version}.tgz", remote.chart));
-    let bytes =
-        std::fs::read(&archive).map_err(|e| Refused(format!("helm pull left no {}: {e}", archive.display())))?;
-    let got = hex::encode(Sha256::digest(&bytes));
-    if got != digest {
-        return Err(Refused(format!(
-            "chart {} {version} from {} does not match the repository index: sha256 {got}, the index says {digest}; not used",
-            remote.chart, remote.repo
-        )));
-    }
-    place(&cache, &digest, &bytes, &remote.chart)
+}
+
+/// The largest repository index read (Flux's `--helm-index-max-size` default).
+const MAX_INDEX: usize = 50 << 20;
+/// The largest chart read (Flux's `--helm-chart-max-size` default).
+const MAX_CHART: usize = 10 << 20;
+
+/// A chart of a repository over HTTP(S), as helm fetches it: the repository's `index.yaml`, the
+/// version the constraint picks, the archive at the entry's first URL (relative to the
+/// repository's), its sha256 checked against the index's `digest`. Credentials of the auth file
+/// for the repository's host are sent to the repository's own origin only (helm's default
+/// without `--pass-credentials`). Gives the digest in hexadecimal and the verified archive, or
+/// no archive when `cached` says that digest is kept.
+fn fetch_http(
+    remote: &RemoteChart,
+    timeout: std::time::Duration,
+    auth_file: Option<&Path>,
+    cached: impl Fn(&str) -> bool,
+) -> Result<(String, Option<Vec<u8>>), ChartError> {
+    let base = url::Url::parse(&format!("{}/", remote.repo.trim_end_matches('/')))
+        .map_err(|e| Refused(format!("the repository URL `{}` is not a URL: {e}", remote.repo)))?;
+    let origin = base.origin();
+    let host = match base.port() {
+        Some(port) => format!("{}:{port}", base.host_str().unwrap_or("")),
+        None => base.host_str().unwrap_or("").to_owned(),
+    };
+    let credentials =
+        auth_file.map(|f| crate::oci::credentials_for(f, &host)).transpose().map_err(Unreachable)?.flatten();
+    check_crypto_provider().map_err(Unreachable)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Unreachable(format!("cannot start an HTTP client: {e}")))?;
+    runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .timeout(timeout)
+            .build()
+            .map_err(|e| Unreachable(format!("cannot start an HTTP client: {e}")))?;
+        let get = |url: url::Url, max: usize| {
+            let request = client.get(url.clone());
+            let request = match &credentials {
+                Some((user, password)) if url.origin() == origin => request.basic_auth(user, Some(password)),
+                _ => request,
+            };
+            let shown = format!("{}{}", url.origin().ascii_serialization(), url.path());
+            let has_credentials = credentials.is_some();
+            async move {
+                let response = request
+                    .send()
+                    .await
+                    .map_err(|e| Unreachable(format!("cannot read {shown}: {}", crate::oci::plain(e))))?;
+                let status = response.status();
+                if !status.is_success() {
+                    let hint = match (status.as_u16(), has_credentials) {
+                        (401 | 403, true) => " (the credentials of the registry auth file were refused)",
+                        (401 | 403, false) => {
+                            " (set render.registry_auth_file or DRIFT_REGISTRY_AUTH_FILE to a Docker config.json with credentials for this repository)"
+                        }
+                        _ => "",
+                    };
+                    return Err(Unreachable(format!("cannot read {shown}: HTTP {status}{hint}")));
+                }
+                crate::oci::read_limited(response, max, &shown).await
+            }
+        };
+        let index_url = base.join("index.yaml").map_err(|e| Refused(e.to_string()))?;
+        let text = get(index_url, MAX_INDEX).await?;
+        let text = String::from_utf8(text)
+            .map_err(|_| Refused(format!("the index of {} is not text", remote.repo)))?;
+        let index = drift_manifest::read_yaml_value(&text)
+            .map_err(|e| Refused(format!("the index of {}: {e}", remote.repo)))?;
+        let (version, digest, url) = resolve(&index, &remote.chart, &remote.version)?;
+        // The digest names a folder: only a sha256 in hexadecimal is one.
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Refused(format!(
+                "the repository index gives chart {} {version} the digest {digest:?}, not a sha256",
+                remote.chart
+            )));
+        }
+        let digest = digest.to_ascii_lowercase();
+        if cached(&digest) {
+            return Ok((digest, None));
+        }
+        let chart_url = base
+            .join(&url)
+            .map_err(|e| Refused(format!("the index gives chart {} {version} the URL `{url}`: {e}", remote.chart)))?;
+        if !matches!(chart_url.scheme(), "http" | "https") {
+            return Err(Refused(format!("the index gives chart {} {version} the URL `{url}`, not HTTP(S)", remote.chart)));
+        }
+        let bytes = get(chart_url, MAX_CHART).await?;
+        let got = hex::encode(Sha256::digest(&bytes));
+        if got != digest {
+            return Err(Refused(format!(
+                "chart {} {version} from {} does not match the repository index: sha256 {got}, the index says {digest}; not used",
+                remote.chart, remote.repo
+            )));
+        }
+        Ok((digest, Some(bytes)))
+    })
 }
 
 /// The chart folder (the one holding a `Chart.yaml`) of a cache entry, when it is there.
@@ -163,43 +225,29 @@ pub(crate) fn check_crypto_provider() -> Result<(), String> {
     Ok(())
 }
 
-fn get_index(repo: &str, timeout: std::time::Duration) -> Result<Value, String> {
-    let url = format!("{}/index.yaml", repo.trim_end_matches('/'));
-    check_crypto_provider().map_err(|e| format!("cannot read {url}: {e}"))?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot read {url}: {e}"))?;
-    let text = runtime.block_on(async {
-        let client = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(5))
-            .timeout(timeout)
-            .build()
-            .map_err(|e| format!("cannot read {url}: {e}"))?;
-        let response = client.get(&url).send().await.map_err(|e| format!("cannot read {url}: {e}"))?;
-        if !response.status().is_success() {
-            return Err(format!("cannot read {url}: HTTP {}", response.status()));
-        }
-        response.text().await.map_err(|e| format!("cannot read {url}: {e}"))
-    })?;
-    drift_manifest::read_yaml_value(&text).map_err(|e| format!("{url}: {e}"))
-}
-
 /// The version the constraint picks among the index's entries of `chart` (the highest that
 /// matches, pre-releases only when asked for exactly), as the index writes it, and its digest.
 /// A constraint drift does not evaluate (`>=1.0`, `~1.2`, `^4`) is a note, not an error.
-fn resolve(index: &Value, chart: &str, constraint: &str) -> Result<(String, String), ChartError> {
+fn resolve(index: &Value, chart: &str, constraint: &str) -> Result<(String, String, String), ChartError> {
     let entries = index
         .pointer(&format!("/entries/{chart}"))
         .and_then(Value::as_array)
         .ok_or_else(|| Refused(format!("the repository has no chart {chart}")))?;
-    let listed: Vec<(&str, &str)> =
-        entries.iter().filter_map(|e| Some((e.get("version")?.as_str()?, e.get("digest")?.as_str()?))).collect();
-    let best = best_version(listed.iter().map(|(v, _)| *v), constraint)
+    let listed: Vec<(&str, &str, &str)> = entries
+        .iter()
+        .filter_map(|e| {
+            let url = e.get("urls").and_then(Value::as_array).and_then(|u| u.first()).and_then(Value::as_str);
+            Some((e.get("version")?.as_str()?, e.get("digest")?.as_str()?, url.unwrap_or("")))
+        })
+        .collect();
+    let best = best_version(listed.iter().map(|(v, _, _)| *v), constraint)
         .map_err(|e| Unreachable(format!("{e} of chart {chart}")))?
         .ok_or_else(|| Refused(format!("the repository has no version `{}` of chart {chart}", constraint.trim())))?;
-    let digest = listed.iter().find(|(v, _)| *v == best).map_or("", |(_, d)| d);
-    Ok((best.to_owned(), digest.to_owned()))
+    let (_, digest, url) = listed.iter().find(|(v, _, _)| *v == best).copied().unwrap_or_default();
+    if url.is_empty() {
+        return Err(Refused(format!("the repository index gives chart {chart} {best} no URL")));
+    }
+    Ok((best.to_owned(), digest.to_owned(), url.to_owned()))
 }
 
 /// The highest of `versions` that the constraint allows (exact, empty or `*`, `1.2.*`, `1.*`,
@@ -252,25 +300,28 @@ mod tests {
 
     #[test]
     fn versions_resolve_as_helm_orders_them() {
+        let entry = |v: &str, d: &str| json!({"version": v, "digest": d, "urls": [format!("web-{v}.tgz")]});
         let index = json!({"entries": {"web": [
-            {"version": "1.2.0", "digest": "a"}, {"version": "1.10.0", "digest": "b"},
-            {"version": "2.0.0-rc.1", "digest": "c"}, {"version": "1.2.3", "digest": "d"}
+            entry("1.2.0", "a"), entry("1.10.0", "b"), entry("2.0.0-rc.1", "c"), entry("1.2.3", "d")
         ]}});
-        let ok = |c: &str| resolve(&index, "web", c).ok();
+        let ok = |c: &str| resolve(&index, "web", c).ok().map(|(v, d, _)| (v, d));
         assert_eq!(ok(""), Some(("1.10.0".into(), "b".into())));
         assert_eq!(ok("1.2.*"), Some(("1.2.3".into(), "d".into())));
         assert_eq!(ok("2.0.0-rc.1"), Some(("2.0.0-rc.1".into(), "c".into())));
         assert_eq!(ok("v1.2.0"), Some(("1.2.0".into(), "a".into())));
+        assert_eq!(resolve(&index, "web", "1.2.3").ok().map(|(_, _, u)| u).as_deref(), Some("web-1.2.3.tgz"));
         assert!(matches!(resolve(&index, "web", "3.0.0"), Err(ChartError::Refused(_))));
         assert!(
             matches!(resolve(&index, "web", ">=1.0.0"), Err(ChartError::Unreachable(m)) if m.contains("not resolved by drift"))
         );
         assert!(matches!(resolve(&index, "api", "*"), Err(ChartError::Refused(_))));
-        let with_v = json!({"entries": {"web": [{"version": "v1.0.0+build-1", "digest": "e"}]}});
+        let with_v = json!({"entries": {"web": [{"version": "v1.0.0+build-1", "digest": "e", "urls": ["x.tgz"]}]}});
         assert_eq!(
-            resolve(&with_v, "web", "*").ok(),
+            resolve(&with_v, "web", "*").ok().map(|(v, d, _)| (v, d)),
             Some(("v1.0.0+build-1".into(), "e".into())),
             "a release with build metadata, named as the index names it"
         );
+        let no_url = json!({"entries": {"web": [{"version": "1.0.0", "digest": "e"}]}});
+        assert!(matches!(resolve(&no_url, "web", "*"), Err(ChartError::Refused(m)) if m.contains("no URL")));
     }
 }

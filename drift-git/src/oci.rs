@@ -324,7 +324,7 @@ impl<'a> Client<'a> {
 }
 
 /// An error without the URL's query (a token realm's query may name a user).
-fn plain(e: reqwest::Error) -> String {
+pub(crate) fn plain(e: reqwest::Error) -> String {
     let e = e.without_url();
     let mut text = e.to_string();
     let mut source = std::error::Error::source(&e);
@@ -335,7 +335,11 @@ fn plain(e: reqwest::Error) -> String {
     text
 }
 
-async fn read_limited(mut response: reqwest::Response, max: usize, shown: &str) -> Result<Vec<u8>, ChartError> {
+pub(crate) async fn read_limited(
+    mut response: reqwest::Response,
+    max: usize,
+    shown: &str,
+) -> Result<Vec<u8>, ChartError> {
     let mut out = Vec::new();
     while let Some(chunk) =
         response.chunk().await.map_err(|e| Unreachable(format!("cannot read {shown}: {}", plain(e))))?
@@ -390,7 +394,7 @@ pub(crate) fn auth_file(configured: Option<&std::path::Path>) -> Option<std::pat
 
 /// The user and password for `host` in a Docker `config.json` (`auths.<host>.auth`, base64 of
 /// `user:password`, or `username` and `password`).
-fn credentials_for(file: &std::path::Path, host: &str) -> Result<Option<(String, String)>, String> {
+pub(crate) fn credentials_for(file: &std::path::Path, host: &str) -> Result<Option<(String, String)>, String> {
     let shown = file.display().to_string();
     let text = std::fs::read(file).map_err(|e| format!("cannot read the registry auth file {shown}: {e}"))?;
     let config: Value = serde_json::from_slice(&text)

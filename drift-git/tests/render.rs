@@ -971,6 +971,34 @@ async fn a_registry_that_asks_for_credentials_gets_them_from_the_auth_file_only(
     let refused = wrong.warnings.iter().find(|w| w.message.contains("chart web")).expect("a note for the chart");
     assert!(!refused.fatal && refused.message.contains("were refused"), "{refused:?}");
     assert_eq!((leaks(&without), leaks(&with), leaks(&wrong)), (0, 0, 0), "no message carries the password");
+
+    // A chart repository over HTTP that asks for the same credentials (Basic): the same file.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    helm(&["repo", "index", work.path().join("repo").to_str().unwrap(), "--url", &url]);
+    let basic = format!("Basic {}", secret_forms[1]);
+    let server = ChartServer::start_guarded(work.path().join("repo"), listener, Some(basic));
+    let host = url.trim_start_matches("http://").to_owned();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("chartbot:{password}"));
+    std::fs::write(work.path().join("http.json"), serde_json::json!({"auths": {host: {"auth": auth}}}).to_string())
+        .unwrap();
+    w(
+        "git/release.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: private, namespace: shop}}\nspec: {{url: '{url}'}}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: shop}}\nspec:\n  chart:\n    spec: {{chart: web, version: 1.0.1, sourceRef: {{kind: HelmRepository, name: private}}}}\n"
+        ),
+    );
+    let without = fetch(None).await;
+    let note = without.warnings.iter().find(|w| w.message.contains("chart web")).expect("a note for the chart");
+    assert!(
+        !note.fatal && note.message.contains("HTTP 401") && note.message.contains("registry_auth_file"),
+        "{note:?}"
+    );
+    let with = fetch(Some(work.path().join("http.json"))).await;
+    assert!(!has_errors(&with), "{:?}", with.warnings);
+    assert_eq!(object(&with, "ConfigMap", "web-settings").object["data"]["chart"], "1.0.1");
+    assert_eq!(server.fetched("web-1.0.1.tgz"), 1, "the archive, with the credentials");
+    assert_eq!((leaks(&without), leaks(&with)), (0, 0), "no message carries the password");
 }
 
 /// Flux's `valuesFrom`, as helm-controller composes the values: a ConfigMap's `values.yaml`, a

@@ -113,7 +113,8 @@ impl Drop for Registry {
 }
 
 /// A folder served over HTTP on loopback, as a Helm chart repository is (`GET` only); counts
-/// the requests of each path.
+/// the requests of each path. With [`ChartServer::start_guarded`], it answers 401 to a request
+/// without the given `Authorization` header.
 #[derive(Debug)]
 pub struct ChartServer {
     pub url: String,
@@ -123,6 +124,16 @@ pub struct ChartServer {
 impl ChartServer {
     /// Serves `dir` on `listener` until the process ends.
     pub fn start(dir: std::path::PathBuf, listener: std::net::TcpListener) -> ChartServer {
+        ChartServer::start_guarded(dir, listener, None)
+    }
+
+    /// [`ChartServer::start`], asking for the `Authorization` header `authorization` (a 401
+    /// with a `Basic` challenge otherwise) when given.
+    pub fn start_guarded(
+        dir: std::path::PathBuf,
+        listener: std::net::TcpListener,
+        authorization: Option<String>,
+    ) -> ChartServer {
         use std::io::{BufRead as _, Write as _};
         let url = format!("http://{}", listener.local_addr().unwrap());
         let hits = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -134,11 +145,24 @@ impl ChartServer {
                 reader.read_line(&mut line).unwrap_or_default();
                 let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
                 let mut header = String::new();
+                let mut given = None;
                 while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                    if let Some((name, value)) = header.split_once(':')
+                        && name.eq_ignore_ascii_case("authorization")
+                    {
+                        given = Some(value.trim().to_owned());
+                    }
                     header.clear();
                 }
                 seen.lock().unwrap().push(path.clone());
                 let mut stream = stream;
+                if authorization.is_some() && given != authorization {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"charts\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    continue;
+                }
                 match std::fs::read(dir.join(&path)) {
                     Ok(body) => {
                         let _ = write!(
