@@ -388,6 +388,7 @@ detector:
   remediation: {author_name: drift-bot, author_email: drift@example.com}
   heal: {dry_run: true, namespaces: [shop], grace: 15m}
 api:
+  allowedHosts: [drift.example.com]
   readToken: {enabled: true, existingSecret: drift-read, key: token}
   writeToken: {enabled: true, existingSecret: drift-write, key: token}
   tokens:
@@ -450,8 +451,9 @@ fn postgresql_from_a_secret_with_tokens_notifiers_and_self_heal_renders_a_valid_
     assert!(config.get("store").is_none(), "{yaml}");
     assert_eq!(
         config["api"],
-        serde_json::json!({"listen": "0.0.0.0:8080", "token_env": "DRIFT_API_TOKEN", "read_token_env": "DRIFT_API_READ_TOKEN",
-            "tokens": [{"name": "alice", "token_env": "DRIFT_API_TOKEN_ALICE"}]})
+        serde_json::json!({"listen": "0.0.0.0:8080", "allowed_hosts": ["drift.example.com"], "token_env": "DRIFT_API_TOKEN",
+            "read_token_env": "DRIFT_API_READ_TOKEN", "tokens": [{"name": "alice", "token_env": "DRIFT_API_TOKEN_ALICE"}]}),
+        "the Ingress's name is answered (api.allowedHosts)"
     );
     assert_eq!(config["repositories"][0]["token_env"], "GIT_TOKEN");
     assert_eq!(config["repositories"][1]["helm"]["values_files"], serde_json::json!(["values-prod.yaml"]));

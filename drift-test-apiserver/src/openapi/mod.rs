@@ -1,6 +1,6 @@
 //! OpenAPI v3 (`/openapi/v3` and one document per group version) and OpenAPI v2
 //! (`/openapi/v2`, JSON or the protobuf kubectl asks for), with the schemas of the built-in
-//! kinds ([`schemas`]) and of custom resources (their CRD's `openAPIV3Schema`).
+//! kinds ([`mod@schemas`]) and of custom resources (their CRD's `openAPIV3Schema`).
 //!
 //! What kubectl 1.32 does with them, and why each is served:
 //!

@@ -173,6 +173,9 @@ policies:
 {{- include "drift.config.store" . | trim | nindent 0 }}
 api:
   listen: {{ printf "0.0.0.0:%d" (int .Values.api.port) | toJson }}
+  {{- with .Values.api.allowedHosts }}
+  allowed_hosts: {{ toJson . }}
+  {{- end }}
   token_env: DRIFT_API_TOKEN
   {{- if .Values.api.readToken.enabled }}
   read_token_env: DRIFT_API_READ_TOKEN
