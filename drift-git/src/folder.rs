@@ -144,7 +144,14 @@ pub(crate) fn locate_in_folder(
     let checkout = Checkout::on_disk(files, &reader, root.to_path_buf());
     let pipeline = Pipeline::new(cfg.clone(), Arc::default());
     let sub = normalize_sub(Some(sub));
-    let input = BuildInput { checkout: &checkout, repository: "accept", repo_url: None, revision: "-", sub: &sub };
+    let input = BuildInput {
+        checkout: &checkout,
+        repository: "accept",
+        repo_url: None,
+        reference: None,
+        revision: "-",
+        sub: &sub,
+    };
     pipeline.locate(&input, key)
 }
 
@@ -191,6 +198,7 @@ fn read_folder(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
         checkout: &checkout,
         repository: &inner.name,
         repo_url: None,
+        reference: None,
         revision: &revision,
         sub: &inner.sub,
     })?;

@@ -326,6 +326,7 @@ fn read_commit(
         checkout: &checkout,
         repository: &inner.name,
         repo_url: Some(&inner.normalized_url),
+        reference: Some(&inner.cfg.reference),
         revision: &revision,
         sub: &inner.sub,
     })?;

@@ -426,6 +426,7 @@ impl GitHubSource {
                 checkout: &checkout,
                 repository: &inner.name,
                 repo_url: Some(&inner.normalized_url),
+                reference: Some(&inner.cfg.reference),
                 revision: &sha_for_worker,
                 sub: &inner.sub,
             })?;

@@ -85,12 +85,30 @@ pub(crate) struct Context<'a> {
     /// Normalised URL of this repository (`host/owner/name`), `None` for a local folder (every
     /// `repoURL` is then taken to mean this folder).
     pub repo_url: Option<&'a str>,
+    /// The branch, tag or commit being read (`None`: a local folder as it is on disk).
+    pub reference: Option<&'a str>,
     pub dir_exists: &'a dyn Fn(&str) -> bool,
     /// Every file path of the revision, and a file's text (for ApplicationSet generators).
     pub files: &'a dyn Fn() -> Vec<String>,
     pub read: &'a dyn Fn(&str) -> Option<String>,
     /// Where Flux's value sources that are not in Git are read.
     pub cluster: crate::cluster::ClusterRead<'a>,
+}
+
+/// Whether an Application's `targetRevision` names the revision being read. Empty and `HEAD`
+/// follow the remote's default branch, which drift cannot tell from the branch it was told to
+/// read (`main`, say): decided, they match any reference, so the common `targetRevision: HEAD`
+/// gives no note. A branch or tag is compared without `refs/heads/` or `refs/tags/`. A local
+/// folder (no reference) is taken to be what any revision means, as its `repoURL` is taken to
+/// be any URL.
+fn same_revision(wanted: &str, reading: Option<&str>) -> bool {
+    let Some(reading) = reading else { return true };
+    let bare = |r: &str| {
+        let r = r.trim();
+        r.strip_prefix("refs/heads/").or_else(|| r.strip_prefix("refs/tags/")).unwrap_or(r).to_owned()
+    };
+    let wanted = bare(wanted);
+    wanted.is_empty() || wanted == "HEAD" || wanted == bare(reading)
 }
 
 /// Normalises a git URL for comparison: no scheme, no user, no `.git`, lower-case host.
@@ -236,6 +254,18 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
                         format!("{}: source {repo_url} is another repository; not followed", origin_of(r)),
                     ));
                     continue;
+                }
+                if let Some(wanted) = str_at(&source, &["targetRevision"])
+                    && !same_revision(wanted, ctx.reference)
+                {
+                    notes.push(note(
+                        r,
+                        format!(
+                            "{}: source tracks revision `{wanted}`, and drift reads this repository at {}; what it renders may differ from what Argo CD applies (add a repository entry with ref `{wanted}` to compare it at that revision)",
+                            origin_of(r),
+                            ctx.reference.map_or_else(|| "the folder as it is on disk".to_owned(), |r| format!("`{r}`"))
+                        ),
+                    ));
                 }
                 let Some(path) = join_relative("", raw_path) else {
                     notes.push(note(r, format!("{}: path `{raw_path}` leaves the repository", origin_of(r))));
@@ -831,6 +861,7 @@ mod tests {
         let exists = |p: &str| p == "apps/web";
         let ctx = Context {
             repo_url: Some("github.com/org/gitops"),
+            reference: Some("main"),
             dir_exists: &exists,
             files: &Vec::new,
             read: &|_| None,
@@ -850,6 +881,36 @@ mod tests {
         }
         assert_eq!(notes.len(), 1);
         assert!(notes[0].message.contains("another repository"));
+
+        // A source that tracks another revision than the one read is followed, with a note.
+        let mut pinned = app.clone();
+        std::sync::Arc::make_mut(&mut pinned.object)["spec"]["source"]["targetRevision"] = json!("v1.2.0");
+        let (apps, notes) = discover(&[&pinned], &ctx);
+        assert_eq!(apps.len(), 1);
+        assert!(
+            notes.len() == 1
+                && notes[0].message.contains("tracks revision `v1.2.0`")
+                && notes[0].message.contains("`main`"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn target_revisions_are_compared_as_argo_cd_names_them() {
+        for (wanted, reading, same) in [
+            ("HEAD", Some("HEAD"), true),
+            ("", Some("HEAD"), true),
+            ("main", Some("main"), true),
+            ("refs/heads/main", Some("main"), true),
+            ("main", Some("refs/heads/main"), true),
+            ("refs/tags/v1", Some("v1"), true),
+            ("v1.2.0", Some("main"), false),
+            ("HEAD", Some("main"), true),
+            ("main", Some("HEAD"), false),
+            ("release", None, true),
+        ] {
+            assert_eq!(same_revision(wanted, reading), same, "{wanted} {reading:?}");
+        }
     }
 
     #[test]
@@ -879,6 +940,7 @@ mod tests {
         let exists = |p: &str| p == "apps/web";
         let ctx = Context {
             repo_url: Some("github.com/org/gitops"),
+            reference: Some("main"),
             dir_exists: &exists,
             files: &Vec::new,
             read: &|_| None,
@@ -917,6 +979,7 @@ mod tests {
         let exists = |p: &str| p == "apps/prod" || p == "charts/web";
         let ctx = Context {
             repo_url: None,
+            reference: None,
             dir_exists: &exists,
             files: &Vec::new,
             read: &|_| None,

@@ -93,6 +93,8 @@ pub(crate) struct BuildInput<'a> {
     pub repository: &'a str,
     /// Normalised URL, for matching Argo CD `repoURL`s (`None`: a local folder).
     pub repo_url: Option<&'a str>,
+    /// The branch, tag or commit the source reads (`None`: a local folder as it is on disk).
+    pub reference: Option<&'a str>,
     pub revision: &'a str,
     /// Normalised sub-folder ("" for the root).
     pub sub: &'a str,
@@ -207,6 +209,7 @@ impl Pipeline {
         let read = |p: &str| checkout.read(p).ok().and_then(|b| String::from_utf8(b).ok());
         let ctx = gitops::Context {
             repo_url: input.repo_url,
+            reference: input.reference,
             dir_exists: &dir_exists,
             files: &files,
             read: &read,
@@ -404,7 +407,14 @@ mod tests {
     fn build(tree: &Tree, sub: &str) -> Result<DesiredSnapshot, SourceError> {
         let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
         let checkout = tree.checkout();
-        pipeline.build(&BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "abc", sub })
+        pipeline.build(&BuildInput {
+            checkout: &checkout,
+            repository: "repo",
+            repo_url: None,
+            reference: None,
+            revision: "abc",
+            sub,
+        })
     }
 
     #[test]
@@ -443,7 +453,14 @@ mod tests {
         ]);
         let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
         let checkout = tree.checkout();
-        let input = BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "1", sub: "apps" };
+        let input = BuildInput {
+            checkout: &checkout,
+            repository: "repo",
+            repo_url: None,
+            reference: None,
+            revision: "1",
+            sub: "apps",
+        };
         let key = ResourceKey::new("", "ConfigMap", Some("shop"), "a");
         let (origin, object) = pipeline.locate(&input, &key).unwrap().unwrap();
         assert_eq!(origin, Origin::Plain("apps/a.yaml".into()));
@@ -458,7 +475,14 @@ mod tests {
         let tree = Tree::new(&[("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")]);
         let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
         let checkout = tree.checkout();
-        let input = BuildInput { checkout: &checkout, repository: "repo", repo_url: None, revision: "1", sub: "" };
+        let input = BuildInput {
+            checkout: &checkout,
+            repository: "repo",
+            repo_url: None,
+            reference: None,
+            revision: "1",
+            sub: "",
+        };
         pipeline.build(&input).unwrap();
         pipeline.build(&input).unwrap();
         let stats = pipeline.stats.snapshot();
