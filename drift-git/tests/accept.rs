@@ -177,6 +177,64 @@ async fn json_files_are_edited_as_json() {
     assert_eq!(obj["data"], json!({"level": "debug", "extra": "1"}));
 }
 
+/// Regression (issue 31, item 4): an object defined as an item of a `kind: List` file (YAML, or
+/// JSON as `kubectl get -o json` writes it) is edited in place in its item; before, the plan
+/// found no document of the object (JSON: not found, which the runtime answered `not_in_git`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_item_of_a_list_file_is_edited_in_place() {
+    let yaml = concat!(
+        "# Both settings.\n",
+        "apiVersion: v1\n",
+        "kind: List\n",
+        "items:\n",
+        "- apiVersion: v1\n",
+        "  kind: ConfigMap\n",
+        "  metadata: {name: settings, namespace: shop}\n",
+        "  data:\n",
+        "    script: |  # why it runs twice\n",
+        "      echo one\n",
+        "    mode: fast # for now\n",
+        "- apiVersion: v1\n",
+        "  kind: ConfigMap\n",
+        "  metadata: {name: settings, namespace: other}\n",
+        "  data: {mode: fast}\n",
+    );
+    let json_text = "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n    {\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"dumped\", \"namespace\": \"shop\"}, \"data\": {\"level\": \"info\"}}\n  ]\n}\n";
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), &[("apps/settings.yaml", yaml), ("apps/dumped.json", json_text)]);
+    let render = RenderConfig::default();
+    let data = Path::root().field("data");
+    let key = ResourceKey::new("", "ConfigMap", Some("shop"), "settings");
+    let request = AcceptRequest {
+        key: key.clone(),
+        api_version: "v1".into(),
+        changes: vec![
+            change(data.field("script"), Some(json!("echo two\necho three\n"))),
+            change(data.field("mode"), Some(json!("slow"))),
+        ],
+    };
+    let plan = plan_accept(dir.path(), "apps", &render, &request).unwrap();
+    assert!(plan.placed.iter().all(|p| p.file == "apps/settings.yaml" && p.how == "edited in place"), "{plan:?}");
+    let expected = yaml
+        .replace("      echo one\n", "      echo two\n      echo three\n")
+        .replace("mode: fast # for now", "mode: slow # for now");
+    assert_eq!(edit(&plan, "apps/settings.yaml"), expected, "the other item (namespace other) is untouched");
+    apply(dir.path(), &plan);
+    let obj = rendered(dir.path(), "apps", &render, &key).await;
+    assert_eq!(obj["data"], json!({"script": "echo two\necho three\n", "mode": "slow"}));
+
+    let key = ResourceKey::new("", "ConfigMap", Some("shop"), "dumped");
+    let request = AcceptRequest {
+        key: key.clone(),
+        api_version: "v1".into(),
+        changes: vec![change(data.field("level"), Some(json!("debug")))],
+    };
+    let plan = plan_accept(dir.path(), "apps", &render, &request).unwrap();
+    assert_eq!(edit(&plan, "apps/dumped.json"), json_text.replace("\"info\"", "\"debug\""));
+    apply(dir.path(), &plan);
+    assert_eq!(rendered(dir.path(), "apps", &render, &key).await["data"], json!({"level": "debug"}));
+}
+
 const BASE_DEPLOY: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n      - name: web\n        image: web:1.0\n";
 const PROD_KUSTOMIZATION: &str =
     "# Production.\nnamespace: prod\nresources:\n  - ../../base\npatches:\n  - path: replicas.yaml # scale\n";

@@ -124,13 +124,21 @@ pub(crate) fn is_object(doc: &Value, key: &ResourceKey, names: &[&str]) -> bool 
         && ns.is_none_or(|n| key.namespace.as_deref() == Some(n))
 }
 
-/// The documents of a YAML stream or JSON file that parse.
+/// The documents of a YAML stream or JSON file that parse, each followed by its items when it
+/// is a `kind: List` (an object defined as an item of a List file has that file as its home).
 pub(crate) fn parsed_documents(text: &str) -> Vec<Value> {
-    if text.trim_start().starts_with('{') {
+    let docs: Vec<Value> = if text.trim_start().starts_with('{') {
         serde_json::from_str(text).into_iter().collect()
     } else {
         yaml::documents(text).iter().filter_map(|d| yaml::parse(&text[d.clone()]).ok()).collect()
+    };
+    let mut out = Vec::with_capacity(docs.len());
+    for d in docs {
+        let items = yaml::list_items(&d).to_vec();
+        out.push(d);
+        out.extend(items);
     }
+    out
 }
 
 /// Picks the document of `text` that is the object. An application or overlay that sets the
@@ -167,10 +175,16 @@ pub(crate) fn edit_manifest_text(
     let out = if json {
         let whole: Value =
             serde_json::from_str(text).map_err(|e| Error::invalid_input(format!("{file} is not valid JSON: {e}")))?;
-        if !select(&whole) {
-            return Err(Error::not_found(format!("{file} does not define the object")));
+        if select(&whole) {
+            yaml::edit_json(text, changes)
+        } else {
+            // An item of a List (`kubectl get -o json` writes one): edited in place.
+            let item = yaml::list_item(&whole, select)
+                .map_err(|e| Error::unsupported(format!("cannot edit {file}: {e}")))?
+                .ok_or_else(|| Error::not_found(format!("{file} does not define the object")))?;
+            let paths = yaml::in_list_item(item, changes);
+            yaml::edit_json(text, &yaml::refs(&paths))
         }
-        yaml::edit_json(text, changes)
     } else {
         yaml::edit_file(text, select, changes)
     };

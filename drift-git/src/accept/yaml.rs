@@ -777,7 +777,30 @@ enum Slot {
     Root,
 }
 
+/// The splice that writes `v` in place of `node`. A comment on the header line of a block
+/// scalar (`key: |  # why`) is part of the node's text: it is written again on the key's line.
 fn replace(node: &Node, slot: Slot, v: &Value, text: &str, json: bool) -> R<Splice> {
+    let mut sp = replace_value(node, slot, v, text, json)?;
+    if let Some(comment) = header_comment(node, text).filter(|_| !json) {
+        let at = sp.text.find(['\r', '\n']).unwrap_or(sp.text.len());
+        sp.text.insert_str(at, comment);
+    }
+    Ok(sp)
+}
+
+/// The text after a block scalar's indicators on its header line when it holds a comment
+/// (`  # why` of `|  # why`), spaces included.
+fn header_comment<'t>(node: &Node, text: &'t str) -> Option<&'t str> {
+    if !matches!(node.kind, Kind::Scalar(Style::Literal)) {
+        return None;
+    }
+    let header = &text[node.span.start..];
+    let header = header[..header.find('\n').unwrap_or(header.len())].trim_end_matches('\r');
+    let hash = header.find('#')?;
+    Some(&header[header[..hash].trim_end().len()..])
+}
+
+fn replace_value(node: &Node, slot: Slot, v: &Value, text: &str, json: bool) -> R<Splice> {
     if json {
         return Ok(Splice { range: node.span.clone(), text: json_text(v, indent_at(text, node.span.start)) });
     }
@@ -1115,20 +1138,70 @@ fn edit(text: &str, doc: Range<usize>, changes: &[(&[Seg], Change<'_>)], json_mo
     Ok(out)
 }
 
-/// Edits the one document of a file that `select` picks.
+/// Edits the one document of a file that `select` picks, or the one item that `select` picks
+/// of a `kind: List` (or `*List`) document's `items` (edited in place, as an item).
 pub(crate) fn edit_file(text: &str, select: &dyn Fn(&Value) -> bool, changes: &[(&[Seg], Change<'_>)]) -> R<String> {
-    let mut chosen = None;
+    let mut chosen: Option<(Range<usize>, Option<usize>)> = None;
     for d in documents(text) {
         let Ok(v) = parse(&text[d.clone()]) else { continue };
-        if select(&v) {
+        let found = if select(&v) { Some(None) } else { list_item(&v, select)?.map(Some) };
+        if let Some(item) = found {
             if chosen.is_some() {
                 return Err("the object is defined twice in the file".into());
             }
-            chosen = Some(d);
+            chosen = Some((d, item));
         }
     }
-    let doc = chosen.ok_or_else(|| "no document of the file defines the object".to_owned())?;
-    edit_document(text, doc, changes)
+    let (doc, item) = chosen.ok_or_else(|| "no document of the file defines the object".to_owned())?;
+    match item {
+        None => edit_document(text, doc, changes),
+        Some(i) => {
+            let paths = in_list_item(i, changes);
+            edit_document(text, doc, &refs(&paths))
+        }
+    }
+}
+
+/// The items of a `kind: List` document (also `ConfigMapList` and the other `*List` kinds
+/// with `items`, as `kubectl` reads them); empty for any other document.
+pub(crate) fn list_items(doc: &Value) -> &[Value] {
+    let list = doc.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List"));
+    match doc.get("items").and_then(Value::as_array) {
+        Some(items) if list => items,
+        _ => &[],
+    }
+}
+
+/// The index of the item of a List document that `select` picks (`None`: no item; an error
+/// when several do).
+pub(crate) fn list_item(doc: &Value, select: &dyn Fn(&Value) -> bool) -> R<Option<usize>> {
+    let mut found = None;
+    for (i, item) in list_items(doc).iter().enumerate() {
+        if select(item) {
+            if found.is_some() {
+                return Err("the object is defined twice in the file".into());
+            }
+            found = Some(i);
+        }
+    }
+    Ok(found)
+}
+
+/// The changes of an object moved under the item `index` of a List's `items`.
+pub(crate) fn in_list_item<'c>(index: usize, changes: &[(&[Seg], Change<'c>)]) -> Vec<(Vec<Seg>, Change<'c>)> {
+    changes
+        .iter()
+        .map(|(path, change)| {
+            let mut p = vec![Seg::Field("items".into()), Seg::Item { key: Vec::new(), hidden: Vec::new(), index }];
+            p.extend(path.iter().cloned());
+            (p, *change)
+        })
+        .collect()
+}
+
+/// Borrowed changes of owned paths.
+pub(crate) fn refs<'p, 'c>(changes: &'p [(Vec<Seg>, Change<'c>)]) -> Vec<(&'p [Seg], Change<'c>)> {
+    changes.iter().map(|(p, c)| (p.as_slice(), *c)).collect()
 }
 
 #[cfg(test)]
@@ -1247,6 +1320,38 @@ mod tests {
         let t = "a: 1 # why\nb: 2\n";
         assert_eq!(set(t, "a", json!({"c": 3})), "a: # why\n  c: 3\nb: 2\n");
         assert_eq!(set(t, "a", json!("x\ny\n")), "a: | # why\n  x\n  y\nb: 2\n");
+    }
+
+    #[test]
+    fn a_comment_on_the_key_line_of_a_block_scalar_is_kept() {
+        // Regression (issue 31, item 4): the header's comment was part of the replaced text.
+        let t = "data:\n  value: |  # why it is so\n    one\n    two\n  other: x\n";
+        assert_eq!(
+            set(t, "data.value", json!("three\n")),
+            "data:\n  value: |  # why it is so\n    three\n  other: x\n"
+        );
+        assert_eq!(
+            set(t, "data.value", json!("no end")),
+            "data:\n  value: |-  # why it is so\n    no end\n  other: x\n"
+        );
+        assert_eq!(set(t, "data.value", json!(7)), "data:\n  value: 7  # why it is so\n  other: x\n");
+        assert_eq!(set(t, "data.value", json!({"a": 1})), "data:\n  value:  # why it is so\n    a: 1\n  other: x\n");
+        let folded = "- >- # folded\r\n  a\r\n  b\r\n";
+        assert_eq!(set(folded, "[0]", json!("c\nd")), "- |- # folded\r\n  c\r\n  d\r\n");
+        let bare = "k: |\n  # not a comment: content\n";
+        assert_eq!(set(bare, "k", json!("v\n")), "k: |\n  v\n");
+    }
+
+    #[test]
+    fn an_item_of_a_list_document_is_edited_in_place() {
+        // Regression (issue 31, item 4): a `kind: List` file was no document of the object.
+        let t = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n  data: {k: v}\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: b}\n  data:\n    k: v # keep\n";
+        let path = p("data.k");
+        let select = |v: &Value| v["kind"] == "ConfigMap" && v["metadata"]["name"] == "b";
+        let out = edit_file(t, &select, &[(path.segments(), Change::Set(&json!("w")))]).unwrap();
+        assert_eq!(out, t.replace("k: v # keep", "k: w # keep"));
+        let twice = format!("{t}- apiVersion: v1\n  kind: ConfigMap\n  metadata: {{name: b}}\n");
+        assert!(edit_file(&twice, &select, &[(path.segments(), Change::Set(&json!("w")))]).is_err());
     }
 
     #[test]
