@@ -127,13 +127,14 @@ pub struct LeaderElectionConfig {
     pub lease: String,
     /// The Lease's namespace; empty (the default) means `$POD_NAMESPACE`, else `default`.
     pub namespace: String,
-    /// How long a standby waits after the lease last changed before taking it (default 15s).
+    /// How long a standby waits after the lease last changed before taking it (default 4s).
     #[serde(with = "humantime_serde")]
     pub lease_duration: Duration,
-    /// How long the leader keeps leading without a renewal (default 10s).
+    /// How long the leader keeps leading without a renewal (default 3s).
     #[serde(with = "humantime_serde")]
     pub renew_deadline: Duration,
-    /// How often candidates try to take the lease and the leader renews it (default 2s).
+    /// How often the leader renews the lease, and a standby that cannot watch it tries to take
+    /// it (default 1s).
     #[serde(with = "humantime_serde")]
     pub retry_period: Duration,
 }

@@ -546,7 +546,7 @@ fn leader_election_renders_its_lease_role_identity_and_configuration_block() {
     assert_eq!(
         config["leader_election"],
         serde_json::json!({"enabled": true, "lease": "drift", "namespace": "drift", "lease_duration": "20s",
-            "renew_deadline": "10s", "retry_period": "2s"})
+            "renew_deadline": "3s", "retry_period": "1s"})
     );
     let deployment = find(&objects, "Deployment", "drift");
     assert_eq!(deployment["spec"]["replicas"], 2);
@@ -560,7 +560,7 @@ fn leader_election_renders_its_lease_role_identity_and_configuration_block() {
         role["rules"],
         serde_json::json!([
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["drift"], "verbs": ["get", "update"]}
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["drift"], "verbs": ["get", "update", "watch"]}
         ])
     );
     let binding = find(&objects, "RoleBinding", "drift-leader-election");

@@ -6,16 +6,24 @@
 //! `leaseTransitions`), then creates it or replaces it carrying the `resourceVersion` it read:
 //! when another candidate wrote in between, the API server answers 409 and this attempt does
 //! not win. So two candidates never both lead the same term.
+//!
+//! The leader renews optimistically (client-go's fast path): it replaces the Lease it wrote last,
+//! without reading it first, and reads only when that answers 409 (someone else wrote). A
+//! standby watches the Lease (`metadata.name` field selector, from the version it read, so the
+//! RBAC rule may name the Lease): each renewal is seen as it is written, so the claim's expiry
+//! counts from the holder's last renewal, and a release or deletion wakes it at once.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use drift_model::lease::{Attempt, LeaseLock, LeaseRecord, Step, decide};
+use drift_model::lease::{Attempt, LeaseLock, LeaseRecord, Step, Watched, decide};
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, PostParams, WatchEvent, WatchParams};
 
 use crate::error::K8sError;
 
@@ -28,7 +36,17 @@ pub struct KubeLease {
     duration: Duration,
     /// The record last read and when this candidate first saw it so (its expiry clock).
     observed: Mutex<Option<(LeaseRecord, DateTime<Utc>)>>,
+    /// The Lease as this candidate last wrote it while leading: the next renewal replaces it
+    /// without reading first.
+    written: Mutex<Option<Lease>>,
+    /// The newest `resourceVersion` read, written or watched: where a watch starts or resumes.
+    version: Mutex<Option<String>>,
+    /// The open watch of a standby (dropped when this candidate leads).
+    watch: tokio::sync::Mutex<Option<BoxStream<'static, kube::Result<WatchEvent<Lease>>>>>,
 }
+
+/// How long one watch request lasts before the server ends it and it is resumed.
+const WATCH_TIMEOUT_SECS: u32 = 290;
 
 impl std::fmt::Debug for KubeLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,7 +76,47 @@ impl KubeLease {
             identity: identity.into(),
             duration,
             observed: Mutex::new(None),
+            written: Mutex::new(None),
+            version: Mutex::new(None),
+            watch: tokio::sync::Mutex::new(None),
         }
+    }
+
+    fn remember_version(&self, lease: &Lease) {
+        if let Some(v) = &lease.metadata.resource_version {
+            *crate::lock(&self.version) = Some(v.clone());
+        }
+    }
+
+    /// Opens a watch of this Lease from the newest version known (read first when none is).
+    async fn open_watch(
+        &self,
+        clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync),
+    ) -> drift_model::Result<BoxStream<'static, kube::Result<WatchEvent<Lease>>>> {
+        let known = crate::lock(&self.version).clone();
+        let version = match known {
+            Some(v) => v,
+            None => {
+                let current =
+                    self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", self.what(), e))?;
+                self.observe(current.as_ref().map(record_of).as_ref(), clock());
+                match &current {
+                    Some(l) => {
+                        self.remember_version(l);
+                        l.metadata.resource_version.clone().unwrap_or_default()
+                    }
+                    // No Lease yet: from now on ("0" would replay what exists, which is nothing).
+                    None => "0".to_owned(),
+                }
+            }
+        };
+        let params = WatchParams::default().fields(&format!("metadata.name={}", self.name)).timeout(WATCH_TIMEOUT_SECS);
+        let stream = self
+            .api
+            .watch(&params, &version)
+            .await
+            .map_err(|e| drift_model::Error::from(K8sError::from_kube("watch", self.what(), e)))?;
+        Ok(stream.boxed())
     }
 
     /// When this candidate first saw `record` as it is now (now, if it changed since the last
@@ -84,7 +142,7 @@ impl KubeLease {
 
     /// Writes `record`: creates the Lease when there was none, else replaces the one read,
     /// conditional on its `resourceVersion`.
-    async fn write(&self, current: Option<Lease>, record: &LeaseRecord) -> drift_model::Result<()> {
+    async fn write(&self, current: Option<Lease>, record: &LeaseRecord) -> drift_model::Result<Lease> {
         let what = self.what();
         let written = match current {
             None => {
@@ -111,7 +169,10 @@ impl KubeLease {
             }
         };
         match written {
-            Ok(_) => Ok(()),
+            Ok(lease) => {
+                self.remember_version(&lease);
+                Ok(lease)
+            }
             Err(e) if e.code() == Some(409) => Err(drift_model::Error::conflict(format!(
                 "{}: another candidate wrote it first; this attempt does not lead",
                 self.what()
@@ -132,20 +193,49 @@ impl LeaseLock for KubeLease {
     }
 
     async fn try_acquire_or_renew(&self, now: DateTime<Utc>) -> drift_model::Result<Attempt> {
+        // A leader renews the Lease it wrote last without reading it: one request, not two.
+        // A 409 means someone else wrote since; then read and decide as a candidate does.
+        let written = crate::lock(&self.written).take();
+        if let Some(own) = written {
+            let record = record_of(&own);
+            if let Step::Renew(renewed) = decide(&self.identity, Some(&record), now, now, self.duration) {
+                match self.write(Some(own), &renewed).await {
+                    Ok(lease) => {
+                        *crate::lock(&self.written) = Some(lease);
+                        self.observe(Some(&renewed), now);
+                        return Ok(Attempt::Leading { acquired: false });
+                    }
+                    Err(e) if e.kind() == drift_model::ErrorKind::Conflict => {
+                        tracing::debug!(lease = %self.what(), "the Lease changed since this leader wrote it; reading it");
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let current = self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", self.what(), e))?;
+        if let Some(l) = &current {
+            self.remember_version(l);
+        }
         let record = current.as_ref().map(record_of);
         let observed_at = self.observe(record.as_ref(), now);
         let (record, acquired) = match decide(&self.identity, record.as_ref(), observed_at, now, self.duration) {
-            Step::Held { holder, .. } => return Ok(Attempt::Standby { holder }),
+            Step::Held { holder, expires } => return Ok(Attempt::Standby { holder, expires }),
             Step::Renew(r) => (r, false),
             Step::Acquire(r) => (r, true),
         };
-        self.write(current, &record).await?;
+        let lease = self.write(current, &record).await?;
+        *crate::lock(&self.written) = Some(lease);
         self.observe(Some(&record), now);
+        // A leader needs no watch: drop a standby's (it resumes from a fresh read if this
+        // candidate stands by again). Busy only while `changed` runs, which a leader never calls.
+        if let Ok(mut watch) = self.watch.try_lock() {
+            *watch = None;
+        }
         Ok(Attempt::Leading { acquired })
     }
 
     async fn release(&self, now: DateTime<Utc>) -> drift_model::Result<()> {
+        crate::lock(&self.written).take();
         let Some(current) =
             self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", self.what(), e))?
         else {
@@ -159,6 +249,59 @@ impl LeaseLock for KubeLease {
         self.write(Some(current), &released).await?;
         self.observe(Some(&released), now);
         Ok(())
+    }
+
+    fn can_watch(&self) -> bool {
+        true
+    }
+
+    async fn changed(&self, clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync)) -> drift_model::Result<Watched> {
+        // A leader's cached write is stale once it stands by.
+        crate::lock(&self.written).take();
+        // Held across the wait: a dropped call leaves the stream, and its unread events, here.
+        let mut watch = self.watch.lock().await;
+        let stream = match &mut *watch {
+            Some(stream) => stream,
+            None => watch.insert(self.open_watch(clock).await?),
+        };
+        loop {
+            let event = stream.next().await;
+            let lease = match event {
+                Some(Ok(WatchEvent::Added(lease) | WatchEvent::Modified(lease))) => Some(lease),
+                Some(Ok(WatchEvent::Deleted(lease))) => {
+                    self.remember_version(&lease);
+                    None
+                }
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    *crate::lock(&self.version) = Some(b.metadata.resource_version);
+                    continue;
+                }
+                Some(Ok(WatchEvent::Error(status))) => {
+                    // 410 Gone: the version is too old; the next watch starts from a fresh read.
+                    tracing::debug!(lease = %self.what(), code = status.code, message = %status.message, "the watch on the Lease ended");
+                    if status.code == 410 {
+                        *crate::lock(&self.version) = None;
+                    }
+                    *watch = None;
+                    return Ok(Watched::Ended);
+                }
+                Some(Err(e)) => {
+                    *watch = None;
+                    return Err(K8sError::from_kube("watch", self.what(), e).into());
+                }
+                None => {
+                    *watch = None;
+                    return Ok(Watched::Ended);
+                }
+            };
+            let now = clock();
+            let record = lease.as_ref().map(record_of);
+            if let Some(l) = &lease {
+                self.remember_version(l);
+            }
+            let observed_at = self.observe(record.as_ref(), now);
+            return Ok(Watched::judge(&self.identity, record.as_ref(), observed_at, now));
+        }
     }
 }
 

@@ -6,7 +6,10 @@
 //!
 //! Expiry is judged on the candidate's own clock, as client-go does: a lease held by another
 //! is free once its record has not changed for its `lease_duration` since this candidate first
-//! saw it (`observed_at`), so clocks of different machines never need to agree.
+//! saw it (`observed_at`), so clocks of different machines never need to agree. A lock that can
+//! watch its lease ([`LeaseLock::can_watch`]) sees each change as it is written, so a standby's
+//! expiry counts from the holder's last renewal rather than from its own next read, and it can
+//! try at the moment the claim ends (or the lease is released) instead of polling.
 
 use std::fmt::Debug;
 use std::time::Duration;
@@ -118,7 +121,41 @@ pub enum Attempt {
     Standby {
         /// Who holds it.
         holder: String,
+        /// When its claim ends on this candidate's clock unless it renews (the `expires` of
+        /// [`Step::Held`]): the earliest moment a new attempt can take the lease.
+        expires: DateTime<Utc>,
     },
+}
+
+/// What a watch on the lease saw, judged on this candidate's clock ([`LeaseLock::changed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Watched {
+    /// Another candidate holds the lease (it took or renewed it); its claim ends at `expires`
+    /// unless it renews again.
+    Held {
+        /// Who holds it.
+        holder: String,
+        /// When its claim ends, counted from the moment this candidate saw the change.
+        expires: DateTime<Utc>,
+    },
+    /// The lease may be taken now: it was released or deleted, its claim ran out, or it names
+    /// this candidate. The next attempt decides.
+    Open,
+    /// The watch ended (a server-side timeout, a dropped connection, a version too old to
+    /// resume from): nothing was seen; the next call starts it again.
+    Ended,
+}
+
+impl Watched {
+    /// How a watched `record` (none: the lease was deleted), first seen at `observed_at`, looks
+    /// to `identity` at `now`.
+    pub fn judge(identity: &str, record: Option<&LeaseRecord>, observed_at: DateTime<Utc>, now: DateTime<Utc>) -> Self {
+        // The duration only shapes the record a new term would write: any will do here.
+        match decide(identity, record, observed_at, now, Duration::from_secs(1)) {
+            Step::Held { holder, expires } => Watched::Held { holder, expires },
+            Step::Renew(_) | Step::Acquire(_) => Watched::Open,
+        }
+    }
 }
 
 /// Where a lease is kept, and one candidate's attempts on it.
@@ -126,7 +163,9 @@ pub enum Attempt {
 /// Contract: an attempt writes only with optimistic concurrency (a compare-and-swap on the
 /// record's version), so that two candidates never both win the same term; a lost race is
 /// [`Attempt::Standby`] or a [`crate::ErrorKind::Conflict`] error, never `Leading`. `release`
-/// frees the lease only if this candidate holds it.
+/// frees the lease only if this candidate holds it. A watch ([`LeaseLock::changed`]) only
+/// wakes a standby and dates what it saw; it never decides who leads: every attempt still
+/// reads (or writes with its compare-and-swap) the lease itself.
 #[async_trait]
 pub trait LeaseLock: Send + Sync + Debug {
     /// This candidate's identity (a pod name, or host and process id).
@@ -141,6 +180,24 @@ pub trait LeaseLock: Send + Sync + Debug {
 
     /// Gives the lease up at `now` if this candidate holds it, so a standby takes over at once.
     async fn release(&self, now: DateTime<Utc>) -> Result<()>;
+
+    /// Whether [`LeaseLock::changed`] reports changes (a capability; default: no, and the
+    /// elector polls every retry period).
+    fn can_watch(&self) -> bool {
+        false
+    }
+
+    /// Waits for the next change of the lease (a renewal, a new holder, a release, a deletion)
+    /// and says what it means for this candidate, dating it with `clock()` when it arrives, as
+    /// an attempt would have: the expiry of a renewal seen here counts from this moment.
+    /// Resumes from the last version seen; [`Watched::Ended`] when the stream ended, an error
+    /// when the watch could not be started (the elector then polls for a while). Cancel-safe:
+    /// dropping the future loses no change it had not returned. Never called while this
+    /// candidate leads. The default (no watch) is an `unsupported` error.
+    async fn changed(&self, clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync)) -> Result<Watched> {
+        let _ = clock;
+        Err(crate::Error::unsupported(format!("{}: this lease cannot be watched", self.describe())))
+    }
 }
 
 #[cfg(test)]
@@ -184,6 +241,12 @@ mod tests {
             decide("b", Some(&lease), at(10), at(24), D),
             Step::Held { holder: "a".to_owned(), expires: at(25) }
         );
+        assert_eq!(
+            Watched::judge("b", Some(&lease), at(10), at(24)),
+            Watched::Held { holder: "a".to_owned(), expires: at(25) }
+        );
+        assert_eq!(Watched::judge("b", Some(&lease), at(10), at(25)), Watched::Open, "its claim ran out");
+        assert_eq!(Watched::judge("a", Some(&lease), at(10), at(12)), Watched::Open, "its own");
         let Step::Acquire(r) = decide("b", Some(&lease), at(10), at(25), D) else { panic!() };
         assert_eq!((r.holder(), r.transitions, r.acquire_time), (Some("b"), 4, Some(at(25))));
     }
@@ -196,5 +259,7 @@ mod tests {
         assert_eq!((r.holder(), r.transitions), (Some("b"), 4));
         let empty = LeaseRecord { holder: Some(String::new()), ..held_by("x", 0) };
         assert!(matches!(decide("b", Some(&empty), at(0), at(0), D), Step::Acquire(_)), "an empty holder is none");
+        assert_eq!(Watched::judge("b", Some(&released), at(5), at(5)), Watched::Open);
+        assert_eq!(Watched::judge("b", None, at(5), at(5)), Watched::Open, "deleted");
     }
 }

@@ -1,22 +1,32 @@
 //! Leader election of replicated detectors: the [`Elector`] loop over a
-//! [`drift_core::lease::LeaseLock`] (client-go's `LeaderElector`: a standby tries every retry
-//! period; the leader renews every retry period and steps down when no renewal succeeded
-//! within the renew deadline; on stop it releases the lease), publishing whether this replica
-//! leads on a `watch` channel. The detector starts its scans, watch, self-heal and notifier
-//! when it turns true and stops them at once when it turns false.
+//! [`drift_core::lease::LeaseLock`] (client-go's `LeaderElector`: the leader renews every retry
+//! period and steps down when no renewal succeeded within the renew deadline; on stop it
+//! releases the lease), publishing whether this replica leads on a `watch` channel. The
+//! detector starts its scans, watch, self-heal and notifier when it turns true and stops them
+//! at once when it turns false.
+//!
+//! A standby whose lock can watch the lease (`drift_kube::KubeLease`) does not poll: it waits
+//! for the lease to change and tries exactly when the holder's claim ends (its last renewal, as
+//! the watch saw it, plus the lease duration) or at once when the lease is released. Without a
+//! watch (or while it fails) it tries every retry period, as client-go does. Either way, taking
+//! the lease is the lock's compare-and-swap: the watch only decides when to try.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
-use drift_core::lease::{Attempt, LeaseLock};
+use chrono::{DateTime, Utc};
+use drift_core::lease::{Attempt, LeaseLock, Watched};
 use serde::Deserialize;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-/// The timings of an election (the `leader_election` block of `drift.yaml`), client-go's
-/// defaults: a lease lasts 15 s, the leader steps down when it could not renew for 10 s, and
-/// every candidate tries every 2 s.
+/// How long a standby polls after its watch on the lease failed before it watches again.
+pub const WATCH_RETRY: Duration = Duration::from_secs(30);
+
+/// The timings of an election (the `leader_election` block of `drift.yaml`). The defaults are
+/// for a takeover within 5 s of the leader's death: a lease lasts 4 s, the leader renews every
+/// second and steps down when it could not renew for 3 s. (client-go's are 15 s, 10 s and 2 s,
+/// with a standby that polls: a takeover within 15 to 19.4 s.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ElectionTimings {
@@ -26,7 +36,7 @@ pub struct ElectionTimings {
     /// How long the leader keeps leading without a successful renewal.
     #[serde(with = "humantime_serde")]
     pub renew_deadline: Duration,
-    /// How often candidates try to acquire, and the leader renews.
+    /// How often the leader renews, and a standby that cannot watch tries to acquire.
     #[serde(with = "humantime_serde")]
     pub retry_period: Duration,
 }
@@ -34,9 +44,9 @@ pub struct ElectionTimings {
 impl Default for ElectionTimings {
     fn default() -> Self {
         ElectionTimings {
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: Duration::from_secs(4),
+            renew_deadline: Duration::from_secs(3),
+            retry_period: Duration::from_secs(1),
         }
     }
 }
@@ -109,11 +119,15 @@ impl Elector {
         let mut renewed: Option<Instant> = None;
         let mut logged_holder: Option<String> = None;
         let mut interrupted = false;
+        // After the watch failed: poll until then.
+        let mut watch_failed: Option<Instant> = None;
         // The time given to the lock follows the monotonic clock from here (a wall clock that
         // jumps must not shorten or stretch a lease).
         let anchor = (Utc::now(), Instant::now());
-        let now = || anchor.0 + chrono::Duration::from_std(anchor.1.elapsed()).unwrap_or(chrono::Duration::zero());
-        loop {
+        let now = move || anchor.0 + chrono::Duration::from_std(anchor.1.elapsed()).unwrap_or(chrono::Duration::zero());
+        // The instant `at` (on the clock above) is reached.
+        let instant_of = |at: DateTime<Utc>| Instant::now() + (at - now()).to_std().unwrap_or(Duration::ZERO);
+        'election: loop {
             if *release.borrow() {
                 break;
             }
@@ -131,6 +145,8 @@ impl Elector {
                     break;
                 }
             };
+            // While standing by: when the holder's claim ends unless it renews (this clock).
+            let mut expires: Option<DateTime<Utc>> = None;
             match attempt {
                 Ok(Ok(Attempt::Leading { acquired })) => {
                     if renewed.is_none() {
@@ -140,7 +156,7 @@ impl Elector {
                     }
                     renewed = Some(started);
                 }
-                Ok(Ok(Attempt::Standby { holder })) => {
+                Ok(Ok(Attempt::Standby { holder, expires: until })) => {
                     if renewed.take().is_some() {
                         tracing::warn!(lease = %what, %holder, "the lease was taken by another replica; this one stops scanning");
                         leading.send_replace(false);
@@ -148,6 +164,7 @@ impl Elector {
                         tracing::info!(lease = %what, %holder, "standing by: another replica leads");
                     }
                     logged_holder = Some(holder);
+                    expires = Some(until);
                 }
                 Ok(Err(e)) if e.kind() == drift_core::ErrorKind::Conflict => {
                     // Another candidate wrote first: the next attempt reads who.
@@ -170,14 +187,54 @@ impl Elector {
                 renewed = None;
                 leading.send_replace(false);
             }
-            // A leader never sleeps past its deadline: the next attempt is its last chance.
-            let mut pause = t.retry_period + crate::schedule::clock_jitter(t.retry_period);
+            // The next attempt: a leader's after one retry period, never past its deadline (the
+            // next attempt is its last chance); a polling standby's after one retry period, or
+            // when the claim ends if that is sooner; a watching standby's when the claim ends,
+            // or when the watch shows the lease free.
+            let poll = t.retry_period + crate::schedule::clock_jitter(t.retry_period);
+            let mut wake = Instant::now() + poll;
             if let Some(at) = renewed {
-                pause = pause.min((at + t.renew_deadline).saturating_duration_since(Instant::now()));
+                wake = wake.min(at + t.renew_deadline);
             }
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = release.changed() => break,
+            if watch_failed.is_some_and(|at| Instant::now() >= at + WATCH_RETRY) {
+                watch_failed = None;
+            }
+            let mut watching = renewed.is_none() && watch_failed.is_none() && self.lock.can_watch();
+            if renewed.is_none()
+                && let Some(until) = expires
+            {
+                let at = instant_of(until);
+                wake = if watching { at } else { wake.min(at) };
+            }
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(wake) => break,
+                    _ = release.changed() => break 'election,
+                    seen = self.lock.changed(&now), if watching => match seen {
+                        Ok(Watched::Held { holder, expires: until }) => {
+                            if logged_holder.as_deref() != Some(holder.as_str()) {
+                                tracing::info!(lease = %what, %holder, "standing by: another replica leads");
+                                logged_holder = Some(holder);
+                            }
+                            wake = instant_of(until);
+                        }
+                        Ok(Watched::Open) => break,
+                        Ok(Watched::Ended) => {
+                            // Resumed after the next attempt; until then, poll.
+                            watching = false;
+                            wake = wake.min(Instant::now() + poll);
+                        }
+                        Err(e) => {
+                            tracing::warn!(
+                                lease = %what, error = %e, retry = ?WATCH_RETRY,
+                                "the lease cannot be watched; this standby polls it every retry period meanwhile"
+                            );
+                            watch_failed = Some(Instant::now());
+                            watching = false;
+                            wake = wake.min(Instant::now() + poll);
+                        }
+                    },
+                }
             }
         }
         // Releasing is a no-op unless this candidate holds the lease (the lock checks).
@@ -212,28 +269,92 @@ mod tests {
 
     use super::*;
 
+    /// client-go's timings, with a standby that polls: the loop's rules at a slower pace.
+    const CLIENT_GO: ElectionTimings = ElectionTimings {
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+    };
+
     /// A lease in memory shared by candidates, with a switch that makes every request fail or
-    /// hang (an API server that is down or partitioned from this replica).
-    #[derive(Debug, Default)]
+    /// hang (an API server that is down or partitioned from this replica), and a version that
+    /// every write bumps (what a watch sees).
+    #[derive(Debug)]
     struct Shared {
         record: Option<LeaseRecord>,
         down: bool,
         /// The candidate whose requests hang (cut off from the API server).
         cut: Option<String>,
         releases: u32,
+        /// Attempts made by each candidate.
+        attempts: std::collections::BTreeMap<String, u32>,
+        /// Every write that took or renewed the lease: by whom, when.
+        writes: Vec<(String, Instant)>,
+        changes: watch::Sender<u64>,
+    }
+
+    impl Default for Shared {
+        fn default() -> Self {
+            Shared {
+                record: None,
+                down: false,
+                cut: None,
+                releases: 0,
+                attempts: Default::default(),
+                writes: Vec::new(),
+                changes: watch::channel(0).0,
+            }
+        }
+    }
+
+    impl Shared {
+        fn set(&mut self, record: LeaseRecord) {
+            self.record = Some(record);
+            self.changes.send_modify(|v| *v += 1);
+        }
+
+        fn last_write_by(&self, id: &str) -> Instant {
+            self.writes.iter().rev().find(|(who, _)| who == id).map(|(_, at)| *at).unwrap()
+        }
+    }
+
+    /// How a [`MemLock`] watches.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Watching {
+        No,
+        Yes,
+        /// It can, but every watch fails (RBAC without `watch`).
+        Fails,
     }
 
     #[derive(Debug)]
     struct MemLock {
         id: String,
         shared: Arc<Mutex<Shared>>,
+        duration: Duration,
+        watching: Watching,
+        seen: tokio::sync::Mutex<watch::Receiver<u64>>,
         observed: Mutex<Option<(LeaseRecord, DateTime<Utc>)>>,
     }
 
     impl MemLock {
+        /// A polling candidate claiming client-go's 15 s.
         fn new(id: &str, shared: &Arc<Mutex<Shared>>) -> Arc<MemLock> {
-            Arc::new(MemLock { id: id.to_owned(), shared: shared.clone(), observed: Mutex::new(None) })
+            MemLock::with(id, shared, CLIENT_GO.lease_duration, Watching::No)
         }
+
+        fn with(id: &str, shared: &Arc<Mutex<Shared>>, duration: Duration, watching: Watching) -> Arc<MemLock> {
+            let seen = tokio::sync::Mutex::new(shared.lock().unwrap().changes.subscribe());
+            Arc::new(MemLock {
+                id: id.to_owned(),
+                shared: shared.clone(),
+                duration,
+                watching,
+                seen,
+                observed: Mutex::new(None),
+            })
+        }
+
         async fn gate(&self) -> drift_core::Result<()> {
             let (down, hang) = {
                 let s = self.shared.lock().unwrap();
@@ -247,6 +368,18 @@ mod tests {
             }
             Ok(())
         }
+
+        fn observe(&self, record: Option<&LeaseRecord>, now: DateTime<Utc>) -> DateTime<Utc> {
+            let mut observed = self.observed.lock().unwrap();
+            match (record, observed.as_ref()) {
+                (Some(r), Some((seen, at))) if seen == r => *at,
+                (Some(r), _) => {
+                    *observed = Some((r.clone(), now));
+                    now
+                }
+                (None, _) => now,
+            }
+        }
     }
 
     #[async_trait]
@@ -258,46 +391,62 @@ mod tests {
             "Lease test/lock".to_owned()
         }
         async fn try_acquire_or_renew(&self, now: DateTime<Utc>) -> drift_core::Result<Attempt> {
+            *self.shared.lock().unwrap().attempts.entry(self.id.clone()).or_default() += 1;
             self.gate().await?;
             let mut s = self.shared.lock().unwrap();
-            let mut observed = self.observed.lock().unwrap();
-            let seen_at = match (&s.record, observed.as_ref()) {
-                (Some(r), Some((seen, at))) if seen == r => *at,
-                (Some(r), _) => {
-                    *observed = Some((r.clone(), now));
-                    now
-                }
-                (None, _) => now,
+            let seen_at = self.observe(s.record.as_ref(), now);
+            let (record, acquired) = match decide(&self.id, s.record.as_ref(), seen_at, now, self.duration) {
+                Step::Held { holder, expires } => return Ok(Attempt::Standby { holder, expires }),
+                Step::Renew(r) => (r, false),
+                Step::Acquire(r) => (r, true),
             };
-            match decide(&self.id, s.record.as_ref(), seen_at, now, Duration::from_secs(15)) {
-                Step::Held { holder, .. } => Ok(Attempt::Standby { holder }),
-                Step::Renew(r) => {
-                    s.record = Some(r);
-                    Ok(Attempt::Leading { acquired: false })
-                }
-                Step::Acquire(r) => {
-                    s.record = Some(r);
-                    Ok(Attempt::Leading { acquired: true })
-                }
-            }
+            self.observe(Some(&record), now);
+            s.set(record);
+            s.writes.push((self.id.clone(), Instant::now()));
+            Ok(Attempt::Leading { acquired })
         }
         async fn release(&self, now: DateTime<Utc>) -> drift_core::Result<()> {
             self.gate().await?;
             let mut s = self.shared.lock().unwrap();
-            if let Some(r) = &s.record
+            if let Some(r) = s.record.clone()
                 && r.holder() == Some(self.id.as_str())
             {
-                s.record = Some(r.released(now));
+                s.set(r.released(now));
                 s.releases += 1;
             }
             Ok(())
         }
+        fn can_watch(&self) -> bool {
+            self.watching != Watching::No
+        }
+        async fn changed(&self, clock: &(dyn Fn() -> DateTime<Utc> + Send + Sync)) -> drift_core::Result<Watched> {
+            assert_ne!(self.watching, Watching::No, "never called on a lock that cannot watch");
+            if self.watching == Watching::Fails {
+                return Err(drift_core::Error::permission_denied("leases \"lock\" is forbidden: cannot watch"));
+            }
+            let mut seen = self.seen.lock().await;
+            if seen.changed().await.is_err() {
+                return Ok(Watched::Ended);
+            }
+            self.gate().await?;
+            let now = clock();
+            let record = self.shared.lock().unwrap().record.clone();
+            let observed_at = self.observe(record.as_ref(), now);
+            Ok(Watched::judge(&self.id, record.as_ref(), observed_at, now))
+        }
     }
 
     fn start(lock: Arc<MemLock>) -> (watch::Receiver<bool>, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+        start_with(lock, CLIENT_GO)
+    }
+
+    fn start_with(
+        lock: Arc<MemLock>,
+        timings: ElectionTimings,
+    ) -> (watch::Receiver<bool>, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = watch::channel(false);
         let (release_tx, release_rx) = watch::channel(false);
-        let elector = Elector::new(lock, ElectionTimings::default()).unwrap();
+        let elector = Elector::new(lock, timings).unwrap();
         (rx, release_tx, tokio::spawn(elector.run(tx, release_rx)))
     }
 
@@ -373,7 +522,7 @@ mod tests {
         {
             let mut s = shared.lock().unwrap();
             let r = s.record.clone().unwrap();
-            s.record = Some(LeaseRecord { holder: Some("intruder".into()), transitions: r.transitions + 1, ..r });
+            s.set(LeaseRecord { holder: Some("intruder".into()), transitions: r.transitions + 1, ..r });
         }
         let at = Instant::now();
         let stepped_down = turns(&mut a, false).await;
@@ -437,7 +586,7 @@ mod tests {
             .store(crate::Store::new(store.clone()))
             .watch(false)
             .interval(Duration::from_secs(30))
-            .leader_election(Elector::new(MemLock::new("a", &shared), ElectionTimings::default()).unwrap())
+            .leader_election(Elector::new(MemLock::new("a", &shared), CLIENT_GO).unwrap())
             .build()
             .unwrap();
         let metrics = detector.scanner().metrics().clone();
@@ -467,5 +616,88 @@ mod tests {
         assert!(!metrics.is_leader());
         let s = shared.lock().unwrap();
         assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None), "released on stop");
+    }
+
+    /// Two candidates on the default timings, `a` leading and `b` standing by for ten seconds.
+    struct Pair {
+        shared: Arc<Mutex<Shared>>,
+        task_a: tokio::task::JoinHandle<()>,
+        b: watch::Receiver<bool>,
+        /// The release senders (dropping one stops its candidate) and b's task.
+        _keep: (watch::Sender<bool>, watch::Sender<bool>, tokio::task::JoinHandle<()>),
+    }
+
+    async fn a_leads_b_stands_by(watching: Watching) -> Pair {
+        let t = ElectionTimings::default();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (mut a, release_a, task_a) = start_with(MemLock::with("a", &shared, t.lease_duration, watching), t);
+        turns(&mut a, true).await;
+        let (b, release_b, task_b) = start_with(MemLock::with("b", &shared, t.lease_duration, watching), t);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(*a.borrow() && !*b.borrow());
+        Pair { shared, task_a, b, _keep: (release_a, release_b, task_b) }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_the_defaults_a_watching_standby_takes_over_when_the_dead_leaders_claim_ends() {
+        let Pair { shared, task_a, mut b, _keep } = a_leads_b_stands_by(Watching::Yes).await;
+        let tries = shared.lock().unwrap().attempts["b"];
+        assert_eq!(tries, 1, "a watching standby does not poll while the leader renews");
+        // kill -9: a stops renewing at once, without releasing.
+        task_a.abort();
+        let killed = Instant::now();
+        let took_over = turns(&mut b, true).await;
+        let s = shared.lock().unwrap();
+        let last = s.last_write_by("a");
+        assert!(last <= killed && killed < took_over, "a's last renewal, the kill, b's term");
+        let t = ElectionTimings::default();
+        // The watch dated a's last renewal when it was written, and b tried when the claim
+        // ended: not a retry period later, and within 5 s of the death.
+        let after_renewal = took_over - last;
+        assert!(
+            after_renewal >= t.lease_duration && after_renewal <= t.lease_duration + Duration::from_millis(50),
+            "{after_renewal:?} after a's last renewal"
+        );
+        assert!(took_over - killed < Duration::from_secs(5), "{:?} after the kill", took_over - killed);
+        assert_eq!(s.attempts["b"], tries + 1, "one attempt took the lease");
+        assert_eq!(s.record.as_ref().unwrap().holder(), Some("b"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watching_standby_takes_a_released_lease_at_once() {
+        let t = ElectionTimings::default();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (mut a, release_a, task_a) = start_with(MemLock::with("a", &shared, t.lease_duration, Watching::Yes), t);
+        turns(&mut a, true).await;
+        let (mut b, _rb, _tb) = start_with(MemLock::with("b", &shared, t.lease_duration, Watching::Yes), t);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        release_a.send_replace(true);
+        task_a.await.unwrap();
+        let released = Instant::now();
+        let took_over = turns(&mut b, true).await;
+        assert_eq!(shared.lock().unwrap().releases, 1);
+        assert!(took_over - released < Duration::from_millis(50), "at once: {:?}", took_over - released);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_standby_that_cannot_watch_polls_and_still_takes_over() {
+        for watching in [Watching::No, Watching::Fails] {
+            let Pair { shared, task_a, mut b, _keep } = a_leads_b_stands_by(watching).await;
+            let tries = shared.lock().unwrap().attempts["b"];
+            assert!(tries >= 8, "{watching:?}: polled every retry period: {tries} attempts in 10 s");
+            task_a.abort();
+            let killed = Instant::now();
+            let took_over = turns(&mut b, true).await;
+            let t = ElectionTimings::default();
+            let last = shared.lock().unwrap().last_write_by("a");
+            let after_renewal = took_over - last;
+            // It saw a's last renewal up to a retry period late, and tries up to one after the
+            // claim ended on its clock.
+            assert!(
+                after_renewal >= t.lease_duration && after_renewal <= t.lease_duration + 2 * (t.retry_period * 11 / 10),
+                "{watching:?}: {after_renewal:?}"
+            );
+            assert!(killed < took_over);
+        }
     }
 }
