@@ -291,7 +291,20 @@ fn schemas() -> Value {
             "decided_at": time, "expires_at": nullable_time(),
         })),
         "DeliveryRecord": object(
-            &["seq", "event_id", "kind", "drift_id", "notifier", "status", "attempts", "due_at", "last_error", "sent_at"],
+            &[
+                "seq",
+                "event_id",
+                "kind",
+                "drift_id",
+                "notifier",
+                "status",
+                "attempts",
+                "due_at",
+                "last_error",
+                "sent_at",
+                "failing_since",
+                "park_reason",
+            ],
             json!({
                 "seq": {"type": "integer", "description": "the event's position in the outbox"},
                 "event_id": {"type": "string", "description": "the event's stable id, its idempotency key"},
@@ -303,6 +316,12 @@ fn schemas() -> Value {
                 "due_at": time,
                 "last_error": {"type": ["string", "null"], "description": "the last failure, or why it was skipped"},
                 "sent_at": nullable_time(),
+                "failing_since": {"type": ["string", "null"], "format": "date-time",
+                    "description": "since when its attempts fail (retry_for counts from here); null once sent or requeued"},
+                "park_reason": {"type": ["string", "null"], "enum": ["outage", "refused", null],
+                    "description": "why it is parked: outage (failing for longer than retry_for; probed, and back in the \
+                                    queue as soon as the receiver takes a message) or refused (a failure that will not \
+                                    pass; requeue it)"},
             }),
         ),
         "DeliveryPage": object(&["items", "next"], json!({

@@ -460,8 +460,10 @@ fn table() -> Vec<Endpoint> {
             operation_id: "listNotifications",
             summary: "Deliveries to notifiers",
             description: "Deliveries of events to notifiers, newest event first: pending ones (with their \
-                          attempts and last error), sent, skipped and parked ones (given up after the last attempt, \
-                          kept until requeued).",
+                          attempts, last error and since when they fail), sent, skipped and parked ones with why \
+                          (`park_reason`: `outage` when the receiver failed for longer than the notifier retries, \
+                          probed and back in the queue as soon as it answers; `refused` when it refused the \
+                          message, kept until requeued).",
             access: Access::Read,
             params: notification_params,
             body: None,

@@ -267,7 +267,8 @@ async fn notifications_list_and_a_parked_one_is_requeued_by_a_named_token() {
     let parked = get(&h.app, "/notifications?status=parked").await.json();
     assert_eq!(parked["items"].as_array().unwrap().len(), 1, "{parked}");
     assert_eq!(parked["items"][0]["event_id"], h.parked.as_str());
-    assert_eq!(parked["items"][0]["last_error"], "the receiver answered 503");
+    assert_eq!(parked["items"][0]["last_error"], "the receiver answered 400");
+    assert_eq!(parked["items"][0]["park_reason"], "refused", "{parked}");
     let pending = get(&h.app, "/notifications?status=pending").await.json();
     assert!(!pending["items"].as_array().unwrap().is_empty(), "later batches wait");
     assert!(pending["items"].as_array().unwrap().iter().all(|d| d["status"] == "pending"));

@@ -245,6 +245,7 @@
     const ready = el('p', { id: 'ready' });
     const scans = el('div', { class: 'table-wrap', id: 'scans' });
     const gaps = el('div', { id: 'gaps' });
+    const parked = el('div', { id: 'parked' });
     replace(main,
       el('h1', { text: 'Overview' }),
       el('div', { class: 'cards' },
@@ -266,13 +267,15 @@
         el('section', { class: 'panel' }, el('h2', { text: 'Time to resolve' }), resolve),
         el('section', { class: 'panel' }, el('h2', { text: 'By status' }), status, ready)),
       el('section', { class: 'panel' }, el('h2', { text: 'Coverage gaps' }), gaps),
+      el('section', { class: 'panel' }, el('h2', { text: 'Parked notifications' }), parked),
       el('section', { class: 'panel' }, el('h2', { text: 'Last scans' }), scans));
 
     async function refresh() {
-      const [stats, scanList, readiness] = await Promise.all([
+      const [stats, scanList, readiness, parkedList] = await Promise.all([
         api('/stats'),
         api('/scans?limit=10'),
         fetch('/ready', { cache: 'no-store' }).then((r) => r.json()).catch(() => null),
+        api('/notifications?status=parked&limit=50').catch((e) => e),
       ]);
       cards.total.textContent = sum(stats.by_status);
       cards.open.textContent = (stats.by_status || {}).open || 0;
@@ -296,8 +299,33 @@
       }
       scanTable(scans, scanList.items || []);
       gapList(gaps, scanList.items || []);
+      parkedTable(parked, parkedList);
     }
     return { refresh };
+  }
+
+  // Deliveries the notifier task gave up on, and why: an outage is probed and sent again by
+  // itself once the receiver answers; a refusal waits for a requeue.
+  function parkedTable(box, list) {
+    if (list instanceof Error) {
+      replace(box, el('p', { class: 'muted', text: 'Not available: ' + explain(list) }));
+      return;
+    }
+    const items = list.items || [];
+    if (!items.length) { replace(box, el('p', { class: 'ok', text: 'None: every notification was delivered or is on its way.' })); return; }
+    const why = (p) => p.park_reason === 'outage'
+      ? 'outage: retried until it answers'
+      : p.park_reason === 'refused' ? 'refused: requeue it' : (p.park_reason || '');
+    replace(box, el('div', { class: 'table-wrap' }, el('table', {},
+      el('thead', {}, el('tr', {}, ['Notifier', 'Event', 'Drift', 'Why', 'Failing since', 'Attempts', 'Last error'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, items.map((p) => el('tr', { 'data-parked': p.event_id },
+        el('td', { text: p.notifier }),
+        el('td', {}, el('code', { text: p.kind + ' ' + p.event_id.slice(0, 12) })),
+        el('td', {}, p.drift_id === null || p.drift_id === undefined ? '' : el('a', { href: '#/drifts/' + p.drift_id, text: '#' + p.drift_id })),
+        el('td', { class: p.park_reason === 'refused' ? 'bad' : '', text: why(p) }),
+        el('td', { text: p.failing_since ? when(p.failing_since) : '' }),
+        el('td', { class: 'num', text: p.attempts }),
+        el('td', { text: p.last_error || '' })))))));
   }
 
   function bars(list, counts, filter) {

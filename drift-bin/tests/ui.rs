@@ -381,3 +381,42 @@ fn a_revert_and_an_accept_through_the_page_change_the_cluster_and_git() {
     assert!(file.contains("mode: slow"), "{file}");
     assert!(!serve.stop().contains(WRITE_TOKEN));
 }
+
+/// The overview lists the parked notifications and why (issue 31, item 3): a webhook whose
+/// receiver refuses connections, retried for 1 s only, parks the demo's batch as an outage;
+/// the page shows each delivery with its notifier, its reason and its last error.
+#[test]
+fn the_overview_shows_what_is_parked_and_why() {
+    let test = "the_overview_shows_what_is_parked_and_why";
+    let Some(b) = Browser::start(test, 1280, 1000, false) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let notify = format!(
+        "notify:\n  - name: hook\n    type: webhook\n    url: http://127.0.0.1:{port}/hook\n    secret_env: UI_HOOK_SECRET\n    \
+         retry_for: 1s\n    backoff: {{initial: 1s, max: 1h}}\n"
+    );
+    let env = [("DRIFT_API_TOKEN", WRITE_TOKEN), ("UI_HOOK_SECRET", "ui-hook-secret-for-tests")];
+    let server = serve(dir.path(), &notify, &env);
+    let addr = server.addr.clone();
+    let parked = wait_for(Duration::from_secs(60), "the demo's 7 deliveries parked", || {
+        let items = get_json(&addr, "/notifications?status=parked")["items"].as_array()?.clone();
+        (items.len() == 7).then_some(items)
+    });
+    assert!(parked.iter().all(|p| p["park_reason"] == "outage" && p["failing_since"].is_string()), "{parked:?}");
+    b.goto(&format!("http://{addr}/"));
+    let shown = b.until(LIMIT, "the parked notifications", |b| {
+        let n = b.run("return document.querySelectorAll('#parked tbody tr').length;", json!([])).as_u64().unwrap();
+        (n > 0).then_some(n)
+    });
+    assert_eq!(shown, 7);
+    let text = b.text("#parked");
+    assert!(text.contains("hook") && text.contains("outage: retried until it answers"), "{text}");
+    assert!(text.contains("failing since"), "the last error says since when: {text}");
+    assert!(b.text("#error").is_empty(), "no error: {}", b.text("#error"));
+    assert!(severe(&b).is_empty(), "the console: {:?}", severe(&b));
+    b.screenshot(&artefact("parked.png"));
+    server.stop();
+}

@@ -178,10 +178,14 @@ pub enum Settle {
         /// Why it failed (never a secret).
         error: String,
     },
-    /// It failed `attempts` times: parked, kept and shown, not sent again unless retried by hand.
+    /// Given up: parked, kept and shown. One parked by an [`ParkReason::Outage`] is tried again
+    /// by itself ([`Outbox::probe`], and whenever the notifier sends a message again); one
+    /// [`ParkReason::Refused`] only when a person requeues it.
     Parked {
         /// The last failure.
         error: String,
+        /// Why it was given up.
+        reason: ParkReason,
     },
     /// Not sent, on purpose (a `for:` delay the drift did not outlive, a `resolved` of a drift
     /// this notifier never announced).
@@ -196,6 +200,39 @@ pub enum Settle {
     },
 }
 
+/// Why a delivery was parked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkReason {
+    /// Failures that may pass (the receiver down, timing out, answering 5xx) for longer than the
+    /// notifier retries (`retry_for`): probed at a slow cadence and put back in the queue as soon
+    /// as the receiver takes a message again.
+    Outage,
+    /// A failure that will not pass (a 4xx, a refused login): sent again only when requeued.
+    Refused,
+}
+
+impl ParkReason {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParkReason::Outage => "outage",
+            ParkReason::Refused => "refused",
+        }
+    }
+}
+
+impl FromStr for ParkReason {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "outage" => Ok(ParkReason::Outage),
+            "refused" => Ok(ParkReason::Refused),
+            _ => Err(crate::Error::invalid_input(format!("unknown park reason {s:?} (outage, refused)"))),
+        }
+    }
+}
+
 /// Status of a delivery (one event to one notifier).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -204,7 +241,7 @@ pub enum DeliveryStatus {
     Pending,
     /// The receiver took it.
     Sent,
-    /// Gave up after the last attempt; kept and shown.
+    /// Given up for now ([`ParkReason`]); kept and shown.
     Parked,
     /// Not sent on purpose.
     Skipped,
@@ -253,6 +290,13 @@ pub struct Delivery {
     pub last_error: Option<String>,
     /// When the receiver took it.
     pub sent_at: Option<DateTime<Utc>>,
+    /// Since when its attempts fail (the first failure since it was queued, requeued or sent);
+    /// `retry_for` counts from here.
+    #[serde(default)]
+    pub failing_since: Option<DateTime<Utc>>,
+    /// Why it is parked (only when it is).
+    #[serde(default)]
+    pub park_reason: Option<ParkReason>,
 }
 
 /// A delivery without its event: what `GET /drifts/{id}` and `GET /notifications` list.
@@ -278,6 +322,13 @@ pub struct DeliveryRecord {
     pub last_error: Option<String>,
     /// When the receiver took it.
     pub sent_at: Option<DateTime<Utc>>,
+    /// Since when its attempts fail (the first failure since it was queued, requeued or sent);
+    /// `retry_for` counts from here.
+    #[serde(default)]
+    pub failing_since: Option<DateTime<Utc>>,
+    /// Why it is parked (only when it is).
+    #[serde(default)]
+    pub park_reason: Option<ParkReason>,
 }
 
 impl From<&Delivery> for DeliveryRecord {
@@ -293,6 +344,8 @@ impl From<&Delivery> for DeliveryRecord {
             due_at: d.due_at,
             last_error: d.last_error.clone(),
             sent_at: d.sent_at,
+            failing_since: d.failing_since,
+            park_reason: d.park_reason,
         }
     }
 }
@@ -356,9 +409,23 @@ pub trait Outlet: Send + Sync + std::fmt::Debug {
     fn admit(&self, _now: DateTime<Utc>) -> Result<(), DateTime<Utc>> {
         Ok(())
     }
-    /// When to try again after the `attempts`-th failed attempt of a retryable failure;
-    /// `None` parks the delivery (a failure that is not retryable is parked at once).
-    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, failure: &SendFailure) -> Option<DateTime<Utc>>;
+    /// When to try again after the `attempts`-th failed attempt of a retryable failure, the
+    /// attempts failing since `failing_since` (`now` for the first failure); `None` parks the
+    /// delivery as an [`ParkReason::Outage`] (a failure that is not retryable is parked at once,
+    /// [`ParkReason::Refused`]).
+    fn retry_at(
+        &self,
+        attempts: i64,
+        failing_since: DateTime<Utc>,
+        now: DateTime<Utc>,
+        failure: &SendFailure,
+    ) -> Option<DateTime<Utc>>;
+    /// How often deliveries parked by an outage are probed ([`Outbox::probe`]): one batch is
+    /// tried again, and once the receiver takes a message every such delivery goes back in the
+    /// queue. `None`: never (a person requeues them). Default: every 10 minutes.
+    fn probe_every(&self) -> Option<chrono::Duration> {
+        Some(chrono::Duration::minutes(10))
+    }
     /// Sends the events of one batch as one message.
     async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure>;
 }
@@ -375,7 +442,9 @@ pub type Route<'a> = dyn Fn(&DriftEvent) -> Option<DateTime<Utc>> + Send + Sync 
 /// - every event is delivered to every notifier whose routing takes it, at least once;
 /// - a claimed delivery is leased to one worker until it settles it or the lease ends: two
 ///   workers never hold the same delivery at the same time;
-/// - deliveries are never deleted by the notifier; a parked one stays until requeued.
+/// - deliveries are never deleted by the notifier; a parked one stays until requeued, probed
+///   ([`probe`](Self::probe)) or, when parked by an outage, put back by a message the receiver
+///   took ([`settle`](Self::settle)).
 #[async_trait]
 pub trait Outbox: Send + Sync + fmt::Debug {
     /// Stores events that do not come from a report (reminders, digests); an id already stored
@@ -402,8 +471,12 @@ pub trait Outbox: Send + Sync + fmt::Debug {
     ) -> Result<Vec<Delivery>>;
 
     /// Settles deliveries `worker` holds, with an audit entry for each attempt (sent, retry,
-    /// parked); a delivery whose lease `worker` lost is left alone. `Sent` also marks the
-    /// drift as notified by `notifier` (for reminders and `resolved`).
+    /// parked); a delivery whose lease `worker` lost is left alone. `Retry` keeps when the
+    /// delivery started failing (`failing_since`, set at its first failure); `Sent` clears it.
+    /// `Sent` also marks the drift as notified by `notifier` (for reminders and `resolved`),
+    /// and, since the receiver answers again, puts every delivery of `notifier` parked by an
+    /// [`ParkReason::Outage`] back in the queue, due at `now`, with an audit entry each
+    /// (`requeue` by `notifier:NAME`, status `pending`).
     async fn settle(
         &self,
         notifier: &str,
@@ -433,4 +506,10 @@ pub trait Outbox: Send + Sync + fmt::Debug {
     /// Puts a parked delivery back in the queue, due at `now`, with an audit entry by `actor`.
     /// Returns whether one was parked.
     async fn requeue(&self, event_id: &str, notifier: &str, actor: &str, now: DateTime<Utc>) -> Result<bool>;
+
+    /// A probe of a receiver that was down: puts the deliveries of `notifier` of the oldest
+    /// batch parked by an [`ParkReason::Outage`] (at most `limit`) back in the queue, due at
+    /// `now`, keeping their attempts and `failing_since` (one more failure parks them again),
+    /// with an audit entry each (`requeue` by `notifier:NAME`, status `probe`). Returns how many.
+    async fn probe(&self, notifier: &str, now: DateTime<Utc>, limit: usize) -> Result<usize>;
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::config::{Backoff, RateLimit};
+use crate::config::{Backoff, NotifierConfig, RateLimit};
 
 /// The delay before the attempt after the `attempt`-th failure (1 for the first failure; 0 is
 /// read as 1): exponential, `initial * 2^(attempt-1)` capped at `max`, with **equal jitter**:
@@ -27,6 +27,44 @@ pub fn backoff(attempt: u32, config: &Backoff, jitter: f64) -> Duration {
     let jitter = if jitter.is_nan() { 0.0 } else { jitter.clamp(0.0, 1.0) };
     let half = capped / 2;
     half + (capped - half).mul_f64(jitter)
+}
+
+/// When to try a delivery again after its `attempts`-th failed attempt, its attempts failing
+/// since `failing_since`: after [`backoff`] (or the receiver's `Retry-After` when longer), as
+/// long as `retry_for` has not passed since `failing_since` and `attempts` (when set) is not
+/// reached; `None` parks it as an outage. So the last attempt comes at most one delay (at most
+/// `backoff.max`) after the horizon. `jitter` is in `0..1` ([`backoff`]).
+///
+/// ```
+/// use std::time::Duration;
+/// let t0 = drift_notify::fixtures::t(0);
+/// let config: drift_notify::NotifierConfig =
+///     serde_saphyr::from_str("type: slack\nurl_env: U\nretry_for: 1h\n").unwrap();
+/// let failure = drift_model::act::SendFailure::retryable("HTTP 503");
+/// let next = drift_notify::retry_at(&config, 1, t0, t0, &failure, 1.0).unwrap();
+/// assert_eq!(next, t0 + chrono::Duration::seconds(2));
+/// let later = t0 + chrono::Duration::minutes(59);
+/// assert_eq!(drift_notify::retry_at(&config, 40, t0, later, &failure, 1.0), Some(later + chrono::Duration::minutes(10)));
+/// assert_eq!(drift_notify::retry_at(&config, 41, t0, t0 + chrono::Duration::hours(1), &failure, 1.0), None);
+/// ```
+pub fn retry_at(
+    config: &NotifierConfig,
+    attempts: i64,
+    failing_since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    failure: &drift_model::act::SendFailure,
+    jitter: f64,
+) -> Option<DateTime<Utc>> {
+    if config.attempts.is_some_and(|cap| attempts >= i64::from(cap)) {
+        return None;
+    }
+    let horizon = chrono::Duration::from_std(config.retry_for).unwrap_or(chrono::Duration::MAX);
+    if now.signed_duration_since(failing_since) >= horizon {
+        return None;
+    }
+    let delay = backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &config.backoff, jitter)
+        .max(failure.retry_after.unwrap_or_default());
+    Some(now + chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX))
 }
 
 /// A token bucket: bursts of up to `messages`, refilled at `messages` per `per`.
@@ -129,6 +167,51 @@ mod tests {
             let allowed = f64::from(messages) + elapsed * f64::from(messages) / per_s as f64;
             prop_assert!(sent as f64 <= allowed + 1e-6, "{sent} > {allowed}");
         }
+    }
+
+    proptest! {
+        /// Whatever the failures, a delivery is retried until `retry_for` has passed since its
+        /// first failure and no longer; each wait is at most `backoff.max` (or `Retry-After`).
+        #[test]
+        fn retries_last_retry_for_and_never_longer(
+            retry_for_s in 1u64..200_000,
+            jitters in proptest::collection::vec(0.0f64..1.0, 1..400),
+        ) {
+            let mut config: NotifierConfig = serde_saphyr::from_str("type: slack\nurl_env: U\n").unwrap();
+            config.retry_for = Duration::from_secs(retry_for_s);
+            let failure = drift_model::act::SendFailure::retryable("HTTP 503");
+            let since = t(0);
+            let (mut now, mut attempts) = (since, 0i64);
+            let horizon = since + chrono::Duration::seconds(retry_for_s as i64);
+            for jitter in jitters {
+                attempts += 1;
+                match retry_at(&config, attempts, since, now, &failure, jitter) {
+                    Some(next) => {
+                        prop_assert!(now < horizon, "retried at {now} after the horizon {horizon}");
+                        prop_assert!(next > now && next - now <= chrono::Duration::seconds(600));
+                        now = next;
+                    }
+                    None => {
+                        prop_assert!(now >= horizon, "parked at {now} before the horizon {horizon}");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_30_minute_outage_is_retried_through_and_attempts_cap_when_set() {
+        let mut config: NotifierConfig = serde_saphyr::from_str("type: slack\nurl_env: U\n").unwrap();
+        let failure = drift_model::act::SendFailure::retryable("HTTP 503");
+        let thirty = t(30);
+        assert!(retry_at(&config, 500, t(0), thirty, &failure, 0.0).is_some(), "24h by default, whatever the count");
+        config.attempts = Some(8);
+        assert_eq!(retry_at(&config, 8, t(0), t(1), &failure, 0.0), None);
+        let mut asked = failure.clone();
+        asked.retry_after = Some(Duration::from_secs(3600));
+        config.attempts = None;
+        assert_eq!(retry_at(&config, 1, t(0), t(0), &asked, 0.0), Some(t(60)), "Retry-After when longer");
     }
 
     #[test]

@@ -25,7 +25,8 @@ use crate::route::Route;
 /// let config: drift_notify::NotifierConfig = serde_saphyr::from_str(yaml).unwrap();
 /// assert_eq!(config.name(), "ops");
 /// assert_eq!(config.for_, std::time::Duration::from_secs(120));
-/// assert_eq!(config.attempts, 8);
+/// assert_eq!(config.retry_for, std::time::Duration::from_secs(24 * 3600));
+/// assert_eq!(config.attempts, None);
 /// let env = |name: &str| (name == "DRIFT_WEBHOOK_SECRET").then(|| "s3cret".to_owned());
 /// drift_notify::validate(&[config], &env).unwrap();
 /// ```
@@ -55,16 +56,21 @@ pub struct NotifierConfig {
     /// At most this many messages per period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<RateLimit>,
-    /// Attempts before a delivery is parked (default 8).
-    #[serde(default = "default_attempts")]
-    pub attempts: u32,
-    /// Delays between attempts.
+    /// How long a delivery whose attempts fail with failures that may pass is retried, from
+    /// its first failure, before it is parked as an outage (default `24h`).
+    #[serde(default = "default_retry_for", with = "humantime_serde")]
+    pub retry_for: Duration,
+    /// At most this many attempts before a delivery is parked as an outage, whichever of this
+    /// and `retry_for` comes first (default: no limit, only `retry_for`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    /// Delays between attempts; `max` is also how often a delivery parked by an outage is probed.
     #[serde(default)]
     pub backoff: Backoff,
 }
 
-fn default_attempts() -> u32 {
-    8
+fn default_retry_for() -> Duration {
+    Duration::from_secs(24 * 3600)
 }
 
 /// The fields every notifier has. serde's `flatten` cannot refuse unknown keys, so an entry is
@@ -85,13 +91,16 @@ struct Common {
     digest: Option<DigestConfig>,
     #[serde(default)]
     rate_limit: Option<RateLimit>,
-    #[serde(default = "default_attempts")]
-    attempts: u32,
+    #[serde(default = "default_retry_for", with = "humantime_serde")]
+    retry_for: Duration,
+    #[serde(default)]
+    attempts: Option<u32>,
     #[serde(default)]
     backoff: Backoff,
 }
 
-const COMMON_KEYS: [&str; 8] = ["name", "route", "for", "reminder", "digest", "rate_limit", "attempts", "backoff"];
+const COMMON_KEYS: [&str; 9] =
+    ["name", "route", "for", "reminder", "digest", "rate_limit", "retry_for", "attempts", "backoff"];
 
 impl TryFrom<serde_json::Map<String, serde_json::Value>> for NotifierConfig {
     type Error = String;
@@ -109,6 +118,7 @@ impl TryFrom<serde_json::Map<String, serde_json::Value>> for NotifierConfig {
             reminder: c.reminder,
             digest: c.digest,
             rate_limit: c.rate_limit,
+            retry_for: c.retry_for,
             attempts: c.attempts,
             backoff: c.backoff,
         })
@@ -337,7 +347,8 @@ impl NotifierConfig {
             reminder: None,
             digest: None,
             rate_limit: None,
-            attempts: default_attempts(),
+            retry_for: default_retry_for(),
+            attempts: None,
             backoff: Backoff::default(),
         }
     }
@@ -438,8 +449,11 @@ impl NotifierConfig {
         if self.reminder.is_some_and(|r| r < Duration::from_secs(60)) {
             bad("reminder", "must be at least 1m".into());
         }
-        if self.attempts == 0 {
+        if self.attempts == Some(0) {
             bad("attempts", "must be at least 1".into());
+        }
+        if self.retry_for.is_zero() {
+            bad("retry_for", "must be longer than 0s".into());
         }
         if self.backoff.initial.is_zero() {
             bad("backoff.initial", "must be longer than 0s".into());
@@ -517,6 +531,7 @@ mod tests {
   reminder: 4h
   digest: { at: '09:00', timezone: Europe/Paris }
   rate_limit: { messages: 10, per: 5m }
+  retry_for: 3d
   attempts: 3
   backoff: { initial: 1s, max: 7d }
 ",
@@ -527,6 +542,7 @@ mod tests {
         assert_eq!(c.reminder, Some(Duration::from_secs(4 * 3600)));
         assert_eq!(c.rate_limit, Some(RateLimit { messages: 10, per: Duration::from_secs(300) }));
         assert_eq!(c.backoff.max, Duration::from_secs(7 * 86400));
+        assert_eq!((c.retry_for, c.attempts), (Duration::from_secs(3 * 86400), Some(3)));
         let NotifierKind::Email(e) = &c.kind else { panic!("email") };
         assert_eq!((e.tls, e.port()), (SmtpTls::Implicit, 465));
         assert_eq!(c.route.events.len(), 2);
@@ -537,7 +553,8 @@ mod tests {
     fn defaults_are_documented_ones() {
         let c = &parse("- type: slack\n  url_env: SLACK_URL\n")[0];
         assert_eq!(c.name(), "slack");
-        assert_eq!((c.for_, c.attempts, c.backoff), (Duration::ZERO, 8, Backoff::default()));
+        assert_eq!((c.for_, c.attempts, c.backoff), (Duration::ZERO, None, Backoff::default()));
+        assert_eq!(c.retry_for, Duration::from_secs(24 * 3600));
         assert_eq!(c.backoff.initial, Duration::from_secs(2));
         assert_eq!(c.backoff.max, Duration::from_secs(600));
         assert_eq!(c.route.events, drift_model::EventKind::ALL.to_vec());
@@ -583,6 +600,7 @@ mod tests {
   digest: { at: '25:00', timezone: Mars/Olympus }
   rate_limit: { messages: 0, per: 0s }
   attempts: 0
+  retry_for: 0s
   backoff: { initial: 1m, max: 1s }
 ",
         );
@@ -600,6 +618,7 @@ mod tests {
             "notify[3].rate_limit.messages",
             "notify[3].rate_limit.per",
             "notify[3].attempts",
+            "notify[3].retry_for",
             "notify[3].backoff.max",
         ] {
             assert!(err.contains(needle), "{needle:?} missing from:\n{err}");

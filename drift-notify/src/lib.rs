@@ -43,7 +43,7 @@ mod slack;
 mod text;
 mod webhook;
 
-pub use backoff::{RateLimiter, backoff};
+pub use backoff::{RateLimiter, backoff, retry_at};
 pub use config::{
     Backoff, DigestConfig, EmailConfig, NotifierConfig, NotifierKind, RateLimit, SlackConfig, SmtpTls, WebhookConfig,
     process_env, validate,

@@ -16,8 +16,8 @@ use crate::webhook::WebhookNotifier;
 ///
 /// Contract:
 /// - `send` sends one message once and says whether the receiver took it; it never retries
-///   by itself (the delivery loop retries with [`crate::backoff`] and parks after
-///   `attempts`), so a receiver may see a message again and must drop repeated message ids;
+///   by itself (the delivery loop retries with [`crate::retry_at`] and parks after
+///   `retry_for`, probing afterwards), so a receiver may see a message again and must drop repeated message ids;
 /// - an error says whether another attempt could succeed ([`SendError::retryable`]);
 /// - nothing secret (a secret, a password, a Slack webhook URL's path) is ever in an error,
 ///   a log line or a `Debug` output.
@@ -35,7 +35,7 @@ pub trait Notifier: Send + Sync + fmt::Debug {
 /// reads (retryable: connection errors, a failed TLS handshake included, since lettre reports
 /// it as one; timeouts; HTTP 5xx, 408 and 429; SMTP 4xx. Not: HTTP 3xx and other 4xx, SMTP 5xx
 /// such as a refused login or recipient, a relay without STARTTLS or AUTH, a message that
-/// cannot be built. Retryable failures are parked after `attempts` anyway).
+/// cannot be built. Retryable failures are parked as an outage after `retry_for`, then probed).
 pub use drift_model::act::SendFailure as SendError;
 
 /// A notifier for `config`, reading its secrets from this process's environment.

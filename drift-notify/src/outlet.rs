@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use drift_model::act::{DriftEvent, Outlet, SendFailure};
 use url::Url;
 
-use crate::{Message, Notifier, NotifierConfig, RateLimiter, backoff};
+use crate::{Message, Notifier, NotifierConfig, RateLimiter};
 
 /// A [`Notifier`] with its delivery policy.
 #[derive(Debug)]
@@ -83,13 +83,19 @@ impl Outlet for NotifierOutlet {
         }
     }
 
-    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, failure: &SendFailure) -> Option<DateTime<Utc>> {
-        let config = self.config();
-        if attempts >= i64::from(config.attempts) {
-            return None;
-        }
-        let delay = backoff(u32::try_from(attempts).unwrap_or(u32::MAX), &config.backoff, jitter());
-        Some(now + chrono(delay.max(failure.retry_after.unwrap_or_default())))
+    fn retry_at(
+        &self,
+        attempts: i64,
+        failing_since: DateTime<Utc>,
+        now: DateTime<Utc>,
+        failure: &SendFailure,
+    ) -> Option<DateTime<Utc>> {
+        crate::retry_at(self.config(), attempts, failing_since, now, failure, jitter())
+    }
+
+    /// At the slowest pace of the notifier's retries: `backoff.max`.
+    fn probe_every(&self) -> Option<chrono::Duration> {
+        Some(chrono(self.config().backoff.max))
     }
 
     async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure> {

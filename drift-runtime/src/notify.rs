@@ -5,8 +5,14 @@
 //! its reminders and its daily digest, then claim the due deliveries of one batch at a time
 //! (leased to this process: two processes never send the same delivery at the same time),
 //! decide what is still worth sending, send the batch as one message, and settle each delivery
-//! (sent, retried later with backoff, parked after the last attempt, skipped, deferred by the
-//! rate limit). Waivers that expired are ended first, so their events go out in the same round.
+//! (sent, retried later with backoff, parked when its notifier stops retrying, skipped, deferred
+//! by the rate limit). Waivers that expired are ended first, so their events go out in the same
+//! round.
+//!
+//! A receiver that is down longer than its notifier retries (`retry_for`, 24 hours by default)
+//! gets its deliveries parked as an outage; every [`Outlet::probe_every`] one batch of them is
+//! tried again (a probe, a real message with the same event ids), and the first message the
+//! receiver takes puts all of them back in the queue: nobody has to requeue them.
 //!
 //! A process that dies between the store's commit and the receiver's answer leaves its
 //! deliveries leased; the lease ends and another round (this process restarted, or another
@@ -18,7 +24,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use drift_core::act::{
-    ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Outlet, SendFailure, Settle, event_id,
+    ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Outlet, ParkReason, SendFailure, Settle, event_id,
 };
 use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest};
 use drift_metrics::Metrics;
@@ -52,7 +58,8 @@ pub struct Round {
     pub waivers_expired: usize,
     /// Messages sent, by notifier.
     pub messages: BTreeMap<String, usize>,
-    /// Deliveries settled, by outcome (`sent`, `retry`, `parked`, `skipped`, `deferred`).
+    /// Deliveries settled, by outcome (`sent`, `retry`, `parked`, `skipped`, `deferred`), and
+    /// `probed`: parked by an outage and put back in the queue by a probe.
     pub deliveries: BTreeMap<&'static str, usize>,
 }
 
@@ -78,6 +85,8 @@ struct Memory {
     last_look: Option<DateTime<Utc>>,
     /// The last digest day emitted.
     last_digest: Option<String>,
+    /// When deliveries parked by an outage were last probed.
+    last_probe: Option<DateTime<Utc>>,
 }
 
 impl Dispatcher {
@@ -165,6 +174,7 @@ impl Dispatcher {
         let mut round = Round { waivers_expired: self.store.expire_waivers(now).await?, ..Round::default() };
         for outlet in &self.outlets {
             self.prepare(outlet.as_ref(), now).await?;
+            self.probe(outlet.as_ref(), now, &mut round).await?;
             self.deliver(outlet.as_ref(), now, &mut round).await?;
         }
         Ok(round)
@@ -173,7 +183,7 @@ impl Dispatcher {
     /// Emits the reminders and the digest of `outlet` when due, then routes the new events to it.
     async fn prepare(&self, outlet: &dyn Outlet, now: DateTime<Utc>) -> drift_core::Result<()> {
         let name = outlet.name();
-        let Memory { last_look, last_digest } = self.remembered(name);
+        let Memory { last_look, last_digest, .. } = self.remembered(name);
         if let Some(every) = outlet.reminder().filter(|_| last_look.is_none_or(|t| now - t >= REMINDER_EVERY)) {
             let stale = self.store.stale(name, now - every, CLAIM).await?;
             let bucket = now.timestamp() / every.num_seconds().max(1);
@@ -214,6 +224,24 @@ impl Dispatcher {
             _ => outlet.route(e),
         };
         while self.store.route(name, &route, ROUTE).await? == ROUTE {}
+        Ok(())
+    }
+
+    /// Every [`Outlet::probe_every`], puts the oldest batch parked by an outage back in the
+    /// queue, to be sent in this round: if the receiver takes it, the store puts every other
+    /// delivery parked by the outage back too; if not, one more failure parks it again.
+    async fn probe(&self, outlet: &dyn Outlet, now: DateTime<Utc>, round: &mut Round) -> drift_core::Result<()> {
+        let name = outlet.name();
+        let Some(every) = outlet.probe_every() else { return Ok(()) };
+        if self.remembered(name).last_probe.is_some_and(|t| now - t < every) {
+            return Ok(());
+        }
+        self.remember(name, |m| m.last_probe = Some(now));
+        let probed = self.store.probe(name, now, CLAIM).await?;
+        if probed > 0 {
+            tracing::info!(notifier = name, deliveries = probed, "notifications: probing a receiver that was down");
+            *round.deliveries.entry("probed").or_default() += probed;
+        }
         Ok(())
     }
 
@@ -261,11 +289,25 @@ impl Dispatcher {
                             }
                             Err(failure) => {
                                 let attempts = send.iter().map(|d| d.attempts).max().unwrap_or(0) + 1;
-                                let next =
-                                    if failure.retryable { outlet.retry_at(attempts, now, &failure) } else { None };
+                                let since = send.iter().filter_map(|d| d.failing_since).min().unwrap_or(now).min(now);
+                                let next = if failure.retryable {
+                                    outlet.retry_at(attempts, since, now, &failure)
+                                } else {
+                                    None
+                                };
                                 let settle = match next {
                                     Some(at) => Settle::Retry { at, error: failure.message.clone() },
-                                    None => Settle::Parked { error: failure.message.clone() },
+                                    None if failure.retryable => Settle::Parked {
+                                        error: format!(
+                                            "{} (failing since {}; probed until the receiver answers)",
+                                            failure.message,
+                                            since.format("%Y-%m-%d %H:%M:%S UTC")
+                                        ),
+                                        reason: ParkReason::Outage,
+                                    },
+                                    None => {
+                                        Settle::Parked { error: failure.message.clone(), reason: ParkReason::Refused }
+                                    }
                                 };
                                 tracing::warn!(
                                     notifier = name, events = events.len(), attempts, error = %failure.message,

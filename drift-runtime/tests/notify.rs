@@ -118,7 +118,7 @@ impl Outlet for Recorder {
             _ => Ok(()),
         }
     }
-    fn retry_at(&self, attempts: i64, now: DateTime<Utc>, _: &SendFailure) -> Option<DateTime<Utc>> {
+    fn retry_at(&self, attempts: i64, _: DateTime<Utc>, now: DateTime<Utc>, _: &SendFailure) -> Option<DateTime<Utc>> {
         (attempts < self.attempts).then(|| now + Duration::seconds(10))
     }
     async fn send(&self, events: &[DriftEvent]) -> Result<(), SendFailure> {

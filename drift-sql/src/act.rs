@@ -351,8 +351,8 @@ where
         let mut out = Vec::with_capacity(seqs.len());
         for chunk in seqs.chunks(IDS) {
             let mut q = QueryBuilder::<D::Db>::new(
-                "SELECT d.event_seq, d.notifier, d.status, d.attempts, d.due_at, d.last_error, d.sent_at, e.payload \
-                 FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE ",
+                "SELECT d.event_seq, d.notifier, d.status, d.attempts, d.due_at, d.last_error, d.sent_at, e.payload, \
+                 d.failing_since, d.park_reason FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE ",
             );
             D::push_ids(&mut q, "d.event_seq", chunk.to_vec());
             if let Some(n) = notifier {
@@ -364,6 +364,10 @@ where
                 let mut event = Self::event_of(&row, seq)?;
                 event.seq = seq;
                 let status: String = row.try_get(2)?;
+                let park_reason: Option<String> = row.try_get(9)?;
+                let park_reason = park_reason
+                    .map(|r| r.parse().map_err(|_| SqlError::corrupt(seq, "park_reason", &r)))
+                    .transpose()?;
                 out.push(Delivery {
                     event,
                     notifier: row.try_get(1)?,
@@ -372,6 +376,8 @@ where
                     due_at: Self::time_at(&row, 4, seq)?,
                     last_error: row.try_get(5)?,
                     sent_at: Self::opt_time_at(&row, 6, seq)?,
+                    failing_since: Self::opt_time_at(&row, 8, seq)?,
+                    park_reason,
                 });
             }
         }
@@ -429,7 +435,7 @@ where
             let (status, detail) = match settle {
                 Settle::Sent => ("sent", json!({"kind": kind})),
                 Settle::Retry { at, error } => ("retry", json!({"kind": kind, "error": error, "next_attempt_at": at})),
-                Settle::Parked { error } => ("parked", json!({"kind": kind, "error": error})),
+                Settle::Parked { error, reason } => ("parked", json!({"kind": kind, "error": error, "reason": reason})),
                 Settle::Skipped { reason } => ("skipped", json!({"kind": kind, "reason": reason})),
                 Settle::Defer { .. } => continue,
             };
@@ -450,15 +456,18 @@ where
             let mut q = QueryBuilder::<D::Db>::new("UPDATE deliveries SET locked_by = NULL, locked_until = NULL");
             match settle {
                 Settle::Sent => {
-                    q.push(", status = 'sent', attempts = attempts + 1, last_error = NULL, sent_at = ");
-                    q.push_bind(D::time(now));
+                    q.push(", status = 'sent', attempts = attempts + 1, last_error = NULL, failing_since = NULL");
+                    q.push(", sent_at = ").push_bind(D::time(now));
                 }
                 Settle::Retry { at, error } => {
                     q.push(", attempts = attempts + 1, due_at = ").push_bind(D::time(*at));
                     q.push(", last_error = ").push_bind(error.clone());
+                    q.push(", failing_since = COALESCE(failing_since, ").push_bind(D::time(now)).push(")");
                 }
-                Settle::Parked { error } => {
+                Settle::Parked { error, reason } => {
                     q.push(", status = 'parked', attempts = attempts + 1, last_error = ").push_bind(error.clone());
+                    q.push(", park_reason = ").push_bind(reason.as_str().to_owned());
+                    q.push(", failing_since = COALESCE(failing_since, ").push_bind(D::time(now)).push(")");
                 }
                 Settle::Skipped { reason } => {
                     q.push(", status = 'skipped', last_error = ").push_bind(reason.clone());
@@ -486,9 +495,101 @@ where
             q.push(" ON CONFLICT (drift_id, notifier) DO UPDATE SET last_at = excluded.last_at");
             q.build().execute(&mut *tx).await.ctx::<D>("marking drifts notified")?;
         }
+        if outcomes.iter().any(|(id, s)| matches!(s, Settle::Sent) && held.contains_key(id)) {
+            // The receiver answers again: what an outage parked goes back in the queue.
+            let unparked = Self::unpark(&mut tx, notifier, None, now).await?;
+            audit.extend(unparked.into_iter().map(|event_id| {
+                let mut a = NewAudit::new(AuditAction::Requeue, format!("notifier:{notifier}"), "pending");
+                a.notifier = Some(notifier.to_owned());
+                a.event_id = Some(event_id);
+                a.detail = json!({"reason": "the receiver answered again"});
+                a
+            }));
+        }
         Self::insert_audit(&mut tx, now, &audit).await?;
         tx.commit().await.ctx::<D>("committing settled deliveries")?;
         Ok(())
+    }
+
+    /// Puts the deliveries of `notifier` parked by an outage back in the queue, due at `now`,
+    /// and returns their event ids: all of them, for good (attempts and `failing_since` start
+    /// again), or, as a probe, those of `probe`'s batch (they keep them).
+    async fn unpark(
+        conn: &mut Conn<D>,
+        notifier: &str,
+        probe: Option<(&str, usize)>,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, SqlError<D>> {
+        let mut q = QueryBuilder::<D::Db>::new(
+            "SELECT d.event_seq, e.id FROM deliveries d JOIN events e ON e.seq = d.event_seq",
+        );
+        q.push(" WHERE d.notifier = ").push_bind(notifier.to_owned());
+        q.push(" AND d.status = 'parked' AND d.park_reason = 'outage'");
+        if let Some((batch, _)) = probe {
+            q.push(" AND d.batch = ").push_bind(batch.to_owned());
+        }
+        q.push(" ORDER BY d.event_seq");
+        if let Some((_, limit)) = probe {
+            q.push(" LIMIT ").push_bind(limit as i64);
+        }
+        let rows = q.build().fetch_all(&mut *conn).await.ctx("reading parked deliveries")?;
+        let mut found = BTreeMap::new();
+        for row in rows {
+            found.insert(row.try_get::<i64, _>(0)?, row.try_get::<String, _>(1)?);
+        }
+        let seqs: Vec<i64> = found.keys().copied().collect();
+        // Only what this statement changed is told (another process may have put some back).
+        let mut done = Vec::with_capacity(seqs.len());
+        for chunk in seqs.chunks(IDS) {
+            let mut q = QueryBuilder::<D::Db>::new(
+                "UPDATE deliveries SET status = 'pending', park_reason = NULL, locked_by = NULL, locked_until = NULL",
+            );
+            if probe.is_none() {
+                q.push(", attempts = 0, failing_since = NULL");
+            }
+            q.push(", due_at = ").push_bind(D::time(now));
+            q.push(" WHERE notifier = ").push_bind(notifier.to_owned());
+            q.push(" AND status = 'parked' AND park_reason = 'outage' AND ");
+            D::push_ids(&mut q, "event_seq", chunk.to_vec());
+            q.push(" RETURNING event_seq");
+            for row in q.build().fetch_all(&mut *conn).await.ctx("putting parked deliveries back")? {
+                done.push(row.try_get::<i64, _>(0)?);
+            }
+        }
+        done.sort_unstable();
+        Ok(done.iter().filter_map(|seq| found.get(seq).cloned()).collect())
+    }
+
+    /// [`Outbox::probe`](drift_model::act::Outbox::probe).
+    pub async fn probe<S: SqlStore<Dialect = D>>(
+        store: &S,
+        notifier: &str,
+        now: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<usize, SqlError<D>> {
+        let mut tx = store.begin().await?;
+        let mut q = QueryBuilder::<D::Db>::new("SELECT batch FROM deliveries WHERE notifier = ");
+        q.push_bind(notifier.to_owned());
+        q.push(" AND status = 'parked' AND park_reason = 'outage' ORDER BY event_seq LIMIT 1");
+        let Some(row) = q.build().fetch_optional(&mut *tx).await.ctx::<D>("finding parked deliveries")? else {
+            tx.rollback().await.ctx::<D>("ending a read")?;
+            return Ok(0);
+        };
+        let batch: String = row.try_get(0)?;
+        let ids = Self::unpark(&mut tx, notifier, Some((&batch, limit)), now).await?;
+        let audit: Vec<NewAudit> = ids
+            .iter()
+            .map(|event_id| {
+                let mut a = NewAudit::new(AuditAction::Requeue, format!("notifier:{notifier}"), "probe");
+                a.notifier = Some(notifier.to_owned());
+                a.event_id = Some(event_id.clone());
+                a.detail = json!({"reason": "a probe of a receiver that was down"});
+                a
+            })
+            .collect();
+        Self::insert_audit(&mut tx, now, &audit).await?;
+        tx.commit().await.ctx::<D>("committing a probe")?;
+        Ok(ids.len())
     }
 
     /// [`Outbox::notified`](drift_model::act::Outbox::notified).
@@ -642,7 +743,8 @@ where
     ) -> Result<bool, SqlError<D>> {
         let mut tx = store.begin().await?;
         let mut q = QueryBuilder::<D::Db>::new(
-            "UPDATE deliveries SET status = 'pending', attempts = 0, locked_by = NULL, locked_until = NULL, due_at = ",
+            "UPDATE deliveries SET status = 'pending', attempts = 0, locked_by = NULL, locked_until = NULL, \
+             failing_since = NULL, park_reason = NULL, due_at = ",
         );
         q.push_bind(D::time(now)).push(" WHERE status = 'parked' AND notifier = ").push_bind(notifier.to_owned());
         q.push(" AND event_seq = (SELECT seq FROM events WHERE id = ").push_bind(event_id.to_owned()).push(")");

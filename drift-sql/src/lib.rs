@@ -250,6 +250,15 @@ macro_rules! impl_drift_store {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::requeue(self, event_id, notifier, actor, now)
                     .await?)
             }
+
+            async fn probe(
+                &self,
+                notifier: &str,
+                now: $crate::__private::DateTime<$crate::__private::Utc>,
+                limit: usize,
+            ) -> $crate::__private::Result<usize> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::probe(self, notifier, now, limit).await?)
+            }
         }
 
         #[$crate::__private::async_trait]

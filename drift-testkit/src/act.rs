@@ -7,7 +7,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 use drift_model::act::{
-    ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, Settle,
+    ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, ParkReason,
+    Settle,
 };
 use drift_model::act::{AuditLog, Decisions, Outbox};
 use drift_model::sink::{DriftFilter, DriftStatus, PageRequest};
@@ -30,6 +31,7 @@ macro_rules! act_suite {
             routing_takes_each_event_once_and_a_new_notifier_starts_after_the_newest,
             a_claim_leases_one_batch_to_one_worker_until_it_settles_or_the_lease_ends,
             retries_count_attempts_park_and_requeue_with_an_audit_entry_each,
+            an_outage_parks_and_a_probe_or_an_answer_puts_it_back_with_the_same_event,
             a_waiver_takes_a_drift_out_of_the_open_counts_until_its_value_changes,
             an_expired_waiver_reopens_the_drift_with_an_event,
             acknowledged_drifts_get_no_reminders_and_notified_ones_do,
@@ -256,16 +258,21 @@ where
     let d = store.claim("n", "w", t(2), Duration::minutes(1), 10).await.unwrap();
     assert_eq!(d[0].attempts, 1);
     assert_eq!(d[0].last_error.as_deref(), Some("HTTP 503"));
-    store.settle("n", "w", &[(id.clone(), Settle::Parked { error: "HTTP 503".into() })], t(2)).await.unwrap();
+    assert_eq!(d[0].failing_since, Some(t(0)), "failing since its first failure");
+    let refused = Settle::Parked { error: "HTTP 400".into(), reason: ParkReason::Refused };
+    store.settle("n", "w", &[(id.clone(), refused)], t(2)).await.unwrap();
     let page = PageRequest { limit: 10, after: None };
     let parked = store.deliveries(None, Some(DeliveryStatus::Parked), page).await.unwrap();
     assert_eq!((parked.len(), parked[0].attempts, parked[0].event_id.as_str()), (1, 2, id.as_str()));
+    assert_eq!((parked[0].park_reason, parked[0].failing_since), (Some(ParkReason::Refused), Some(t(0))));
+    assert_eq!(store.probe("n", t(50), 10).await.unwrap(), 0, "a refusal is not probed");
     let counts = store.delivery_counts().await.unwrap();
     assert_eq!(counts.get(&("n".to_owned(), DeliveryStatus::Parked)), Some(&1));
     assert!(store.claim("n", "w", t(100), Duration::minutes(1), 10).await.unwrap().is_empty(), "parked stays");
     assert!(store.requeue(&id, "n", "alice", t(3)).await.unwrap());
     assert!(!store.requeue(&id, "n", "alice", t(3)).await.unwrap(), "not parked any more");
-    assert_eq!(store.claim("n", "w", t(3), Duration::minutes(1), 10).await.unwrap().len(), 1);
+    let again = store.claim("n", "w", t(3), Duration::minutes(1), 10).await.unwrap();
+    assert_eq!((again.len(), again[0].failing_since, again[0].park_reason), (1, None, None), "a new start");
     let audit = store
         .audit(&AuditFilter { notifier: Some("n".into()), ..AuditFilter::default() }, PageRequest::default())
         .await
@@ -274,6 +281,122 @@ where
     assert_eq!(trail, [("retry", Some(1)), ("parked", Some(2)), ("pending", None)]);
     assert_eq!(audit.items[0].action, AuditAction::Requeue);
     assert_eq!(audit.items[0].actor, "alice");
+}
+
+/// A delivery that fails for longer than its notifier retries is parked as an outage with its
+/// error, listed with its reason; a probe puts the oldest parked batch back in the queue keeping
+/// its attempts and `failing_since`, and a message the receiver takes puts every other delivery
+/// parked by the outage back too, with the same event ids, attempts starting again; a refusal
+/// stays parked. Each step is in the audit trail.
+pub async fn an_outage_parks_and_a_probe_or_an_answer_puts_it_back_with_the_same_event<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    let page = PageRequest { limit: 10, after: None };
+    store.route("n", &|e| Some(e.at), 100).await.unwrap();
+    store.route("m", &|e| Some(e.at), 100).await.unwrap();
+    let outage = |error: &str| Settle::Parked { error: error.into(), reason: ParkReason::Outage };
+    // Three scans, three batches: each fails, is retried, and parked by the outage (the third
+    // refused); another notifier's outage is its own.
+    let mut ids = Vec::new();
+    for (i, name) in ["web", "api", "db"].into_iter().enumerate() {
+        let minute = i as i64;
+        // Each scan sees the drifts before it unchanged (no event) and opens one more.
+        let names = ["web", "api", "db"];
+        let keys: Vec<_> = names.iter().map(|n| key("Deployment", "shop", n)).collect();
+        let drifts = names[..=i].iter().map(|n| replicas(n, 3)).collect();
+        store.record(&report(&format!("s{i}"), t(minute), &keys, drifts)).await.unwrap();
+        for n in ["n", "m"] {
+            store.route(n, &|e| Some(e.at), 100).await.unwrap();
+            let d = store.claim(n, "w", t(minute), Duration::minutes(1), 10).await.unwrap();
+            assert_eq!(d.len(), 1, "{n} {name}: {d:?}");
+            let retry = Settle::Retry { at: t(minute) + Duration::seconds(10), error: "HTTP 503".into() };
+            store.settle(n, "w", &[(d[0].event.id.clone(), retry)], t(minute)).await.unwrap();
+            let d = store.claim(n, "w", t(minute) + Duration::seconds(10), Duration::minutes(1), 10).await.unwrap();
+            let park = if i == 2 {
+                Settle::Parked { error: "HTTP 404".into(), reason: ParkReason::Refused }
+            } else {
+                outage("HTTP 503 (failing for 24h)")
+            };
+            store.settle(n, "w", &[(d[0].event.id.clone(), park)], t(minute) + Duration::seconds(10)).await.unwrap();
+            if n == "n" {
+                ids.push(d[0].event.id.clone());
+            }
+        }
+    }
+    let parked = store.deliveries(None, Some(DeliveryStatus::Parked), page).await.unwrap();
+    let mine: Vec<_> = parked.iter().filter(|p| p.notifier == "n").collect();
+    assert_eq!(mine.len(), 3, "{parked:?}");
+    let web = mine.iter().find(|p| p.event_id == ids[0]).unwrap();
+    assert_eq!(
+        (web.park_reason, web.failing_since, web.attempts, web.last_error.as_deref()),
+        (Some(ParkReason::Outage), Some(t(0)), 2, Some("HTTP 503 (failing for 24h)"))
+    );
+    assert!(store.claim("n", "w", t(100), Duration::minutes(1), 10).await.unwrap().is_empty(), "parked stays");
+    // A probe: the oldest batch parked by the outage, only it, as it was.
+    assert_eq!(store.probe("n", t(100), 10).await.unwrap(), 1);
+    let probe = store.claim("n", "w", t(100), Duration::minutes(1), 10).await.unwrap();
+    assert_eq!(probe.len(), 1);
+    assert_eq!(
+        (probe[0].event.id.as_str(), probe[0].attempts, probe[0].failing_since, probe[0].park_reason),
+        (ids[0].as_str(), 2, Some(t(0)), None)
+    );
+    // The receiver is still down: parked again; the next probe takes the same batch.
+    store.settle("n", "w", &[(ids[0].clone(), outage("HTTP 502"))], t(100)).await.unwrap();
+    assert_eq!(store.probe("n", t(110), 10).await.unwrap(), 1);
+    let probe = store.claim("n", "w", t(110), Duration::minutes(1), 10).await.unwrap();
+    assert_eq!((probe[0].event.id.as_str(), probe[0].attempts), (ids[0].as_str(), 3));
+    // It answers: sent, and api's delivery, parked by the outage, is due again, counting anew;
+    // db's refusal stays parked, and so does notifier m's outage.
+    store.settle("n", "w", &[(ids[0].clone(), Settle::Sent)], t(120)).await.unwrap();
+    let back = store.claim("n", "w", t(120), Duration::minutes(1), 10).await.unwrap();
+    assert_eq!(back.len(), 1);
+    assert_eq!(
+        (back[0].event.id.as_str(), back[0].attempts, back[0].failing_since, back[0].park_reason),
+        (ids[1].as_str(), 0, None, None)
+    );
+    store.settle("n", "w", &[(ids[1].clone(), Settle::Sent)], t(120)).await.unwrap();
+    assert!(store.claim("n", "w", t(200), Duration::minutes(1), 10).await.unwrap().is_empty());
+    let parked = store.deliveries(None, Some(DeliveryStatus::Parked), page).await.unwrap();
+    let left: Vec<_> = parked.iter().map(|p| (p.notifier.as_str(), p.park_reason)).collect();
+    assert_eq!(left.iter().filter(|(n, _)| *n == "m").count(), 3, "{left:?}");
+    assert_eq!(left.iter().filter(|(n, _)| *n == "n").collect::<Vec<_>>(), [&("n", Some(ParkReason::Refused))]);
+    assert_eq!(store.probe("n", t(300), 10).await.unwrap(), 0, "nothing parked by an outage");
+    let sent = store.deliveries(None, Some(DeliveryStatus::Sent), page).await.unwrap();
+    let mut sent: Vec<_> = sent.iter().filter(|d| d.notifier == "n").map(|d| d.event_id.clone()).collect();
+    sent.sort();
+    let mut want = vec![ids[0].clone(), ids[1].clone()];
+    want.sort();
+    assert_eq!(sent, want, "each event once, with its id");
+    let audit = store
+        .audit(&AuditFilter { notifier: Some("n".into()), ..AuditFilter::default() }, PageRequest::default())
+        .await
+        .unwrap();
+    let trail: Vec<_> = audit
+        .items
+        .iter()
+        .rev()
+        .filter(|a| a.event_id.as_deref() != Some(ids[2].as_str()))
+        .map(|a| (a.action, a.status.as_str(), a.actor.as_str()))
+        .collect();
+    let (note, requeue) = (AuditAction::Notification, AuditAction::Requeue);
+    assert_eq!(
+        trail,
+        [
+            (note, "retry", "notifier:n"),
+            (note, "parked", "notifier:n"),
+            (note, "retry", "notifier:n"),
+            (note, "parked", "notifier:n"),
+            (requeue, "probe", "notifier:n"),
+            (note, "parked", "notifier:n"),
+            (requeue, "probe", "notifier:n"),
+            (note, "sent", "notifier:n"),
+            (requeue, "pending", "notifier:n"),
+            (note, "sent", "notifier:n"),
+        ]
+    );
 }
 
 fn accept(comment: &str, until: DateTime<Utc>) -> NewDecision {

@@ -328,7 +328,7 @@ impl SqliteHarness {
 }
 
 pub async fn sqlite_harness() -> SqliteHarness {
-    use drift_model::act::Settle;
+    use drift_model::act::{ParkReason, Settle};
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("drift.db").display());
     let store = Arc::new(drift_sqlite::SqliteStore::open(&url).await.unwrap());
@@ -345,7 +345,7 @@ pub async fn sqlite_harness() -> SqliteHarness {
         .iter()
         .map(|d| {
             let settle = if d.event.id == parked {
-                Settle::Parked { error: "the receiver answered 503".to_owned() }
+                Settle::Parked { error: "the receiver answered 400".to_owned(), reason: ParkReason::Refused }
             } else {
                 Settle::Sent
             };

@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::store::{MemoryStore, MemoryStoreState, position, row_mut};
 use crate::act::{
     AuditAction, AuditEntry, AuditFilter, AuditLog, AuditNote, AuditPage, Decision, DecisionAction, Decisions,
-    Delivery, DeliveryRecord, DeliveryStatus, DriftEvent, EventKind, Learned, NewDecision, Outbox, Previous, Route,
-    Settle, Similarity, event_id, git_waiver_decision,
+    Delivery, DeliveryRecord, DeliveryStatus, DriftEvent, EventKind, Learned, NewDecision, Outbox, ParkReason,
+    Previous, Route, Settle, Similarity, event_id, git_waiver_decision,
 };
 use crate::report::ScanReport;
 use crate::sink::{DriftStatus, PageRequest, RecordOutcome, StoredDrift};
@@ -56,6 +56,8 @@ struct DeliveryState {
     sent_at: Option<DateTime<Utc>>,
     locked_by: Option<String>,
     locked_until: Option<DateTime<Utc>>,
+    failing_since: Option<DateTime<Utc>>,
+    park_reason: Option<ParkReason>,
 }
 
 impl DeliveryState {
@@ -69,6 +71,8 @@ impl DeliveryState {
             sent_at: None,
             locked_by: None,
             locked_until: None,
+            failing_since: None,
+            park_reason: None,
         }
     }
 
@@ -161,6 +165,8 @@ impl ActState {
             due_at: state.due_at,
             last_error: state.last_error.clone(),
             sent_at: state.sent_at,
+            failing_since: state.failing_since,
+            park_reason: state.park_reason,
         })
     }
 
@@ -379,6 +385,7 @@ impl Outbox for MemoryStore {
     ) -> Result<()> {
         let mut state = self.state();
         let act = &mut state.act;
+        let mut answered = false;
         for (id, settle) in outcomes {
             let Some(&seq) = act.seqs.get(id) else { continue };
             let Some(event) = event_at(&act.events, seq) else { continue };
@@ -389,18 +396,21 @@ impl Outbox for MemoryStore {
             (d.locked_by, d.locked_until) = (None, None);
             let (status, detail) = match settle {
                 Settle::Sent => {
-                    (d.status, d.attempts, d.last_error, d.sent_at) =
-                        (DeliveryStatus::Sent, d.attempts + 1, None, Some(now));
+                    (d.status, d.attempts, d.last_error, d.sent_at, d.failing_since) =
+                        (DeliveryStatus::Sent, d.attempts + 1, None, Some(now), None);
+                    answered = true;
                     ("sent", json!({"kind": kind}))
                 }
                 Settle::Retry { at, error } => {
                     (d.attempts, d.due_at, d.last_error) = (d.attempts + 1, *at, Some(error.clone()));
+                    d.failing_since = Some(d.failing_since.unwrap_or(now));
                     ("retry", json!({"kind": kind, "error": error, "next_attempt_at": at}))
                 }
-                Settle::Parked { error } => {
-                    (d.status, d.attempts, d.last_error) =
-                        (DeliveryStatus::Parked, d.attempts + 1, Some(error.clone()));
-                    ("parked", json!({"kind": kind, "error": error}))
+                Settle::Parked { error, reason } => {
+                    (d.status, d.attempts, d.last_error, d.park_reason) =
+                        (DeliveryStatus::Parked, d.attempts + 1, Some(error.clone()), Some(*reason));
+                    d.failing_since = Some(d.failing_since.unwrap_or(now));
+                    ("parked", json!({"kind": kind, "error": error, "reason": reason}))
                 }
                 Settle::Skipped { reason } => {
                     (d.status, d.last_error) = (DeliveryStatus::Skipped, Some(reason.clone()));
@@ -425,6 +435,18 @@ impl Outbox for MemoryStore {
             a.attempts = Some(attempts);
             a.detail = detail;
             act.log(a);
+        }
+        if answered {
+            // The receiver answers again: what an outage parked goes back in the queue.
+            let keys: Vec<(i64, String)> = act
+                .deliveries
+                .iter()
+                .filter(|((_, n), d)| {
+                    n == notifier && d.status == DeliveryStatus::Parked && d.park_reason == Some(ParkReason::Outage)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            unpark(act, notifier, &keys, now, true);
         }
         Ok(())
     }
@@ -494,6 +516,26 @@ impl Outbox for MemoryStore {
             .collect())
     }
 
+    async fn probe(&self, notifier: &str, now: DateTime<Utc>, limit: usize) -> Result<usize> {
+        let mut state = self.state();
+        let act = &mut state.act;
+        let outage = |(_, n): &(i64, String), d: &DeliveryState| {
+            n == notifier && d.status == DeliveryStatus::Parked && d.park_reason == Some(ParkReason::Outage)
+        };
+        let Some(((first, _), _)) = act.deliveries.iter().find(|(k, d)| outage(k, d)) else { return Ok(0) };
+        let batch_of = |seq: i64| event_at(&act.events, seq).map(|e| &e.batch);
+        let batch = batch_of(*first).cloned();
+        let keys: Vec<(i64, String)> = act
+            .deliveries
+            .iter()
+            .filter(|(k, d)| outage(k, d) && batch_of(k.0) == batch.as_ref())
+            .map(|(k, _)| k.clone())
+            .take(limit)
+            .collect();
+        unpark(act, notifier, &keys, now, false);
+        Ok(keys.len())
+    }
+
     async fn requeue(&self, event_id: &str, notifier: &str, actor: &str, now: DateTime<Utc>) -> Result<bool> {
         let mut state = self.state();
         let act = &mut state.act;
@@ -508,6 +550,27 @@ impl Outbox for MemoryStore {
         a.event_id = Some(event_id.to_owned());
         act.log(a);
         Ok(true)
+    }
+}
+
+/// Puts parked deliveries back in the queue, due at `now`, each with an audit entry by the
+/// notifier: for good when the receiver `answered` (attempts and `failing_since` start again),
+/// or as a probe (they keep them: one more failure parks them again).
+fn unpark(act: &mut ActState, notifier: &str, keys: &[(i64, String)], now: DateTime<Utc>, answered: bool) {
+    for key in keys {
+        let Some(d) = act.deliveries.get_mut(key) else { continue };
+        (d.status, d.due_at, d.park_reason, d.locked_by, d.locked_until) =
+            (DeliveryStatus::Pending, now, None, None, None);
+        if answered {
+            (d.attempts, d.failing_since) = (0, None);
+        }
+        let event_id = event_at(&act.events, key.0).map(|e| e.id.clone());
+        let status = if answered { "pending" } else { "probe" };
+        let mut a = entry(now, AuditAction::Requeue, format!("notifier:{notifier}"), status);
+        a.notifier = Some(notifier.to_owned());
+        a.event_id = event_id;
+        a.detail = json!({"reason": if answered { "the receiver answered again" } else { "a probe of a receiver that was down" }});
+        act.log(a);
     }
 }
 
