@@ -8,6 +8,10 @@
 #[allow(dead_code)]
 #[path = "../../drift-bin/src/config.rs"]
 mod config;
+// config.rs names the `secret_hash:` settings of this module.
+#[allow(dead_code)]
+#[path = "../../drift-bin/src/hash_key.rs"]
+mod hash_key;
 
 use libfuzzer_sys::fuzz_target;
 
