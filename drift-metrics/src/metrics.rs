@@ -200,7 +200,7 @@ impl Metrics {
         );
         registry.register(
             "drift_deliveries",
-            "Deliveries to notifiers waiting to be sent (pending) or given up after the last attempt (parked), read from the store at scrape time",
+            "Deliveries to notifiers waiting to be sent (pending) or given up for now (parked: an outage longer than retry_for, probed, or a refusal), read from the store at scrape time",
             deliveries.clone(),
         );
         registry.register(
