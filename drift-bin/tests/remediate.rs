@@ -622,6 +622,142 @@ fn a_drift_gone_from_git_or_from_the_cluster_since_the_scan_is_not_reverted() {
     assert_eq!(w.replicas(), 5, "nothing was changed");
 }
 
+/// Regression (issue 31, item 4): a drift whose object was then deleted from the cluster was
+/// closed as `reverted`; the object is gone, so it is `removed`, and the missing object is the
+/// drift left open.
+#[test]
+fn a_drift_whose_object_is_deleted_from_the_cluster_is_resolved_as_removed_not_reverted() {
+    let w = World::start(false, "");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let replicas = w.id("Deployment", "spec.replicas");
+    w.kubectl(&["delete", "deployment", "web", "-n", "shop"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "the missing Deployment is a drift: {out}{err}");
+    let resolved = w.rows("resolved");
+    let row =
+        resolved.iter().find(|d| d["id"].as_i64() == replicas.parse().ok()).unwrap_or_else(|| panic!("{resolved:?}"));
+    assert_eq!(row["resolution"], "removed", "{row}");
+    let open = w.id("Deployment", "");
+    let got = w.drift_json(&["drifts", "get", &open, "-o", "json"]);
+    assert_eq!(got["drift_type"], "missing_resource", "{got}");
+    // Nothing to revert: the drift is closed, and says how.
+    let (code, out, err) = w.drift(&["fix", &replicas, "--revert"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (resolved): "), "{err}");
+}
+
+/// Regression (issue 31, item 4): an object defined as an item of a `kind: List` file was
+/// refused as `not_in_git` (JSON) or unplaceable (YAML) when accepted; the item is its home and
+/// is edited in place, and a comment on the key line of a block scalar stays. An accept of a
+/// field someone wrote since the scan proposed that newer value under the old one's name; it is
+/// refused as `stale`, naming both.
+#[test]
+fn an_object_of_a_list_file_is_accepted_into_its_item_and_keeps_its_block_scalar_comment() {
+    let list = concat!(
+        "# Settings of the shop, as one List.\n",
+        "apiVersion: v1\n",
+        "kind: List\n",
+        "items:\n",
+        "- apiVersion: v1\n",
+        "  kind: ConfigMap\n",
+        "  metadata:\n",
+        "    name: scripts\n",
+        "    namespace: shop\n",
+        "  data:\n",
+        "    start: |  # run by the init container\n",
+        "      echo one\n",
+        "- apiVersion: v1\n",
+        "  kind: ConfigMap\n",
+        "  metadata: {name: flags, namespace: shop}\n",
+        "  data: {beta: \"off\"}  # until launch\n",
+    );
+    let json_list = "{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"List\",\n  \"items\": [\n    {\n      \"apiVersion\": \"v1\",\n      \"kind\": \"ConfigMap\",\n      \"metadata\": {\"name\": \"dumped\", \"namespace\": \"shop\"},\n      \"data\": {\"level\": \"info\"}\n    }\n  ]\n}\n";
+    let files = [
+        file("apps/namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"),
+        file("apps/settings.yaml", list),
+        file("apps/dumped.json", json_list),
+    ];
+    let w = World::with_files(&files, false, "    path: apps\n");
+    w.kubectl(&["apply", "-f", w.repo.dir.join("apps/namespace.yaml").to_str().unwrap()]);
+    w.kubectl(&["apply", "-f", w.repo.dir.join("apps/settings.yaml").to_str().unwrap()]);
+    w.kubectl(&["apply", "-f", w.repo.dir.join("apps/dumped.json").to_str().unwrap()]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 0, "no drift yet: {out}{err}");
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "scripts",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"start":"echo two\n"}}"#,
+    ]);
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "dumped",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"level":"debug"}}"#,
+    ]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+
+    let scripts = w.id("ConfigMap", "data.start");
+    let (code, out, err) = w.drift(&["fix", &scripts, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    let on_branch = w.repo.git(&["show", &format!("{branch}:apps/settings.yaml")]);
+    assert_eq!(
+        on_branch,
+        list.replace("      echo one\n", "      echo two\n"),
+        "the item edited in place, its comment kept"
+    );
+
+    // Someone writes the field after the scan: the accept does not propose a value nobody saw.
+    let dumped = w.id("ConfigMap", "data.level");
+    w.kubectl(&[
+        "patch",
+        "configmap",
+        "dumped",
+        "-n",
+        "shop",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"level":"trace"}}"#,
+    ]);
+    let (code, out, err) = w.drift(&["fix", &dumped, "--accept"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("refused (stale): ") && err.contains("\"debug\"") && err.contains("\"trace\""), "{err}");
+    let refused = w.drift_json(&["audit", "list", "--action", "accept", "--drift", &dumped, "-o", "json"]);
+    let entry = &refused["items"][0];
+    assert_eq!((entry["status"].as_str(), entry["detail"]["refusal"].as_str()), (Some("refused"), Some("stale")));
+    assert_eq!((&entry["detail"]["planned"], &entry["detail"]["found"]), (&json!("debug"), &json!("trace")));
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let (code, out, err) = w.drift(&["fix", &dumped, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let json_branch = out.split_whitespace().nth(1).unwrap().to_owned();
+    let on_branch = w.repo.git(&["show", &format!("{json_branch}:apps/dumped.json")]);
+    assert_eq!(on_branch, json_list.replace("\"info\"", "\"trace\""));
+
+    w.repo.git(&["merge", "-q", "--ff-only", &branch]);
+    w.repo.git(&["merge", "-q", "--no-edit", &json_branch]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let resolved = w.rows("resolved");
+    assert_eq!(resolved.len(), 2, "{resolved:?}");
+    assert!(resolved.iter().all(|d| d["resolution"] == "accepted"), "{resolved:?}");
+}
+
 #[test]
 fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
     let w = World::start(true, "");

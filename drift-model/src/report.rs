@@ -41,7 +41,8 @@ pub enum Resolution {
     Reverted,
     /// Git changed (a new commit), and the drift is gone: the change was accepted into Git.
     Accepted,
-    /// Git no longer holds the object.
+    /// The object is gone: Git no longer holds it, or it was deleted from the cluster (the
+    /// report that resolves the drift finds it missing there).
     Removed,
 }
 
@@ -172,20 +173,33 @@ impl ScanReport {
     }
 
     /// How an open drift of `key` that this report resolves went away, given the digest of the
-    /// desired object when the drift was last seen: [`Resolution::Removed`] when Git no longer
-    /// holds the object, [`Resolution::Accepted`] when Git's object changed since,
+    /// desired object when the drift was last seen: [`Resolution::Removed`] when the object is
+    /// gone (Git no longer holds it, or this report finds it missing from the cluster: a
+    /// `missing_resource` drift of it), [`Resolution::Accepted`] when Git's object changed since,
     /// [`Resolution::Reverted`] otherwise (also when a digest is unknown).
     ///
     /// The digest covers the whole object: a commit that changes another field of the object
     /// in the same scan in which the cluster is put back also counts as accepted.
     pub fn resolution(&self, key: &ResourceKey, last_digest: Option<&str>) -> Resolution {
-        if self.desired.binary_search(key).is_err() {
+        if self.desired.binary_search(key).is_err() || self.shows_missing(key) {
             return Resolution::Removed;
         }
         match (self.desired_digest(key), last_digest) {
             (Some(now), Some(then)) if now != then => Resolution::Accepted,
             _ => Resolution::Reverted,
         }
+    }
+
+    /// Whether this report finds the object missing from the cluster (a `missing_resource`
+    /// drift of it): a drift of a deleted object went away with the object, it was not reverted.
+    pub fn shows_missing(&self, key: &ResourceKey) -> bool {
+        self.drifts.iter().any(|d| {
+            d.drift_type == DriftType::MissingResource
+                && d.api_group == key.group
+                && d.resource.kind == key.kind
+                && d.resource.namespace == key.namespace
+                && d.resource.name == key.name
+        })
     }
 
     /// Whether an open drift of this object that this report does not list may be marked

@@ -146,7 +146,8 @@ pub struct StoredDrift {
     /// When it was resolved.
     pub resolved_at: Option<DateTime<Utc>>,
     /// How it went away (resolved drifts only): the cluster was put back, Git accepted the
-    /// change, or Git no longer holds the object.
+    /// change, or the object is gone (Git no longer holds it, or it was deleted from the
+    /// cluster).
     #[serde(default)]
     pub resolution: Option<crate::Resolution>,
     /// Manager that last changed the field.

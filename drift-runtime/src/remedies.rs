@@ -607,7 +607,13 @@ impl Remedies {
                 json!({"object": o.object, "url": o.proposal.url, "pull_request": o.proposal.pull_request,
                        "branch": o.proposal.branch, "placed": o.proposal.placed, "unplaced": o.proposal.unplaced}),
             ),
-            Err(Fault::Refused(r)) => ("refused", json!({"refusal": r.refusal, "reason": r.message})),
+            Err(Fault::Refused(r)) => {
+                let mut detail = json!({"refusal": r.refusal, "reason": r.message});
+                if let (Some(serde_json::Value::Object(extra)), Some(out)) = (&r.detail, detail.as_object_mut()) {
+                    out.extend(extra.clone());
+                }
+                ("refused", detail)
+            }
             Err(Fault::Failed(e)) => ("failed", json!({"error": e.to_string()})),
         };
         let noted: Vec<i64> = match &result {
@@ -690,11 +696,19 @@ impl Remedies {
         let mut changes = Vec::new();
         let mut covered = Vec::new();
         for o in &drifts {
-            if let Some((path, _)) = fresh.iter().find(|(_, f)| f.path == o.path) {
+            if let Some((path, now)) = fresh.iter().find(|(_, f)| f.path == o.path) {
+                // A drift asked about must still hold the value the person decided on (the
+                // store's cluster value): a value someone wrote since is not proposed unseen.
+                if !self.recorded && ids.contains(&o.id) && now.cluster_value != o.cluster_value {
+                    return Err(accept_stale(o, &now.cluster_value));
+                }
                 changes.push(FieldChange { path: path.clone(), value: lookup(&live.object, path).cloned() });
-                covered.push(o);
+                // The pull request's body shows the value proposed (an earlier accepted drift's
+                // may have moved on since the last scan).
+                covered.push(StoredDrift { cluster_value: now.cluster_value.clone(), ..o.clone() });
             }
         }
+        let covered: Vec<&StoredDrift> = covered.iter().collect();
         if changes.is_empty() {
             return Err(Fault::refused(
                 Refusal::NoLongerDrifted,
@@ -923,6 +937,22 @@ fn stale(d: &StoredDrift, planned: &Planned, found: &Option<serde_json::Value>) 
             d.id
         ),
         json!({"planned": planned.value, "found": found}),
+    )
+}
+
+/// The `stale` refusal of an accept: the cluster's value changed since the drift was recorded.
+fn accept_stale(d: &StoredDrift, found: &Option<serde_json::Value>) -> Fault {
+    let text = |v: &Option<serde_json::Value>| v.as_ref().map(ToString::to_string).unwrap_or_else(|| "absent".into());
+    Fault::refused_with(
+        Refusal::Stale,
+        format!(
+            "{} {}: the drift records the cluster's value {}, but the cluster now holds {}: someone changed it since, and a value nobody saw is not proposed; the next scan records it, then accept again",
+            object_of(d),
+            d.path,
+            text(&d.cluster_value),
+            text(found),
+        ),
+        json!({"planned": d.cluster_value, "found": found}),
     )
 }
 

@@ -406,6 +406,24 @@ pub async fn resolutions(sink: &dyn DriftSink, store: &dyn DriftStore) {
     let last = all_rows(store).await.into_iter().find(|r| r.detected_at == t(240)).expect("[resolutions] row of res-5");
     assert_eq!(last.occurrences, 2, "[resolutions] seen by res-5 and res-6");
     assert_eq!(last.resolution, Some(Resolution::Reverted), "[resolutions] digest of the last sighting counts");
+    // Scaled again, then the object is deleted from the cluster: the scan finds it missing, and
+    // the replicas drift went away with the object; it was not reverted (issue 31, item 4).
+    sink.record(&report("res-8", t(420), std::slice::from_ref(&web), vec![replicas(11)]))
+        .await
+        .expect("[resolutions] 8");
+    let mut missing = drift("Deployment", "shop", "web", DriftType::MissingResource, "", json!(null));
+    (missing.git_value, missing.cluster_value) = (None, None);
+    let gone = report("res-9", t(480), std::slice::from_ref(&web), vec![missing]);
+    sink.record(&gone).await.expect("[resolutions] record 9");
+    let deleted = all_rows(store).await.into_iter().find(|r| r.detected_at == t(420)).expect("[resolutions] res-8");
+    assert_eq!(
+        (deleted.status, deleted.resolution),
+        (DriftStatus::Resolved, Some(Resolution::Removed)),
+        "[resolutions] a drift of an object deleted from the cluster is removed, not reverted"
+    );
+    let open = open_rows(store).await;
+    assert_eq!(open.len(), 1, "[resolutions] the missing object is the one open drift: {open:?}");
+    assert_eq!(open[0].drift_type, DriftType::MissingResource);
 }
 
 /// JSON values round-trip; every filter field selects; keyset pages are disjoint and complete.
