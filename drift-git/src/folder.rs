@@ -149,6 +149,7 @@ pub(crate) fn locate_in_folder(
         repository: "accept",
         repo_url: None,
         reference: None,
+        other_revision: None,
         revision: "-",
         sub: &sub,
     };
@@ -199,11 +200,12 @@ fn read_folder(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
         repository: &inner.name,
         repo_url: None,
         reference: None,
+        other_revision: None,
         revision: &revision,
         sub: &inner.sub,
     })?;
     snapshot.warnings.extend(notes);
-    Ok(inner.last.set(key, snapshot, !inner.pipeline.read_the_cluster()))
+    Ok(inner.last.set(key, snapshot, !inner.pipeline.read_beyond_the_revision()))
 }
 
 #[async_trait]

@@ -185,9 +185,14 @@ fn open_or_init(dir: &Path, url: &str) -> Result<gix::Repository, SourceError> {
     }
 }
 
-/// Asks the remote for the ref and receives the objects when they are new. Returns the commit.
+/// Asks the remote for the configured ref and receives the objects when they are new. Returns
+/// the commit.
 fn fetch_commit(inner: &Inner, repo: &gix::Repository) -> Result<gix::ObjectId, SourceError> {
-    let reference = inner.cfg.reference.as_str();
+    fetch_ref(inner, repo, &inner.cfg.reference)
+}
+
+/// [`fetch_commit`] of any branch, tag or commit id.
+fn fetch_ref(inner: &Inner, repo: &gix::Repository, reference: &str) -> Result<gix::ObjectId, SourceError> {
     let url = inner.url.as_str();
     let commit_mode = is_commit_id(reference);
     if commit_mode {
@@ -291,11 +296,13 @@ impl BlobReader for GitBlobs<'_> {
     }
 }
 
-fn read_commit(
+/// The files of a commit (blobs by path, with their ids) and notes of what is not read.
+#[allow(clippy::type_complexity)]
+fn tree_files<'r>(
     inner: &Inner,
-    repo: &gix::Repository,
+    repo: &'r gix::Repository,
     commit_id: gix::ObjectId,
-) -> Result<DesiredSnapshot, SourceError> {
+) -> Result<(String, BTreeMap<String, FileEntry>, GitBlobs<'r>, Vec<SourceWarning>), SourceError> {
     let url = inner.url.as_str();
     let commit = repo
         .find_object(commit_id)
@@ -320,13 +327,31 @@ fn read_commit(
             notes.push(SourceWarning::note("git submodule not read").at(path, None, None));
         }
     }
-    let blobs = GitBlobs { repo, ids };
+    Ok((revision, files, GitBlobs { repo, ids }, notes))
+}
+
+fn read_commit(
+    inner: &Inner,
+    repo: &gix::Repository,
+    commit_id: gix::ObjectId,
+) -> Result<DesiredSnapshot, SourceError> {
+    let (revision, files, blobs, notes) = tree_files(inner, repo, commit_id)?;
+    // Another revision an Argo CD source tracks: fetched as the configured one is, its files
+    // materialised beside this revision's (pruned with them).
+    let other = |reference: &str, render: &mut dyn FnMut(&Checkout<'_>, &str)| -> Result<(), String> {
+        let id = fetch_ref(inner, repo, reference).map_err(|e| e.to_string())?;
+        let (commit, files, blobs, _) = tree_files(inner, repo, id).map_err(|e| e.to_string())?;
+        let checkout = Checkout::in_store(files, &blobs, inner.trees_dir.join(&commit));
+        render(&checkout, &commit);
+        Ok(())
+    };
     let checkout = Checkout::in_store(files, &blobs, inner.trees_dir.join(&revision));
     let mut snapshot = inner.pipeline.build(&BuildInput {
         checkout: &checkout,
         repository: &inner.name,
         repo_url: Some(&inner.normalized_url),
         reference: Some(&inner.cfg.reference),
+        other_revision: Some(&other),
         revision: &revision,
         sub: &inner.sub,
     })?;
@@ -348,7 +373,7 @@ fn fetch_blocking(inner: &Inner) -> Result<Arc<DesiredSnapshot>, SourceError> {
     Stats::inc(&inner.stats.revisions_read);
     tracing::info!(repository = %inner.name, %revision, previous = ?inner.last.revision(), "reading a new commit");
     let snapshot = read_commit(inner, &repo, commit)?;
-    Ok(inner.last.set(revision, snapshot, !inner.pipeline.read_the_cluster()))
+    Ok(inner.last.set(revision, snapshot, !inner.pipeline.read_beyond_the_revision()))
 }
 
 #[async_trait]

@@ -427,6 +427,7 @@ impl GitHubSource {
                 repository: &inner.name,
                 repo_url: Some(&inner.normalized_url),
                 reference: Some(&inner.cfg.reference),
+                other_revision: None,
                 revision: &sha_for_worker,
                 sub: &inner.sub,
             })?;
@@ -436,7 +437,7 @@ impl GitHubSource {
         })
         .await
         .map_err(|e| SourceError::Join(e.to_string()))??;
-        Ok(inner.last.set(sha, snapshot, !inner.pipeline.read_the_cluster()))
+        Ok(inner.last.set(sha, snapshot, !inner.pipeline.read_beyond_the_revision()))
     }
 }
 

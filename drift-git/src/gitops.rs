@@ -78,7 +78,15 @@ pub(crate) struct App {
     pub ignore: Vec<drift_model::ignore::IgnoreRule>,
     /// Flux `postBuild` variable substitution of every object it renders.
     pub post_build: Option<std::sync::Arc<crate::flux::PostBuild>>,
+    /// The branch, tag or commit an Argo CD source tracks, when it is not the one being read:
+    /// its folder is rendered from that revision.
+    pub revision: Option<String>,
 }
+
+/// Reads another revision of the repository being read: calls the function with its files and
+/// its commit id, or says why it cannot.
+pub(crate) type OtherRevision<'a> =
+    dyn Fn(&str, &mut dyn FnMut(&crate::tree::Checkout<'_>, &str)) -> Result<(), String> + 'a;
 
 /// What the discovery needs to know about the repository being read.
 pub(crate) struct Context<'a> {
@@ -93,6 +101,8 @@ pub(crate) struct Context<'a> {
     pub read: &'a dyn Fn(&str) -> Option<String>,
     /// Where Flux's value sources that are not in Git are read.
     pub cluster: crate::cluster::ClusterRead<'a>,
+    /// Other revisions of this repository, for Argo CD sources that track one (git sources).
+    pub other_revision: Option<&'a OtherRevision<'a>>,
 }
 
 /// Whether an Application's `targetRevision` names the revision being read. Empty and `HEAD`
@@ -224,6 +234,7 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
         })
         .collect();
     for source in sources {
+        let mut revision = None;
         // A chart from a Helm repository (`repoURL` the repository, `targetRevision` the version).
         let remote = match str_at(&source, &["chart"]) {
             Some(chart) => {
@@ -258,14 +269,18 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
                 if let Some(wanted) = str_at(&source, &["targetRevision"])
                     && !same_revision(wanted, ctx.reference)
                 {
-                    notes.push(note(
-                        r,
-                        format!(
-                            "{}: source tracks revision `{wanted}`, and drift reads this repository at {}; what it renders may differ from what Argo CD applies (add a repository entry with ref `{wanted}` to compare it at that revision)",
-                            origin_of(r),
-                            ctx.reference.map_or_else(|| "the folder as it is on disk".to_owned(), |r| format!("`{r}`"))
-                        ),
-                    ));
+                    if ctx.other_revision.is_some() {
+                        revision = Some(wanted.to_owned());
+                    } else {
+                        notes.push(note(
+                            r,
+                            format!(
+                                "{}: source tracks revision `{wanted}`, and this source reads one revision ({}); what it renders may differ from what Argo CD applies (a git source reads the revision an Application tracks)",
+                                origin_of(r),
+                                ctx.reference.map_or_else(|| "the folder as it is on disk".to_owned(), |r| format!("`{r}`"))
+                            ),
+                        ));
+                    }
                 }
                 let Some(path) = join_relative("", raw_path) else {
                     notes.push(note(r, format!("{}: path `{raw_path}` leaves the repository", origin_of(r))));
@@ -359,6 +374,7 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             declared_in: r.provenance.path.clone().unwrap_or_default(),
             ignore: ignore.clone(),
             post_build: None,
+            revision,
         });
     }
 }
@@ -392,6 +408,7 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         declared_in: r.provenance.path.clone().unwrap_or_default(),
         ignore: Vec::new(),
         post_build,
+        revision: None,
     });
 }
 
@@ -785,6 +802,7 @@ fn flux_helm_release(
                 declared_in: r.provenance.path.clone().unwrap_or_default(),
                 ignore: Vec::new(),
                 post_build: None,
+                revision: None,
             });
             return;
         }
@@ -820,6 +838,7 @@ fn flux_helm_release(
         declared_in: r.provenance.path.clone().unwrap_or_default(),
         ignore,
         post_build: None,
+        revision: None,
     });
 }
 
@@ -866,6 +885,7 @@ mod tests {
             files: &Vec::new,
             read: &|_| None,
             cluster: crate::cluster::ClusterRead::none(),
+            other_revision: None,
         };
         let (apps, notes) = discover(&[&app, &other], &ctx);
         assert_eq!(apps.len(), 1);
@@ -945,6 +965,7 @@ mod tests {
             files: &Vec::new,
             read: &|_| None,
             cluster: crate::cluster::ClusterRead::none(),
+            other_revision: None,
         };
         let (apps, _) = discover(&[&app], &ctx);
         match &apps[0].render {
@@ -984,6 +1005,7 @@ mod tests {
             files: &Vec::new,
             read: &|_| None,
             cluster: crate::cluster::ClusterRead::none(),
+            other_revision: None,
         };
         let (apps, notes) = discover(&[&ks, &hr, &git_hr], &ctx);
         assert_eq!(apps.len(), 2);

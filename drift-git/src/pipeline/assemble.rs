@@ -72,7 +72,7 @@ pub(super) fn assemble(
         }
         for mut r in parsed_resources {
             r.provenance.repository = Some(repository.to_owned());
-            r.provenance.revision = Some(revision.to_owned());
+            r.provenance.revision = Some(unit.revision.clone().unwrap_or_else(|| revision.to_owned()));
             let here = r.provenance.path.clone().unwrap_or_default();
             if let Some((first, index)) = first_seen.get(&r.key) {
                 // The same object twice: harmless when identical, a conflict otherwise.

@@ -95,6 +95,8 @@ pub(crate) struct BuildInput<'a> {
     pub repo_url: Option<&'a str>,
     /// The branch, tag or commit the source reads (`None`: a local folder as it is on disk).
     pub reference: Option<&'a str>,
+    /// Reads other revisions of the repository (git sources), for Argo CD sources that track one.
+    pub other_revision: Option<&'a gitops::OtherRevision<'a>>,
     pub revision: &'a str,
     /// Normalised sub-folder ("" for the root).
     pub sub: &'a str,
@@ -134,7 +136,7 @@ impl Pipeline {
 
     /// Whether the builds since the last call read the cluster (their snapshot then depends on
     /// more than the revision and is not kept).
-    pub fn read_the_cluster(&self) -> bool {
+    pub fn read_beyond_the_revision(&self) -> bool {
         self.consulted.swap(false, std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -210,6 +212,7 @@ impl Pipeline {
         let ctx = gitops::Context {
             repo_url: input.repo_url,
             reference: input.reference,
+            other_revision: input.other_revision,
             dir_exists: &dir_exists,
             files: &files,
             read: &read,
@@ -351,8 +354,57 @@ impl Pipeline {
             results.retain(|(u, _)| !covered(u));
             external.retain(|u| !covered(u));
             next.retain(|u| !covered(u));
-            next.extend(app_units(checkout, &app, warnings));
+            match (&app.revision, ctx.other_revision) {
+                (Some(revision), Some(other)) => {
+                    results.extend(self.render_at(other, revision, &app, warnings));
+                }
+                _ => next.extend(app_units(checkout, &app, warnings)),
+            }
         }
+    }
+}
+
+impl Pipeline {
+    /// Renders `app` from another revision of the repository, read by `other`: its units run
+    /// there at once, marked with that commit (their objects' provenance); applications they
+    /// hold are not followed further. The snapshot is then not kept between fetches (a branch
+    /// may move without the revision being read changing). A revision that cannot be read is a
+    /// note at the file that declares the application, and nothing is rendered for it.
+    fn render_at(
+        &self,
+        other: &gitops::OtherRevision<'_>,
+        revision: &str,
+        app: &gitops::App,
+        warnings: &mut Vec<SourceWarning>,
+    ) -> Vec<(Unit, Arc<Parsed>)> {
+        self.consulted.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut produced = Vec::new();
+        let mut notes = Vec::new();
+        let read = other(revision, &mut |checkout, commit| {
+            let units: Vec<Unit> = app_units(checkout, app, &mut notes)
+                .into_iter()
+                .map(|mut u| {
+                    u.revision = Some(commit.to_owned());
+                    u
+                })
+                .collect();
+            let (plain, external): (Vec<Unit>, Vec<Unit>) =
+                units.into_iter().partition(|u| matches!(u.kind, UnitKind::Plain(_)));
+            let (old, mut scratch) = (Cache::default(), Cache::default());
+            produced.extend(plain.into_iter().map(|u| self.exec_plain(checkout, u, &old, &mut scratch)));
+            produced.extend(self.exec_external(checkout, external, &old, &mut scratch));
+        });
+        warnings.extend(notes);
+        if let Err(e) = read {
+            warnings.push(
+                SourceWarning::note(format!(
+                    "{}: revision `{revision}` cannot be read ({e}); its source is not rendered",
+                    app.origin
+                ))
+                .at(app.declared_in.clone(), None, None),
+            );
+        }
+        produced
     }
 }
 
@@ -412,6 +464,7 @@ mod tests {
             repository: "repo",
             repo_url: None,
             reference: None,
+            other_revision: None,
             revision: "abc",
             sub,
         })
@@ -458,6 +511,7 @@ mod tests {
             repository: "repo",
             repo_url: None,
             reference: None,
+            other_revision: None,
             revision: "1",
             sub: "apps",
         };
@@ -480,6 +534,7 @@ mod tests {
             repository: "repo",
             repo_url: None,
             reference: None,
+            other_revision: None,
             revision: "1",
             sub: "",
         };

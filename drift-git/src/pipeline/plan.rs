@@ -53,11 +53,14 @@ pub(super) struct Unit {
     pub post_build: Option<std::sync::Arc<crate::flux::PostBuild>>,
     /// The folder of the application that names the unit, if one does.
     pub app: Option<String>,
+    /// The commit the unit was read from, when it is not the revision being read (an Argo CD
+    /// source that tracks another revision).
+    pub revision: Option<String>,
 }
 
 impl Unit {
     pub fn new(kind: UnitKind) -> Self {
-        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new(), post_build: None, app: None }
+        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new(), post_build: None, app: None, revision: None }
     }
     pub fn root(&self) -> &str {
         unit_root(&self.kind)
@@ -448,6 +451,7 @@ mod tests {
             declared_in: "argo.yaml".into(),
             ignore: Vec::new(),
             post_build: None,
+            revision: None,
         };
         let mut notes = Vec::new();
         let flat = app_units(
