@@ -758,6 +758,36 @@ fn an_object_of_a_list_file_is_accepted_into_its_item_and_keeps_its_block_scalar
     assert!(resolved.iter().all(|d| d["resolution"] == "accepted"), "{resolved:?}");
 }
 
+/// The watch's word for a deleted object is the scan's (issue 31, item 4): the deletion event
+/// resolves the drift as `removed`, and the API says so.
+#[test]
+fn the_watch_resolves_a_drift_of_an_object_deleted_from_the_cluster_as_removed() {
+    let w = World::start(true, "");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    w.edit_configmap("fast", "slow");
+    let id = wait_for(Duration::from_secs(30), "the watch to record the drift", || {
+        let page = get_json(&serve.addr, "/drifts?status=open");
+        page["items"].as_array().unwrap().first().map(|d| d["id"].as_i64().unwrap())
+    });
+    w.kubectl(&["delete", "configmap", "settings", "-n", "shop"]);
+    let resolved = wait_for(Duration::from_secs(30), "the watch to resolve the drift", || {
+        let d = get_json(&serve.addr, &format!("/drifts/{id}"));
+        (d["status"] == "resolved").then_some(d)
+    });
+    assert_eq!(resolved["resolution"], "removed", "{resolved}");
+    let open = get_json(&serve.addr, "/drifts?status=open");
+    let kinds: Vec<(&str, &str)> = open["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["resource_kind"].as_str().unwrap(), d["drift_type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("ConfigMap", "missing_resource")], "{open}");
+}
+
 #[test]
 fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
     let w = World::start(true, "");
