@@ -40,7 +40,7 @@ const MAX_ARCHIVE_FILES: usize = 200_000;
 #[derive(Debug)]
 pub struct GitHubSource {
     inner: Arc<Inner>,
-    state: tokio::sync::Mutex<State>,
+    state: Arc<tokio::sync::Mutex<State>>,
 }
 
 #[derive(Debug)]
@@ -112,7 +112,7 @@ impl GitHubSource {
                 last: LastSnapshot::new(cfg.render.keep_between_fetches),
                 cfg,
             }),
-            state: tokio::sync::Mutex::new(State::default()),
+            state: Arc::new(tokio::sync::Mutex::new(State::default())),
         })
     }
 
@@ -274,16 +274,22 @@ impl Inner {
 
     /// Resolves the ref to a commit id (conditional request).
     async fn resolve(&self, state: &mut State) -> Result<String, SourceError> {
-        let path =
-            format!("/repos/{}/{}/commits/{}", self.cfg.owner, self.cfg.repo, self.cfg.reference.replace('#', "%23"));
+        self.resolve_ref(state, &self.cfg.reference, true).await
+    }
+
+    /// The commit of a branch, tag or commit id; with `remember`, the answer's ETag is kept and
+    /// sent next time (the configured ref); another revision asks afresh.
+    async fn resolve_ref(&self, state: &mut State, reference: &str, remember: bool) -> Result<String, SourceError> {
+        let path = format!("/repos/{}/{}/commits/{}", self.cfg.owner, self.cfg.repo, reference.replace('#', "%23"));
         let mut headers = HeaderMap::new();
         headers.insert(http::header::ACCEPT, HeaderValue::from_static("application/vnd.github.sha"));
-        if let Some((etag, _)) = &state.etag
+        if remember
+            && let Some((etag, _)) = &state.etag
             && let Ok(v) = HeaderValue::from_str(etag)
         {
             headers.insert(http::header::IF_NONE_MATCH, v);
         }
-        let what = format!("ref {}", self.cfg.reference);
+        let what = format!("ref {reference}");
         let answer = self.get(state, &path, headers, &what).await?;
         match answer.status {
             StatusCode::NOT_MODIFIED => match &state.etag {
@@ -299,13 +305,13 @@ impl Inner {
                         message: "the answer is not a commit id".into(),
                     });
                 }
-                if let Some(etag) = answer.headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()) {
+                if remember && let Some(etag) = answer.headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()) {
                     state.etag = Some((etag.to_owned(), sha.clone()));
                 }
                 Ok(sha)
             }
             StatusCode::NOT_FOUND | StatusCode::UNPROCESSABLE_ENTITY => {
-                Err(SourceError::RefNotFound { reference: self.cfg.reference.clone(), repository: self.name.clone() })
+                Err(SourceError::RefNotFound { reference: reference.to_owned(), repository: self.name.clone() })
             }
             _ => Err(self.status_error(&answer, &what)),
         }
@@ -417,17 +423,34 @@ impl GitHubSource {
         Stats::inc(&inner.stats.revisions_read);
         let worker = Arc::clone(&inner);
         let sha_for_worker = sha.clone();
+        let (shared_state, handle) = (Arc::clone(&self.state), tokio::runtime::Handle::current());
         let snapshot = tokio::task::spawn_blocking(move || -> Result<DesiredSnapshot, SourceError> {
             let inner = worker;
             let (files, contents, notes) = unpack(&archive, &inner.name, &sha_for_worker)?;
             let blobs = MemBlobs(contents);
+            // Another revision an Argo CD source tracks: resolved and downloaded as the
+            // configured one is, on this blocking thread.
+            let other = |reference: &str, render: &mut dyn FnMut(&Checkout<'_>, &str)| -> Result<(), String> {
+                let (sha, archive) = {
+                    let mut state = shared_state.blocking_lock();
+                    let sha =
+                        handle.block_on(inner.resolve_ref(&mut state, reference, false)).map_err(|e| e.to_string())?;
+                    let archive = handle.block_on(inner.download(&mut state, &sha)).map_err(|e| e.to_string())?;
+                    (sha, archive)
+                };
+                let (files, contents, _) = unpack(&archive, &inner.name, &sha).map_err(|e| e.to_string())?;
+                let blobs = MemBlobs(contents);
+                let checkout = Checkout::in_store(files, &blobs, inner.trees_dir.join(&sha));
+                render(&checkout, &sha);
+                Ok(())
+            };
             let checkout = Checkout::in_store(files, &blobs, inner.trees_dir.join(&sha_for_worker));
             let mut snapshot = inner.pipeline.build(&BuildInput {
                 checkout: &checkout,
                 repository: &inner.name,
                 repo_url: Some(&inner.normalized_url),
                 reference: Some(&inner.cfg.reference),
-                other_revision: None,
+                other_revision: Some(&other),
                 revision: &sha_for_worker,
                 sub: &inner.sub,
             })?;

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use drift_core::ErrorKind;
 use drift_core::source::DesiredSource;
-use drift_git::{GitConfig, GitSource, has_errors};
+use drift_git::{GitConfig, GitSource};
 
 fn source(origin: &Origin, reference: &str) -> GitSource {
     let mut cfg = GitConfig::new(origin.url(), reference);
@@ -234,47 +234,10 @@ async fn a_one_shot_source_keeps_nothing_between_fetches_and_reads_the_same_obje
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn argo_cd_sources_that_track_another_revision_are_rendered_from_it() {
     let origin = Origin::new();
-    // No namespace: each Application's destination gives it one.
-    let cm =
-        |value: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web}}\ndata: {{value: {value}}}\n");
-    origin.write("apps/web/cm.yaml", &cm("v1"));
-    let tagged = origin.commit("v1");
-    git(&origin.work, &["tag", "v1.0.0"]);
-    git(&origin.work, &["push", "-q", "origin", "v1.0.0"]);
-    git(&origin.work, &["checkout", "-q", "-b", "release"]);
-    origin.write("apps/web/cm.yaml", &cm("release"));
-    let released = origin.commit("release");
-    git(&origin.work, &["checkout", "-q", "main"]);
-    origin.write("apps/web/cm.yaml", &cm("main"));
-    let app = |name: &str, revision: &str| {
-        format!(
-            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\nspec:\n  destination: {{namespace: {name}}}\n  source: {{repoURL: '{}', path: apps/web, targetRevision: '{revision}'}}\n---\n",
-            origin.url()
-        )
-    };
-    origin.write(
-        "argocd/apps.yaml",
-        &[app("pinned", "v1.0.0"), app("candidate", "refs/heads/release"), app("current", "HEAD"), app("gone", "v9")]
-            .concat(),
-    );
-    let head = origin.commit("main");
+    let commits = write_revisions(&origin, &origin.url());
     let source = source(&origin, "main");
     let snap = source.fetch().await.unwrap();
-    assert!(!has_errors(&snap), "{:?}", snap.warnings);
-    let web = |ns: &str| {
-        let r = snap
-            .resources
-            .iter()
-            .find(|r| r.key.name == "web" && r.key.namespace.as_deref() == Some(ns))
-            .unwrap_or_else(|| panic!("web in {ns}: {:?}", keys(&snap)));
-        (r.object["data"]["value"].as_str().unwrap().to_owned(), r.provenance.revision.clone().unwrap())
-    };
-    assert_eq!(web("pinned"), ("v1".to_owned(), tagged));
-    assert_eq!(web("candidate"), ("release".to_owned(), released));
-    assert_eq!(web("current"), ("main".to_owned(), head.clone()));
-    assert!(!keys(&snap).iter().any(|k| k.contains("gone/")), "{:?}", keys(&snap));
-    let note = snap.warnings.iter().find(|w| w.message.contains("revision `v9` cannot be read")).expect("a note");
-    assert!(!note.fatal && note.path.as_deref() == Some("argocd/apps.yaml"), "{note:?}");
+    check_revisions(&snap, &commits);
     let again = source.fetch().await.unwrap();
     assert_eq!(source.stats().snapshot_cache_hits, 0, "read again");
     assert_eq!(again.resources.len(), snap.resources.len());

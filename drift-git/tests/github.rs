@@ -111,3 +111,14 @@ async fn a_short_retry_after_is_waited_for_then_retried_once() {
     assert_eq!(keys(&snap), vec!["ConfigMap shop/a", "ConfigMap shop/b"]);
     assert_eq!(fake.commits.load(Ordering::SeqCst), 2, "one refused request, one retry after the wait");
 }
+
+/// An Argo CD Application that tracks another revision than the one the source reads is rendered
+/// from it, resolved and downloaded through the API as the configured ref is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn argo_cd_sources_that_track_another_revision_are_rendered_from_it() {
+    let (fake, base) = start(Origin::new()).await;
+    let commits = write_revisions(&fake.origin, &format!("{base}/org/gitops"));
+    let source = source(config(&fake, &base, "main"));
+    let snap = source.fetch().await.unwrap();
+    check_revisions(&snap, &commits);
+}

@@ -129,3 +129,63 @@ pub fn require_kubectl() {
 
 #[allow(unused_imports)] // not every test binary renders charts
 pub use drift_testkit::charts::helm_available;
+
+/// The commits of [`write_revisions`]: tag `v1.0.0`, branch `release`, `main`.
+#[allow(dead_code)]
+pub struct Revisions {
+    pub tagged: String,
+    pub released: String,
+    pub head: String,
+}
+
+/// A repository whose `apps/web` ConfigMap says `v1` at tag `v1.0.0`, `release` on branch
+/// `release` and `main` on `main`, where Argo CD Applications (repoURL `repo_url`) track each
+/// (`v1.0.0`, `refs/heads/release`, `HEAD`) and one a revision the remote lacks (`v9`), each
+/// into the namespace of its name.
+#[allow(dead_code)]
+pub fn write_revisions(origin: &Origin, repo_url: &str) -> Revisions {
+    // No namespace: each Application's destination gives it one.
+    let cm =
+        |value: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: web}}\ndata: {{value: {value}}}\n");
+    origin.write("apps/web/cm.yaml", &cm("v1"));
+    let tagged = origin.commit("v1");
+    git(&origin.work, &["tag", "v1.0.0"]);
+    git(&origin.work, &["push", "-q", "origin", "v1.0.0"]);
+    git(&origin.work, &["checkout", "-q", "-b", "release"]);
+    origin.write("apps/web/cm.yaml", &cm("release"));
+    let released = origin.commit("release");
+    git(&origin.work, &["checkout", "-q", "main"]);
+    origin.write("apps/web/cm.yaml", &cm("main"));
+    let app = |name: &str, revision: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\nspec:\n  destination: {{namespace: {name}}}\n  source: {{repoURL: '{repo_url}', path: apps/web, targetRevision: '{revision}'}}\n---\n"
+        )
+    };
+    origin.write(
+        "argocd/apps.yaml",
+        &[app("pinned", "v1.0.0"), app("candidate", "refs/heads/release"), app("current", "HEAD"), app("gone", "v9")]
+            .concat(),
+    );
+    let head = origin.commit("main");
+    Revisions { tagged, released, head }
+}
+
+/// What a source reading `main` of [`write_revisions`] gives.
+#[allow(dead_code)]
+pub fn check_revisions(snap: &drift_core::DesiredSnapshot, commits: &Revisions) {
+    assert!(!drift_git::has_errors(snap), "{:?}", snap.warnings);
+    let web = |ns: &str| {
+        let r = snap
+            .resources
+            .iter()
+            .find(|r| r.key.name == "web" && r.key.namespace.as_deref() == Some(ns))
+            .unwrap_or_else(|| panic!("web in {ns}: {:?}", keys(snap)));
+        (r.object["data"]["value"].as_str().unwrap().to_owned(), r.provenance.revision.clone().unwrap())
+    };
+    assert_eq!(web("pinned"), ("v1".to_owned(), commits.tagged.clone()));
+    assert_eq!(web("candidate"), ("release".to_owned(), commits.released.clone()));
+    assert_eq!(web("current"), ("main".to_owned(), commits.head.clone()));
+    assert!(!keys(snap).iter().any(|k| k.contains("gone/")), "{:?}", keys(snap));
+    let note = snap.warnings.iter().find(|w| w.message.contains("revision `v9` cannot be read")).expect("a note");
+    assert!(!note.fatal && note.path.as_deref() == Some("argocd/apps.yaml"), "{note:?}");
+}
