@@ -484,6 +484,37 @@ async fn kustomize_inline_json_patches_own_resources_and_removals() {
     assert_eq!(at(&obj, "/data/mode"), Some(&json!("fast")));
 }
 
+/// A resource file of the overlay's own folder that is a `kind: List` is the object's home too
+/// (issue 31, item 4): its item is edited in place, not a new patch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kustomize_overlay_s_own_list_file_is_edited_in_its_item() {
+    require_kubectl();
+    let dir = tempfile::tempdir().unwrap();
+    kustomize_repo(dir.path());
+    let list = "# Stage settings.\napiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: settings\n    data:\n      mode: slow # for now\n";
+    write(
+        dir.path(),
+        &[
+            ("overlays/lists/kustomization.yaml", "namePrefix: list-\nresources:\n  - ../../base\n  - settings.yaml\n"),
+            ("overlays/lists/settings.yaml", list),
+        ],
+    );
+    let render = RenderConfig::default();
+    let settings = ResourceKey::new("", "ConfigMap", None, "list-settings");
+    let request = AcceptRequest {
+        key: settings.clone(),
+        api_version: "v1".into(),
+        changes: vec![change(Path::root().field("data").field("mode"), Some(json!("fast")))],
+    };
+    let plan = plan_accept(dir.path(), "overlays/lists", &render, &request).unwrap();
+    assert_eq!(plan.edits.len(), 1, "{plan:#?}");
+    assert_eq!(edit(&plan, "overlays/lists/settings.yaml"), list.replace("mode: slow", "mode: fast"));
+    assert_eq!(plan.placed[0].how, "edited in place");
+    apply(dir.path(), &plan);
+    let obj = rendered(dir.path(), "overlays/lists", &render, &settings).await;
+    assert_eq!(at(&obj, "/data/mode"), Some(&json!("fast")));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_object_of_an_argo_cd_application_is_found_where_the_application_points() {
     let dir = tempfile::tempdir().unwrap();
