@@ -111,11 +111,11 @@ impl KubeLease {
             }
         };
         let params = WatchParams::default().fields(&format!("metadata.name={}", self.name)).timeout(WATCH_TIMEOUT_SECS);
-        let stream = self
-            .api
-            .watch(&params, &version)
-            .await
-            .map_err(|e| drift_model::Error::from(K8sError::from_kube("watch", self.what(), e)))?;
+        let stream = self.api.watch(&params, &version).await.map_err(|e| {
+            // The version may be the cause (410 Gone): the next watch starts from a fresh read.
+            *crate::lock(&self.version) = None;
+            drift_model::Error::from(K8sError::from_kube("watch", self.what(), e))
+        })?;
         Ok(stream.boxed())
     }
 

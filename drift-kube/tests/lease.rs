@@ -200,3 +200,20 @@ async fn a_standby_sees_renewals_and_a_release_through_its_watch_and_resumes_a_d
     assert_eq!(b.try_acquire_or_renew(at(9)).await.unwrap(), leading(true));
     assert_eq!(lease(&cluster)["spec"]["leaseTransitions"], 1);
 }
+
+#[tokio::test]
+async fn a_watch_from_a_compacted_version_ends_and_the_next_read_resumes_it() {
+    let cluster = Cluster::start();
+    let (a, b) = (candidate(&cluster, "pod-a").await, candidate(&cluster, "pod-b").await);
+    assert_eq!(a.try_acquire_or_renew(at(0)).await.unwrap(), leading(true));
+    assert_eq!(b.try_acquire_or_renew(at(1)).await.unwrap(), standby("pod-a", 16));
+    assert_eq!(a.try_acquire_or_renew(at(2)).await.unwrap(), leading(false));
+    // The version b read is gone from the server's history: 410 Gone, in the stream.
+    cluster.server.compact();
+    assert_eq!(b.changed(&|| at(3)).await.unwrap(), Watched::Ended);
+    // The elector's next step after an ended watch is an attempt (a read); the watch then
+    // resumes from what it read, and sees the next renewal.
+    assert_eq!(b.try_acquire_or_renew(at(4)).await.unwrap(), standby("pod-a", 19));
+    assert_eq!(a.try_acquire_or_renew(at(5)).await.unwrap(), leading(false));
+    assert_eq!(b.changed(&|| at(6)).await.unwrap(), Watched::Held { holder: "pod-a".into(), expires: at(21) });
+}
