@@ -11,6 +11,9 @@
 //!   connection or hit a deadlock is written again.
 //! - A partial unique index keeps at most one open row per fingerprint; the upsert goes through
 //!   it (`ON CONFLICT ... WHERE status = 'open'`), so two scanners racing leave one open row.
+//! - Reports of one cluster and repository are written one at a time (a transaction-level
+//!   advisory lock before the upsert), so a writer always sees the rows an earlier one committed:
+//!   a drift two writers find at once is opened, and announced, once.
 //! - An open drift the report does not list is resolved only where
 //!   [`ScanReport::may_resolve`](drift_model::ScanReport::may_resolve) allows.
 //! - Optional retention: resolved drifts and scans older than N days are deleted.

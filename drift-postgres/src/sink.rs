@@ -137,6 +137,16 @@ impl SqlStore for PostgresStore {
     async fn write_drifts(&self, conn: &mut PgConnection, report: &ScanReport) -> Result<Written, PgError> {
         let cols = Columns::of(report, &distinct_drifts(report));
         let mut written = Written::default();
+        // Reports of one cluster and repository are written one at a time: the upsert reads the
+        // live rows in its statement's snapshot, and a report committed meanwhile by another
+        // writer (the watch beside a full pass, a second replica) would otherwise be invisible
+        // to it, its rows then updated as if new and announced as `opened` a second time. Taken
+        // here, the lock makes the next statement's snapshot include every earlier writer.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!("drift-report\n{}\n{}", report.cluster, report.repository))
+            .execute(&mut *conn)
+            .await
+            .ctx("waiting for the report lock")?;
         if !cols.fingerprint.is_empty() {
             let rows: Vec<Upserted> = sqlx::query_as(UPSERT)
                 .bind(&cols.fingerprint)
