@@ -1,8 +1,9 @@
-//! Charts that Flux (`HelmRepository`) and Argo CD (`chart:` sources) take from a Helm chart
-//! repository over HTTP: the version resolved from the repository's `index.yaml`, the chart
-//! fetched with the real `helm pull`, verified against the digest the index gives, and cached
-//! by that digest (`<cache>/charts/<sha256>/`), so that a cached chart is never fetched again
-//! and a changed one never used unverified.
+//! Charts that Flux (`HelmRepository`, `HelmChart`, `OCIRepository`) and Argo CD (`chart:`
+//! sources) take from a Helm chart repository over HTTP or from an OCI registry (`oci.rs`): for
+//! HTTP, the version resolved from the repository's `index.yaml` and the archive downloaded from
+//! the entry's URL, verified against the digest the index gives; either way cached by that
+//! digest (`<cache>/charts/<sha256>/`), so that a cached chart is never fetched again and a
+//! changed one never used unverified.
 
 use std::path::{Path, PathBuf};
 
