@@ -22,7 +22,7 @@ pub const SMTP_TIMEOUT: Duration = Duration::from_secs(30);
 /// An email's content, before addressing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmailContent {
-    /// `[drift] <title>`.
+    /// `[drift] <title>`, with no line break ([`header_text`]).
     pub subject: String,
     /// The plain-text part ([`plain_text`]).
     pub text: String,
@@ -44,6 +44,17 @@ pub fn html_escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// A value made fit for a header field: every line break (CR, LF, NEL, U+2028, U+2029) and
+/// every other control character becomes a space, so that no value ends the field or starts
+/// another header.
+///
+/// ```
+/// assert_eq!(drift_notify::header_text("a\r\nBcc: x@evil\u{2028}b"), "a  Bcc: x@evil b");
+/// ```
+pub fn header_text(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') { ' ' } else { c }).collect()
 }
 
 /// The email of `message`: the same content as the Slack message, bounded the same way.
@@ -84,7 +95,7 @@ pub fn email_content(message: &Message) -> EmailContent {
         html_escape(message.id()),
         html_escape(message.notifier())
     );
-    EmailContent { subject: shorten(&format!("[drift] {title}"), 200), text: plain_text(message), html }
+    EmailContent { subject: shorten(&header_text(&format!("[drift] {title}")), 200), text: plain_text(message), html }
 }
 
 /// A heading and a table of (label, value) rows, escaped.
@@ -229,6 +240,7 @@ mod tests {
     use super::*;
     use crate::fixtures::{drift, event};
     use drift_model::{EventKind, Severity};
+    use proptest::strategy::Strategy;
 
     #[test]
     fn every_value_is_escaped_in_html() {
@@ -240,5 +252,67 @@ mod tests {
         assert!(email.html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
         assert!(email.html.contains("&quot;evil&quot; &amp; co"));
         assert!(email.text.contains("<script>alert('x')</script>"), "the text part shows values as they are");
+    }
+
+    /// The `<…>` tags of an HTML document, in order.
+    fn tags(html: &str) -> Vec<&str> {
+        html.split('<').skip(1).map(|t| t.split_once('>').map_or(t, |(tag, _)| tag)).collect()
+    }
+
+    /// `html_escape` undone (the five entities it writes).
+    fn unescape(text: &str) -> String {
+        text.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&")
+    }
+
+    fn hostile_email(value: &str) -> EmailContent {
+        let mut d = drift(1, value, value, Severity::High);
+        d.cluster_value = Some(serde_json::json!(value));
+        d.git_value = Some(serde_json::json!(value.chars().rev().collect::<String>()));
+        d.changed_by = Some(value.to_owned());
+        d.path = value.to_owned();
+        email_content(&Message::new("mail", vec![event(EventKind::Opened, d)], None))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10_000))]
+
+        /// Whatever a value holds (the Slack test's hostile characters, quotes, every line
+        /// separator, sometimes 100 KB), the HTML part has exactly the tags of a message with a
+        /// harmless value, every `&` starts one of the entities of `html_escape`, and the value
+        /// reads back from its escaped form; the subject holds no line break or control
+        /// character; the plain-text part shows the value as it is. Values are not printed.
+        #[test]
+        fn no_value_creates_a_tag_or_a_header(
+            value in proptest::prop_oneof![
+                20 => "[<>&!|@#`*_~\\n\\r\"' a-z:/.\\u{85}\\u{200b}\\u{200f}\\u{202e}\\u{2028}\\u{2029}]{0,80}",
+                1 => "[<>&\\r\\n\"' a-z]{1,8}".prop_map(|s| s.repeat(100_000 / s.len())),
+            ]
+        ) {
+            let email = hostile_email(&value);
+            let harmless = hostile_email("x");
+            proptest::prop_assert!(tags(&email.html) == tags(&harmless.html), "a value created or removed a tag");
+            let html = &email.html;
+            let bare_amp = html.match_indices('&').any(|(i, _)| {
+                !["&amp;", "&lt;", "&gt;", "&quot;", "&#39;"].iter().any(|e| html[i..].starts_with(e))
+            });
+            proptest::prop_assert!(!bare_amp, "an & that starts no entity");
+            proptest::prop_assert!(unescape(&html_escape(&value)) == value, "the escaped value does not read back");
+            let view = Message::new("mail", vec![event(EventKind::Opened, {
+                let mut d = drift(1, &value, &value, Severity::High);
+                d.cluster_value = Some(serde_json::json!(value));
+                d
+            })], None);
+            let cluster = view.events().next().and_then(|e| view.view(e)).map(|v| v.cluster).unwrap_or_default();
+            proptest::prop_assert!(html.contains(&format!("<code>{}</code>", html_escape(&cluster))), "the value is not shown as text");
+            proptest::prop_assert!(email.text.contains(&cluster), "the text part does not show the value as it is");
+            proptest::prop_assert!(
+                !email.subject.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')),
+                "a line break in the subject"
+            );
+        }
     }
 }

@@ -48,7 +48,7 @@ pub use config::{
     Backoff, DigestConfig, EmailConfig, NotifierConfig, NotifierKind, RateLimit, SlackConfig, SmtpTls, WebhookConfig,
     process_env, validate,
 };
-pub use email::{EmailContent, EmailNotifier, SMTP_TIMEOUT, email_content, html_escape};
+pub use email::{EmailContent, EmailNotifier, SMTP_TIMEOUT, email_content, header_text, html_escape};
 pub use http::status_is_retryable;
 pub use message::{
     Counts, EventView, MAX_DRIFTS_PER_OBJECT, MAX_NAMESPACES_SHOWN, MAX_OBJECTS_SHOWN, MAX_VALUE_CHARS,

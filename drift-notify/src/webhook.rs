@@ -158,6 +158,7 @@ mod tests {
     use super::*;
     use crate::fixtures::{digest_event, drift, event};
     use drift_model::{EventKind, Severity};
+    use proptest::strategy::Strategy;
 
     #[test]
     fn a_large_batch_carries_every_id_and_a_bounded_number_of_events() {
@@ -182,5 +183,36 @@ mod tests {
         assert_eq!(body["severity"], Value::Null);
         let headers = webhook_headers(&m, b"k", 1, b"{}");
         assert!(headers.contains(&(EVENT_IDS_HEADER, m.event_ids()[0].clone())));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10_000))]
+
+        /// Whatever a value holds (the Slack test's hostile characters, quotes, every line
+        /// separator, sometimes 100 KB), the body as sent parses as JSON and holds the value
+        /// exactly where it belongs; no header carries a value or a line break. Values are not
+        /// printed.
+        #[test]
+        fn every_value_arrives_as_data(
+            value in proptest::prop_oneof![
+                20 => "[<>&!|@#`*_~\\n\\r\"'\\\\{}\\[\\] a-z:/.\\u{0}\\u{85}\\u{200b}\\u{200f}\\u{202e}\\u{2028}\\u{2029}]{0,80}",
+                1 => "[<>&\\r\\n\"'\\\\ a-z]{1,8}".prop_map(|s| s.repeat(100_000 / s.len())),
+            ]
+        ) {
+            let mut d = drift(1, &value, &value, Severity::High);
+            d.cluster_value = Some(serde_json::json!(value));
+            d.changed_by = Some(value.clone());
+            d.path = value.clone();
+            let m = Message::new("ops", vec![event(EventKind::Opened, d)], None);
+            let bytes = serde_json::to_vec(&webhook_body(&m)).unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap();
+            let drift = &body["events"][0]["drift"];
+            for field in ["cluster_value", "changed_by", "path", "namespace", "name"] {
+                proptest::prop_assert!(drift[field].as_str() == Some(value.as_str()), "{} does not hold the value", field);
+            }
+            for (_, header) in webhook_headers(&m, b"k", 1, &bytes) {
+                proptest::prop_assert!(!header.chars().any(char::is_control), "a control character in a header");
+            }
+        }
     }
 }

@@ -164,6 +164,49 @@ async fn a_critical_email_goes_through_implicit_tls() {
     check_critical_email(&mails[0], &message);
 }
 
+/// The value an attacker writes into the cluster (issue 36): a Slack mention and disguised
+/// link, a script, and a header injection.
+const HOSTILE: &str =
+    "<!channel> <http://evil.example|click> & done <script>alert(1)</script>\r\nBcc: evil@evil.example\r\n\r\nX";
+
+#[tokio::test]
+async fn a_hostile_value_arrives_inert() {
+    let test = "a_hostile_value_arrives_inert";
+    let Some(python) = common::smtp_python(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    certificate(dir.path());
+    let server = start(&python, dir.path(), "starttls");
+    // In the namespace too, which the subject names.
+    let mut d = drift(9, HOSTILE, "web", Severity::High);
+    d.cluster_value = Some(serde_json::json!(HOSTILE));
+    d.changed_by = Some(HOSTILE.to_owned());
+    let message = Message::new("mail", vec![event(EventKind::Opened, d)], None);
+    notifier(&server, dir.path(), SmtpTls::Starttls, PASSWORD).send(&message).await.unwrap();
+    let mails = received(&server);
+    assert_eq!(mails.len(), 1);
+    let mail = MessageParser::default().parse(&mails[0]).expect("a parsable email");
+    assert!(mail.header("Bcc").is_none(), "the value made no header");
+    assert!(mail.bcc().is_none());
+    let to: Vec<&str> = mail.to().unwrap().iter().filter_map(|a| a.address()).collect();
+    assert_eq!(to, ["ops@example.com", "oncall@example.com"]);
+    let subject = mail.subject().unwrap();
+    assert!(!subject.contains(['\r', '\n']), "{subject:?}");
+    assert!(
+        subject.contains("<!channel> <http://evil.example|click> & done"),
+        "the subject shows it as text: {subject:?}"
+    );
+    let html = mail.body_html(0).unwrap();
+    assert!(!html.contains("<script>") && !html.contains("<!channel>") && !html.contains("<http://"), "{html}");
+    assert!(
+        html.contains(
+            "&lt;!channel&gt; &lt;http://evil.example|click&gt; &amp; done &lt;script&gt;alert(1)&lt;/script&gt;"
+        ),
+        "{html}"
+    );
+    let text = mail.body_text(0).unwrap();
+    assert!(text.contains("<!channel> <http://evil.example|click> & done <script>alert(1)</script>"), "{text}");
+}
+
 #[tokio::test]
 async fn an_untrusted_certificate_is_refused() {
     let test = "an_untrusted_certificate_is_refused";

@@ -258,3 +258,30 @@ async fn the_slack_message_has_its_documented_shape_and_its_url_stays_secret() {
     assert!(!err.retryable);
     assert!(!err.message.contains("very-secret-path") && !err.message.contains("/services/"), "{err}");
 }
+
+/// The value an attacker writes into the cluster (issue 36): a Slack mention and disguised
+/// link, a script, and a header injection.
+const HOSTILE: &str =
+    "<!channel> <http://evil.example|click> & done <script>alert(1)</script>\r\nBcc: evil@evil.example\r\n\r\nX";
+
+#[tokio::test]
+async fn a_hostile_value_arrives_at_the_webhook_as_data() {
+    let (r, base) = start(Receiver { signed: true, ..Receiver::default() }).await;
+    let mut d = drift(7, "shop", "web", Severity::High);
+    d.cluster_value = Some(serde_json::json!(HOSTILE));
+    d.changed_by = Some(HOSTILE.to_owned());
+    let message = Message::new("ops", vec![event(EventKind::Opened, d)], None);
+    webhook(&base).send(&message).await.unwrap();
+
+    let seen = r.seen.lock().unwrap();
+    assert_eq!(seen.bad_signatures, 0);
+    let drift = &seen.bodies[0]["events"][0]["drift"];
+    assert_eq!(drift["cluster_value"], HOSTILE, "the value arrives exactly, as a JSON string");
+    assert_eq!(drift["changed_by"], HOSTILE);
+    let h = &seen.headers[0];
+    assert!(h.get("bcc").is_none(), "no header was made from the value");
+    for (name, value) in h {
+        assert!(!value.as_bytes().contains(&b'\n'), "{name}");
+        assert!(!value.to_str().unwrap_or_default().contains("evil"), "{name} carries the value");
+    }
+}
