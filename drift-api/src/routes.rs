@@ -403,7 +403,11 @@ fn table() -> Vec<Endpoint> {
                 write_disabled(),
                 error(404, "no drift with this id"),
                 refusal(409, "a safety rule refused the revert"),
-                refusal(501, "this service does not remediate (no cluster writer or no audit trail)"),
+                error(
+                    501,
+                    "this service does not remediate (no cluster writer or no audit trail); `refusal: not_configured` \
+                     when it does but not this drift",
+                ),
                 error(502, "the cluster did not accept the request"),
             ],
             handler: post(remediation::revert),
@@ -430,7 +434,11 @@ fn table() -> Vec<Endpoint> {
                 write_disabled(),
                 error(404, "no drift with this id"),
                 refusal(409, "a safety rule refused the change"),
-                refusal(501, "no pull requests are configured for the drift's repository"),
+                error(
+                    501,
+                    "this service does not remediate (no cluster writer or no audit trail), or no pull requests \
+                     are configured for the drift's repository (`refusal: not_configured`)",
+                ),
                 error(502, "the git server did not accept the change"),
             ],
             handler: post(remediation::accept),
