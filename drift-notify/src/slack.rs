@@ -168,6 +168,7 @@ mod tests {
     }
 
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(10_000))]
         /// Whatever a value holds, the fallback text and every mrkdwn block carry no `<` or `>`
         /// (Slack's mentions and links need them) and no `&` that does not start one of the
         /// three entities.
