@@ -69,6 +69,9 @@ pub fn slack_body(message: &Message) -> Value {
         // same escaping as the blocks, so no value becomes a `<!channel>` or a `<url|label>`.
         "text": shorten(&esc(&plain_text(message)), SLACK_MAX_TEXT_CHARS),
         "blocks": blocks,
+        // No preview of a link (a value is never one, but the drift's own link needs none).
+        "unfurl_links": false,
+        "unfurl_media": false,
     })
 }
 

@@ -285,3 +285,33 @@ async fn a_hostile_value_arrives_at_the_webhook_as_data() {
         assert!(!value.to_str().unwrap_or_default().contains("evil"), "{name} carries the value");
     }
 }
+
+/// The same value through the Slack notifier, read as the receiver got it: no mention or link
+/// from the value survives in the fallback text or any block, and link previews are off.
+#[tokio::test]
+async fn a_hostile_value_arrives_at_slack_inert() {
+    let (r, base) = start(Receiver::default()).await;
+    common::install_crypto_provider();
+    let url = base.join("services/T0000/B0000/hook").unwrap().to_string();
+    let slack_env = move |name: &str| (name == "SLACK_URL").then(|| url.clone());
+    let config = NotifierConfig::new(NotifierKind::Slack(SlackConfig { url_env: Some("SLACK_URL".into()), url: None }));
+    let notifier = build_with_env(&config, &slack_env).unwrap();
+    let mut d = drift(7, "shop", "web", Severity::High);
+    d.cluster_value = Some(serde_json::json!(HOSTILE));
+    d.changed_by = Some(HOSTILE.to_owned());
+    notifier.send(&Message::new("ops", vec![event(EventKind::Opened, d)], None)).await.unwrap();
+
+    let body = r.seen.lock().unwrap().bodies[0].clone();
+    assert_eq!((&body["unfurl_links"], &body["unfurl_media"]), (&serde_json::json!(false), &serde_json::json!(false)));
+    let mut texts = vec![body["text"].as_str().unwrap().to_owned()];
+    for b in body["blocks"].as_array().unwrap() {
+        texts.extend(b["text"]["text"].as_str().map(str::to_owned));
+        for e in b["elements"].as_array().into_iter().flatten() {
+            texts.extend(e["text"].as_str().map(str::to_owned));
+        }
+    }
+    assert!(texts.iter().any(|t| t.contains("&lt;!channel&gt;")), "the value is shown, escaped: {texts:#?}");
+    for t in &texts {
+        assert!(!t.contains("<!channel>") && !t.contains("<http://evil") && !t.contains("<script>"), "{t}");
+    }
+}
