@@ -112,7 +112,7 @@ pub(crate) struct Pipeline {
     sops: std::sync::OnceLock<Arc<dyn drift_model::sops::SopsOpener>>,
     /// Reads the ConfigMaps and Secrets Flux objects name that are not in Git (set once).
     cluster: std::sync::OnceLock<Arc<dyn drift_model::lookup::ObjectLookup>>,
-    /// Whether the last build read the cluster.
+    /// Whether the last build read beyond its revision (the cluster, or another revision).
     consulted: std::sync::atomic::AtomicBool,
 }
 
