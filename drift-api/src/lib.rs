@@ -58,6 +58,7 @@
 //! # Ok(())
 //! # }
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod acting;
@@ -87,3 +88,8 @@ pub use error::ApiError;
 pub use remediation::{NO_REMEDIES, Remediate};
 pub use routes::router;
 pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

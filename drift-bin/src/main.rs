@@ -78,6 +78,10 @@ enum Command {
     SecretKey(cmd::secret_key::SecretKeyCommand),
     /// Print the version.
     Version,
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::shell::CompletionsArgs),
+    /// Print a manual page in roff: drift(1), or a subcommand's (`drift man | man -l -`).
+    Man(cmd::shell::ManArgs),
 }
 
 /// Whether output may carry ANSI colours: only on a terminal, and never when `NO_COLOR` is set
@@ -160,6 +164,8 @@ fn main() -> ExitCode {
         Command::Audit(c) => runtime.block_on(cmd::audit::run(c)),
         Command::Config(c) => cmd::store::config(c),
         Command::SecretKey(c) => runtime.block_on(cmd::secret_key::run(c)),
+        Command::Completions(args) => cmd::shell::completions(args),
+        Command::Man(args) => cmd::shell::man(args),
         Command::Version => {
             println!("drift {}", env!("CARGO_PKG_VERSION"));
             Ok(ExitCode::SUCCESS)

@@ -23,6 +23,7 @@
 //! let drifts = Engine::default().compare(&desired[0], Some(&live[0]));
 //! assert_eq!(drifts[0].path, "data.a");
 //! ```
+#![warn(missing_docs)]
 
 pub use drift_engine;
 pub use drift_manifest;
@@ -83,3 +84,8 @@ pub use drift_model::resource::*;
 pub use drift_model::sink::{DriftSink, DriftStore};
 pub use drift_model::snapshot::*;
 pub use drift_model::source::{DesiredSource, LiveSource};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

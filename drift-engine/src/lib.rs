@@ -20,6 +20,7 @@
 //! let drifts = Engine::default().compare(&desired, Some(&live));
 //! assert_eq!(drifts[0].path, "spec.replicas");
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod applied;
@@ -40,3 +41,8 @@ pub mod waiver;
 
 pub use engine::{Engine, EngineConfig};
 pub use policy::Policy;
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

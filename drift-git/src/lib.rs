@@ -46,6 +46,7 @@
 //! assert!(format_snapshot(&snapshot, OutputFormat::Yaml).contains("# Source: cm.yaml (document 0)"));
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod accept;
@@ -84,3 +85,8 @@ pub use output::{
 pub use pipeline::SourceStats;
 pub use propose::GitProposer;
 pub use publish::{Proposal, Published, Workspace};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -45,6 +45,7 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 
 pub mod client;
 pub mod config;
@@ -69,3 +70,8 @@ pub use watch::{CacheStats, K8sWatch, cache_form};
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -17,6 +17,7 @@
 //! assert!(parsed.warnings.is_empty());
 //! assert_eq!(parsed.resources[0].key.name, "web");
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod json_tree;
@@ -30,3 +31,8 @@ mod yaml_lines;
 
 pub use kept::KeptResource;
 pub use parse::*;
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

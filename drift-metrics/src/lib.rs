@@ -27,6 +27,7 @@
 //! drop(permit);
 //! assert_eq!(gate.running(), None);
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod gate;
@@ -40,3 +41,8 @@ pub use gate::{ScanGate, ScanPermit};
 pub use metrics::Metrics;
 #[cfg(not(feature = "prometheus"))]
 pub use plain::Metrics;
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -21,6 +21,7 @@
 //!     "metadata": {"name": "web", "namespace": "shop"}})).unwrap();
 //! assert_eq!(r.key, ResourceKey::new("apps", "Deployment", Some("shop"), "web"));
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod act;
@@ -63,3 +64,8 @@ pub use resource::*;
 pub use sink::{DriftSink, DriftStore};
 pub use snapshot::*;
 pub use source::{DesiredSource, LiveSource};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

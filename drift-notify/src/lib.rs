@@ -65,3 +65,8 @@ pub use sign::{
 pub use slack::{SLACK_MAX_TEXT_CHARS, SlackNotifier, slack_body};
 pub use text::plain_text;
 pub use webhook::{WEBHOOK_BODY_VERSION, WebhookNotifier, webhook_body, webhook_headers};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,6 +1,6 @@
 //! # drift-postgres
 //!
-//! The PostgreSQL store of the drift detector ([docs/storage.md]): a [`DriftSink`] that records
+//! The PostgreSQL store of the drift detector (docs/storage.md): a [`DriftSink`] that records
 //! scan reports into a `drifts` history table and a `scans` table, and the [`DriftStore`] read
 //! side the API and the CLI use.
 //!
@@ -24,9 +24,7 @@
 //!
 //! What both SQL stores share (reads, filters, decoding, errors, the retry loop) lives in
 //! `drift-sql`; this crate keeps its configuration, its write path, its rollups and its
-//! migrations. See [docs/storage.md] for the schema column by column.
-//!
-//! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
+//! migrations. See docs/storage.md for the schema column by column.
 //!
 //! ```no_run
 //! use drift_model::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
@@ -42,6 +40,7 @@
 //! }
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
@@ -153,3 +152,8 @@ impl PostgresStore {
         self.pool.close().await;
     }
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

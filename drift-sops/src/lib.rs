@@ -24,9 +24,15 @@
 //! let keys = SopsKeys::parse("# a comment\n").unwrap();
 //! assert_eq!(keys.recipients().len(), 0);
 //! ```
+#![warn(missing_docs)]
 
 mod keys;
 mod open;
 mod tree;
 
 pub use keys::{KEY_CMD_VAR, KEY_FILE_VAR, KEY_VAR, KeysError, SopsKeys, USER_KEY_FILE};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -2,7 +2,7 @@
 //!
 //! The embedded default store of the drift detector: the same `drifts` and `scans` tables,
 //! the same behaviour and the same read side as `drift-postgres`, in one SQLite file, so the
-//! `drift` binary works without any server ([docs/storage.md]).
+//! `drift` binary works without any server (docs/storage.md).
 //!
 //! - WAL mode with a single writer connection (scans are written one at a time, the API reads
 //!   from a small pool of read-only connections meanwhile).
@@ -20,8 +20,6 @@
 //! `drift-sql`; this crate keeps its configuration, its write path, its rollups and its
 //! migrations.
 //!
-//! [docs/storage.md]: https://github.com/drift-detector/drift/blob/main/docs/storage.md
-//!
 //! ```
 //! use drift_model::{DriftSink, DriftStore, sink::{DriftFilter, PageRequest}};
 //! use drift_sqlite::SqliteStore;
@@ -34,6 +32,7 @@
 //! assert!(store.list(&DriftFilter::default(), PageRequest::default()).await?.items.is_empty());
 //! # Ok::<(), drift_model::Error>(()) }).unwrap();
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod config;
@@ -141,3 +140,8 @@ impl SqliteStore {
         self.writer.close().await;
     }
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -17,6 +17,7 @@
 //! // ... run kubectl or a kube::Client against server.url() ...
 //! drop(server); // stops it
 //! ```
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod admission;
@@ -51,3 +52,8 @@ pub use server::{Holds, Options, RecordedRequest, StartError, TestApiServer};
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

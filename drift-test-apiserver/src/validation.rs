@@ -47,7 +47,14 @@ pub enum Finding {
     /// A field the schema does not know.
     Unknown(String),
     /// A field given twice in one object (the line of the second one).
-    Duplicate { path: String, key: String, line: usize },
+    Duplicate {
+        /// The path of the object that holds the key twice.
+        path: String,
+        /// The key given twice.
+        key: String,
+        /// The line of its second occurrence in the request body.
+        line: usize,
+    },
 }
 
 impl Finding {

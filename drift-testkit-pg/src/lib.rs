@@ -28,6 +28,7 @@
 //! every later server copies it.
 //!
 //! This crate is test tooling: depend on it from `[dev-dependencies]` only.
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -415,3 +416,8 @@ mod tests {
         assert!(find_bin_dir().is_some());
     }
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

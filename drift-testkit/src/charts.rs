@@ -55,13 +55,18 @@ pub fn registry_available(test: &str) -> bool {
 /// `htpasswd`, it asks for those credentials (`Basic`).
 #[derive(Debug)]
 pub struct Registry {
+    /// `127.0.0.1:PORT`, the host part of `oci://` references to it.
     pub host: String,
+    /// The registry's storage folder (blobs and manifests), for tests that look at what was pushed.
     pub storage: std::path::PathBuf,
     child: std::process::Child,
     _dir: tempfile::TempDir,
 }
 
 impl Registry {
+    /// Starts `docker-registry serve` on a free loopback port, with `htpasswd` lines (bcrypt
+    /// entries) as its basic-auth users when given, and waits until it answers `/v2/`. Panics
+    /// when it cannot start (check [`registry_available`] first).
     pub fn start(htpasswd: Option<&str>) -> Registry {
         let dir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -117,6 +122,7 @@ impl Drop for Registry {
 /// without the given `Authorization` header.
 #[derive(Debug)]
 pub struct ChartServer {
+    /// `http://127.0.0.1:PORT`, the repository's URL for `helm repo add` or a chart source.
     pub url: String,
     hits: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }

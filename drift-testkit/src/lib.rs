@@ -35,6 +35,7 @@
 //!     });
 //! }
 //! ```
+#![warn(missing_docs)]
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
 pub mod act;
@@ -100,3 +101,8 @@ macro_rules! __cases_in_sequence {
         )*
     };
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

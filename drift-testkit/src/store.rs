@@ -260,6 +260,8 @@ fn assert_same_rows(a: Vec<StoredDrift>, b: Vec<StoredDrift>) {
     assert_eq!(strip(a), strip(b), "same rows in the same order");
 }
 
+/// A drift seen by three scans is one row with `occurrences` 3, its first and last times, and
+/// the latest cluster value and revert patch.
 pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_3<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
     let caps = store.capabilities();
@@ -289,6 +291,8 @@ pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_
     }
 }
 
+/// A drift a scan no longer finds is resolved at that scan's time; when it comes back, a new open
+/// row of the same fingerprint is opened and the resolved one stays as history.
 pub async fn a_fixed_drift_is_resolved_with_resolved_at_and_a_drift_that_comes_back_opens_a_new_row<H: StoreHarness>(
     h: &H,
 ) {
@@ -309,6 +313,8 @@ pub async fn a_fixed_drift_is_resolved_with_resolved_at_and_a_drift_that_comes_b
     assert_eq!((all[1].status, all[1].resolved_at), (DriftStatus::Resolved, Some(t(5))));
 }
 
+/// A partial scan resolves only where its coverage is complete (a namespace that failed to be
+/// read keeps its open drifts untouched), and a failed scan resolves nothing.
 pub async fn a_scan_whose_read_of_a_namespace_failed_resolves_nothing_in_that_namespace<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
     let desired = [deployment("shop", "web"), deployment("billing", "api"), deployment("billing", "worker")];
@@ -334,6 +340,8 @@ pub async fn a_scan_whose_read_of_a_namespace_failed_resolves_nothing_in_that_na
     assert_eq!(open(&*store).await.len(), 2);
 }
 
+/// Recording a scan id a second time, with the same report or another, is a replay that changes
+/// no row and adds no scan.
 pub async fn replaying_a_scan_id_changes_nothing<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
     let web = [deployment("shop", "web")];
@@ -351,6 +359,8 @@ pub async fn replaying_a_scan_id_changes_nothing<H: StoreHarness>(h: &H) {
     assert_eq!(store.recent_scans(10).await.unwrap().len(), 1);
 }
 
+/// The database's own constraint ([`StoreHarness::open_row_constraint`]) refuses a second open
+/// row of one fingerprint, written by SQL behind the store's back; skipped for a store without SQL.
 pub async fn the_database_itself_refuses_a_second_open_row_per_fingerprint<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
     let web = [deployment("shop", "web")];
@@ -366,6 +376,8 @@ pub async fn the_database_itself_refuses_a_second_open_row_per_fingerprint<H: St
     assert!(dup.contains(h.open_row_constraint()), "{dup}");
 }
 
+/// Two scanners recording the same new drift at once ([`StoreHarness::race`]) leave one open
+/// row: one writer opens it, the other sees it again.
 pub async fn two_writers_racing_on_the_same_drift_leave_one_open_row<H: StoreHarness>(h: &H) {
     let web = [deployment("shop", "web")];
     let ra = report("scanner-a", t(0), &web, vec![replicas("shop", "web", 5)]);
@@ -379,6 +391,8 @@ pub async fn two_writers_racing_on_the_same_drift_leave_one_open_row<H: StoreHar
     assert_eq!((all[0].status, all[0].occurrences), (DriftStatus::Open, 2));
 }
 
+/// 10,000 drifts in one report are opened, then 9,900 seen again and 100 resolved by the next,
+/// with statistics that agree.
 pub async fn ten_thousand_drifts_in_one_report<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
     let desired: Vec<_> = (0..10_000).map(|i| deployment(&format!("ns{}", i % 50), &format!("app{i}"))).collect();
@@ -394,6 +408,8 @@ pub async fn ten_thousand_drifts_in_one_report<H: StoreHarness>(h: &H) {
     assert_eq!(stats.mean_time_to_resolve_seconds, Some(300.0));
 }
 
+/// Retention of 30 days deletes drifts resolved longer ago and old scans, never an open drift
+/// however old; skipped for a store without retention.
 pub async fn retention_deletes_old_resolved_drifts_and_scans_but_never_open_ones<H: StoreHarness>(h: &H) {
     let Some(store) = h.with_retention(30).await else {
         return skipped(
@@ -506,6 +522,8 @@ pub async fn agrees_with_the_reference_store_over_many_scans<H: StoreHarness>(h:
     }
 }
 
+/// A drift whose severity changes between scans (a configuration override) is counted under its
+/// new severity in the statistics, and no longer under the old one.
 pub async fn a_drift_whose_severity_changes_moves_between_rollup_keys<H: StoreHarness>(h: &H) {
     let store = h.fresh().await;
     let web = [deployment("shop", "web")];

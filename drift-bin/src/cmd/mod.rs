@@ -8,4 +8,5 @@ pub mod render;
 pub mod scan;
 pub mod secret_key;
 pub mod serve;
+pub mod shell;
 pub mod store;
