@@ -2,7 +2,7 @@
 """Page weight and time to first render of the page of `drift serve`, on loopback.
 
 Starts `drift serve` over the demo (examples/demo: a folder of manifests and a snapshot of the
-cluster, SQLite, 7 drifts), fetches every asset of the page (bytes as served, and gzip -9 as a
+cluster, SQLite, 8 drifts), fetches every asset of the page (bytes as served, and gzip -9 as a
 compressing proxy would send them), then loads the page N times in a fresh headless Chromium
 through chromedriver (WebDriver over HTTP, Python's standard library only) and reads the
 browser's own timings: first contentful paint (the page's frame drawn) and the `drift:rendered`
@@ -56,7 +56,7 @@ def start_serve(binary, workdir):
     deadline = time.time() + 60
     while time.time() < deadline:
         with urllib.request.urlopen(f"http://{addr}/drifts?status=open") as r:
-            if len(json.load(r)["items"]) == 7:
+            if len(json.load(r)["items"]) == 8:
                 return proc, addr
         time.sleep(0.1)
     proc.kill()

@@ -49,6 +49,12 @@ fn demo_reports_every_seed_drift_type_as_json() {
                 "spec.template.spec.containers[name=web].resources.limits.memory",
                 "kubectl-set"
             ),
+            expect(
+                "resource_request_drift",
+                "MEDIUM",
+                "spec.template.spec.containers[name=web].resources.requests.cpu",
+                "kubectl-set"
+            ),
             expect("service_port_drift", "CRITICAL", "spec.ports[port=80].targetPort", "kubectl-patch"),
             expect("spec_drift", "MEDIUM", "spec.template.spec.containers[name=web].env[name=DEBUG]", "kubectl-edit"),
         ]
@@ -63,7 +69,21 @@ fn demo_reports_every_seed_drift_type_as_json() {
     for field in ["apiVersion", "kind", "namespace", "name"] {
         assert!(d["resource"].get(field).is_some(), "resource.{field}");
     }
-    assert_eq!(doc["summary"]["drifts"], 7);
+    assert_eq!(doc["summary"]["drifts"], 8);
+    // The seed's five kinds of drift (replicas, image tag, resources: limits and requests, Service
+    // port, ConfigMap), each with the severity of the seed's table (docs/drift-types.md).
+    for (kind, severity) in [
+        ("replicas_drift", "LOW"),
+        ("image_tag_drift", "HIGH"),
+        ("resource_limit_drift", "HIGH"),
+        ("resource_request_drift", "MEDIUM"),
+        ("service_port_drift", "CRITICAL"),
+        ("configmap_drift", "MEDIUM"),
+    ] {
+        let found: Vec<&str> =
+            drifts.iter().filter(|d| d["drift_type"] == kind).map(|d| d["severity"].as_str().unwrap()).collect();
+        assert_eq!(found, [severity], "the demo shows {kind} once, as {severity}");
+    }
     // Each drift but the missing object carries the patch that restores Git's value, and the
     // kubectl command that sends it (docs/remediation.md).
     for d in drifts {
@@ -95,7 +115,7 @@ fn table_and_yaml_outputs() {
     assert!(out.contains("CRITICAL service_port_drift     spec.ports[port=80].targetPort"), "{out}");
     assert!(out.contains("changed by kubectl-scale at 2026-11-27T22:41:09+00:00"), "{out}");
     assert!(!out.contains('\u{1b}'), "no colour when not a terminal");
-    assert!(out.ends_with("7 drift(s) in 4 of 6 object(s): 1 CRITICAL, 3 HIGH, 2 MEDIUM, 1 LOW\n"), "{out}");
+    assert!(out.ends_with("8 drift(s) in 4 of 6 object(s): 1 CRITICAL, 3 HIGH, 3 MEDIUM, 1 LOW\n"), "{out}");
     let (code, out, _) =
         drift(&["diff", "--desired", "examples/demo/desired", "--live", "examples/demo/live", "-o", "yaml"]);
     assert_eq!(code, 1);
@@ -137,7 +157,7 @@ fn ignore_file_removes_drifts() {
     ]);
     assert_eq!(code, 1);
     let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["summary"]["drifts"], 5, "{out}");
+    assert_eq!(doc["summary"]["drifts"], 6, "the demo's 8 less the two ignored: {out}");
 }
 
 #[test]

@@ -84,6 +84,7 @@ fn drifts_list_prints_json_yaml_or_a_table_and_json_is_the_old_flag() {
             "missing_resource",
             "replicas_drift",
             "resource_limit_drift",
+            "resource_request_drift",
             "service_port_drift",
             "spec_drift"
         ],

@@ -37,17 +37,17 @@ fn the_demo_scans_into_sqlite_and_keeps_history() {
     let cfg = cfg.to_str().unwrap();
     let (code, out, err) = drift(&["scan", "--config", cfg], dir.path());
     assert_eq!(code, 1, "drift found: {out}{err}");
-    assert!(out.contains("7 drift(s) in 4 of 6 object(s)"), "{out}");
-    // A second scan: the same 7 drifts, now seen twice, no new rows.
+    assert!(out.contains("8 drift(s) in 4 of 6 object(s)"), "{out}");
+    // A second scan: the same 8 drifts, now seen twice, no new rows.
     let (code, out, _) = drift(&["scan", "--config", cfg, "-o", "json"], dir.path());
     assert_eq!(code, 1);
     let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["summary"]["drifts"], 7);
+    assert_eq!(doc["summary"]["drifts"], 8);
     let (code, out, err) = drift(&["drifts", "list", "--config", cfg, "--json"], dir.path());
     assert_eq!(code, 0, "{err}");
     let page: Value = serde_json::from_str(&out).unwrap();
     let items = page["items"].as_array().unwrap();
-    assert_eq!(items.len(), 7, "one row per drift: {out}");
+    assert_eq!(items.len(), 8, "one row per drift: {out}");
     assert!(items.iter().all(|d| d["occurrences"] == 2 && d["status"] == "open"), "{out}");
     let (code, out, _) = drift(&["drifts", "list", "--config", cfg, "--severity", "CRITICAL"], dir.path());
     assert_eq!(code, 0);
@@ -99,7 +99,7 @@ fn the_demo_with_policies_records_findings_apart_from_drifts() {
     let (code, out, err) = drift(&["scan", "--config", cfg_arg, "-o", "json"], dir.path());
     assert_eq!(code, 1, "the drifts set the exit code: {err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["summary"]["drifts"], 7, "findings are not drifts");
+    assert_eq!(doc["summary"]["drifts"], 8, "findings are not drifts");
     let reported = doc["findings"].as_array().unwrap();
     assert!(reported.iter().any(|f| f["rule"] == "required-labels" && f["side"] == "desired"), "{out}");
     assert!(reported.iter().any(|f| f["side"] == "live"), "{out}");

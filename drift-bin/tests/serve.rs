@@ -38,13 +38,13 @@ fn serve_records_the_first_pass_and_answers_the_api() {
     let addr = line.trim().strip_prefix("listening on ").expect("address line").to_owned();
 
     assert_eq!(http(&addr, "GET", "/health", None).0, 200);
-    // The first pass runs at start; wait for its 7 drifts (bounded).
+    // The first pass runs at start; wait for its 8 drifts (bounded).
     let deadline = Instant::now() + Duration::from_secs(60);
     let body = loop {
         let (status, body) = http(&addr, "GET", "/drifts?status=open", None);
         assert_eq!(status, 200, "{body}");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        if v["items"].as_array().unwrap().len() == 7 {
+        if v["items"].as_array().unwrap().len() == 8 {
             break body;
         }
         assert!(Instant::now() < deadline, "first pass not recorded: {body}");

@@ -1,5 +1,5 @@
 //! The web page of `drift serve` in a real headless Chromium (Debian's `chromium`, driven by
-//! `chromedriver` over WebDriver): against a store seeded by the demo's first pass (7 known
+//! `chromedriver` over WebDriver): against a store seeded by the demo's first pass (8 known
 //! drifts), the counts on the page are the API's, a filter narrows the table and is in the
 //! address, a drift's page shows its Git and cluster values and its revert patch, the buttons are
 //! hidden without a write token, a decision made through the page is in the API, a change made
@@ -31,7 +31,7 @@ const READ_TOKEN: &str = "ui-read-Rk2-8d03aa";
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// `drift serve` over the demo (a folder of manifests and a snapshot of the cluster), SQLite,
-/// with its first pass recorded: 7 open drifts.
+/// with its first pass recorded: 8 open drifts.
 fn serve(dir: &Path, extra_api: &str, env: &[(&str, &str)]) -> Serve {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cfg = dir.join("drift.yaml");
@@ -50,7 +50,7 @@ fn serve(dir: &Path, extra_api: &str, env: &[(&str, &str)]) -> Serve {
     wait_for(Duration::from_secs(60), "the first pass", || {
         let (status, body) = http(&server.addr, "GET", "/drifts?status=open", token);
         let v: Value = serde_json::from_str(&body).ok()?;
-        (status == 200 && v["items"].as_array()?.len() == 7).then_some(())
+        (status == 200 && v["items"].as_array()?.len() == 8).then_some(())
     });
     server
 }
@@ -132,7 +132,7 @@ fn the_page_shows_the_apis_drifts_filters_them_and_decides_with_a_write_token() 
     assert_eq!(number(&b, "#stat-open"), count(&stats["by_status"]["open"]));
     assert_eq!(number(&b, "#stat-critical"), count(&stats["by_severity"]["CRITICAL"]));
     assert_eq!(number(&b, "#stat-high"), count(&stats["by_severity"]["HIGH"]));
-    assert_eq!(total, 7, "the demo's 7 drifts");
+    assert_eq!(total, 8, "the demo's 8 drifts");
     // Open by namespace, repository and type: the API's counts, one line each.
     for (list, key) in [("#by-namespace", "by_namespace"), ("#by-repository", "by_repository"), ("#by-type", "by_type")]
     {
@@ -156,7 +156,7 @@ fn the_page_shows_the_apis_drifts_filters_them_and_decides_with_a_write_token() 
 
     // The table: every drift; a filter narrows it and goes into the address.
     b.click("a[data-nav=drifts]");
-    b.until(LIMIT, "7 rows", |b| (rows(b) == 7).then_some(()));
+    b.until(LIMIT, "8 rows", |b| (rows(b) == 8).then_some(()));
     b.choose("#filter-severity", "HIGH");
     let high = get_json(&addr, "/drifts?severity=HIGH")["items"].as_array().unwrap().len();
     assert!(high > 0 && high < 7, "the filter narrows: {high}");
@@ -182,7 +182,7 @@ fn the_page_shows_the_apis_drifts_filters_them_and_decides_with_a_write_token() 
     let mut seen: Vec<i64> = Vec::new();
     for page in 0..3 {
         let ids: Vec<i64> = b.until(LIMIT, "a page", table);
-        assert_eq!(ids.len(), if page < 2 { 3 } else { 1 }, "page {page}: {ids:?}");
+        assert_eq!(ids.len(), if page < 2 { 3 } else { 2 }, "page {page}: {ids:?}");
         seen.extend(ids);
         if page < 2 {
             b.click("#page-next");
@@ -401,9 +401,9 @@ fn the_overview_shows_what_is_parked_and_why() {
     let env = [("DRIFT_API_TOKEN", WRITE_TOKEN), ("UI_HOOK_SECRET", "ui-hook-secret-for-tests")];
     let server = serve(dir.path(), &notify, &env);
     let addr = server.addr.clone();
-    let parked = wait_for(Duration::from_secs(60), "the demo's 7 deliveries parked", || {
+    let parked = wait_for(Duration::from_secs(60), "the demo's 8 deliveries parked", || {
         let items = get_json(&addr, "/notifications?status=parked")["items"].as_array()?.clone();
-        (items.len() == 7).then_some(items)
+        (items.len() == 8).then_some(items)
     });
     assert!(parked.iter().all(|p| p["park_reason"] == "outage" && p["failing_since"].is_string()), "{parked:?}");
     b.goto(&format!("http://{addr}/"));
@@ -411,7 +411,7 @@ fn the_overview_shows_what_is_parked_and_why() {
         let n = b.run("return document.querySelectorAll('#parked tbody tr').length;", json!([])).as_u64().unwrap();
         (n > 0).then_some(n)
     });
-    assert_eq!(shown, 7);
+    assert_eq!(shown, 8);
     let text = b.text("#parked");
     assert!(text.contains("hook") && text.contains("outage: retried until it answers"), "{text}");
     assert!(text.contains("failing since"), "the last error says since when: {text}");

@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! {"type":"drift","scan_id":"…","cluster":"demo","repository":"demo","drift":{"resource":{…},"drift_type":"replicas_drift",…}}
-//! {"type":"report","scan_id":"…","cluster":"demo","repository":"demo","outcome":"success","drifts":7,"finished_at":"…"}
+//! {"type":"report","scan_id":"…","cluster":"demo","repository":"demo","outcome":"success","drifts":8,"finished_at":"…"}
 //! ```
 
 use std::collections::HashSet;

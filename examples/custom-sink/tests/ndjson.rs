@@ -85,9 +85,9 @@ fn the_example_detector_appends_the_demo_drifts() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&run.stdout);
     assert_eq!(run.status.code(), Some(1), "drift found: {stdout} {}", String::from_utf8_lossy(&run.stderr));
-    assert!(stdout.contains("7 drift(s) appended"), "{stdout}");
+    assert!(stdout.contains("8 drift(s) appended"), "{stdout}");
     let lines = read(&out);
-    assert_eq!(lines.iter().filter(|l| l["type"] == "drift").count(), 7);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "drift").count(), 8);
     let types: std::collections::BTreeSet<&str> =
         lines.iter().filter_map(|l| l["drift"]["drift_type"].as_str()).collect();
     assert!(types.contains("service_port_drift") && types.contains("replicas_drift"), "{types:?}");
