@@ -48,6 +48,7 @@
 //!
 //! See `docs/extending.md` for writing a sink, a source or a comparator and plugging it in, and
 //! `examples/custom-sink` and `examples/custom-comparator` for whole detectors built this way.
+#![warn(missing_docs)]
 
 pub mod batch;
 pub mod detector;
@@ -65,3 +66,8 @@ pub use leader::{ElectionTimings, Elector};
 pub use notify::Dispatcher;
 pub use remedies::{HealPolicy, Remedies};
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

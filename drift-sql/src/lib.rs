@@ -41,6 +41,7 @@
 //! failed.outcome = ScanOutcome::Failed;
 //! assert!(drift_sql::Resolver::of(&failed).is_none());
 //! ```
+#![warn(missing_docs)]
 
 mod act;
 mod dialect;
@@ -353,3 +354,8 @@ macro_rules! impl_drift_store {
         }
     };
 }
+
+/// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
