@@ -217,6 +217,9 @@ fn the_image_is_labelled_runs_as_65532_and_holds_drift_git_ssh_helm_and_kubectl(
     if help.lines().any(|l| l.trim_start().starts_with("man ")) {
         let page = image.must(&["man", "drift"], &[("MANPAGER", "cat"), ("MANWIDTH", "80"), ("LANG", "C.UTF-8")]);
         assert!(page.contains("drift") && page.contains("scan"), "{page}");
+        // A page per subcommand too.
+        let page = image.must(&["man", "drift-scan"], &[("MANPAGER", "cat"), ("MANWIDTH", "80"), ("LANG", "C.UTF-8")]);
+        assert!(page.contains("drift-scan") && page.contains("config"), "{page}");
     } else {
         eprintln!("this drift has no man command yet: no page installed, none checked");
     }
