@@ -94,9 +94,14 @@ pub fn walk(path: &Path) -> Result<drift_manifest::walk::Walked> {
     })
 }
 
-/// Parsing dominates: the files are spread over the cores.
+/// Parsing dominates: the files are spread over the cores (at most 8), or over `DRIFT_THREADS`
+/// threads when it is set to a number (1 reads and compares on one thread: the report is the
+/// same, a test holds it so).
 fn workers() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)
+    match std::env::var("DRIFT_THREADS").ok().and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(n) => n.clamp(1, 64),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()).min(8),
+    }
 }
 
 /// Loads every manifest under `path` ([`walk`]). A file that cannot be read as text is a
@@ -111,15 +116,28 @@ pub fn load<T: Send>(
 ) -> Result<Loaded<T>> {
     let walked = walk(path)?;
     let files = walked.files;
-    // Keeping the files' order.
-    let chunk = files.len().div_ceil(workers()).max(1);
-    let parts: Vec<Loaded<T>> = std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| s.spawn(move || load_files(part, Side::Desired, progress, sops, make)))
+    // Each worker takes the next file not yet taken, so that no core idles while another has
+    // files left; the parts are put back in the files' order.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut parts: Vec<(usize, Loaded<T>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers())
+            .map(|_| {
+                let (files, next) = (&files, &next);
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(file) = files.get(i) else { break };
+                        mine.push((i, load_files(std::slice::from_ref(file), Side::Desired, progress, sops, make)));
+                    }
+                    mine
+                })
+            })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
+    parts.sort_unstable_by_key(|(i, _)| *i);
+    let parts = parts.into_iter().map(|(_, part)| part);
     let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };
     for part in parts {
         loaded.resources.extend(part.resources);
@@ -129,42 +147,40 @@ pub fn load<T: Send>(
 }
 
 /// Reads the walked files of live objects as [`load`] does (each without its `status`,
-/// [`parse_live_manifests`]), but hands each object to `sink` on the calling
-/// thread as soon as its file is parsed, with its place in the files (the file's index in the
-/// walk, then the document's: `file << 32 | document`), so that no more than a few files'
-/// objects exist at once. Files are parsed on several threads and arrive in any order. Returns
-/// the warnings in the order [`load`] gives them.
+/// [`parse_live_manifests`]), but hands each object to `sink` as soon as its file is parsed, on
+/// the thread that parsed it (one per core), with its place in the files (the file's index in
+/// the walk, then the document's: `file << 32 | document`), so that no more than a file's
+/// objects per thread exist at once and whatever `sink` does (comparing the pair) runs on every
+/// core. Files arrive in any order. Returns the warnings in the order [`load`] gives them.
 pub fn stream(
     walked: drift_manifest::walk::Walked,
     progress: &Progress,
-    sink: &mut dyn FnMut(u64, Resource),
+    sink: &drift_core::scan::LiveSink<'_>,
 ) -> Vec<SourceWarning> {
     let files = &walked.files;
-    let workers = workers();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Loaded<Resource>)>(workers * 2);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut by_file: Vec<(usize, Vec<SourceWarning>)> = Vec::new();
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            let (tx, next) = (tx.clone(), &next);
-            s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(file) = files.get(i) else { break };
-                    if tx.send((i, load_files(std::slice::from_ref(file), Side::Live, progress, None, &|r| r))).is_err()
-                    {
-                        break;
+    let mut by_file: Vec<(usize, Vec<SourceWarning>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers())
+            .map(|_| {
+                let next = &next;
+                s.spawn(move || {
+                    let mut warnings = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(file) = files.get(i) else { break };
+                        let loaded = load_files(std::slice::from_ref(file), Side::Live, progress, None, &|r| r);
+                        for (j, r) in loaded.resources.into_iter().enumerate() {
+                            sink(((i as u64) << 32) | j as u64, r);
+                        }
+                        if !loaded.warnings.is_empty() {
+                            warnings.push((i, loaded.warnings));
+                        }
                     }
-                }
-            });
-        }
-        drop(tx);
-        for (i, loaded) in rx {
-            for (j, r) in loaded.resources.into_iter().enumerate() {
-                sink(((i as u64) << 32) | j as u64, r);
-            }
-            by_file.push((i, loaded.warnings));
-        }
+                    warnings
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     by_file.sort_by_key(|(i, _)| *i);
     let mut warnings = walked.warnings;

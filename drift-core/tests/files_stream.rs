@@ -3,10 +3,11 @@
 //! objects without namespaces on either side (matched, ambiguous, placed by `-n`), custom kinds
 //! the live side shows cluster-scoped, built-in cluster-scoped kinds given a namespace,
 //! duplicates on both sides, autoscalers and their targets, waivers, a broken live file; with
-//! the desired objects as trees and kept compact until compared (`KeptResource`).
+//! the desired objects as trees and kept compact until compared (`KeptResource`); the live
+//! objects handed over by one thread or by three at once (the pairs compared on each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use drift_core::scan::{ScanOptions, compare_files, compare_files_streamed};
+use drift_core::scan::{LiveSink, ScanOptions, compare_files, compare_files_streamed};
 use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, KeptResource, Provenance, Resource, SourceWarning};
 use proptest::prelude::*;
 use serde_json::json;
@@ -102,12 +103,29 @@ proptest! {
 
         let mut whole = compare_files(snapshot.clone(), live.clone(), warnings.clone(), namespace, &engine, &options());
         // The live objects handed over in a shuffled order, each with its place in the files.
-        let read_live = |sink: &mut dyn FnMut(u64, Resource)| {
+        let read_live = |sink: &LiveSink<'_>| {
             for &i in &order {
                 if let Some(r) = live.get(i as usize) {
                     sink(i, r.clone());
                 }
             }
+            warnings.clone()
+        };
+        // The same, handed over by three threads at once (the files parsed on several cores):
+        // each thread takes every third object of the order.
+        let read_threads = |sink: &LiveSink<'_>| {
+            std::thread::scope(|s| {
+                for t in 0..3 {
+                    let (order, live) = (&order, &live);
+                    s.spawn(move || {
+                        for &i in order.iter().skip(t).step_by(3) {
+                            if let Some(r) = live.get(i as usize) {
+                                sink(i, r.clone());
+                            }
+                        }
+                    });
+                }
+            });
             warnings.clone()
         };
         // The desired objects as trees, and kept compact until compared.
@@ -124,15 +142,26 @@ proptest! {
         let originals = snapshot.resources.clone();
         let reload = |p: &Provenance| originals.iter().filter(|r| r.provenance == *p).cloned().collect();
         let let_go = kept.clone();
+        let (threads_kept, threads_let_go) = (kept.clone(), kept.clone());
+        let mut threads = compare_files_streamed(snapshot.clone(), read_threads, None, namespace, &engine, &options());
         let mut streamed = compare_files_streamed(snapshot, read_live, None, namespace, &engine, &options());
         let mut compact = compare_files_streamed(kept, read_live, None, namespace, &engine, &options());
         let mut released = compare_files_streamed(let_go, read_live, Some(&reload), namespace, &engine, &options());
+        let mut threads_compact = compare_files_streamed(threads_kept, read_threads, None, namespace, &engine, &options());
+        let mut threads_released =
+            compare_files_streamed(threads_let_go, read_threads, Some(&reload), namespace, &engine, &options());
         // (Versions are kept for the watch's ordering, which files do not have; a whole read
         // also notes those of objects Git does not hold.)
         whole.live_versions.clear();
         streamed.live_versions.clear();
         compact.live_versions.clear();
         released.live_versions.clear();
+        threads.live_versions.clear();
+        threads_compact.live_versions.clear();
+        threads_released.live_versions.clear();
+        prop_assert_eq!(&threads, &whole);
+        prop_assert_eq!(&threads_compact, &whole);
+        prop_assert_eq!(&threads_released, &whole);
         prop_assert_eq!(&streamed, &whole);
         prop_assert_eq!(&compact, &whole);
         prop_assert_eq!(released, whole);
@@ -158,7 +187,7 @@ fn the_cases_the_law_is_about_occur() {
     let live = [object(0, 0, 2, 1, true), object(1, 1, 1, 2, true), object(2, 0, 0, 0, true), object(0, 1, 1, 0, true)];
     let report = compare_files_streamed(
         desired,
-        |sink: &mut dyn FnMut(u64, Resource)| {
+        |sink: &LiveSink<'_>| {
             for (i, r) in live.iter().enumerate() {
                 sink(i as u64, r.clone());
             }
@@ -197,7 +226,7 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
     let desired = [in_file(object(0, 0, 1, 0, false), 0), in_file(object(1, 0, 1, 0, false), 1)];
     // The ConfigMap comes twice (first in sync, then drifted), the Deployment once.
     let live = [object(0, 0, 1, 0, true), object(1, 0, 1, 0, true), object(0, 0, 1, 1, true)];
-    let read_live = |sink: &mut dyn FnMut(u64, Resource)| {
+    let read_live = |sink: &LiveSink<'_>| {
         for (i, r) in live.iter().enumerate() {
             sink(i as u64, r.clone());
         }
@@ -209,13 +238,13 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
         resources: d.iter().map(KeptResource::new).collect(),
         warnings: Vec::new(),
     };
-    let asked = std::cell::RefCell::new(Vec::new());
+    let asked = std::sync::Mutex::new(Vec::new());
     let reload = |p: &Provenance| {
-        asked.borrow_mut().push(p.path.clone().unwrap());
+        asked.lock().unwrap().push(p.path.clone().unwrap());
         desired.iter().filter(|r| r.provenance == *p).cloned().collect()
     };
     let report = compare_files_streamed(snapshot(&desired), read_live, Some(&reload), None, &engine, &options());
-    assert_eq!(*asked.borrow(), ["desired/0.yaml"], "read again for the second ConfigMap only");
+    assert_eq!(*asked.lock().unwrap(), ["desired/0.yaml"], "read again for the second ConfigMap only");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let trees =
         DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
@@ -240,15 +269,15 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
 
     // A second live object without a namespace, placed on the key by `-n`: read again too.
     let placed = [object(0, 0, 1, 0, true), object(0, 0, 0, 1, true)];
-    let read_placed = |sink: &mut dyn FnMut(u64, Resource)| {
+    let read_placed = |sink: &LiveSink<'_>| {
         for (i, r) in placed.iter().enumerate() {
             sink(i as u64, r.clone());
         }
         Vec::new()
     };
-    asked.borrow_mut().clear();
+    asked.lock().unwrap().clear();
     let report = compare_files_streamed(snapshot(&desired), read_placed, Some(&reload), Some("x"), &engine, &options());
-    assert_eq!(*asked.borrow(), ["desired/0.yaml"]);
+    assert_eq!(*asked.lock().unwrap(), ["desired/0.yaml"]);
     let trees =
         DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
     let whole = compare_files(trees, placed.to_vec(), Vec::new(), Some("x"), &engine, &options());
@@ -264,7 +293,7 @@ fn an_autoscaler_is_kept_for_its_target() {
     // is compared at the end with it.
     let desired = [in_file(object(4, 0, 1, 0, false), 0), in_file(object(1, 0, 1, 0, false), 1)];
     let live = [object(4, 0, 1, 0, true), object(1, 0, 1, 1, true)];
-    let read_live = |sink: &mut dyn FnMut(u64, Resource)| {
+    let read_live = |sink: &LiveSink<'_>| {
         for (i, r) in live.iter().enumerate() {
             sink(i as u64, r.clone());
         }

@@ -2,6 +2,7 @@
 //! compare, then report. It awaits the traits and spawns nothing.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use chrono::{DateTime, Utc};
 
@@ -214,6 +215,9 @@ async fn fetch_compared(
                 out.coverage.set(&GroupKind::new(e.group, e.kind), e.namespace.as_deref(), e.status);
             }
         }
+        // The pairs of the part are compared together, on every core ([`compare_pairs`]).
+        let mut pairs: Vec<(&Resource, Resource)> = Vec::new();
+        let mut paired: HashSet<ResourceKey> = HashSet::new();
         for r in part.resources {
             let Some(d) = index.get(&r.key) else { continue };
             if let Some(v) = resource_version(&r) {
@@ -222,13 +226,35 @@ async fn fetch_compared(
             // An object read twice: the first one counts, as in `fetch`.
             if out.related.contains(&r.key) {
                 out.held.entry(r.key.clone()).or_insert(r);
-            } else {
-                out.early.entry(r.key.clone()).or_insert_with(|| comparator.compare(d, Some(&r)));
+            } else if !out.early.contains_key(&r.key) && paired.insert(r.key.clone()) {
+                pairs.push((d, r));
             }
+        }
+        let drifts = compare_pairs(comparator, &pairs);
+        for ((_, r), found) in pairs.into_iter().zip(drifts) {
+            out.early.insert(r.key, found);
         }
     })
     .await?;
     Ok(out)
+}
+
+/// The drifts of each pair (desired, live), in the pairs' order, compared on every core when
+/// there are enough of them to be worth a thread each.
+fn compare_pairs(comparator: &dyn Comparator, pairs: &[(&Resource, Resource)]) -> Vec<Vec<Drift>> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    // (A pair costs tens of microseconds; a thread, about as much as one to start.)
+    if cores < 2 || pairs.len() < 32 {
+        return pairs.iter().map(|(d, r)| comparator.compare(d, Some(r))).collect();
+    }
+    let chunk = pairs.len().div_ceil(cores);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = pairs
+            .chunks(chunk)
+            .map(|part| s.spawn(move || part.iter().map(|(d, r)| comparator.compare(d, Some(r))).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
 }
 
 /// Asks the live source which custom kinds of the desired state it serves cluster-scoped and
@@ -285,7 +311,8 @@ pub fn compare_files(
 
 /// [`compare_files`] with the live side read as a stream: `read_live` hands over each live
 /// object with its place in the files (file, then document: the order of a whole read), in any
-/// order, and returns the warnings of the read. The report is the one [`compare_files`] gives
+/// order and from any number of threads at once ([`LiveSink`]: each pair is compared on the
+/// thread that hands its live object over), and returns the warnings of the read. The report is the one [`compare_files`] gives
 /// (a test holds it so), but the live objects are not held: a live object that names a
 /// namespace and whose exact key a desired object names with that namespace is paired whatever
 /// else the files hold (its namespace proves its kind namespaced, and the rules do not move a
@@ -303,9 +330,9 @@ pub fn compare_files(
 /// desired-side policy); a second live object of its key (the later one in the files counts)
 /// has it read again by its provenance, and a digest that no longer matches is a fatal warning
 /// that keeps the first comparison.
-pub fn compare_files_streamed<T: DesiredObject>(
+pub fn compare_files_streamed<T: DesiredObject + Send>(
     mut desired: DesiredSnapshot<T>,
-    read_live: impl FnOnce(&mut dyn FnMut(u64, Resource)) -> Vec<SourceWarning>,
+    read_live: impl FnOnce(&LiveSink<'_>) -> Vec<SourceWarning>,
     reload: Option<Reload<'_>>,
     namespace: Option<&str>,
     comparator: &dyn Comparator,
@@ -315,8 +342,9 @@ pub fn compare_files_streamed<T: DesiredObject>(
     let relations =
         if options.orphans || live_policy { None } else { T::relations(&mut desired.resources, comparator) };
     let Some(relations) = relations else {
-        let mut all = Vec::new();
-        let warnings = read_live(&mut |order, r| all.push((order, r)));
+        let all = Mutex::new(Vec::new());
+        let warnings = read_live(&|order, r| locked(&all).push((order, r)));
+        let mut all = all.into_inner().unwrap_or_else(PoisonError::into_inner);
         all.sort_by_key(|(order, _)| *order);
         let live = all.into_iter().map(|(_, r)| r).collect();
         let desired = DesiredSnapshot {
@@ -352,45 +380,79 @@ pub fn compare_files_streamed<T: DesiredObject>(
     }
     // By hash, then position: the first definition of a key counts, as in `prepare_desired`.
     certain.sort_unstable();
-    let find = |resources: &[T], key: &ResourceKey| -> Option<usize> {
+    // Each desired object behind a lock of its own while the live side is read: `read_live`
+    // may hand objects over from several threads at once, and each pair is compared on the
+    // thread that read its live object. With the object, the comparison made for its key so far
+    // (the place of its live object in the files, and its drifts).
+    let slots: Vec<Mutex<Slot<T>>> = std::mem::take(&mut desired.resources)
+        .into_iter()
+        .map(|d| Mutex::new(Slot { desired: d, early: None }))
+        .collect();
+    let find = |key: &ResourceKey| -> Option<usize> {
         let h = hasher.hash_one(key);
         let from = certain.partition_point(|(x, _)| *x < h);
-        certain[from..].iter().take_while(|(x, _)| *x == h).map(|(_, i)| *i).find(|i| resources[*i].key() == key)
+        certain[from..]
+            .iter()
+            .take_while(|(x, _)| *x == h)
+            .map(|(_, i)| *i)
+            .find(|i| locked(&slots[*i]).desired.key() == key)
     };
     // An object compared at once is let go of when nothing asks for its tree again (no waivers,
     // no desired-side policy, not an autoscaler) and it can be read again (`reload`) should a second live object
     // of its key come.
     let desired_policy = options.policy.as_ref().is_some_and(|p| p.checks(crate::policy::Side::Desired));
     let letting_go = reload.is_some() && !desired_policy;
-    let mut keys = crate::matching::LiveKeys::default();
-    let mut early: HashMap<ResourceKey, (u64, Vec<Drift>)> = HashMap::new();
-    let mut versions: HashMap<ResourceKey, (u64, String)> = HashMap::new();
-    let mut kept: Vec<(u64, drift_model::CompactResource)> = Vec::new();
-    let mut reread: Vec<SourceWarning> = Vec::new();
-    let mut read = 0u64;
-    let resources = &mut desired.resources;
-    let live_warnings = read_live(&mut |order, r| {
-        read += 1;
-        keys.add(&r.key);
-        if r.key.namespace.is_some()
-            && let Some(i) = find(resources, &r.key)
+    let shared = Mutex::new(Shared::default());
+    let read = std::sync::atomic::AtomicU64::new(0);
+    let live_warnings = read_live(&|order, r| {
+        read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let found = if r.key.namespace.is_some() { find(&r.key) } else { None };
+        let Some(i) = found else {
+            let keep = names.contains(&name(&r.key)).then(|| drift_model::CompactResource::new(&r));
+            let mut shared = locked(&shared);
+            shared.keys.add(&r.key);
+            if let Some(c) = keep {
+                shared.kept.push((order, c));
+            }
+            return;
+        };
         {
-            note_version(&mut versions, &r, order);
-            // The last object of a key in the files counts, as in `compare_all`'s index.
-            if early.get(&r.key).is_none_or(|(seen, _)| *seen < order) {
-                let d = &mut resources[i];
-                if read_again(d, reload, &mut reread) {
-                    early.insert(r.key.clone(), (order, comparator.compare(&d.tree(), Some(&r))));
-                    if letting_go && !d.waived() && !relations.holders.contains(&r.key) {
-                        d.let_go();
-                    }
+            let mut shared = locked(&shared);
+            shared.keys.add(&r.key);
+            note_version(&mut shared.versions, &r, order);
+        }
+        let mut slot = locked(&slots[i]);
+        // The last object of a key in the files counts, as in `compare_all`'s index.
+        if slot.early.as_ref().is_none_or(|(seen, _)| *seen < order) {
+            let mut reread = Vec::new();
+            if read_again(&mut slot.desired, reload, &mut reread) {
+                let drifts = comparator.compare(&slot.desired.tree(), Some(&r));
+                slot.early = Some((order, drifts));
+                let d = &mut slot.desired;
+                if letting_go && !d.waived() && !relations.holders.contains(&r.key) {
+                    d.let_go();
                 }
             }
-        } else if names.contains(&name(&r.key)) {
-            kept.push((order, drift_model::CompactResource::new(&r)));
+            if !reread.is_empty() {
+                locked(&shared).reread.extend(reread.into_iter().map(|w| (order, w)));
+            }
         }
     });
     drop(certain);
+    let Shared { keys, mut versions, mut kept, mut reread } =
+        shared.into_inner().unwrap_or_else(PoisonError::into_inner);
+    // (In the order of the files, whatever the order the threads met them in.)
+    reread.sort_by_key(|(order, _)| *order);
+    let mut reread: Vec<SourceWarning> = reread.into_iter().map(|(_, w)| w).collect();
+    let mut early: HashMap<ResourceKey, (u64, Vec<Drift>)> = HashMap::new();
+    for slot in slots {
+        let Slot { desired: d, early: compared } = slot.into_inner().unwrap_or_else(PoisonError::into_inner);
+        if let Some(compared) = compared {
+            early.insert(d.key().clone(), compared);
+        }
+        desired.resources.push(d);
+    }
+    let read = read.into_inner();
     options.progress.live_read(read);
     kept.sort_by_key(|(order, _)| *order);
     let (orders, mut live): (Vec<u64>, Vec<Resource>) = kept.into_iter().map(|(o, c)| (o, c.expand())).unzip();
@@ -435,8 +497,39 @@ pub fn compare_files_streamed<T: DesiredObject>(
 }
 
 /// Reads the desired objects of one document again by where one of them came from (every
-/// object of that document: the items of a `List` share it), for [`compare_files_streamed`].
-pub type Reload<'r> = &'r (dyn Fn(&drift_model::Provenance) -> Vec<Resource> + 'r);
+/// object of that document: the items of a `List` share it), for [`compare_files_streamed`];
+/// called from the threads that hand over live objects.
+pub type Reload<'r> = &'r (dyn Fn(&drift_model::Provenance) -> Vec<Resource> + Sync + 'r);
+
+/// Where the reader of [`compare_files_streamed`] hands over each live object with its place in
+/// the files (`file << 32 | document`). It may be called from several threads at once: the pair
+/// is compared on the calling thread, so a reader that parses files on every core compares on
+/// every core too.
+pub type LiveSink<'s> = dyn Fn(u64, Resource) + Sync + 's;
+
+/// A desired object of [`compare_files_streamed`] while the live side is read, with the
+/// comparison made for its key so far: the place of the live object compared (the last one in
+/// the files counts) and the drifts.
+struct Slot<T> {
+    desired: T,
+    early: Option<(u64, Vec<Drift>)>,
+}
+
+/// What the threads of [`compare_files_streamed`] gather besides the comparisons, each item with
+/// the place of its live object in the files.
+#[derive(Default)]
+struct Shared {
+    keys: crate::matching::LiveKeys,
+    versions: HashMap<ResourceKey, (u64, String)>,
+    kept: Vec<(u64, drift_model::CompactResource)>,
+    reread: Vec<(u64, SourceWarning)>,
+}
+
+/// A lock, taken whether or not a thread panicked while holding it (the panic reaches the
+/// caller anyway, through the thread that read).
+fn locked<V>(m: &Mutex<V>) -> MutexGuard<'_, V> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Makes sure `d` holds its tree, reading it again if it was let go of; `false`, with a fatal
 /// warning, when it cannot be read again as it was (the file changed or is gone since).
@@ -806,6 +899,27 @@ mod tests {
         Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": ns}, "data": {"a": "1"}}))
         .unwrap()
+    }
+
+    /// The pairs of a live part compared on every core give each pair's drifts in the pairs'
+    /// order, as one thread does (below the threshold and above it, with drifts and without).
+    #[test]
+    fn pairs_compared_on_every_core_are_compared_as_one_thread_compares_them() {
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        let object = |i: usize, v: usize| {
+            Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("c{i}"), "namespace": "n"}, "data": {"a": format!("{v}")}}))
+            .unwrap()
+        };
+        for n in [0, 5, 31, 32, 200] {
+            let desired: Vec<Resource> = (0..n).map(|i| object(i, 1)).collect();
+            let pairs: Vec<(&Resource, Resource)> =
+                desired.iter().enumerate().map(|(i, d)| (d, object(i, i % 3))).collect();
+            let one: Vec<Vec<Drift>> = pairs.iter().map(|(d, r)| engine.compare(d, Some(r))).collect();
+            let all = compare_pairs(&engine, &pairs);
+            assert_eq!(all, one, "{n} pairs");
+            assert_eq!(all.iter().filter(|d| !d.is_empty()).count(), (0..n).filter(|i| i % 3 != 1).count());
+        }
     }
 
     fn scan_with(coverage: &[(&str, CoverageStatus)]) -> ScanReport {

@@ -124,7 +124,8 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.policy = policy;
     options.sops_recipients = recipients;
     // The live files are compared as they are read and let go (see `compare_files_streamed`).
-    let read_live = |sink: &mut dyn FnMut(u64, drift_core::Resource)| crate::files::stream(walked, &progress, sink);
+    // (On every core: each pair is compared on the thread that parsed its live file.)
+    let read_live = |sink: &drift_core::scan::LiveSink<'_>| crate::files::stream(walked, &progress, sink);
     // An object compared at once is let go of, and read again from its file should a second
     // live object of its key come.
     let reload = |p: &drift_core::Provenance| crate::files::reload(p, opener.as_deref());
@@ -136,7 +137,7 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
 }
 
 /// How `compare_files_streamed` reads a desired object again from its file.
-type Reload<'a> = dyn Fn(&drift_core::Provenance) -> Vec<drift_core::Resource> + 'a;
+type Reload<'a> = dyn Fn(&drift_core::Provenance) -> Vec<drift_core::Resource> + Sync + 'a;
 
 /// The desired side, each object made a `T`, and whether it was rendered: read as `drift render`
 /// reads it when the folder holds what `drift scan` renders (a kustomization or a chart, found
