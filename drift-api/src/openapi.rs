@@ -244,7 +244,8 @@ fn schemas() -> Value {
             "plan": {"type": "object", "description": "what was sent: the server-side apply body (`apply`), the guarded removals (`remove`, RFC 6902) and the object's `resource_version` the write was conditional on; absent for a Secret"},
             "replaced": {"description": "the cluster's value the revert replaced (a dry run: would replace); null when the cluster lacked the field; absent for a Secret"},
             "written": {"description": "Git's value the revert wrote (a dry run: would write); null when the field was removed; absent for a Secret"},
-            "actor": {"type": "string"},
+            "actor": {"type": "string", "description": "who asked; for an answer with `earlier`, who made that revert"},
+            "earlier": {"type": "integer", "description": "a retry whose revert was done already (its first answer lost, or the drift resolved as reverted): the audit entry of that revert; nothing was written"},
         })),
         "AcceptOutcome": object(&["drift_ids", "object", "proposal", "actor"], json!({
             "drift_ids": {"type": "array", "items": {"type": "integer"}, "description": "the drifts the change covers"},
@@ -329,16 +330,17 @@ fn schemas() -> Value {
             "next": {"type": ["integer", "null"], "description": "cursor of the next page (`after`), null on the last page"},
         })),
         "AuditEntry": object(
-            &["id", "at", "action", "actor", "drift_id", "scan_id", "notifier", "event_id", "status", "attempts", "detail"],
+            &["id", "at", "action", "actor", "drift_id", "scan_id", "notifier", "event_id", "status", "attempts", "detail", "attempt"],
             json!({
                 "id": {"type": "integer"}, "at": time,
                 "action": enum_of(AuditAction::ALL.map(AuditAction::as_str)),
                 "actor": {"type": "string", "description": "a token's name, a CLI user, scanner, or notifier:NAME"},
                 "drift_id": nullable("integer"), "scan_id": nullable("string"),
                 "notifier": nullable("string"), "event_id": nullable("string"),
-                "status": {"type": "string", "description": "a decision's action, a delivery's status, a scan's outcome"},
+                "status": {"type": "string", "description": "a decision's action, a delivery's status, a scan's outcome; for a revert or an accept: `attempted` before it acts, then its outcome (`interrupted` when its process stopped first)"},
                 "attempts": nullable("integer"),
                 "detail": {"type": "object", "description": "comment, expiry, error, counts; never a secret"},
+                "attempt": {"type": ["integer", "null"], "description": "the outcome of a revert or an accept: the id of the `attempted` entry it wrote before it acted"},
             }),
         ),
         "AuditPage": object(&["items", "next"], json!({

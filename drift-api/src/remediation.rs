@@ -3,7 +3,9 @@
 //! one they answer 501. A refusal by a safety rule is a 409 whose body names the rule
 //! (`{"error": "...", "refusal": "waived"}`), with what it is about when the rule says more
 //! (`stale`: `planned` and `found`; `concurrent_change`: `changed`); docs/remediation.md lists
-//! them.
+//! them. An action runs to its end whether or not the client waits for the answer.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use axum::Json;
@@ -60,8 +62,19 @@ fn answer_fault(fault: Fault) -> Response {
     }
 }
 
-fn remedies(state: &ApiState) -> Result<&dyn Remediate, ApiError> {
-    state.remedies.as_deref().ok_or_else(|| ApiError::new(StatusCode::NOT_IMPLEMENTED, NO_REMEDIES))
+fn remedies(state: &ApiState) -> Result<Arc<dyn Remediate>, ApiError> {
+    state.remedies.clone().ok_or_else(|| ApiError::new(StatusCode::NOT_IMPLEMENTED, NO_REMEDIES))
+}
+
+/// Runs an action in a task of its own: a client that goes away (a timeout, a closed
+/// connection) drops the handler, not the action, which finishes and records its outcome; a
+/// retry then finds it done.
+async fn detached<T: Send + 'static>(
+    action: impl std::future::Future<Output = Result<T, Fault>> + Send + 'static,
+) -> Result<T, Fault> {
+    tokio::spawn(action).await.unwrap_or_else(|e| {
+        Err(Fault::Failed(drift_model::Error::unexpected(format!("the action's task ended abnormally: {e}"))))
+    })
 }
 
 pub(crate) async fn revert(
@@ -74,7 +87,7 @@ pub(crate) async fn revert(
     let dry_run = query::flag(&pairs, "dry_run")?;
     let id = path_id(id)?;
     let remedies = remedies(&state)?;
-    Ok(match remedies.revert(id, &actor, dry_run).await {
+    Ok(match detached(async move { remedies.revert(id, &actor, dry_run).await }).await {
         Ok(outcome) => Json(outcome).into_response(),
         Err(fault) => answer_fault(fault),
     })
@@ -89,7 +102,7 @@ pub(crate) async fn accept(
     query::pairs(raw.as_deref(), &[])?;
     let id = path_id(id)?;
     let remedies = remedies(&state)?;
-    Ok(match remedies.accept(&[id], &actor).await {
+    Ok(match detached(async move { remedies.accept(&[id], &actor).await }).await {
         Ok(outcome) => Json(outcome).into_response(),
         Err(fault) => answer_fault(fault),
     })

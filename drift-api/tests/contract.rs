@@ -252,6 +252,7 @@ async fn openapi_schemas_match_the_serialised_types() {
         paths: vec!["data.mode".into()],
         plan: Some(plan),
         actor: "alice".into(),
+        earlier: None,
         replaced: Some("slow".into()),
         written: Some("fast".into()),
     };
@@ -283,7 +284,15 @@ async fn openapi_schemas_match_the_serialised_types() {
         refusal(drift_model::remedy::Refusal::ConcurrentChange, Some(serde_json::json!({"changed": ["/spec/paused"]}))),
     ];
     for (schema, values) in [
-        ("RevertOutcome", vec![serde_json::to_value(&reverted).unwrap()]),
+        (
+            "RevertOutcome",
+            vec![
+                serde_json::to_value(&reverted).unwrap(),
+                // A retry answered with the revert done earlier.
+                serde_json::to_value(drift_model::remedy::RevertOutcome { earlier: Some(3), ..reverted.clone() })
+                    .unwrap(),
+            ],
+        ),
         ("AcceptOutcome", vec![serde_json::to_value(&accepted).unwrap()]),
         ("Refused", refused.to_vec()),
     ] {
@@ -339,6 +348,15 @@ async fn openapi_schemas_match_the_serialised_types() {
             if !v.is_null() {
                 audit_with_everything.insert(k.clone(), v.clone());
             }
+        }
+    }
+    // The outcome of an action names its attempt (no action runs here): the entry as the store
+    // serialises it, with `attempt` set.
+    let mut outcome: drift_model::act::AuditEntry = serde_json::from_value(audit["items"][0].clone()).unwrap();
+    outcome.attempt = Some(1);
+    for (k, v) in serde_json::to_value(&outcome).unwrap().as_object().unwrap() {
+        if !v.is_null() {
+            audit_with_everything.insert(k.clone(), v.clone());
         }
     }
     for (schema, value) in act_cases.iter().chain([("AuditEntry", Value::Object(audit_with_everything.clone()))].iter())

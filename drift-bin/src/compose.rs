@@ -248,6 +248,7 @@ fn base(
         .engine(config.built.engine.clone().with_secret_hasher(hasher))
         .store(store)
         .allow_secret_reverts(config.remediation.allow_secrets)
+        .action_timeout(config.remediation.timeout)
         .link(config.notifications.link.as_ref().map(|u| u.as_str().trim_end_matches('/').to_owned()));
     if let Some(writer) = cluster.writer() {
         builder = builder.cluster_writer(writer);

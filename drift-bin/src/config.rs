@@ -208,6 +208,10 @@ pub struct RemediationSettings {
     pub author_name: String,
     /// The author's email.
     pub author_email: String,
+    /// How long a revert or an accept may run before it is given up, its git processes
+    /// stopped and the attempt recorded as `failed` (default 5m).
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
 }
 
 impl Default for RemediationSettings {
@@ -216,6 +220,7 @@ impl Default for RemediationSettings {
             allow_secrets: false,
             author_name: "drift-detector".to_owned(),
             author_email: "drift-detector@users.noreply.github.com".to_owned(),
+            timeout: drift_runtime::attempt::ACTION_TIMEOUT,
         }
     }
 }
@@ -559,6 +564,9 @@ impl Config {
         }
         if self.interval < Duration::from_secs(10) {
             bail!("`interval` is {:?}; it must be at least 10s", self.interval);
+        }
+        if self.remediation.timeout < Duration::from_secs(1) {
+            bail!("`remediation.timeout` is {:?}; it must be at least 1s", self.remediation.timeout);
         }
         let mut names = std::collections::BTreeSet::new();
         for r in &self.repositories {

@@ -129,6 +129,45 @@ impl World {
         finished(child.wait_with_output().unwrap())
     }
 
+    /// `drift ARGS` started while the test API server holds the first request `hold` matches,
+    /// returned once that request is held (its standard error goes to a file of its own, read
+    /// by [`Held::stderr`]); the request stays held until the test releases it.
+    fn drift_holding(&self, args: &[&str], hold: FaultMatch) -> Held {
+        let held = self.server.holds().arrived;
+        self.server.set_faults(Faults {
+            faults: vec![FaultRule { matcher: hold, action: FaultAction::Hold, times: Some(1) }],
+        });
+        let stderr = self.home.path().join(format!("stderr-{held}"));
+        let child = self
+            .drift_command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        self.server.wait_held(held + 1);
+        self.server.clear_faults();
+        Held { child, stderr }
+    }
+
+    /// The audit entries of `action` about drift `id`, newest first: (id, status, attempt,
+    /// detail).
+    fn audit_of(&self, action: &str, id: &str) -> Vec<(i64, String, Option<i64>, Value)> {
+        let audit = self.drift_json(&["audit", "list", "--action", action, "--drift", id, "-o", "json"]);
+        audit["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["id"].as_i64().unwrap(),
+                    e["status"].as_str().unwrap().to_owned(),
+                    e["attempt"].as_i64(),
+                    e["detail"].clone(),
+                )
+            })
+            .collect()
+    }
+
     fn drift_json(&self, args: &[&str]) -> Value {
         let (code, out, err) = self.drift(args);
         assert_eq!(code, 0, "{args:?}: {out}{err}");
@@ -155,18 +194,50 @@ impl World {
     }
 }
 
+/// A `drift` process whose request is held at the test API server.
+struct Held {
+    child: std::process::Child,
+    stderr: PathBuf,
+}
+
+impl Held {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill").args([&format!("-{name}"), &self.pid().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits until its standard error contains `text`.
+    fn wait_for_stderr(&self, text: &str) {
+        wait_for(Duration::from_secs(20), text, || self.stderr().contains(text).then_some(()));
+    }
+
+    fn finish(self) -> (i32, String, String) {
+        let stderr = self.stderr.clone();
+        let out = self.child.wait_with_output().unwrap();
+        let code = out.status.code().unwrap_or(-1);
+        (code, String::from_utf8(out.stdout).unwrap(), std::fs::read_to_string(stderr).unwrap())
+    }
+}
+
 fn finished(out: std::process::Output) -> (i32, String, String) {
     (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
 }
 
-/// The revert entries of a drift in the audit trail, newest first: (status, detail).
+/// The outcomes of the reverts of a drift in the audit trail (not the `attempted` entries
+/// written before each revert that writes), newest first: (status, detail).
 fn revert_entries(w: &World, id: &str) -> Vec<(String, Value)> {
-    let audit = w.drift_json(&["audit", "list", "--action", "revert", "--drift", id, "-o", "json"]);
-    audit["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| (e["status"].as_str().unwrap().to_owned(), e["detail"].clone()))
+    w.audit_of("revert", id)
+        .into_iter()
+        .filter(|e| e.1 != "attempted")
+        .map(|(_, status, _, detail)| (status, detail))
         .collect()
 }
 
@@ -268,11 +339,15 @@ fn a_hand_change_is_reverted_from_the_cli_after_a_dry_run_and_the_next_scan_says
         .iter()
         .map(|e| (e["actor"].as_str().unwrap().to_owned(), e["status"].as_str().unwrap().to_owned()))
         .collect();
-    assert_eq!(entries, [("carol".to_owned(), "reverted".to_owned()), ("carol".to_owned(), "dry_run".to_owned())]);
-    // A resolved drift is not reverted again.
-    let (code, _, err) = w.drift(&["fix", &cm, "--revert"]);
-    assert_eq!(code, 1);
-    assert!(err.starts_with("refused (resolved): "), "{err}");
+    let carol = |status: &str| ("carol".to_owned(), status.to_owned());
+    assert_eq!(entries, [carol("reverted"), carol("attempted"), carol("dry_run")], "a dry run writes no attempt");
+    // A drift resolved as reverted is not reverted again: asked again, the answer is the revert
+    // done (a retry whose first answer was lost gets it too).
+    let (code, out, err) = w.drift(&["fix", &cm, "--revert"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("already reverted ConfigMap shop/settings (data.mode)"), "{out}");
+    let statuses = w.audit_of("revert", &cm).into_iter().map(|e| e.1).collect::<Vec<_>>();
+    assert_eq!(statuses[..2], ["already_reverted".to_owned(), "attempted".to_owned()]);
 }
 
 /// The write of a web Deployment's revert (not its dry run).
@@ -817,10 +892,14 @@ fn the_api_reverts_with_a_write_token_and_the_watch_resolves_it_as_reverted() {
         (d["status"] == "resolved").then_some(d)
     });
     assert_eq!(resolved["resolution"], "reverted");
-    // A second request is refused: the drift is resolved.
+    // A second request (a retry whose answer was lost) finds the revert done: nothing is
+    // written, and the answer names the earlier revert.
     let (status, body) = http(&serve.addr, "POST", &path, Some(TOKEN));
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["refusal"], "resolved");
+    assert_eq!(status, 200, "{body}");
+    let again: Value = serde_json::from_str(&body).unwrap();
+    let reverted = get_json(&serve.addr, &format!("/audit?action=revert&drift_id={id}&status=reverted"));
+    assert_eq!((&again["status"], &again["earlier"]), (&json!("reverted"), &reverted["items"][0]["id"]));
+    assert_eq!(w.mode(), "fast");
     assert_eq!(http(&serve.addr, "POST", "/drifts/424242/revert", Some(TOKEN)).0, 404);
     // Accepting through the API: a branch of the repository, written to the audit trail.
     w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
@@ -868,8 +947,9 @@ fn self_heal_reverts_a_rejected_drift_at_once_and_waits_out_the_grace_period_for
     assert_eq!(resolved["resolution"], "reverted");
     let audit = get_json(&serve.addr, "/audit?action=revert&actor=heal");
     let items = audit["items"].as_array().unwrap();
-    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(items.len(), 2, "{items:?}");
     assert_eq!((items[0]["status"].as_str(), items[0]["drift_id"].as_i64()), (Some("reverted"), Some(cm)));
+    assert_eq!((items[1]["status"].as_str(), &items[0]["attempt"]), (Some("attempted"), &items[1]["id"]));
     assert_eq!(items[0]["detail"]["rejected"], true);
     // An acknowledged drift (a decision too, of a HIGH manual change the scanner recommends to
     // revert) is not rejected: it waits out the grace period like the other one.
@@ -977,7 +1057,7 @@ fn a_live_change_accepted_into_git_is_a_branch_whose_merge_resolves_the_drift_as
     let audit = w.drift_json(&["audit", "list", "--action", "accept", "--drift", &cm, "-o", "json"]);
     let statuses: Vec<&str> =
         audit["items"].as_array().unwrap().iter().map(|e| e["status"].as_str().unwrap()).collect();
-    assert_eq!(statuses, ["updated", "proposed"]);
+    assert_eq!(statuses, ["updated", "attempted", "proposed", "attempted"]);
     let replicas = w.id("Deployment", "spec.replicas");
     w.repo.git(&["merge", "-q", "--ff-only", &branch]);
     let (code, out, err) = w.drift(&["scan"]);
@@ -1249,4 +1329,285 @@ fn an_accept_without_a_kubeconfig_proposes_the_values_the_last_scan_recorded() {
     let (code, out, err) = w.drift(&["fix", &cm, "--accept"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("refused (no_longer_drifted): "), "{err}");
+}
+
+/// The revert's dry run (the first request of a revert that changes something).
+fn web_dry_run() -> FaultMatch {
+    FaultMatch { dry_run: Some(true), ..web_write() }
+}
+
+/// Issue 31, item 2: a `drift fix` killed outright in the middle of a revert left no audit
+/// entry at all. Now its `attempted` entry (written before it acts, naming the process) stays,
+/// and the next `drift fix` on the host sees that the process is gone and closes it as
+/// `interrupted`, then acts.
+#[test]
+fn a_revert_killed_mid_action_leaves_its_attempt_and_the_next_start_closes_it_as_interrupted() {
+    let w = World::start(false, "");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let mut held = w.drift_holding(&["fix", &id, "--revert"], web_dry_run());
+    let pid = held.pid();
+    held.child.kill().unwrap();
+    held.child.wait().unwrap();
+    w.server.release_held();
+    let entries = w.audit_of("revert", &id);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let (attempted, status, attempt, detail) = &entries[0];
+    assert_eq!((status.as_str(), *attempt), ("attempted", None));
+    assert_eq!((&detail["runner"]["pid"], &detail["planned"], &detail["written"]), (&json!(pid), &json!(5), &json!(2)));
+    assert_eq!(detail["path"], "spec.replicas");
+
+    let (code, out, err) = w.drift(&["fix", &id, "--revert"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("note: 1 action(s) of a process that stopped before they finished are recorded as interrupted"),
+        "{err}"
+    );
+    assert_eq!(w.replicas(), 2);
+    assert_eq!(writes_of_web(&w), 1, "the killed revert wrote nothing");
+    let entries = w.audit_of("revert", &id);
+    let statuses: Vec<(&str, Option<i64>)> = entries.iter().map(|(_, s, a, _)| (s.as_str(), *a)).collect();
+    let second = entries[1].0;
+    assert_eq!(
+        statuses,
+        [("reverted", Some(second)), ("attempted", None), ("interrupted", Some(*attempted)), ("attempted", None)]
+    );
+    let reason = entries[2].3["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("pid {pid} on ")) && reason.contains("stopped before the action finished"),
+        "{reason}"
+    );
+    assert_eq!(entries[2].3["planned"], json!(5), "what it was about");
+    // Nothing is left to close; a retry (an answer that was lost) finds the revert done.
+    let (code, out, err) = w.drift(&["fix", &id, "--revert"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("recorded as interrupted"), "{err}");
+    let reverted = entries[0].0;
+    assert!(
+        out.starts_with(&format!(
+            "already reverted apps/Deployment shop/web (spec.replicas) for drift {id} by carol (audit entry {reverted}); nothing was written"
+        )),
+        "{out}"
+    );
+    assert_eq!(writes_of_web(&w), 1);
+    let entries = w.audit_of("revert", &id);
+    assert_eq!((entries[0].1.as_str(), &entries[0].3["earlier"]), ("already_reverted", &json!(reverted)));
+}
+
+/// Issue 31, item 2: SIGTERM lets a running revert finish within the shutdown grace (it was
+/// killed with its work half done); a second signal stops it at once, recorded as
+/// `interrupted`.
+#[test]
+fn sigterm_lets_a_revert_finish_within_the_grace_and_a_second_signal_records_it_as_interrupted() {
+    let w = World::start(false, "");
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let held = w.drift_holding(&["fix", &id, "--revert"], web_write());
+    held.signal("TERM");
+    held.wait_for_stderr("stopping: the action gets 20s to finish");
+    w.server.release_held();
+    let (code, out, err) = held.finish();
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("reverted apps/Deployment shop/web (spec.replicas)"), "{out}");
+    assert_eq!(w.replicas(), 2);
+    let entries = w.audit_of("revert", &id);
+    let statuses: Vec<&str> = entries.iter().map(|(_, s, _, _)| s.as_str()).collect();
+    assert_eq!(statuses, ["reverted", "attempted"]);
+    assert_eq!(entries[0].2, Some(entries[1].0), "the outcome names its attempt");
+
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=6"]);
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("Deployment", "spec.replicas");
+    let held = w.drift_holding(&["fix", &id, "--revert"], web_write());
+    held.signal("TERM");
+    held.wait_for_stderr("stopping:");
+    held.signal("INT");
+    let (code, out, err) = held.finish();
+    w.server.release_held();
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("the process was stopped (SIGTERM or SIGINT)"), "{err}");
+    let entries = w.audit_of("revert", &id);
+    let (_, status, attempt, detail) = &entries[0];
+    assert_eq!((status.as_str(), *attempt), ("interrupted", Some(entries[1].0)), "{entries:?}");
+    assert!(detail["reason"].as_str().unwrap().contains("did not finish within the shutdown grace"), "{detail}");
+    let (code, _, err) = w.drift(&["fix", &id, "--revert"]);
+    assert!(!err.contains("recorded as interrupted"), "closed already: {err}");
+    assert!(code == 0 || err.contains("no_longer_drifted") || err.contains("already"), "{err}");
+}
+
+/// Issue 31, item 2: a `drift fix --accept` killed before it pushed leaves its `attempted`
+/// entry with the branch it was to push, and no branch; the next start closes it as
+/// `interrupted` naming the branch, then the accept pushes it.
+#[test]
+fn an_accept_killed_mid_action_pushes_nothing_and_is_closed_as_interrupted_with_its_branch() {
+    let w = World::start(false, "");
+    w.edit_configmap("fast", "slow");
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("ConfigMap", "data.mode");
+    let read = FaultMatch {
+        verb: Some("get".into()),
+        resource: Some("configmaps".into()),
+        name: Some("settings".into()),
+        ..FaultMatch::default()
+    };
+    let mut held = w.drift_holding(&["fix", &id, "--accept"], read);
+    held.child.kill().unwrap();
+    held.child.wait().unwrap();
+    w.server.release_held();
+    let entries = w.audit_of("accept", &id);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].1, "attempted");
+    let branch = entries[0].3["branch"].as_str().unwrap().to_owned();
+    assert!(branch.starts_with("drift/accept/configmap-settings-"), "{branch}");
+    assert_eq!(w.repo.git(&["branch", "--list", "drift/*"]), "", "nothing was pushed");
+
+    let (code, out, err) = w.drift(&["fix", &id, "--accept"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("branch {branch} pushed")), "{out}");
+    let entries = w.audit_of("accept", &id);
+    let statuses: Vec<&str> = entries.iter().map(|(_, s, _, _)| s.as_str()).collect();
+    assert_eq!(statuses, ["proposed", "attempted", "interrupted", "attempted"]);
+    assert_eq!(entries[2].3["branch"], json!(branch), "the interrupted entry names the branch to look at");
+    assert!(entries[2].3["look"].as_str().unwrap().contains("the branch may have been pushed"));
+}
+
+/// Issue 31, item 2: the git processes of an accept belong to it. A push held by the
+/// repository's pre-receive hook outlasts `remediation.timeout`: the accept is given up and
+/// recorded as `failed`, and its `git push` is stopped with it.
+#[test]
+fn an_accept_given_up_at_its_timeout_stops_its_git_push() {
+    let w = World::start(false, "remediation:\n  timeout: 2s\n");
+    let marker = w.home.path().join("hook-started");
+    let hook = w.repo.dir.join(".git/hooks/pre-receive");
+    common::script(
+        &hook,
+        &format!(
+            "#!/bin/sh\ntouch {}\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+            marker.display()
+        ),
+    );
+    w.edit_configmap("fast", "slow");
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("ConfigMap", "data.mode");
+    let child = w
+        .drift_command(&["fix", &id, "--accept"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (code, out, err) = finished(child.wait_with_output().unwrap());
+    assert!(marker.exists(), "the push reached the hook");
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("did not finish within 2s (remediation.timeout)"), "{err}");
+    // No `git push` to the repository is left running: it was killed with the action (an
+    // orphan would live on under another parent until the hook gives up, 10 s later).
+    let pushes = pushes_to(&w.repo.dir);
+    assert!(pushes.is_empty(), "{pushes:?}");
+    let entries = w.audit_of("accept", &id);
+    let statuses: Vec<(&str, Option<i64>)> = entries.iter().map(|(_, s, a, _)| (s.as_str(), *a)).collect();
+    assert_eq!(statuses, [("failed", Some(entries[1].0)), ("attempted", None)]);
+}
+
+/// The command lines of the `git push` processes to the repository at `dir` running now.
+fn pushes_to(dir: &std::path::Path) -> Vec<String> {
+    let repo = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.ok()?.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (cmdline.contains("push --porcelain") && cmdline.contains(&repo)).then_some(cmdline)
+        })
+        .collect()
+}
+
+/// Issue 31, item 2: a `drift fix --accept` killed outright while its push is held by the
+/// repository's pre-receive hook takes the push with it (`setpriv --pdeathsig`), and leaves
+/// its `attempted` entry.
+#[test]
+fn a_killed_accept_takes_its_git_push_with_it() {
+    if !Command::new("setpriv").args(["--pdeathsig", "KILL", "--", "true"]).status().is_ok_and(|s| s.success()) {
+        assert!(std::env::var_os("DRIFT_REQUIRE_TOOLS").is_none(), "setpriv (util-linux) is required");
+        eprintln!("skipped: no setpriv with --pdeathsig here");
+        return;
+    }
+    let w = World::start(false, "");
+    let marker = w.home.path().join("hook-started");
+    common::script(
+        &w.repo.dir.join(".git/hooks/pre-receive"),
+        &format!(
+            "#!/bin/sh\ntouch {}\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+            marker.display()
+        ),
+    );
+    w.edit_configmap("fast", "slow");
+    let (code, out, err) = w.drift(&["scan"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let id = w.id("ConfigMap", "data.mode");
+    let mut child = w
+        .drift_command(&["fix", &id, "--accept"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(30), "the push to reach the hook", || marker.exists().then_some(()));
+    assert_eq!(pushes_to(&w.repo.dir).len(), 1, "the push runs");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_for(Duration::from_secs(5), "the push to end with its process", || {
+        pushes_to(&w.repo.dir).is_empty().then_some(())
+    });
+    let entries = w.audit_of("accept", &id);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].1, "attempted");
+}
+
+/// Issue 31: a client that goes away while its revert is in flight (a proxy's timeout) does not
+/// stop the revert: it finishes and is recorded, and the client's retry is answered with the
+/// revert done, not refused as `no_longer_drifted`.
+#[test]
+fn a_revert_whose_client_went_away_finishes_and_the_retry_is_answered_done() {
+    use std::io::Write;
+    let w = World::start(false, "");
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    w.kubectl(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"]);
+    assert_eq!(http(&serve.addr, "POST", "/scan?wait=true", Some(TOKEN)).0, 200);
+    let id = w.id("Deployment", "spec.replicas");
+    let held = w.server.holds().arrived;
+    w.server.set_faults(Faults {
+        faults: vec![FaultRule { matcher: web_write(), action: FaultAction::Hold, times: Some(1) }],
+    });
+    let mut client = std::net::TcpStream::connect(&serve.addr).unwrap();
+    write!(
+        client,
+        "POST /drifts/{id}/revert HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n",
+        addr = serve.addr
+    )
+    .unwrap();
+    w.server.wait_held(held + 1);
+    drop(client);
+    w.server.clear_faults();
+    w.server.release_held();
+    let entries = wait_for(Duration::from_secs(30), "the revert's outcome", || {
+        let entries = w.audit_of("revert", &id);
+        (entries.first().is_some_and(|e| e.1 != "attempted")).then_some(entries)
+    });
+    assert_eq!(entries[0].1, "reverted", "{entries:?}");
+    assert_eq!(w.replicas(), 2);
+    let (status, body) = http(&serve.addr, "POST", &format!("/drifts/{id}/revert"), Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let outcome: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((&outcome["status"], &outcome["earlier"]), (&json!("reverted"), &json!(entries[0].0)));
+    assert_eq!(writes_of_web(&w), 1, "the retry wrote nothing");
+    serve.stop();
 }

@@ -28,10 +28,13 @@ pub enum AuditAction {
     Scan,
     /// A parked delivery was put back in the queue by hand.
     Requeue,
-    /// A revert of a drift (status `reverted`, `dry_run`, `would_revert` for self-heal's dry-run
-    /// mode, `refused` or `failed`).
+    /// A revert of a drift (status `attempted` before it writes; then `reverted`,
+    /// `already_reverted` (a retry found an earlier attempt's value in place), `would_revert`
+    /// for self-heal's dry-run mode, `refused`, `failed` or `interrupted`; `dry_run` for a dry
+    /// run, which writes nothing and has no `attempted` entry).
     Revert,
-    /// A change accepted into Git (status `proposed`, `updated`, `refused` or `failed`).
+    /// A change accepted into Git (status `attempted` before it acts; then `proposed`,
+    /// `updated`, `refused`, `failed` or `interrupted`).
     Accept,
 }
 
@@ -68,7 +71,7 @@ impl FromStr for AuditAction {
     fn from_str(s: &str) -> Result<Self> {
         AuditAction::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
             crate::Error::invalid_input(format!(
-                "unknown audit action {s:?} (decision, waiver_expired, waiver_ended, notification, scan, requeue)"
+                "unknown audit action {s:?} (decision, waiver_expired, waiver_ended, notification, scan, requeue, revert, accept)"
             ))
         })
     }
@@ -100,7 +103,14 @@ pub struct AuditEntry {
     pub attempts: Option<i64>,
     /// The rest: comment, expiry, error, counts.
     pub detail: Value,
+    /// For the outcome of an action (a revert or an accept that wrote an `attempted` entry
+    /// before it acted): the id of that `attempted` entry. An attempt has at most one outcome.
+    #[serde(default)]
+    pub attempt: Option<i64>,
 }
+
+/// The status of the entry an action writes before it acts ([`AuditLog::unfinished`]).
+pub const ATTEMPTED: &str = "attempted";
 
 /// Filters of the audit trail; every field optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +151,9 @@ pub struct AuditNote {
     pub status: String,
     /// The rest: paths, the pull request, the refusal's reason.
     pub detail: Value,
+    /// The `attempted` entry this outcome closes ([`AuditEntry::attempt`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i64>,
 }
 
 /// The audit trail: what people and the detector did (decisions, deliveries, reverts, accepted
@@ -153,5 +166,13 @@ pub trait AuditLog: Send + Sync + fmt::Debug {
 
     /// Appends one entry to the audit trail at `now` (what the remediation did: a revert, an
     /// accepted change, a refusal), and returns its id. `detail` never holds a Secret value.
+    /// An entry whose `attempt` is closed already (another entry names it) is refused with
+    /// [`ErrorKind::Conflict`](crate::ErrorKind::Conflict) and not written: an attempt has one
+    /// outcome.
     async fn note(&self, entry: &AuditNote, now: DateTime<Utc>) -> Result<i64>;
+
+    /// The [`ATTEMPTED`] entries that no entry closes yet (none names them as its `attempt`),
+    /// oldest first, at most `limit`: actions running now, or interrupted (their process was
+    /// killed) and not yet closed as `interrupted`.
+    async fn unfinished(&self, limit: u32) -> Result<Vec<AuditEntry>>;
 }

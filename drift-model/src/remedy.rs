@@ -308,6 +308,11 @@ pub struct RevertOutcome {
     pub written: Option<Value>,
     /// Who asked.
     pub actor: String,
+    /// A retry whose revert was done already: the audit entry of the earlier revert of the
+    /// drift (an attempt whose answer was lost, interrupted or recorded) whose value the
+    /// cluster holds now. Nothing was written this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier: Option<i64>,
 }
 
 /// What an accept did.

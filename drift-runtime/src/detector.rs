@@ -56,6 +56,7 @@ pub struct DetectorBuilder {
     writer: Option<Arc<dyn ClusterWriter>>,
     proposers: Vec<Arc<dyn ChangeProposer>>,
     allow_secrets: bool,
+    action_timeout: Option<Duration>,
     recorded_values: bool,
     heal: Option<HealPolicy>,
     link: Option<String>,
@@ -202,6 +203,12 @@ impl DetectorBuilder {
         self.allow_secrets = allow;
         self
     }
+    /// How long a revert or an accept may run ([`Remedies::with_timeout`]; default
+    /// [`crate::attempt::ACTION_TIMEOUT`]).
+    pub fn action_timeout(mut self, timeout: Duration) -> Self {
+        self.action_timeout = Some(timeout);
+        self
+    }
     /// Turns self-heal on (off by default) with a policy.
     pub fn heal(mut self, policy: HealPolicy) -> Self {
         self.heal = Some(policy);
@@ -299,6 +306,9 @@ impl DetectorBuilder {
             }
             if let Some(h) = self.heal {
                 r = r.with_heal(h);
+            }
+            if let Some(t) = self.action_timeout {
+                r = r.with_timeout(t);
             }
             Arc::new(r)
         });
@@ -580,13 +590,24 @@ impl Detector {
     fn start_tasks(&self, stop: watch::Receiver<bool>) -> LeaderTasks {
         let sched = {
             let scanner = self.scanner.clone();
+            let remedies = self.remedies.clone();
             tokio::spawn(crate::schedule::run_schedule(
                 self.interval,
                 crate::schedule::clock_jitter,
                 stop.clone(),
                 move || {
                     let scanner = scanner.clone();
-                    async move { scanner.pass(new_scan_id()).await.is_some() }
+                    let remedies = remedies.clone();
+                    async move {
+                        // Actions of a process that is gone are closed as `interrupted` at the
+                        // first pass and after each (crate::attempt).
+                        if let Some(r) = remedies
+                            && let Err(e) = r.close_interrupted(chrono::Utc::now()).await
+                        {
+                            tracing::warn!(error = %e, "the unfinished actions could not be looked at");
+                        }
+                        scanner.pass(new_scan_id()).await.is_some()
+                    }
                 },
             ))
         };
@@ -625,13 +646,22 @@ impl Detector {
         let LeaderTasks { sched, watcher, notifier, healer } = tasks;
         let mut passes = std::mem::take(&mut *lock(&self.passes));
         let sched_abort = sched.abort_handle();
-        let finished = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            if let Err(e) = sched.await {
-                tracing::error!(error = %e, "the scheduler task failed");
+        // A revert or an accept in flight (self-heal's, or the API's) gets the same grace, then
+        // is stopped and recorded as interrupted.
+        let drained = async {
+            if let Some(r) = &self.remedies {
+                r.drain(SHUTDOWN_GRACE).await;
             }
-            while passes.join_next().await.is_some() {}
-        })
-        .await;
+        };
+        let (finished, ()) = tokio::join!(
+            tokio::time::timeout(SHUTDOWN_GRACE, async {
+                if let Err(e) = sched.await {
+                    tracing::error!(error = %e, "the scheduler task failed");
+                }
+                while passes.join_next().await.is_some() {}
+            }),
+            drained
+        );
         if finished.is_err() {
             tracing::warn!(
                 grace = ?SHUTDOWN_GRACE, "the running scan did not finish in time and is aborted; its report is not written"
@@ -644,7 +674,8 @@ impl Detector {
             w.abort();
         }
         if let Some(h) = healer {
-            // A revert in flight is one request; the next process's heal round picks up the rest.
+            // The revert in flight has ended or was recorded as interrupted (above); the next
+            // process's heal round picks up the rest.
             h.abort();
         }
         if let Some(n) = notifier {

@@ -50,6 +50,7 @@
 //! `examples/custom-sink` and `examples/custom-comparator` for whole detectors built this way.
 #![warn(missing_docs)]
 
+pub mod attempt;
 pub mod batch;
 pub mod detector;
 pub mod leader;

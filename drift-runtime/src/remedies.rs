@@ -15,13 +15,19 @@
 //!   drift a candidate at once.
 //!
 //! Every revert and accept, done, dry-run or refused, is written to the audit trail with who
-//! asked. Secret values are never written there, nor in answers.
+//! asked. Secret values are never written there, nor in answers. A revert or an accept that
+//! may write writes an `attempted` entry before it acts and its outcome after, naming the
+//! attempt ([`crate::attempt`]): it finishes, or is given up at its timeout (`failed`), or is
+//! stopped after the shutdown grace ([`Remedies::drain`]: `interrupted`); a process killed
+//! mid-action leaves its `attempted` entry, closed as `interrupted` by the next start
+//! ([`Remedies::close_interrupted`]). The git processes an accept runs belong to it: they are
+//! stopped with it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use drift_core::act::{AuditAction, AuditFilter, AuditNote};
+use drift_core::act::{ATTEMPTED, AuditAction, AuditFilter, AuditNote};
 use drift_core::diff::lookup;
 use drift_core::remedy::{
     AcceptOutcome, ChangeProposer, ChangeRequest, ClusterWriter, Fault, FieldChange, Refusal, RevertOutcome,
@@ -34,6 +40,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::attempt::{ACTION_TIMEOUT, DEADLINE_MARGIN, Runner};
 use crate::scanner::Scanner;
 
 /// The actor of self-heal's reverts in the audit trail.
@@ -139,9 +146,38 @@ pub struct Remedies {
     allow_secrets: bool,
     heal: Option<HealPolicy>,
     link: Option<String>,
+    /// How long an action may run ([`Remedies::with_timeout`]).
+    timeout: Duration,
+    /// Set when running actions must stop now ([`Remedies::drain`]).
+    stop_now: watch::Sender<bool>,
+    /// How many actions run now.
+    running: watch::Sender<usize>,
 }
 
 type Outcome<T> = Result<T, Fault>;
+
+/// How an action ended: it finished (done, refused, failed or timed out), or it was stopped
+/// after the shutdown grace.
+enum Ended<T> {
+    Done(Outcome<T>),
+    Interrupted(String),
+}
+
+/// Counts a running action until dropped.
+struct Running<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Running<'a> {
+    fn start(count: &'a watch::Sender<usize>) -> Self {
+        count.send_modify(|n| *n += 1);
+        Running(count)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
 
 fn object_of(d: &StoredDrift) -> String {
     let gk =
@@ -188,7 +224,16 @@ impl Remedies {
             allow_secrets: false,
             heal: None,
             link: None,
+            timeout: ACTION_TIMEOUT,
+            stop_now: watch::Sender::new(false),
+            running: watch::Sender::new(0),
         }
+    }
+    /// How long a revert or an accept may run before it is given up and recorded as `failed`
+    /// (default [`ACTION_TIMEOUT`]); its git processes are stopped then.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
     /// The cluster writer (reverts need one).
     pub fn with_writer(mut self, writer: Arc<dyn ClusterWriter>) -> Self {
@@ -238,12 +283,177 @@ impl Remedies {
     }
 
     async fn note(&self, action: AuditAction, actor: &str, drift_id: i64, status: &str, detail: serde_json::Value) {
+        self.close(action, actor, drift_id, status, detail, None).await;
+    }
+
+    /// Writes the outcome of an action, closing its `attempted` entry when it wrote one. An
+    /// attempt closed already (a later start took this process for gone, or its deadline
+    /// passed) gets the outcome anyway, unlinked, with `late_for` naming the attempt.
+    async fn close(
+        &self,
+        action: AuditAction,
+        actor: &str,
+        drift_id: i64,
+        status: &str,
+        detail: serde_json::Value,
+        attempt: Option<i64>,
+    ) {
         let Ok(act) = self.act() else { return };
-        let entry =
-            AuditNote { action, actor: actor.to_owned(), drift_id: Some(drift_id), status: status.to_owned(), detail };
-        if let Err(e) = act.note(&entry, Utc::now()).await {
+        let mut entry = AuditNote {
+            action,
+            actor: actor.to_owned(),
+            drift_id: Some(drift_id),
+            status: status.to_owned(),
+            detail,
+            attempt,
+        };
+        let mut written = act.note(&entry, Utc::now()).await;
+        if let (Err(e), Some(late)) = (&written, attempt)
+            && e.kind() == drift_core::ErrorKind::Conflict
+        {
+            tracing::warn!(drift_id, attempt = late, "the attempt was closed before its outcome was written");
+            entry.attempt = None;
+            entry.detail["late_for"] = json!(late);
+            written = act.note(&entry, Utc::now()).await;
+        }
+        if let Err(e) = written {
             tracing::error!(error = %e, drift_id, action = action.as_str(), "the audit entry of a remediation was not written");
         }
+    }
+
+    /// Runs an action of `actor` about `drift_ids` that may write: an `attempted` entry for
+    /// each drift first (with this process and the deadline; when it cannot be written, the
+    /// action is not run), then `work` until it finishes, its timeout passes (a failure) or
+    /// running actions are told to stop ([`Remedies::drain`]). Dropping `work` stops the
+    /// processes it runs. Returns how it ended and the attempt of each drift.
+    async fn attempt<T>(
+        &self,
+        action: AuditAction,
+        actor: &str,
+        drift_ids: &[i64],
+        detail: serde_json::Value,
+        work: impl std::future::Future<Output = Outcome<T>>,
+    ) -> (Ended<T>, std::collections::BTreeMap<i64, i64>) {
+        let _running = Running::start(&self.running);
+        let mut attempts = std::collections::BTreeMap::new();
+        if *self.stop_now.borrow() {
+            let e =
+                drift_core::Error::new(drift_core::ErrorKind::Unavailable, "the process is stopping; nothing was done");
+            return (Ended::Done(Err(Fault::Failed(e))), attempts);
+        }
+        let act = match self.act() {
+            Ok(a) => a.clone(),
+            Err(fault) => return (Ended::Done(Err(fault)), attempts),
+        };
+        let now = Utc::now();
+        let deadline = now + chrono::Duration::from_std(self.timeout + DEADLINE_MARGIN).unwrap_or_default();
+        for id in drift_ids {
+            let mut detail = detail.clone();
+            detail["runner"] = json!(Runner::this());
+            detail["deadline"] = json!(deadline.to_rfc3339());
+            let entry = AuditNote {
+                action,
+                actor: actor.to_owned(),
+                drift_id: Some(*id),
+                status: ATTEMPTED.to_owned(),
+                detail,
+                attempt: None,
+            };
+            match act.note(&entry, now).await {
+                Ok(attempt) => {
+                    attempts.insert(*id, attempt);
+                }
+                Err(e) => {
+                    let e = drift_core::Error::new(
+                        e.kind(),
+                        format!("the audit trail cannot be written, so nothing was done: {}", e.message()),
+                    );
+                    return (Ended::Done(Err(Fault::Failed(e))), attempts);
+                }
+            }
+        }
+        let mut stop = self.stop_now.subscribe();
+        let timeout = self.timeout;
+        let ended = tokio::select! {
+            biased;
+            done = tokio::time::timeout(timeout, work) => Ended::Done(done.unwrap_or_else(|_| {
+                Err(Fault::Failed(drift_core::Error::new(
+                    drift_core::ErrorKind::Unavailable,
+                    format!(
+                        "the action did not finish within {timeout:?} (remediation.timeout) and was given up; what it had done by then is unknown"
+                    ),
+                )))
+            })),
+            _ = stop.wait_for(|stop| *stop) => Ended::Interrupted(
+                "the process was stopped (SIGTERM or SIGINT) and the action did not finish within the shutdown grace; it was stopped with its git processes, and what it had done by then is unknown".to_owned(),
+            ),
+        };
+        (ended, attempts)
+    }
+
+    /// Waits up to `grace` for the running actions to finish; those still running then are
+    /// stopped and recorded as `interrupted` (given up to 5 more seconds for that). What a
+    /// service or `drift fix` does on SIGTERM.
+    pub async fn drain(&self, grace: Duration) {
+        let mut running = self.running.subscribe();
+        if tokio::time::timeout(grace, running.wait_for(|n| *n == 0)).await.is_ok() {
+            return;
+        }
+        tracing::warn!(
+            ?grace,
+            "actions still running after the shutdown grace are stopped and recorded as interrupted"
+        );
+        self.stop_now.send_replace(true);
+        if tokio::time::timeout(Duration::from_secs(5), running.wait_for(|n| *n == 0)).await.is_err() {
+            tracing::error!("an action did not record its interruption; the next start closes its attempt");
+        }
+    }
+
+    /// Whether actions run now.
+    pub fn busy(&self) -> bool {
+        *self.running.borrow() > 0
+    }
+
+    /// Closes the attempts that will never have an outcome ([`crate::attempt`]): those of a
+    /// process of this host that is gone, and those past their deadline, as `interrupted`,
+    /// with the reason and what the person should look at. Returns how many it closed. Run at
+    /// the start of `drift fix` and of the service, and by the service after each pass.
+    pub async fn close_interrupted(&self, now: DateTime<Utc>) -> drift_core::Result<usize> {
+        let Ok(act) = self.act() else { return Ok(0) };
+        let mut closed = 0;
+        for entry in act.unfinished(1000).await? {
+            let Some(why) = crate::attempt::interrupted(&entry, now) else { continue };
+            let mut detail = json!({"reason": why});
+            for key in ["object", "path", "branch", "planned", "written"] {
+                if let Some(v) = entry.detail.get(key) {
+                    detail[key] = v.clone();
+                }
+            }
+            detail["look"] = json!(match entry.action {
+                AuditAction::Accept =>
+                    "its outcome is unknown: the branch may have been pushed (and a pull request opened); look at the repository",
+                _ =>
+                    "its outcome is unknown: the write may have reached the cluster; the next scan shows the field's value",
+            });
+            let note = AuditNote {
+                action: entry.action,
+                actor: entry.actor.clone(),
+                drift_id: entry.drift_id,
+                status: "interrupted".to_owned(),
+                detail,
+                attempt: Some(entry.id),
+            };
+            match act.note(&note, now).await {
+                Ok(_) => {
+                    closed += 1;
+                    tracing::warn!(attempt = entry.id, drift_id = ?entry.drift_id, action = entry.action.as_str(), reason = %why, "an interrupted action was closed");
+                }
+                // Another process closed it first, or its outcome landed meanwhile.
+                Err(e) if e.kind() == drift_core::ErrorKind::Conflict => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(closed)
     }
 
     /// The desired object of a drift, read from its repository's source now and prepared the
@@ -371,15 +581,92 @@ impl Remedies {
     /// manager `drift-detector`; written to the audit trail with `actor`, refusals included.
     pub async fn revert(&self, id: i64, actor: &str, dry_run: bool) -> Outcome<RevertOutcome> {
         let d = self.scanner.store.read.get(id).await?;
-        let result = self.revert_drift(&d, actor, dry_run).await;
+        if dry_run {
+            let result = self.revert_drift(&d, actor, true).await;
+            let status = match &result {
+                Ok(_) => "dry_run",
+                Err(Fault::Refused(_)) => "refused",
+                Err(Fault::Failed(_)) => "failed",
+            };
+            self.note(AuditAction::Revert, actor, id, status, revert_detail(&result)).await;
+            return result;
+        }
+        let (ended, attempt) = self.attempt_revert(&d, actor).await;
+        let result = match ended {
+            // A retry (its first answer lost): the field holds Git's value, or the drift was
+            // resolved as reverted since.
+            Ended::Done(Err(Fault::Refused(r)))
+                if r.refusal == Refusal::NoLongerDrifted
+                    || (r.refusal == Refusal::Resolved && d.resolution == Some(drift_core::Resolution::Reverted)) =>
+            {
+                match self.done_before(&d, attempt).await {
+                    Some(earlier) => {
+                        let detail =
+                            json!({"paths": earlier.paths, "object": earlier.object, "earlier": earlier.earlier});
+                        self.close(AuditAction::Revert, actor, id, "already_reverted", detail, attempt).await;
+                        return Ok(earlier);
+                    }
+                    None => Err(Fault::Refused(r)),
+                }
+            }
+            Ended::Done(result) => result,
+            Ended::Interrupted(why) => {
+                self.close(AuditAction::Revert, actor, id, "interrupted", json!({"reason": why}), attempt).await;
+                return Err(Fault::Failed(drift_core::Error::new(drift_core::ErrorKind::Unavailable, why)));
+            }
+        };
         let status = match &result {
-            Ok(o) if o.status == RevertStatus::Reverted => "reverted",
-            Ok(_) => "dry_run",
+            Ok(_) => "reverted",
             Err(Fault::Refused(_)) => "refused",
             Err(Fault::Failed(_)) => "failed",
         };
-        self.note(AuditAction::Revert, actor, id, status, revert_detail(&result)).await;
+        self.close(AuditAction::Revert, actor, id, status, revert_detail(&result), attempt).await;
         result
+    }
+
+    /// A revert of `d` that writes, as an attempt ([`Remedies::attempt`]).
+    async fn attempt_revert(&self, d: &StoredDrift, actor: &str) -> (Ended<RevertOutcome>, Option<i64>) {
+        let mut detail = json!({"object": object_of(d), "path": d.path});
+        if !is_secret(d) {
+            detail["planned"] = d.cluster_value.clone().unwrap_or(serde_json::Value::Null);
+            detail["written"] = d.git_value.clone().unwrap_or(serde_json::Value::Null);
+        }
+        let (ended, attempts) =
+            self.attempt(AuditAction::Revert, actor, &[d.id], detail, self.revert_drift(d, actor, false)).await;
+        (ended, attempts.get(&d.id).copied())
+    }
+
+    /// A retry of a revert that was done already: the drift's field agrees with Git now (or
+    /// the drift was resolved as reverted), and an earlier revert of it since it was detected (other than `attempt`) was recorded as
+    /// done, or its answer was lost (its attempt failed, was interrupted or is unfinished).
+    /// The outcome of that revert, with `earlier` naming its audit entry; `None` when there
+    /// was none (the revert is then refused as `no_longer_drifted`).
+    async fn done_before(&self, d: &StoredDrift, attempt: Option<i64>) -> Option<RevertOutcome> {
+        let act = self.act().ok()?;
+        let filter = AuditFilter {
+            action: Some(AuditAction::Revert),
+            drift_id: Some(d.id),
+            since: Some(d.detected_at),
+            ..AuditFilter::default()
+        };
+        let page = act.audit(&filter, PageRequest { limit: 50, after: None }).await.ok()?;
+        let earlier = page.items.into_iter().find(|e| {
+            Some(e.id) != attempt
+                && e.attempt.is_none_or(|a| Some(a) != attempt)
+                && matches!(e.status.as_str(), "reverted" | "already_reverted" | "interrupted" | "failed" | ATTEMPTED)
+        })?;
+        let shown = |key: &str| (!is_secret(d)).then(|| earlier.detail.get(key).cloned()).flatten();
+        Some(RevertOutcome {
+            drift_id: d.id,
+            status: RevertStatus::Reverted,
+            object: object_of(d),
+            paths: vec![d.path.clone()],
+            plan: None,
+            actor: earlier.actor.clone(),
+            replaced: shown("replaced").or_else(|| shown("planned")),
+            written: shown("written"),
+            earlier: Some(earlier.id),
+        })
     }
 
     /// The value a revert of `d` by `actor` is planned against: the value the newest dry run of
@@ -533,6 +820,7 @@ impl Remedies {
                 actor: actor.to_owned(),
                 replaced: shown(&now.cluster_value),
                 written: shown(&now.git_value),
+                earlier: None,
             });
         }
         // Every attempt met a write in between: say what changed since the first read.
@@ -600,7 +888,20 @@ impl Remedies {
         if ids.is_empty() {
             return Err(Fault::Failed(drift_core::Error::invalid_input("no drift to accept")));
         }
-        let result = self.accept_drifts(ids, actor).await;
+        let first = self.scanner.store.read.get(ids[0]).await?;
+        let detail = json!({"object": object_of(&first), "branch": branch_of(&first)});
+        let (ended, attempts) =
+            self.attempt(AuditAction::Accept, actor, ids, detail, self.accept_drifts(ids, actor)).await;
+        let result = match ended {
+            Ended::Done(result) => result,
+            Ended::Interrupted(why) => {
+                for id in ids {
+                    let detail = json!({"reason": why, "branch": branch_of(&first)});
+                    self.close(AuditAction::Accept, actor, *id, "interrupted", detail, attempts.get(id).copied()).await;
+                }
+                return Err(Fault::Failed(drift_core::Error::new(drift_core::ErrorKind::Unavailable, why)));
+            }
+        };
         let (status, detail) = match &result {
             Ok(o) => (
                 if o.proposal.updated { "updated" } else { "proposed" },
@@ -621,7 +922,15 @@ impl Remedies {
             Err(_) => ids.to_vec(),
         };
         for id in noted {
-            self.note(AuditAction::Accept, actor, id, status, detail.clone()).await;
+            self.close(AuditAction::Accept, actor, id, status, detail.clone(), attempts.get(&id).copied()).await;
+        }
+        // A drift asked about that the change did not cover still closes its attempt.
+        for (id, attempt) in &attempts {
+            if result.as_ref().is_ok_and(|o| !o.drift_ids.contains(id)) {
+                let detail =
+                    json!({"reason": "the change did not cover this drift: Git and the cluster agree on it now"});
+                self.close(AuditAction::Accept, actor, *id, "refused", detail, Some(*attempt)).await;
+            }
         }
         result
     }
@@ -871,7 +1180,21 @@ impl Remedies {
                 round.limited += 1;
                 continue;
             }
-            match self.revert_drift(&d, HEAL_ACTOR, policy.dry_run).await {
+            let (ended, attempt) = if policy.dry_run {
+                (Ended::Done(self.revert_drift(&d, HEAL_ACTOR, true).await), None)
+            } else {
+                self.attempt_revert(&d, HEAL_ACTOR).await
+            };
+            let result = match ended {
+                Ended::Done(result) => result,
+                Ended::Interrupted(why) => {
+                    round.failed += 1;
+                    self.close(AuditAction::Revert, HEAL_ACTOR, d.id, "interrupted", json!({"reason": why}), attempt)
+                        .await;
+                    break;
+                }
+            };
+            match result {
                 Ok(o) => {
                     budget -= 1;
                     let status = if policy.dry_run { "would_revert" } else { "reverted" };
@@ -882,17 +1205,18 @@ impl Remedies {
                     }
                     let mut detail = revert_detail(&Ok(o));
                     detail["rejected"] = json!(rejected);
-                    self.note(AuditAction::Revert, HEAL_ACTOR, d.id, status, detail).await;
+                    self.close(AuditAction::Revert, HEAL_ACTOR, d.id, status, detail, attempt).await;
                 }
                 Err(Fault::Refused(r)) => {
                     round.refused += 1;
                     let detail = revert_detail(&Err(Fault::Refused(r)));
-                    self.note(AuditAction::Revert, HEAL_ACTOR, d.id, "refused", detail).await;
+                    self.close(AuditAction::Revert, HEAL_ACTOR, d.id, "refused", detail, attempt).await;
                 }
                 Err(Fault::Failed(e)) => {
                     round.failed += 1;
                     tracing::warn!(drift_id = d.id, error = %e, "self-heal could not revert a drift");
-                    self.note(AuditAction::Revert, HEAL_ACTOR, d.id, "failed", json!({"error": e.to_string()})).await;
+                    let detail = json!({"error": e.to_string()});
+                    self.close(AuditAction::Revert, HEAL_ACTOR, d.id, "failed", detail, attempt).await;
                 }
             }
         }
@@ -1283,6 +1607,7 @@ mod tests {
             actor: "carol".into(),
             replaced: None,
             written: None,
+            earlier: None,
         };
         assert_eq!(revert_detail(&Ok(outcome)), json!({"paths": ["data.password"], "object": "Secret shop/creds"}));
     }

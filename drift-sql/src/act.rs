@@ -27,6 +27,10 @@ const ROWS: usize = 500;
 /// Row ids per `IN` list read.
 const IDS: usize = 5000;
 
+/// The columns of an audit entry, in the order [`Sql::audit_entry`] reads them.
+const AUDIT_COLUMNS: &str =
+    "SELECT id, at, action, actor, drift_id, scan_id, notifier, event_id, status, attempts, detail, attempt";
+
 /// An audit row to write.
 #[derive(Debug, Clone)]
 pub(crate) struct NewAudit {
@@ -766,8 +770,9 @@ where
         now: DateTime<Utc>,
     ) -> Result<i64, SqlError<D>> {
         let mut tx = store.begin().await?;
-        let mut q =
-            QueryBuilder::<D::Db>::new("INSERT INTO audit (at, action, actor, drift_id, status, detail) VALUES (");
+        let mut q = QueryBuilder::<D::Db>::new(
+            "INSERT INTO audit (at, action, actor, drift_id, status, attempt, detail) VALUES (",
+        );
         q.push_bind(D::time(now))
             .push(", ")
             .push_bind(entry.action.as_str().to_owned())
@@ -777,10 +782,23 @@ where
             .push_bind(entry.drift_id)
             .push(", ")
             .push_bind(entry.status.clone())
+            .push(", ")
+            .push_bind(entry.attempt)
             .push(", ");
         D::push_json(&mut q, entry.detail.clone());
         q.push(") RETURNING id");
-        let id: i64 = q.build_query_scalar().fetch_one(&mut *tx).await.ctx::<D>("writing an audit entry")?;
+        let id: i64 = match q.build_query_scalar().fetch_one(&mut *tx).await {
+            Ok(id) => id,
+            // The unique index on `attempt`: another outcome of the attempt landed first.
+            Err(sqlx::Error::Database(db)) if entry.attempt.is_some() && db.is_unique_violation() => {
+                return Err(drift_model::Error::conflict(format!(
+                    "the attempt of audit entry {} has an outcome already",
+                    entry.attempt.unwrap_or_default()
+                ))
+                .into());
+            }
+            Err(e) => return Err(SqlError::sql("writing an audit entry", e)),
+        };
         tx.commit().await.ctx::<D>("committing an audit entry")?;
         Ok(id)
     }
@@ -1003,10 +1021,8 @@ where
         page: PageRequest,
     ) -> Result<AuditPage, SqlError<D>> {
         page.validate()?;
-        let mut q = QueryBuilder::<D::Db>::new(
-            "SELECT id, at, action, actor, drift_id, scan_id, notifier, event_id, status, attempts, detail \
-             FROM audit WHERE true",
-        );
+        let mut q = QueryBuilder::<D::Db>::new(AUDIT_COLUMNS);
+        q.push(" FROM audit WHERE true");
         if let Some(a) = filter.action {
             q.push(" AND action = ").push_bind(a.as_str().to_owned());
         }
@@ -1026,28 +1042,45 @@ where
         }
         q.push(" ORDER BY id DESC LIMIT ").push_bind(page.fetch_limit() as i64);
         let rows = q.build().fetch_all(store.reader()).await.ctx::<D>("reading the audit trail")?;
-        let mut items = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let id: i64 = row.try_get(0)?;
-            let action: String = row.try_get(2)?;
-            items.push(AuditEntry {
-                id,
-                at: Self::time_at(row, 1, id)?,
-                action: action.parse().map_err(|_| SqlError::<D>::corrupt(id, "action", &action))?,
-                actor: row.try_get(3)?,
-                drift_id: row.try_get(4)?,
-                scan_id: row.try_get(5)?,
-                notifier: row.try_get(6)?,
-                event_id: row.try_get(7)?,
-                status: row.try_get(8)?,
-                attempts: row.try_get(9)?,
-                detail: D::json(row, id, "detail")?.unwrap_or_else(|| json!({})),
-            });
-        }
+        let mut items = rows.iter().map(Self::audit_entry).collect::<Result<Vec<_>, _>>()?;
         let more = items.len() > page.limit as usize;
         items.truncate(page.limit as usize);
         let next = if more { items.last().map(|e| e.id) } else { None };
         Ok(AuditPage { items, next })
+    }
+
+    /// An audit entry from a row of [`AUDIT_COLUMNS`].
+    fn audit_entry(row: &<D::Db as Database>::Row) -> Result<AuditEntry, SqlError<D>> {
+        let id: i64 = row.try_get(0)?;
+        let action: String = row.try_get(2)?;
+        Ok(AuditEntry {
+            id,
+            at: Self::time_at(row, 1, id)?,
+            action: action.parse().map_err(|_| SqlError::<D>::corrupt(id, "action", &action))?,
+            actor: row.try_get(3)?,
+            drift_id: row.try_get(4)?,
+            scan_id: row.try_get(5)?,
+            notifier: row.try_get(6)?,
+            event_id: row.try_get(7)?,
+            status: row.try_get(8)?,
+            attempts: row.try_get(9)?,
+            detail: D::json(row, id, "detail")?.unwrap_or_else(|| json!({})),
+            attempt: row.try_get(11)?,
+        })
+    }
+
+    /// [`AuditLog::unfinished`](drift_model::act::AuditLog::unfinished): the `attempted`
+    /// entries no entry closes, oldest first (the partial index `audit_attempted` and the
+    /// unique index `audit_attempt` answer it).
+    pub async fn unfinished<S: SqlStore<Dialect = D>>(store: &S, limit: u32) -> Result<Vec<AuditEntry>, SqlError<D>> {
+        let mut q = QueryBuilder::<D::Db>::new(AUDIT_COLUMNS);
+        q.push(
+            " FROM audit a WHERE status = 'attempted' \
+             AND NOT EXISTS (SELECT 1 FROM audit b WHERE b.attempt = a.id) ORDER BY id LIMIT ",
+        )
+        .push_bind(i64::from(limit));
+        let rows = q.build().fetch_all(store.reader()).await.ctx::<D>("reading the unfinished actions")?;
+        rows.iter().map(Self::audit_entry).collect()
     }
 
     /// Retention of the acting side, in the transaction of a retention pass: settled deliveries

@@ -68,8 +68,8 @@ pub mod __private {
     pub use chrono::{DateTime, Duration, Utc};
     pub use drift_model::Severity;
     pub use drift_model::act::{
-        AuditFilter, AuditLog, AuditNote, AuditPage, Decision, Decisions, Delivery, DeliveryRecord, DeliveryStatus,
-        DriftEvent, Learned, NewDecision, Outbox, Route, Settle,
+        AuditEntry, AuditFilter, AuditLog, AuditNote, AuditPage, Decision, Decisions, Delivery, DeliveryRecord,
+        DeliveryStatus, DriftEvent, Learned, NewDecision, Outbox, Route, Settle,
     };
     pub use drift_model::finding::Rule;
     pub use drift_model::hash_key::{HashKeyStore, KeptHashKey, Rehash};
@@ -308,6 +308,13 @@ macro_rules! impl_drift_store {
                 now: $crate::__private::DateTime<$crate::__private::Utc>,
             ) -> $crate::__private::Result<i64> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::note(self, entry, now).await?)
+            }
+
+            async fn unfinished(
+                &self,
+                limit: u32,
+            ) -> $crate::__private::Result<Vec<$crate::__private::AuditEntry>> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::unfinished(self, limit).await?)
             }
         }
 

@@ -7,8 +7,8 @@
 
 use chrono::{DateTime, Duration, Utc};
 use drift_model::act::{
-    ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision, ParkReason,
-    Settle,
+    ATTEMPTED, ActStore, AuditAction, AuditFilter, DecisionAction, DeliveryStatus, DriftEvent, EventKind, NewDecision,
+    ParkReason, Settle,
 };
 use drift_model::act::{AuditLog, Decisions, Outbox};
 use drift_model::sink::{DriftFilter, DriftStatus, PageRequest};
@@ -38,6 +38,7 @@ macro_rules! act_suite {
             decisions_are_refused_on_resolved_and_unknown_drifts,
             the_learned_confidence_counts_the_last_decision_of_similar_drifts,
             the_audit_trail_filters_and_pages,
+            an_attempt_has_one_outcome_and_the_unfinished_ones_are_listed,
             a_waiver_written_in_git_waives_quietly_and_its_removal_reopens
         );
     };
@@ -584,6 +585,7 @@ where
         drift_id: Some(drift_id),
         status: status.into(),
         detail: json!({"paths": ["spec.replicas"]}),
+        attempt: None,
     };
     let first = store.note(&note("would_revert"), t(10)).await.unwrap();
     let second = store.note(&note("reverted"), t(11)).await.unwrap();
@@ -598,6 +600,58 @@ where
         (got[0].drift_id, got[0].at, &got[0].detail),
         (Some(drift_id), t(11), &json!({"paths": ["spec.replicas"]}))
     );
+}
+
+/// An action writes `attempted` before it acts and its outcome names that entry: an attempt
+/// has at most one outcome (a second is refused as a conflict and not written), and the
+/// attempts without one are listed oldest first until they are closed.
+pub async fn an_attempt_has_one_outcome_and_the_unfinished_ones_are_listed<H>(h: &H)
+where
+    H: StoreHarness,
+    H::Store: ActStore,
+{
+    let store = h.fresh().await;
+    store.record(&scan("s1", 0, vec![replicas("web", 3)])).await.unwrap();
+    let drift_id = crate::store::rows(&*store).await[0].id;
+    let note = |action: AuditAction, status: &str, attempt: Option<i64>| drift_model::act::AuditNote {
+        action,
+        actor: "alice".into(),
+        drift_id: Some(drift_id),
+        status: status.into(),
+        detail: json!({"object": "Deployment default/web"}),
+        attempt,
+    };
+    assert!(store.unfinished(10).await.unwrap().is_empty());
+    let revert = store.note(&note(AuditAction::Revert, ATTEMPTED, None), t(1)).await.unwrap();
+    let accept = store.note(&note(AuditAction::Accept, ATTEMPTED, None), t(2)).await.unwrap();
+    let open: Vec<(i64, AuditAction)> = store.unfinished(10).await.unwrap().iter().map(|e| (e.id, e.action)).collect();
+    assert_eq!(open, [(revert, AuditAction::Revert), (accept, AuditAction::Accept)], "oldest first");
+    assert_eq!(store.unfinished(1).await.unwrap().len(), 1, "at most the limit");
+    let done = store.note(&note(AuditAction::Revert, "reverted", Some(revert)), t(3)).await.unwrap();
+    let again = store.note(&note(AuditAction::Revert, "interrupted", Some(revert)), t(4)).await.unwrap_err();
+    assert_eq!(again.kind(), ErrorKind::Conflict, "one outcome per attempt");
+    let open: Vec<i64> = store.unfinished(10).await.unwrap().iter().map(|e| e.id).collect();
+    assert_eq!(open, [accept]);
+    let about = AuditFilter { drift_id: Some(drift_id), ..AuditFilter::default() };
+    let trail: Vec<(i64, String, Option<i64>)> = store
+        .audit(&about, PageRequest::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.id, e.status, e.attempt))
+        .collect();
+    assert_eq!(
+        trail,
+        [
+            (done, "reverted".to_owned(), Some(revert)),
+            (accept, ATTEMPTED.to_owned(), None),
+            (revert, ATTEMPTED.to_owned(), None)
+        ],
+        "the refused second outcome was not written"
+    );
+    store.note(&note(AuditAction::Accept, "interrupted", Some(accept)), t(5)).await.unwrap();
+    assert!(store.unfinished(10).await.unwrap().is_empty());
 }
 
 /// A waiver written in Git waives its drift from the first report, without an event; it is one

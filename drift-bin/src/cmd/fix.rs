@@ -11,6 +11,13 @@
 //! drift's cluster value, or what the actor's last `--dry-run` showed); a newer value is left in
 //! place and the revert is refused as `stale`, naming both values.
 //!
+//! Each revert (not a dry run) and accept writes an `attempted` entry before it acts and its
+//! outcome after. On SIGTERM or Ctrl-C the action gets the shutdown grace
+//! ([`drift_runtime::SHUTDOWN_GRACE`]) to finish; then it is stopped with its git processes and
+//! recorded as `interrupted` (a second signal stops it at once). A `drift fix` killed outright
+//! leaves its `attempted` entry, which the next `drift fix` or `drift serve` on the host closes
+//! as `interrupted` (docs/remediation.md).
+//!
 //! Exit codes: 0 done; 1 refused by a safety rule (the reason is printed: `stale`,
 //! `concurrent_change`, `waived`, ...), or no such drift; 2 a usage error, or the store, the
 //! cluster or the git server failed.
@@ -76,10 +83,36 @@ pub async fn run(args: &FixArgs) -> Result<ExitCode> {
     };
     let detector = compose::remedies(&config, store, hasher, &repository, args.accept).await?;
     let remedies = detector.remedies().context("this store keeps no audit trail; use sqlite or postgres")?;
-    let result = if args.revert {
-        remedies.revert(args.ids[0], &actor, args.dry_run).await.map(Done::Revert)
-    } else {
-        remedies.accept(&args.ids, &actor).await.map(Done::Accept)
+    match remedies.close_interrupted(chrono::Utc::now()).await {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "note: {n} action(s) of a process that stopped before they finished are recorded as interrupted (drift audit --status interrupted)"
+        ),
+        Err(e) => eprintln!("warning: the unfinished actions could not be looked at: {e}"),
+    }
+    let action = async {
+        if args.revert {
+            remedies.revert(args.ids[0], &actor, args.dry_run).await.map(Done::Revert)
+        } else {
+            remedies.accept(&args.ids, &actor).await.map(Done::Accept)
+        }
+    };
+    tokio::pin!(action);
+    let mut stops = Stops::listen()?;
+    let result = tokio::select! {
+        result = &mut action => result,
+        () = stops.next() => {
+            let grace = drift_runtime::SHUTDOWN_GRACE;
+            eprintln!("stopping: the action gets {grace:?} to finish, then it is stopped and recorded as interrupted (signal again to stop it now)");
+            let stop = async {
+                tokio::select! {
+                    () = remedies.drain(grace) => {}
+                    () = stops.next() => remedies.drain(std::time::Duration::ZERO).await,
+                }
+            };
+            let (result, ()) = tokio::join!(&mut action, stop);
+            result
+        }
     };
     match result {
         Ok(done) => {
@@ -115,6 +148,17 @@ fn print(done: &Done, format: Format) -> Result<()> {
                 RevertStatus::Reverted => "reverted",
                 RevertStatus::DryRun => "dry run: the server would revert",
             };
+            if let Some(earlier) = o.earlier {
+                // A retry: the field holds Git's value since an earlier revert; nothing was written.
+                println!(
+                    "already reverted {} ({}) for drift {} by {} (audit entry {earlier}); nothing was written",
+                    o.object,
+                    o.paths.join(", "),
+                    o.drift_id,
+                    o.actor
+                );
+                return;
+            }
             println!("{what} {} ({}) for drift {}", o.object, o.paths.join(", "), o.drift_id);
             // Never for a Secret: the outcome has no values then.
             if let (Some(replaced), Some(written)) = (&o.replaced, &o.written) {
@@ -150,4 +194,41 @@ fn print(done: &Done, format: Format) -> Result<()> {
 
 fn join_ids(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), listened to from the start, so that a second signal during
+/// the grace is never missed.
+struct Stops {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Stops {
+    fn listen() -> Result<Stops> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Stops {
+                term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
+                int: signal(SignalKind::interrupt()).context("listening for SIGINT")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Stops {})
+    }
+
+    /// The next signal.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }

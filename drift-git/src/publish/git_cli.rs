@@ -7,10 +7,18 @@
 //! and without prompts; a token reaches it as an `Authorization: Basic` `http.extraHeader`
 //! through `GIT_CONFIG_COUNT` in the child's environment, never in arguments or URLs, and is
 //! replaced by `***` in every message taken from git's output.
+//!
+//! The git processes belong to the action that runs them: dropping the future (an action
+//! given up at its timeout, or stopped after the shutdown grace) kills the running one, and
+//! where util-linux's `setpriv` is there (it is on Debian, and in the image) each runs under
+//! `--pdeathsig KILL`, so that it dies with a process killed outright.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+use std::sync::OnceLock;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
 
 use base64::Engine;
 
@@ -32,6 +40,22 @@ pub(crate) struct GitRemote {
     header: Option<Secret>,
     /// Strings that must never appear in a message (the password, the encoded header).
     secrets: Vec<Secret>,
+}
+
+/// Whether git runs under `setpriv --pdeathsig KILL` (util-linux, Linux only): the kernel
+/// then kills it when the thread that started it ends, which is when this process is killed
+/// outright (a runtime's worker threads live as long as it). Checked once.
+fn dies_with_us() -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        std::process::Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--", "true"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 /// Whether `url` is `http://` to a loopback address, where a token does not leave the machine.
@@ -102,26 +126,21 @@ impl GitRemote {
         };
         let remote = GitRemote { url, root, scratch, header, secrets };
         let reference = cfg.reference.clone();
-        let (remote, base, branch) = tokio::task::spawn_blocking(move || {
-            let r = remote.clone_blocking(&reference);
-            r.map(|(base, branch)| (remote, base, branch))
-        })
-        .await
-        .map_err(|e| SourceError::Join(e.to_string()))??;
+        let (base, branch) = remote.clone_branch(&reference).await?;
         Ok((remote, base, branch))
     }
 
-    fn clone_blocking(&self, reference: &str) -> Result<(String, String), SourceError> {
+    async fn clone_branch(&self, reference: &str) -> Result<(String, String), SourceError> {
         let root = self.root.to_string_lossy().into_owned();
         let mut args = vec!["clone", "--quiet", "--no-tags", "--single-branch", "--depth", "1"];
         if reference != "HEAD" {
             args.extend(["--branch", reference]);
         }
         args.extend(["--", self.url.as_str(), root.as_str()]);
-        self.run(&self.scratch, &args, None, &[], "clone")?;
-        let base = self.run(&self.root, &["rev-parse", "HEAD"], None, &[], "rev-parse")?;
+        self.run(&self.scratch, &args, None, &[], "clone").await?;
+        let base = self.run(&self.root, &["rev-parse", "HEAD"], None, &[], "rev-parse").await?;
         let branch = if reference == "HEAD" {
-            self.run(&self.root, &["symbolic-ref", "--short", "HEAD"], None, &[], "symbolic-ref")?
+            self.run(&self.root, &["symbolic-ref", "--short", "HEAD"], None, &[], "symbolic-ref").await?
         } else {
             reference.strip_prefix("refs/heads/").unwrap_or(reference).to_owned()
         };
@@ -135,12 +154,7 @@ impl GitRemote {
         base_branch: &str,
         proposal: &Proposal,
     ) -> Result<Published, SourceError> {
-        let this = self.clone();
-        let base = base.to_owned();
-        let job = proposal.clone();
-        let (commit, updated) = tokio::task::spawn_blocking(move || this.publish_blocking(&base, &job))
-            .await
-            .map_err(|e| SourceError::Join(e.to_string()))??;
+        let (commit, updated) = self.commit_and_push(base, proposal).await?;
         Ok(Published::Branch {
             branch: proposal.branch.clone(),
             commit,
@@ -150,8 +164,9 @@ impl GitRemote {
     }
 
     /// Returns the new commit and whether the branch existed before.
-    fn publish_blocking(&self, base: &str, proposal: &Proposal) -> Result<(String, bool), SourceError> {
+    async fn commit_and_push(&self, base: &str, proposal: &Proposal) -> Result<(String, bool), SourceError> {
         self.run(&self.root, &["check-ref-format", "--branch", &proposal.branch], None, &[], "check-ref-format")
+            .await
             .map_err(|_| SourceError::Publish(format!("`{}` is not a valid git branch name", proposal.branch)))?;
         // A private index, so that the working tree (which the planner may have read or
         // written) stays as it is and only the edits enter the commit.
@@ -162,12 +177,13 @@ impl GitRemote {
             .map_err(|e| SourceError::io(format!("creating a folder in {}", self.scratch.display()), e))?;
         let index_str = index_dir.path().join("index").to_string_lossy().into_owned();
         let env = [("GIT_INDEX_FILE", index_str.as_str())];
-        self.run(&self.root, &["read-tree", base], None, &env, "read-tree")?;
+        self.run(&self.root, &["read-tree", base], None, &env, "read-tree").await?;
         for edit in &proposal.edits {
-            let blob =
-                self.run(&self.root, &["hash-object", "-w", "--stdin"], Some(&edit.content), &env, "hash-object")?;
+            let blob = self
+                .run(&self.root, &["hash-object", "-w", "--stdin"], Some(&edit.content), &env, "hash-object")
+                .await?;
             // An existing file keeps its mode (an executable stays executable).
-            let listed = self.run(&self.root, &["ls-tree", base, "--", &edit.path], None, &[], "ls-tree")?;
+            let listed = self.run(&self.root, &["ls-tree", base, "--", &edit.path], None, &[], "ls-tree").await?;
             let mode = match listed.split_whitespace().collect::<Vec<_>>().as_slice() {
                 [mode, "blob", ..] if *mode == "100755" => "100755",
                 [_, kind, ..] if *kind != "blob" => {
@@ -179,11 +195,12 @@ impl GitRemote {
                 _ => "100644",
             };
             let info = format!("{mode},{blob},{}", edit.path);
-            self.run(&self.root, &["update-index", "--add", "--cacheinfo", &info], None, &env, "update-index")?;
+            self.run(&self.root, &["update-index", "--add", "--cacheinfo", &info], None, &env, "update-index").await?;
         }
-        let tree = self.run(&self.root, &["write-tree"], None, &env, "write-tree")?;
+        let tree = self.run(&self.root, &["write-tree"], None, &env, "write-tree").await?;
         drop(index_dir);
-        let base_tree = self.run(&self.root, &["rev-parse", &format!("{base}^{{tree}}")], None, &[], "rev-parse")?;
+        let base_tree =
+            self.run(&self.root, &["rev-parse", &format!("{base}^{{tree}}")], None, &[], "rev-parse").await?;
         if tree == base_tree {
             return Err(SourceError::Publish(format!(
                 "the edits of branch `{}` leave every file as it is at {base}: there is nothing to propose",
@@ -197,15 +214,17 @@ impl GitRemote {
             ("GIT_COMMITTER_NAME", name.as_str()),
             ("GIT_COMMITTER_EMAIL", email.as_str()),
         ];
-        let commit = self.run(
-            &self.root,
-            &["commit-tree", &tree, "-p", base, "-F", "-"],
-            Some(proposal.commit_message.as_bytes()),
-            &identity,
-            "commit-tree",
-        )?;
+        let commit = self
+            .run(
+                &self.root,
+                &["commit-tree", &tree, "-p", base, "-F", "-"],
+                Some(proposal.commit_message.as_bytes()),
+                &identity,
+                "commit-tree",
+            )
+            .await?;
         let refspec = format!("+{commit}:refs/heads/{}", proposal.branch);
-        let out = self.run(&self.root, &["push", "--porcelain", "--", &self.url, &refspec], None, &[], "push")?;
+        let out = self.run(&self.root, &["push", "--porcelain", "--", &self.url, &refspec], None, &[], "push").await?;
         // `--porcelain`: one line per ref, `<flag>\t<from>:<to>\t<summary>`; `*` is a new ref.
         let flag = out
             .lines()
@@ -234,8 +253,9 @@ impl GitRemote {
     }
 
     /// Runs git in `dir`; returns its trimmed standard output, or an error with git's message
-    /// (credentials removed).
-    fn run(
+    /// (credentials removed). The process is killed when the future is dropped, and with this
+    /// process when it is killed outright ([`dies_with_us`]).
+    async fn run(
         &self,
         dir: &Path,
         args: &[&str],
@@ -243,8 +263,15 @@ impl GitRemote {
         env: &[(&str, &str)],
         operation: &'static str,
     ) -> Result<String, SourceError> {
-        let mut cmd = Command::new("git");
-        cmd.current_dir(dir)
+        let mut cmd = if dies_with_us() {
+            let mut cmd = Command::new("setpriv");
+            cmd.args(["--pdeathsig", "KILL", "--", "git"]);
+            cmd
+        } else {
+            Command::new("git")
+        };
+        cmd.kill_on_drop(true)
+            .current_dir(dir)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_TERMINAL_PROMPT", "0")
@@ -277,9 +304,9 @@ impl GitRemote {
         };
         let mut child = cmd.spawn().map_err(failed)?;
         if let (Some(data), Some(mut input)) = (stdin, child.stdin.take()) {
-            input.write_all(data).map_err(failed)?;
+            input.write_all(data).await.map_err(failed)?;
         }
-        let out = child.wait_with_output().map_err(failed)?;
+        let out = child.wait_with_output().await.map_err(failed)?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let stdout = String::from_utf8_lossy(&out.stdout);

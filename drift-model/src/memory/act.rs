@@ -123,6 +123,7 @@ fn entry(at: DateTime<Utc>, action: AuditAction, actor: impl Into<String>, statu
         status: status.into(),
         attempts: None,
         detail: json!({}),
+        attempt: None,
     }
 }
 
@@ -676,6 +677,26 @@ impl AuditLog for MemoryStore {
         let mut a = entry(now, note.action, note.actor.clone(), note.status.clone());
         a.drift_id = note.drift_id;
         a.detail = note.detail.clone();
-        Ok(self.state().act.log(a))
+        a.attempt = note.attempt;
+        let mut state = self.state();
+        if let Some(attempt) = note.attempt
+            && state.act.audit.iter().any(|e| e.attempt == Some(attempt))
+        {
+            return Err(crate::Error::conflict(format!("the attempt of audit entry {attempt} has an outcome already")));
+        }
+        Ok(state.act.log(a))
+    }
+
+    async fn unfinished(&self, limit: u32) -> Result<Vec<AuditEntry>> {
+        let state = self.state();
+        let closed: std::collections::HashSet<i64> = state.act.audit.iter().filter_map(|e| e.attempt).collect();
+        Ok(state
+            .act
+            .audit
+            .iter()
+            .filter(|e| e.status == crate::audit::ATTEMPTED && !closed.contains(&e.id))
+            .take(limit as usize)
+            .cloned()
+            .collect())
     }
 }
