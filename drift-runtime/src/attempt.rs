@@ -1,6 +1,6 @@
 //! The trace of an action (docs/remediation.md, "Actions that finish or leave a trace"): before
 //! a revert or an accept acts, it writes an `attempted` audit entry naming the process that runs
-//! it ([`Runner`]) and the time by which it has ended one way or another (its deadline: the
+//! it (its `runner`) and the time by which it has ended one way or another (its deadline: the
 //! action's timeout and a margin); its outcome names that entry. An attempt whose process was
 //! killed has no outcome: the next start of a process on the same host sees that the process is
 //! gone and closes it as `interrupted`; any process closes it once its deadline has passed.
