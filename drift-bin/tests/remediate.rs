@@ -149,6 +149,20 @@ impl World {
         Held { child, stderr }
     }
 
+    /// A pre-receive hook in the repository that holds every push for 10 s and then refuses
+    /// it; returns the file it touches when a push reaches it.
+    fn hold_pushes(&self) -> PathBuf {
+        let marker = self.home.path().join("hook-started");
+        common::script(
+            &self.repo.dir.join(".git/hooks/pre-receive"),
+            &format!(
+                "#!/bin/sh\ntouch {}\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+                marker.display()
+            ),
+        );
+        marker
+    }
+
     /// The audit entries of `action` about drift `id`, newest first: (id, status, attempt,
     /// detail).
     fn audit_of(&self, action: &str, id: &str) -> Vec<(i64, String, Option<i64>, Value)> {
@@ -1483,15 +1497,7 @@ fn an_accept_killed_mid_action_pushes_nothing_and_is_closed_as_interrupted_with_
 #[test]
 fn an_accept_given_up_at_its_timeout_stops_its_git_push() {
     let w = World::start(false, "remediation:\n  timeout: 2s\n");
-    let marker = w.home.path().join("hook-started");
-    let hook = w.repo.dir.join(".git/hooks/pre-receive");
-    common::script(
-        &hook,
-        &format!(
-            "#!/bin/sh\ntouch {}\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
-            marker.display()
-        ),
-    );
+    let marker = w.hold_pushes();
     w.edit_configmap("fast", "slow");
     let (code, out, err) = w.drift(&["scan"]);
     assert_eq!(code, 1, "{out}{err}");
@@ -1539,14 +1545,7 @@ fn a_killed_accept_takes_its_git_push_with_it() {
         return;
     }
     let w = World::start(false, "");
-    let marker = w.home.path().join("hook-started");
-    common::script(
-        &w.repo.dir.join(".git/hooks/pre-receive"),
-        &format!(
-            "#!/bin/sh\ntouch {}\ni=0\nwhile [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
-            marker.display()
-        ),
-    );
+    let marker = w.hold_pushes();
     w.edit_configmap("fast", "slow");
     let (code, out, err) = w.drift(&["scan"]);
     assert_eq!(code, 1, "{out}{err}");
