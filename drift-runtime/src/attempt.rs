@@ -66,6 +66,15 @@ impl Runner {
     }
 }
 
+/// The deadline of an action of `timeout` started at `start`: the timeout and the margin later,
+/// or the end of time for a timeout too long to add (never earlier than the action may run).
+pub(crate) fn deadline_after(start: DateTime<Utc>, timeout: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(timeout.saturating_add(DEADLINE_MARGIN))
+        .ok()
+        .and_then(|d| start.checked_add_signed(d))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
 /// Why an unfinished attempt is interrupted at `now`, or `None` while it may still be running.
 pub(crate) fn interrupted(entry: &AuditEntry, now: DateTime<Utc>) -> Option<String> {
     let runner: Option<Runner> = entry.detail.get("runner").and_then(|r| serde_json::from_value(r.clone()).ok());
@@ -77,7 +86,7 @@ pub(crate) fn interrupted(entry: &AuditEntry, now: DateTime<Utc>) -> Option<Stri
         .map(|d| d.with_timezone(&Utc))
         // An attempt that does not say when it ends (not written by this detector) gets the
         // default timeout and margin.
-        .unwrap_or_else(|| entry.at + chrono::Duration::from_std(ACTION_TIMEOUT + DEADLINE_MARGIN).unwrap_or_default());
+        .unwrap_or_else(|| deadline_after(entry.at, ACTION_TIMEOUT));
     let by = runner.as_ref().map(|r| format!(" (pid {} on {})", r.pid, r.host)).unwrap_or_default();
     match runner.as_ref().and_then(Runner::gone) {
         Some(true) => Some(format!("the process that attempted it{by} stopped before the action finished")),
@@ -141,5 +150,13 @@ mod tests {
         assert_eq!(interrupted(&bare, now), None);
         bare.at = now - chrono::Duration::minutes(10);
         assert!(interrupted(&bare, now).is_some());
+    }
+
+    #[test]
+    fn a_deadline_is_never_earlier_than_the_action_may_run() {
+        let now = Utc::now();
+        assert_eq!(deadline_after(now, Duration::from_secs(300)), now + chrono::Duration::seconds(360));
+        assert_eq!(deadline_after(now, Duration::MAX), DateTime::<Utc>::MAX_UTC, "a timeout too long to add");
+        assert_eq!(deadline_after(now, Duration::from_secs(u64::MAX / 2)), DateTime::<Utc>::MAX_UTC);
     }
 }

@@ -40,7 +40,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::attempt::{ACTION_TIMEOUT, DEADLINE_MARGIN, Runner};
+use crate::attempt::{ACTION_TIMEOUT, Runner};
 use crate::scanner::Scanner;
 
 /// The actor of self-heal's reverts in the audit trail.
@@ -346,7 +346,7 @@ impl Remedies {
             Err(fault) => return (Ended::Done(Err(fault)), attempts),
         };
         let now = Utc::now();
-        let deadline = now + chrono::Duration::from_std(self.timeout + DEADLINE_MARGIN).unwrap_or_default();
+        let deadline = crate::attempt::deadline_after(now, self.timeout);
         for id in drift_ids {
             let mut detail = detail.clone();
             detail["runner"] = json!(Runner::this());
@@ -407,11 +407,6 @@ impl Remedies {
         if tokio::time::timeout(Duration::from_secs(5), running.wait_for(|n| *n == 0)).await.is_err() {
             tracing::error!("an action did not record its interruption; the next start closes its attempt");
         }
-    }
-
-    /// Whether actions run now.
-    pub fn busy(&self) -> bool {
-        *self.running.borrow() > 0
     }
 
     /// Closes the attempts that will never have an outcome ([`crate::attempt`]): those of a

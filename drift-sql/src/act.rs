@@ -789,15 +789,16 @@ where
         q.push(") RETURNING id");
         let id: i64 = match q.build_query_scalar().fetch_one(&mut *tx).await {
             Ok(id) => id,
-            // The unique index on `attempt`: another outcome of the attempt landed first.
-            Err(sqlx::Error::Database(db)) if entry.attempt.is_some() && db.is_unique_violation() => {
-                return Err(drift_model::Error::conflict(format!(
-                    "the attempt of audit entry {} has an outcome already",
-                    entry.attempt.unwrap_or_default()
-                ))
-                .into());
+            Err(e) => {
+                // The unique index on `attempt`: another outcome of the attempt landed first.
+                if let (sqlx::Error::Database(db), Some(attempt)) = (&e, entry.attempt)
+                    && db.is_unique_violation()
+                {
+                    let message = format!("the attempt of audit entry {attempt} has an outcome already");
+                    return Err(drift_model::Error::conflict(message).into());
+                }
+                return Err(SqlError::sql("writing an audit entry", e));
             }
-            Err(e) => return Err(SqlError::sql("writing an audit entry", e)),
         };
         tx.commit().await.ctx::<D>("committing an audit entry")?;
         Ok(id)
