@@ -18,6 +18,9 @@
 //!   waivers, decisions, the audit trail; one test per case of [`act`], run on the in-memory
 //!   store, SQLite and PostgreSQL.
 //!
+//! [`alertmanager::Alertmanager`] runs the real Alertmanager on loopback for the tests of its
+//! v2 API and its webhook receiver format.
+//!
 //! [`corpus::dir`] finds the shared corpus of real objects (`DRIFT_CORPUS`) for the tests that
 //! read it, and says when they are skipped.
 //!
@@ -39,6 +42,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test kit: panics are the failure report
 
 pub mod act;
+pub mod alertmanager;
 pub mod charts;
 pub mod corpus;
 pub mod desired;
