@@ -6,7 +6,8 @@
 //! generation, creationTimestamp and managedFields per field manager (Update and Apply, with
 //! server-side apply conflicts). It serves discovery, list with selectors and pagination,
 //! watch with bookmarks and 410 Gone, the four patch types, the status and scale
-//! subresources, custom resources once their CRD exists, bearer-token authentication,
+//! subresources, custom resources once their CRD exists, bearer-token authentication (one
+//! token, or named users as in kube-apiserver's `--token-auth-file`), a Kubernetes audit log,
 //! simulated mutating admission (rules standing in for webhooks) and injected faults. See `docs/test-apiserver.md` for what it emulates and what it does not.
 //!
 //! ```no_run
@@ -22,6 +23,7 @@
 
 pub mod admission;
 pub mod apply;
+pub mod audit;
 pub mod crd_schema;
 pub mod defaults;
 pub mod discovery;
@@ -45,6 +47,7 @@ pub mod validation;
 pub mod watch;
 
 pub use admission::{Admission, Mutation, MutationMatch, Operation, SetField};
+pub use audit::{AuditLevel, StaticUser};
 pub use faults::{FaultAction, FaultMatch, FaultRule, Faults};
 pub use server::{Holds, Options, RecordedRequest, StartError, TestApiServer};
 

@@ -1,5 +1,5 @@
 //! `drift-test-apiserver --listen 127.0.0.1:PORT --kubeconfig PATH [--token T] [--faults FILE]
-//! [--admission FILE]`
+//! [--admission FILE] [--token-auth-file CSV] [--audit-log-path FILE] [--audit-level Metadata|Request]`
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +32,16 @@ struct Args {
     /// Serve HTTPS with the built-in test certificate (kubectl sends tokens only over TLS).
     #[arg(long)]
     tls: bool,
+    /// Named users: a CSV file of `token,user,uid[,"group1,group2"]` lines, as kube-apiserver's
+    /// `--token-auth-file`.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// Write a Kubernetes audit log (JSON lines of audit.k8s.io/v1 events) to this file.
+    #[arg(long)]
+    audit_log_path: Option<PathBuf>,
+    /// The level of every audit event: Metadata or Request (with the request body of writes).
+    #[arg(long, default_value = "Metadata")]
+    audit_level: drift_test_apiserver::audit::AuditLevel,
     /// Seconds between BOOKMARK events on watches that allow them.
     #[arg(long, default_value_t = 60)]
     bookmark_seconds: u64,
@@ -69,6 +79,19 @@ fn main() -> std::process::ExitCode {
         },
         None => Admission::default(),
     };
+    let users = match &args.token_auth_file {
+        Some(p) => match std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| drift_test_apiserver::audit::parse_token_file(&t).map_err(|e| e.to_string()))
+        {
+            Ok(u) => u,
+            Err(e) => {
+                eprintln!("drift-test-apiserver: cannot read the token file {}: {e}", p.display());
+                return std::process::ExitCode::from(2);
+            }
+        },
+        None => Vec::new(),
+    };
     let opts = Options {
         listen: args.listen,
         token: args.token,
@@ -78,6 +101,9 @@ fn main() -> std::process::ExitCode {
         history_limit: args.history,
         bookmark_interval: std::time::Duration::from_secs(args.bookmark_seconds.max(1)),
         tls: args.tls,
+        users,
+        audit_log: args.audit_log_path,
+        audit_level: args.audit_level,
     };
     let server = match TestApiServer::start(opts) {
         Ok(s) => s,

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::admission::Admission;
+use crate::audit::{AuditLevel, AuditLog, AuditRecord, ObjectRef, StaticUser, UserInfo};
 use crate::faults::{FaultAction, Faults, RequestInfo};
 use crate::handlers::{self, Ctx};
 use crate::status::{ApiError, json_response};
@@ -39,6 +40,13 @@ pub struct Options {
     /// Serve HTTPS with the crate's fixed test certificate (for 127.0.0.1 and localhost); the
     /// kubeconfig then carries the test CA. Needed for kubectl to send a token.
     pub tls: bool,
+    /// Named users by bearer token (kube-apiserver's `--token-auth-file`); with any, a request
+    /// needs one of their tokens or `token`. The audit log names the user.
+    pub users: Vec<StaticUser>,
+    /// Write a Kubernetes audit log (JSON lines of `audit.k8s.io/v1` events) to this file.
+    pub audit_log: Option<PathBuf>,
+    /// The level of every event of the audit log.
+    pub audit_level: AuditLevel,
 }
 
 impl Default for Options {
@@ -52,6 +60,9 @@ impl Default for Options {
             history_limit: 100_000,
             bookmark_interval: Duration::from_secs(60),
             tls: false,
+            users: Vec::new(),
+            audit_log: None,
+            audit_level: AuditLevel::Metadata,
         }
     }
 }
@@ -91,6 +102,10 @@ pub struct Shared {
     pub tx: broadcast::Sender<Arc<Change>>,
     /// Required bearer token.
     pub token: Option<String>,
+    /// Named users by token.
+    pub users: Vec<StaticUser>,
+    /// The audit log, when one is written.
+    pub audit: Option<AuditLog>,
     /// Active faults.
     pub faults: Mutex<Faults>,
     /// Active mutation rules. Taken while the state is locked, never the other way round.
@@ -131,12 +146,97 @@ fn verb_of(method: &Method, has_name: bool, watch: bool) -> &'static str {
     }
 }
 
+/// The user of a request: the static user of its bearer token, the administrator of
+/// `Options::token`, or anonymous when the server requires no token; `None` is 401.
+fn authenticate(shared: &Shared, authorization: &str) -> Option<UserInfo> {
+    let bearer = authorization.strip_prefix("Bearer ");
+    if let Some(user) = bearer.and_then(|t| shared.users.iter().find(|u| u.token == t)) {
+        return Some(user.info());
+    }
+    match &shared.token {
+        Some(token) if bearer == Some(token.as_str()) => Some(UserInfo {
+            username: "drift-test-admin".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        }),
+        None if shared.users.is_empty() => Some(UserInfo::anonymous()),
+        _ => None,
+    }
+}
+
+/// The object of a resource path, for the audit log.
+fn object_ref(path: &str) -> Option<ObjectRef> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return None,
+    };
+    let r = handlers::parse_resource_path(group, version, rest)?;
+    Some(ObjectRef {
+        resource: r.plural,
+        namespace: r.namespace,
+        name: r.name,
+        api_group: r.group,
+        api_version: r.version,
+        subresource: r.subresource,
+    })
+}
+
 async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Response {
+    let received = chrono::Utc::now();
     let (parts, body) = req.into_parts();
     let body = match axum::body::to_bytes(body, 256 * 1024 * 1024).await {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(e.to_string()).into_response(),
     };
+    let path = parts.uri.path();
+    let header = |h: header::HeaderName| parts.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let user = authenticate(&shared, &header(header::AUTHORIZATION));
+    let health = matches!(path, "/healthz" | "/livez" | "/readyz");
+    let Some(audit) = shared.audit.as_ref().filter(|_| !health) else {
+        return handle_as(&shared, &parts, body, user).await;
+    };
+    let object = object_ref(path);
+    let watch = parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+    let verb = match &object {
+        Some(o) => verb_of(&parts.method, o.name.is_some(), watch).to_owned(),
+        None => parts.method.as_str().to_ascii_lowercase(),
+    };
+    let request_body = if matches!(verb.as_str(), "create" | "update" | "patch") && !body.is_empty() {
+        serde_json::from_slice::<Value>(&body)
+            .ok()
+            .or_else(|| serde_saphyr::from_str::<Value>(&String::from_utf8_lossy(&body)).ok())
+    } else {
+        None
+    };
+    let source_ip =
+        parts.extensions.get::<axum::extract::ConnectInfo<Peer>>().map(|c| c.0.0.ip().to_string()).unwrap_or_default();
+    let record = AuditRecord {
+        request_uri: parts.uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default(),
+        verb,
+        user: user.clone().unwrap_or_else(|| UserInfo { username: String::new(), uid: String::new(), groups: vec![] }),
+        source_ip,
+        user_agent: header(header::USER_AGENT),
+        object,
+        code: 0,
+        received,
+        stage_time: received,
+        streaming: watch,
+        body: request_body,
+    };
+    let response = handle_as(&shared, &parts, body, user).await;
+    audit.write(&AuditRecord { code: response.status().as_u16(), stage_time: chrono::Utc::now(), ..record });
+    response
+}
+
+async fn handle_as(
+    shared: &Arc<Shared>,
+    parts: &axum::http::request::Parts,
+    body: axum::body::Bytes,
+    user: Option<UserInfo>,
+) -> Response {
+    let shared = shared.clone();
     let query: BTreeMap<String, String> = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
         .map(|q| q.0.into_iter().collect())
         .unwrap_or_default();
@@ -154,11 +254,8 @@ async fn handle(AxumState(shared): AxumState<Arc<Shared>>, req: Request) -> Resp
     if matches!(path.as_str(), "/healthz" | "/livez" | "/readyz") {
         return (StatusCode::OK, "ok").into_response();
     }
-    if let Some(token) = &shared.token {
-        let want = format!("Bearer {token}");
-        if header(header::AUTHORIZATION) != want {
-            return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
-        }
+    if user.is_none() {
+        return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
     }
     if let Some(rest) = path.strip_prefix("/_admin/") {
         return admin(&shared, &parts.method, rest, &body);
@@ -374,14 +471,31 @@ fn create_object(shared: &Arc<Shared>, object: &Value) -> Result<Value, ApiError
     handlers::create(&ctx, &body).map(|(_, v)| v)
 }
 
+/// The address of the client of a connection (the audit log's `sourceIPs`).
+#[derive(Debug, Clone, Copy)]
+struct Peer(SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        Peer(*stream.remote_addr())
+    }
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, crate::tls::TlsListener>> for Peer {
+    fn connect_info(stream: axum::serve::IncomingStream<'_, crate::tls::TlsListener>) -> Self {
+        Peer(*stream.remote_addr())
+    }
+}
+
 /// Serve until the stop signal, then give open connections a short grace period.
 async fn serve<L>(listener: L, app: axum::Router, stop: tokio::sync::watch::Receiver<bool>)
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = SocketAddr>,
+    for<'a> Peer: axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
 {
     let mut stop1 = stop.clone();
     let mut stop2 = stop;
+    let app = app.into_make_service_with_connect_info::<Peer>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stop1.wait_for(|s| *s).await;
     });
@@ -432,6 +546,8 @@ impl TestApiServer {
             state: Mutex::new(State::new(opts.history_limit.max(1))),
             tx,
             token: opts.token.clone(),
+            users: opts.users.clone(),
+            audit: opts.audit_log.as_deref().map(|p| AuditLog::open(p, opts.audit_level)).transpose()?,
             faults: Mutex::new(opts.faults.clone()),
             admission: Mutex::new(opts.admission.clone()),
             bookmark_interval: opts.bookmark_interval,
@@ -454,7 +570,7 @@ impl TestApiServer {
         crate::kubeconfig::write(
             &kubeconfig,
             &format!("{scheme}://{addr}"),
-            opts.token.as_deref(),
+            opts.token.as_deref().or(opts.users.first().map(|u| u.token.as_str())),
             opts.tls.then_some(crate::tls::CA_PEM),
         )?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -495,6 +611,11 @@ impl TestApiServer {
     /// The kubeconfig written for it.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// The audit log file, when `Options::audit_log` asked for one.
+    pub fn audit_log_path(&self) -> Option<&Path> {
+        self.shared.audit.as_ref().map(AuditLog::path)
     }
 
     /// Replace the active faults.
