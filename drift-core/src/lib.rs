@@ -35,8 +35,8 @@ pub use drift_model::{
 };
 
 pub use drift_engine::{
-    applied, diff, engine, ignore, managed, matching, merge_keys, normalize, orphans, policy, quantity, scan, verdict,
-    waiver,
+    applied, check, diff, engine, ignore, managed, matching, merge_keys, normalize, orphans, policy, quantity, scan,
+    verdict, waiver,
 };
 pub use drift_manifest::sops;
 

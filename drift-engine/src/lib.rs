@@ -5,7 +5,8 @@
 //! weighed ([`verdict`]) and attributed to its field manager ([`managed`], [`applied`]);
 //! ignore rules ([`ignore`]), waivers written in Git ([`waiver`]), policy checks ([`policy`]),
 //! objects no one manages ([`orphans`]), revert planning ([`revert`]) and the scan pass that
-//! pairs desired and live objects into a report ([`scan`], [`matching`]).
+//! pairs desired and live objects into a report ([`scan`], [`matching`]); what merging a branch
+//! would do to the cluster, from two reports ([`check`]).
 //!
 //! No I/O: it works on the model's values (`drift-model`) and is used through the model's
 //! [`Comparator`](drift_model::Comparator). `drift-core` re-exports it.
@@ -24,6 +25,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod applied;
+pub mod check;
 pub mod diff;
 pub mod engine;
 pub mod ignore;
