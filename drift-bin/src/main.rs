@@ -51,6 +51,9 @@ enum Command {
     Diff(cmd::diff::DiffArgs),
     /// Scan every configured repository once, record the drifts, print them.
     Scan(cmd::scan::ScanArgs),
+    /// Say what merging a branch would do to the cluster: live changes it overwrites, drifts it
+    /// resolves, objects it changes (exit 1: it overwrites live changes).
+    Check(cmd::check::CheckArgs),
     /// Scan every interval, react to live changes, serve the REST API.
     Serve(cmd::serve::ServeArgs),
     /// Print the desired state of a repository as the detector sees it.
@@ -154,6 +157,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Diff(args) => cmd::diff::run(args),
         Command::Scan(args) => runtime.block_on(cmd::scan::run(args)),
+        Command::Check(args) => runtime.block_on(cmd::check::run(args)),
         Command::Serve(args) => runtime.block_on(cmd::serve::run(args)),
         Command::Render(args) => runtime.block_on(cmd::render::run(args)),
         Command::Migrate(args) => runtime.block_on(cmd::store::migrate(args)),

@@ -127,7 +127,8 @@ fn checked(report: &ScanReport) -> bool {
     !report.policy_sides.is_empty()
 }
 
-fn short(v: &Option<Value>) -> String {
+/// A value as the table shows it: a string as it is, anything else as JSON cut at 120 characters.
+pub(crate) fn short(v: &Option<Value>) -> String {
     match v {
         None => "<absent>".to_owned(),
         Some(Value::String(s)) => s.clone(),

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod audit;
+pub mod check;
 pub mod decide;
 pub mod diff;
 pub mod fix;
