@@ -135,16 +135,180 @@ pub enum NotifierKind {
     Slack(SlackConfig),
     /// An email through an SMTP relay.
     Email(EmailConfig),
+    /// An ntfy topic (ntfy.sh or a server of one's own), published as JSON.
+    Ntfy(NtfyConfig),
+    /// A Gotify application (`POST /message` with its token in `X-Gotify-Key`).
+    Gotify(GotifyConfig),
+    /// A Discord channel webhook (`content` and `embeds`).
+    Discord(DiscordConfig),
+    /// A Telegram chat through a bot (Bot API `sendMessage`, HTML).
+    Telegram(TelegramConfig),
+    /// A Microsoft Teams channel through a Workflows (or legacy incoming) webhook: an Adaptive
+    /// Card in a message attachment.
+    Teams(TeamsConfig),
+    /// Alertmanager's v2 API: one alert per drift, resolved when the drift resolves.
+    Alertmanager(AlertmanagerConfig),
 }
 
 impl NotifierKind {
-    /// `webhook`, `slack` or `email`.
+    /// `webhook`, `slack`, `email`, `ntfy`, `gotify`, `discord`, `telegram`, `teams` or
+    /// `alertmanager`.
     pub fn type_name(&self) -> &'static str {
         match self {
             NotifierKind::Webhook(_) => "webhook",
             NotifierKind::Slack(_) => "slack",
             NotifierKind::Email(_) => "email",
+            NotifierKind::Ntfy(_) => "ntfy",
+            NotifierKind::Gotify(_) => "gotify",
+            NotifierKind::Discord(_) => "discord",
+            NotifierKind::Telegram(_) => "telegram",
+            NotifierKind::Teams(_) => "teams",
+            NotifierKind::Alertmanager(_) => "alertmanager",
         }
+    }
+}
+
+/// A URL that is itself a credential (a Discord or Teams webhook): from `url_env`
+/// (preferred) or `url`, exactly one of them. `Debug` shows the URL's scheme and host only.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretUrlConfig {
+    /// The environment variable holding the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+    /// The URL written in the configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl std::fmt::Debug for SecretUrlConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretUrlConfig")
+            .field("url_env", &self.url_env)
+            .field("url", &self.url.as_deref().map(crate::redact::redact_http_url))
+            .finish()
+    }
+}
+
+/// `type: discord`: a channel webhook URL (`https://discord.com/api/webhooks/ID/TOKEN`, a
+/// credential) and the name the messages are posted under.
+pub type DiscordConfig = SecretUrlConfig;
+
+/// `type: teams`: a Teams Workflows webhook URL ("Send webhook alerts to a channel"), or a
+/// legacy incoming-webhook URL; a credential.
+pub type TeamsConfig = SecretUrlConfig;
+
+/// `type: ntfy`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NtfyConfig {
+    /// The ntfy server (default `https://ntfy.sh`); messages are published as JSON to its root.
+    #[serde(default = "default_ntfy_url")]
+    pub url: String,
+    /// The topic. On a public server without access control the topic is the password:
+    /// `Debug` does not show it.
+    pub topic: String,
+    /// The environment variable holding an access token (`tk_...`), sent as
+    /// `Authorization: Bearer`; none for an open topic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+}
+
+fn default_ntfy_url() -> String {
+    "https://ntfy.sh".to_owned()
+}
+
+impl std::fmt::Debug for NtfyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NtfyConfig")
+            .field("url", &crate::redact::redact_http_url(&self.url))
+            .field("topic", &"***")
+            .field("token_env", &self.token_env)
+            .finish()
+    }
+}
+
+/// `type: gotify`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GotifyConfig {
+    /// The Gotify server (messages go to `{url}/message`).
+    pub url: String,
+    /// The environment variable holding the application token, sent as `X-Gotify-Key`.
+    pub token_env: String,
+}
+
+impl std::fmt::Debug for GotifyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GotifyConfig")
+            .field("url", &crate::redact::redact_http_url(&self.url))
+            .field("token_env", &self.token_env)
+            .finish()
+    }
+}
+
+/// A Telegram chat: its numeric id (`-1001234567890` for a group or channel) or `@channelname`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TelegramChat {
+    /// A numeric chat id.
+    Id(i64),
+    /// `@channelname` (or a numeric id written as a string).
+    Name(String),
+}
+
+/// `type: telegram`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelegramConfig {
+    /// The environment variable holding the bot token (from @BotFather). The token is part of
+    /// the Bot API's URL path; it never appears in a log, an error or a `Debug` output.
+    pub bot_token_env: String,
+    /// The chat the bot writes to.
+    pub chat_id: TelegramChat,
+    /// The topic of a forum supergroup, when the messages go to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_thread_id: Option<i64>,
+    /// The Bot API server (default `https://api.telegram.org`; a local Bot API server, tests).
+    #[serde(default = "default_telegram_api")]
+    pub api_url: String,
+}
+
+fn default_telegram_api() -> String {
+    "https://api.telegram.org".to_owned()
+}
+
+/// `type: alertmanager`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerConfig {
+    /// Alertmanager's address, `http://alertmanager:9093` (alerts go to `{url}/api/v2/alerts`).
+    pub url: String,
+    /// The environment variable holding a bearer token (a proxy in front of Alertmanager);
+    /// none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+    /// How long a firing alert lasts after it was last posted (its `endsAt`), unless the drift
+    /// resolves first (default `24h`). Reminders post it again: keep `reminder:` shorter.
+    #[serde(default = "default_ends_after", with = "humantime_serde")]
+    pub ends_after: Duration,
+    /// Labels added to every alert (`team: platform`), next to the drift's own.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+fn default_ends_after() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+
+impl std::fmt::Debug for AlertmanagerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlertmanagerConfig")
+            .field("url", &crate::redact::redact_http_url(&self.url))
+            .field("token_env", &self.token_env)
+            .field("ends_after", &self.ends_after)
+            .field("labels", &self.labels)
+            .finish()
     }
 }
 
@@ -395,21 +559,63 @@ impl NotifierConfig {
                 }
                 need_env("secret_env", &w.secret_env, &mut bad);
             }
-            NotifierKind::Slack(s) => match (&s.url_env, &s.url) {
-                (Some(var), None) => {
-                    need_env("url_env", var, &mut bad);
-                    if let Some(Err(e)) = env(var).filter(|v| !v.is_empty()).map(|v| crate::redact::parse_http_url(&v))
+            NotifierKind::Slack(s) => secret_url(&s.url_env, &s.url, env, &mut bad),
+            NotifierKind::Discord(s) | NotifierKind::Teams(s) => secret_url(&s.url_env, &s.url, env, &mut bad),
+            NotifierKind::Ntfy(n) => {
+                if let Err(e) = crate::redact::parse_http_url(&n.url) {
+                    bad("url", e);
+                }
+                if n.topic.is_empty()
+                    || n.topic.len() > 64
+                    || !n.topic.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+                {
+                    bad("topic", "must be 1 to 64 letters, digits, '-' or '_' (ntfy's topic names)".into());
+                }
+                if let Some(var) = &n.token_env {
+                    need_env("token_env", var, &mut bad);
+                }
+            }
+            NotifierKind::Gotify(g) => {
+                if let Err(e) = crate::redact::parse_http_url(&g.url) {
+                    bad("url", e);
+                }
+                need_env("token_env", &g.token_env, &mut bad);
+            }
+            NotifierKind::Telegram(t) => {
+                if let Err(e) = crate::redact::parse_http_url(&t.api_url) {
+                    bad("api_url", e);
+                }
+                need_env("bot_token_env", &t.bot_token_env, &mut bad);
+                if let TelegramChat::Name(name) = &t.chat_id
+                    && !(name.starts_with('@') && name.len() > 1 || name.parse::<i64>().is_ok())
+                {
+                    bad("chat_id", format!("{name:?} is neither a chat id nor @channelname"));
+                }
+            }
+            NotifierKind::Alertmanager(a) => {
+                if let Err(e) = crate::redact::parse_http_url(&a.url) {
+                    bad("url", e);
+                }
+                if let Some(var) = &a.token_env {
+                    need_env("token_env", var, &mut bad);
+                }
+                if a.ends_after < Duration::from_secs(60) {
+                    bad("ends_after", "must be at least 1m".into());
+                }
+                if self.reminder.is_some_and(|r| r >= a.ends_after) {
+                    bad(
+                        "reminder",
+                        "must be shorter than ends_after, or a firing alert ends before it is posted again".into(),
+                    );
+                }
+                for name in a.labels.keys() {
+                    if !crate::alertmanager::is_label_name(name)
+                        || crate::alertmanager::DRIFT_LABELS.contains(&name.as_str())
                     {
-                        bad("url_env", format!("the value of {var}: {e}"));
+                        bad(&format!("labels.{name}"), "must be a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*) other than the drift's own labels".into());
                     }
                 }
-                (None, Some(url)) => {
-                    if let Err(e) = crate::redact::parse_http_url(url) {
-                        bad("url", e);
-                    }
-                }
-                _ => bad("url_env", "set exactly one of url_env (preferred: the URL is a secret) and url".into()),
-            },
+            }
             NotifierKind::Email(e) => {
                 if e.host.is_empty() || e.host.contains(['/', ' ', ':']) {
                     bad("host", format!("{:?} is not a host name", e.host));
@@ -462,6 +668,33 @@ impl NotifierConfig {
             bad("backoff.max", "must not be shorter than backoff.initial".into());
         }
         out
+    }
+}
+
+/// The problems of a URL that is a secret: exactly one of `url_env` and `url`, an http(s)
+/// URL; the value of the variable is never shown.
+fn secret_url(
+    url_env: &Option<String>,
+    url: &Option<String>,
+    env: &dyn Fn(&str) -> Option<String>,
+    bad: &mut dyn FnMut(&str, String),
+) {
+    match (url_env, url) {
+        (Some(var), None) => match env(var).filter(|v| !v.is_empty()) {
+            _ if var.is_empty() => bad("url_env", "names no environment variable".into()),
+            None => bad("url_env", format!("the environment variable {var} is not set or empty")),
+            Some(v) => {
+                if let Err(e) = crate::redact::parse_http_url(&v) {
+                    bad("url_env", format!("the value of {var}: {e}"));
+                }
+            }
+        },
+        (None, Some(url)) => {
+            if let Err(e) = crate::redact::parse_http_url(url) {
+                bad("url", e);
+            }
+        }
+        _ => bad("url_env", "set exactly one of url_env (preferred: the URL is a secret) and url".into()),
     }
 }
 

@@ -6,8 +6,11 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use url::Url;
 
-use crate::notifier::SendError;
-use crate::redact::{parse_http_url, redact_parsed, scrub};
+use crate::config::NotifierConfig;
+use crate::message::Message;
+use crate::notifier::{Notifier, SendError};
+use crate::redact::{Secret, parse_http_url, redact_parsed, scrub};
+use crate::sign::{DELIVERY_HEADER, IDEMPOTENCY_HEADER};
 
 /// Characters of a receiver's answer kept in an error.
 const MAX_ANSWER_CHARS: usize = 200;
@@ -17,6 +20,9 @@ pub(crate) struct HttpPoster {
     client: reqwest::Client,
     url: Url,
     shown: String,
+    /// Secrets that are not part of the URL's path or query but must never be shown either
+    /// (a token that a receiver might echo).
+    hidden: Vec<Secret>,
 }
 
 impl std::fmt::Debug for HttpPoster {
@@ -38,7 +44,23 @@ impl HttpPoster {
             .build()
             .map_err(|e| drift_model::Error::config(format!("cannot build the HTTP client: {}", e.without_url())))?;
         let shown = redact_parsed(&url);
-        Ok(HttpPoster { client, url, shown })
+        Ok(HttpPoster { client, url, shown, hidden: Vec::new() })
+    }
+
+    /// Also removes `secret` from every error (a token sent in a header, a Telegram bot token).
+    pub(crate) fn hiding(mut self, secret: &Secret) -> Self {
+        self.hidden.push(secret.clone());
+        self
+    }
+
+    fn clean(&self, text: &str) -> String {
+        let mut out = scrub(text, &self.url);
+        for s in &self.hidden {
+            if !s.expose().is_empty() {
+                out = out.replace(s.expose(), "[redacted]");
+            }
+        }
+        out
     }
 
     /// One POST of `body` (JSON) with `headers`.
@@ -62,6 +84,7 @@ impl HttpPoster {
             .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
         // The answer's body only adds detail to the error: one that cannot be read says so.
         let answer = response.text().await.unwrap_or_else(|e| format!("(the body could not be read: {e})"));
+        let retry_after = retry_after.or_else(|| retry_after_in_body(&answer));
         let answer: String =
             answer.chars().filter(|c| !c.is_control()).take(MAX_ANSWER_CHARS).collect::<String>().trim().to_owned();
         let text = if answer.is_empty() {
@@ -69,7 +92,7 @@ impl HttpPoster {
         } else {
             format!("{} answered {status}: {answer}", self.shown)
         };
-        let text = scrub(&text, &self.url);
+        let text = self.clean(&text);
         Err(SendError { retryable: status_is_retryable(status), message: text, retry_after })
     }
 
@@ -89,11 +112,79 @@ impl HttpPoster {
             source = s.source();
         }
         let detail = if chain.is_empty() { e.without_url().to_string() } else { chain.join(": ") };
-        SendError {
-            retryable,
-            message: scrub(&format!("{} {what}: {detail}", self.shown), &self.url),
-            retry_after: None,
-        }
+        SendError { retryable, message: self.clean(&format!("{} {what}: {detail}", self.shown)), retry_after: None }
+    }
+}
+
+/// A notifier that POSTs one JSON body per message: ntfy, Gotify, Discord, Telegram, Teams and
+/// Alertmanager differ only in the URL, the body and the headers that carry a secret.
+pub(crate) struct JsonNotifier {
+    pub(crate) config: NotifierConfig,
+    pub(crate) poster: HttpPoster,
+    /// Headers carrying a secret (`X-Gotify-Key`, `Authorization: Bearer ...`), on every request.
+    pub(crate) auth: Vec<(&'static str, Secret)>,
+    /// The body of a message; `None` when the message holds nothing for this receiver (a
+    /// digest for Alertmanager), which counts as sent.
+    pub(crate) render: fn(&NotifierConfig, &Message) -> Option<serde_json::Value>,
+}
+
+impl std::fmt::Debug for JsonNotifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonNotifier")
+            .field("name", &self.config.name())
+            .field("type", &self.config.kind.type_name())
+            .field("poster", &self.poster)
+            .field("auth", &self.auth.iter().map(|(h, _)| *h).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl JsonNotifier {
+    /// A notifier posting to `url` (a secret or not: errors show its scheme and host only).
+    pub(crate) fn new(
+        config: NotifierConfig,
+        url: &str,
+        render: fn(&NotifierConfig, &Message) -> Option<serde_json::Value>,
+    ) -> drift_model::Result<Self> {
+        let poster = HttpPoster::new(url, Duration::from_secs(10)).map_err(|e| {
+            drift_model::Error::config(format!(
+                "notifier {}: the {} URL: {}",
+                config.name(),
+                config.kind.type_name(),
+                e.message()
+            ))
+        })?;
+        Ok(JsonNotifier { config, poster, auth: Vec::new(), render })
+    }
+
+    /// Sends `value` in header `name` on every request, and hides `hidden` (the secret part of
+    /// it) from errors.
+    pub(crate) fn with_auth(mut self, name: &'static str, value: Secret, hidden: &Secret) -> Self {
+        self.poster = self.poster.hiding(hidden);
+        self.auth.push((name, value));
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl Notifier for JsonNotifier {
+    fn name(&self) -> &str {
+        self.config.name()
+    }
+
+    fn config(&self) -> &NotifierConfig {
+        &self.config
+    }
+
+    async fn send(&self, message: &Message) -> Result<(), SendError> {
+        let Some(body) = (self.render)(&self.config, message) else { return Ok(()) };
+        let body = serde_json::to_vec(&body).map_err(|e| {
+            SendError::permanent(format!("cannot encode the {} message: {e}", self.config.kind.type_name()))
+        })?;
+        let mut headers =
+            vec![(DELIVERY_HEADER, message.id().to_owned()), (IDEMPOTENCY_HEADER, message.id().to_owned())];
+        headers.extend(self.auth.iter().map(|(name, value)| (*name, value.expose().to_owned())));
+        self.poster.post(body, &headers).await
     }
 }
 
@@ -101,6 +192,14 @@ impl HttpPoster {
 /// request is wrong, or the URL, or the credentials) and 3xx (no redirects) are not.
 pub fn status_is_retryable(status: StatusCode) -> bool {
     status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT || status == StatusCode::TOO_MANY_REQUESTS
+}
+
+/// The delay a JSON answer asks for when it has no `Retry-After` header: Telegram's
+/// `parameters.retry_after` (seconds) or Discord's `retry_after` (seconds, with a fraction).
+fn retry_after_in_body(answer: &str) -> Option<Duration> {
+    let v: serde_json::Value = serde_json::from_str(answer).ok()?;
+    let secs = v["parameters"]["retry_after"].as_f64().or_else(|| v["retry_after"].as_f64())?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
 }
 
 /// `Retry-After` as seconds or an HTTP date, as a delay from `now` (a date in the past is 0).
@@ -124,6 +223,16 @@ mod tests {
         assert_eq!(parse_retry_after("Tue, 01 Dec 2026 08:01:30 GMT", t(0)), Some(Duration::from_secs(90)));
         assert_eq!(parse_retry_after("Tue, 01 Dec 2026 07:00:00 GMT", t(0)), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", t(0)), None);
+    }
+
+    #[test]
+    fn telegram_and_discord_bodies_say_how_long_to_wait() {
+        let telegram = r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 7","parameters":{"retry_after":7}}"#;
+        assert_eq!(retry_after_in_body(telegram), Some(Duration::from_secs(7)));
+        let discord = r#"{"message":"You are being rate limited.","retry_after":1.5,"global":false}"#;
+        assert_eq!(retry_after_in_body(discord), Some(Duration::from_millis(1500)));
+        assert_eq!(retry_after_in_body("busy"), None);
+        assert_eq!(retry_after_in_body(r#"{"retry_after":-1}"#), None);
     }
 
     #[test]

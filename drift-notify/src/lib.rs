@@ -3,7 +3,8 @@
 //! What turns a batch of drift events into one message and sends it: the `notify:`
 //! configuration and its routing, the [`Message`] (events grouped by object, a title, counts,
 //! bounded in size), its renderings (a signed JSON webhook body, a Slack-compatible message,
-//! an email with text and HTML parts), the transports behind the [`Notifier`] trait, and the
+//! an email with text and HTML parts, an ntfy or Gotify push, a Discord, Telegram or Teams
+//! message, Alertmanager alerts), the transports behind the [`Notifier`] trait, and the
 //! pure parts of delivery: [`backoff`] and the [`RateLimiter`].
 //!
 //! The outbox, the delivery loop (route, claim, send, settle) and `for:`/`reminder:`/digest
@@ -28,26 +29,34 @@
 #![deny(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod alertmanager;
 mod backoff;
 mod config;
+mod discord;
 mod email;
 pub mod fixtures;
 mod http;
 mod message;
 mod notifier;
 mod outlet;
+mod push;
 mod redact;
 mod route;
 mod sign;
 mod slack;
+mod teams;
+mod telegram;
 mod text;
 mod webhook;
 
+pub use alertmanager::{ALERT_NAME, DRIFT_LABELS, alertmanager_alerts};
 pub use backoff::{RateLimiter, backoff, retry_at};
 pub use config::{
-    Backoff, DigestConfig, EmailConfig, NotifierConfig, NotifierKind, RateLimit, SlackConfig, SmtpTls, WebhookConfig,
-    process_env, validate,
+    AlertmanagerConfig, Backoff, DigestConfig, DiscordConfig, EmailConfig, GotifyConfig, NotifierConfig, NotifierKind,
+    NtfyConfig, RateLimit, SecretUrlConfig, SlackConfig, SmtpTls, TeamsConfig, TelegramChat, TelegramConfig,
+    WebhookConfig, process_env, validate,
 };
+pub use discord::{DISCORD_MAX_CONTENT, DISCORD_MAX_EMBED_CHARS, DISCORD_MAX_EMBEDS, discord_body, discord_escape};
 pub use email::{EmailContent, EmailNotifier, SMTP_TIMEOUT, email_content, header_text, html_escape};
 pub use http::status_is_retryable;
 pub use message::{
@@ -56,6 +65,7 @@ pub use message::{
 };
 pub use notifier::{Notifier, SendError, build, build_with_env};
 pub use outlet::{NotifierOutlet, outlet};
+pub use push::{GOTIFY_MAX_MESSAGE_CHARS, NTFY_MAX_MESSAGE_BYTES, gotify_body, ntfy_body};
 pub use redact::{Secret, redact_http_url};
 pub use route::Route;
 pub use sign::{
@@ -63,6 +73,8 @@ pub use sign::{
     VerifyError, sign, verify,
 };
 pub use slack::{SLACK_MAX_TEXT_CHARS, SlackNotifier, slack_body};
+pub use teams::{TEAMS_MAX_BYTES, teams_body};
+pub use telegram::{TELEGRAM_MAX_TEXT, telegram_body};
 pub use text::plain_text;
 pub use webhook::{WEBHOOK_BODY_VERSION, WebhookNotifier, webhook_body, webhook_headers};
 

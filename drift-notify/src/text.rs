@@ -73,3 +73,56 @@ fn group_text(message: &Message, group: &ObjectGroup, out: &mut String) {
         let _ = writeln!(out, "  ... and {} more drifts of this object", group.events.len() - MAX_DRIFTS_PER_OBJECT);
     }
 }
+
+/// `text` cut to at most `max` bytes at a character boundary, ending with `…` when cut (ntfy
+/// counts its message limit in bytes).
+pub(crate) fn fit_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Length in UTF-16 code units: what Discord, Telegram and Teams count (never less than the
+/// characters a user sees).
+pub(crate) fn utf16_len(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+/// `text` cut to at most `max` UTF-16 code units at a character boundary, ending with `…`.
+pub(crate) fn fit_utf16(text: &str, max: usize) -> String {
+    if utf16_len(text) <= max {
+        return text.to_owned();
+    }
+    let mut out = String::new();
+    let mut len = 0;
+    for c in text.chars() {
+        if len + c.len_utf16() > max.saturating_sub(1) {
+            break;
+        }
+        len += c.len_utf16();
+        out.push(c);
+    }
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn cut_text_stays_within_its_limit(text in "\\PC{0,300}", max in 1usize..200) {
+            let b = fit_bytes(&text, max.max(3));
+            proptest::prop_assert!(b.len() <= max.max(3));
+            let u = fit_utf16(&text, max.max(2));
+            proptest::prop_assert!(utf16_len(&u) <= max.max(2));
+            if text.len() <= max.max(3) { proptest::prop_assert_eq!(b, text.clone()); }
+        }
+    }
+}
