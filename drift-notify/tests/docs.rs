@@ -49,6 +49,24 @@ fn the_documented_notify_block_parses_and_validates() {
 }
 
 #[test]
+fn the_documented_homelab_notifiers_parse_and_validate() {
+    let file: File = serde_saphyr::from_str(&fenced_block(&doc(), "yaml", "type: ntfy")).unwrap();
+    let types: Vec<&str> = file.notify.iter().map(|n| n.kind.type_name()).collect();
+    assert_eq!(types, ["ntfy", "gotify", "discord", "telegram", "teams", "alertmanager"]);
+    let env = |name: &str| match name {
+        "DRIFT_DISCORD_WEBHOOK" => Some("https://discord.com/api/webhooks/1/x".to_owned()),
+        "DRIFT_TEAMS_WEBHOOK" => Some("https://example.com/workflows/x?sig=y".to_owned()),
+        n if n.starts_with("DRIFT_") => Some("set".to_owned()),
+        _ => None,
+    };
+    drift_notify::validate(&file.notify, &env).unwrap();
+    common::install_crypto_provider();
+    for n in &file.notify {
+        drift_notify::build_with_env(n, &env).unwrap();
+    }
+}
+
+#[test]
 fn the_documented_python_receiver_checks_real_signatures() {
     let Some(python) = common::smtp_python("the_documented_python_receiver_checks_real_signatures") else { return };
     let message = drift_notify::Message::new(
