@@ -9,6 +9,7 @@ use common::fake_github::*;
 use common::*;
 use drift_core::ErrorKind;
 use drift_core::source::DesiredSource;
+use drift_git::publish::{COMMENT_MARKER, CheckConclusion, CheckReport, CheckReported, report_check_with_token};
 use drift_git::{FileEdit, FolderConfig, Proposal, Published, Secret, SourceConfig, Workspace};
 
 fn proposal(title: &str, value: &str) -> Proposal {
@@ -179,4 +180,64 @@ async fn an_enterprise_api_url_keeps_its_path_for_writes() {
     assert_eq!(fake.pulls.lock().unwrap()[0].head, "drift/accept/0a1b2c3d");
     let writes = fake.writes.lock().unwrap().clone();
     assert!(!writes.is_empty() && writes.iter().all(|w| w.starts_with("/api/v3 ")), "{writes:?}");
+}
+
+#[tokio::test]
+async fn a_check_is_a_check_run_and_one_comment_on_the_pull_request_updated_when_run_again() {
+    let (fake, base) = start(repo_with_two_files()).await;
+    let workspace = open(&fake, &base, "main").await;
+    let published = workspace.publish(&proposal("Accept", "2")).await.unwrap();
+    assert!(matches!(published, Published::PullRequest { number: 1, .. }));
+    let head = ref_sha(&fake, "refs/heads/drift/accept/0a1b2c3d").unwrap();
+    let source = SourceConfig::Github(config(&fake, &base, "main"));
+    let token = || Some(Secret::new("good-token"));
+    let report = |conclusion, summary: &str| CheckReport {
+        head_sha: head.clone(),
+        head_branch: Some("drift/accept/0a1b2c3d".into()),
+        conclusion,
+        title: "overwrites 1 live change".into(),
+        summary: summary.into(),
+    };
+
+    let first = report_check_with_token(&source, token(), &report(CheckConclusion::Failure, "first")).await.unwrap();
+    assert_eq!(first.comment, Some((1, false)));
+    assert!(first.check_run.unwrap().ends_with("/org/gitops/runs/1"));
+    let second = report_check_with_token(&source, token(), &report(CheckConclusion::Success, "second")).await.unwrap();
+    assert_eq!(second.comment, Some((1, true)), "the earlier comment is updated, not duplicated");
+    let comments = fake.comments.lock().unwrap().clone();
+    assert_eq!(comments, [(1, 1, format!("{COMMENT_MARKER}\nsecond"))]);
+    let checks = fake.checks.lock().unwrap().clone();
+    assert_eq!(checks.len(), 2);
+    assert_eq!(
+        (checks[0]["name"].as_str(), checks[0]["head_sha"].as_str()),
+        (Some("drift check"), Some(head.as_str()))
+    );
+    assert_eq!(
+        (checks[0]["conclusion"].as_str(), checks[1]["conclusion"].as_str()),
+        (Some("failure"), Some("success"))
+    );
+    assert_eq!(checks[1]["output"]["summary"], "second");
+
+    // A token that may not create check runs (a personal access token): a commit status.
+    fake.check_runs_forbidden.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut unsure = report(CheckConclusion::Neutral, "third");
+    unsure.title = "x".repeat(300);
+    let third = report_check_with_token(&source, token(), &unsure).await.unwrap();
+    assert_eq!(third, CheckReported { check_run: None, comment: Some((1, true)) });
+    let status = fake.checks.lock().unwrap()[2].clone();
+    assert_eq!((status["kind"].as_str(), status["state"].as_str()), (Some("status"), Some("error")));
+    assert_eq!((status["context"].as_str(), status["sha"].as_str()), (Some("drift check"), Some(head.as_str())));
+    assert_eq!(status["description"].as_str().unwrap().len(), 140);
+
+    // A branch without a pull request: the check run (status) only.
+    let mut no_pull = report(CheckConclusion::Success, "fourth");
+    no_pull.head_branch = Some("main".into());
+    assert_eq!(report_check_with_token(&source, token(), &no_pull).await.unwrap().comment, None);
+
+    // A bad token is an error that does not quote it; a folder has nowhere to report to.
+    let err = report_check_with_token(&source, Some(Secret::new("bad-token")), &no_pull).await.unwrap_err();
+    assert!(!err.to_string().contains("bad-token"), "{err}");
+    let folder = SourceConfig::Folder(FolderConfig::new(fake.origin.cache()));
+    let err = report_check_with_token(&folder, None, &no_pull).await.unwrap_err();
+    assert!(err.to_string().contains("GitHub only"), "{err}");
 }

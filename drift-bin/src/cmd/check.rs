@@ -38,6 +38,11 @@ pub struct CheckArgs {
     /// Output format.
     #[arg(long, short, value_enum, default_value_t = Format::Table)]
     pub output: Format,
+    /// Also report on GitHub, for `github:` repositories: a check run on REF's commit (a commit
+    /// status when the token may not create check runs) and one comment on the open pull request
+    /// of REF, updated when the check runs again. The token is the repository's `token_env`.
+    #[arg(long)]
+    pub github: bool,
 }
 
 /// What merging `REF` would do in one repository.
@@ -99,16 +104,21 @@ pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
                 unsure.push(format!("{}: {side}: {why}", r.name));
             }
         }
+        let sure = incomplete(&base).is_none() && incomplete(&head).is_none();
         let effect = merge_effect(&base, &head);
         let drift_ids = open_ids(&store, &base, &effect).await?;
-        checks.push(RepositoryCheck {
+        let check = RepositoryCheck {
             repository: r.name.clone(),
             cluster: base.cluster.clone(),
             base: base.revision,
             head: head.revision,
             effect,
             drift_ids,
-        });
+        };
+        if args.github {
+            report_on_github(r, &check, &args.reference, sure).await?;
+        }
+        checks.push(check);
     }
     match args.output {
         Format::Table => {
@@ -129,6 +139,48 @@ pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Reports one repository's check on GitHub (`--github`).
+async fn report_on_github(
+    repository: &crate::config::RepositoryConfig,
+    check: &RepositoryCheck,
+    reference: &str,
+    sure: bool,
+) -> Result<()> {
+    use drift_git::publish::{CheckConclusion, CheckReport, report_check};
+    let source = repository.source_config_for(false);
+    anyhow::ensure!(
+        matches!(source, drift_git::SourceConfig::Github(_)),
+        "--github: repository `{}` is not a `github:` repository",
+        repository.name
+    );
+    let head_sha = check.head.clone().context("--github: the checked ref resolved to no commit")?;
+    let overwritten = check.effect.with(Effect::OverwritesLiveChange).count();
+    let (conclusion, title) = if !sure {
+        (CheckConclusion::Neutral, "not sure: a side could not be read completely".to_owned())
+    } else if overwritten > 0 {
+        (CheckConclusion::Failure, format!("the merge overwrites {overwritten} live change(s) made in the cluster"))
+    } else {
+        (CheckConclusion::Success, "the merge overwrites no live change".to_owned())
+    };
+    let summary = format!("**drift check**: {title}.\n\n```text\n{}```\n", describe(check, reference, Utc::now()));
+    // A commit id has no pull request to comment on.
+    let head_branch = (!(reference.len() == 40 && reference.bytes().all(|b| b.is_ascii_hexdigit())))
+        .then(|| reference.strip_prefix("refs/heads/").unwrap_or(reference).to_owned());
+    let report = CheckReport { head_sha, head_branch, conclusion, title, summary };
+    let reported =
+        report_check(&source, &report).await.with_context(|| format!("--github: repository `{}`", repository.name))?;
+    let run = reported.check_run.map_or_else(
+        || "a commit status (the token may not create check runs)".to_owned(),
+        |u| format!("check run {u}"),
+    );
+    let comment = reported
+        .comment
+        .map(|(n, updated)| format!(", comment on pull request #{n} {}", if updated { "updated" } else { "added" }))
+        .unwrap_or_default();
+    eprintln!("reported on GitHub: {run}{comment}");
+    Ok(())
 }
 
 /// Why a report does not say the whole truth (a source that failed, a file that did not

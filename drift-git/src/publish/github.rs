@@ -52,7 +52,7 @@ fn executables(archive: &[u8]) -> BTreeSet<String> {
 
 /// The HTTP verbs used for writes.
 #[derive(Debug, Clone, Copy)]
-enum Write {
+pub(super) enum Write {
     Post,
     Patch,
 }
@@ -113,13 +113,19 @@ impl GitHubRemote {
         Ok((remote, sha, base_branch))
     }
 
+    /// A remote without a working copy (to report on a commit).
+    pub(crate) fn connect(cfg: &GitHubConfig, token: Option<Secret>) -> Result<GitHubRemote, SourceError> {
+        let source = GitHubSource::with_token(cfg.clone(), token).map_err(|e| SourceError::Config(e.to_string()))?;
+        Ok(GitHubRemote { source, owner: cfg.owner.clone(), repo: cfg.repo.clone(), executables: BTreeSet::new() })
+    }
+
     /// `/repos/{owner}/{repo}{rest}`.
-    fn path(&self, rest: &str) -> String {
+    pub(super) fn path(&self, rest: &str) -> String {
         format!("/repos/{}/{}{rest}", self.owner, self.repo)
     }
 
     /// A GET answered 200 with JSON.
-    async fn get_json(&self, path: &str, what: &str) -> Result<Value, SourceError> {
+    pub(super) async fn get_json(&self, path: &str, what: &str) -> Result<Value, SourceError> {
         match self.get_optional(path, what).await? {
             Some(v) => Ok(v),
             None => Err(status_error(StatusCode::NOT_FOUND, b"", what)),
@@ -143,7 +149,7 @@ impl GitHubRemote {
     }
 
     /// A POST or PATCH with a JSON body; the answer must be a success with a JSON body.
-    async fn write(&self, verb: Write, path: &str, body: &Value, what: &str) -> Result<Value, SourceError> {
+    pub(super) async fn write(&self, verb: Write, path: &str, body: &Value, what: &str) -> Result<Value, SourceError> {
         let client = self.source.client();
         let sent = match verb {
             Write::Post => client._post(path, Some(body)).await,
@@ -166,6 +172,14 @@ impl GitHubRemote {
             what: what.to_owned(),
             message: format!("the answer is not JSON: {e}"),
         })
+    }
+
+    /// The open pull requests whose head is `branch` (of this repository).
+    pub(super) async fn pulls_of(&self, branch: &str, what: &str) -> Result<Vec<Value>, SourceError> {
+        let open = self
+            .get_json(&self.path(&format!("/pulls?head={}:{branch}&state=open&per_page=100", self.owner)), what)
+            .await?;
+        Ok(open.as_array().cloned().unwrap_or_default())
     }
 
     /// Publishes the proposal as a commit on its branch and a pull request of that branch.
@@ -252,10 +266,7 @@ impl GitHubRemote {
         }
 
         let what = format!("pull requests of branch {branch}");
-        let open = self
-            .get_json(&self.path(&format!("/pulls?head={}:{branch}&state=open&per_page=100", self.owner)), &what)
-            .await?;
-        let first = open.as_array().and_then(|list| list.first()).cloned();
+        let first = self.pulls_of(branch, &what).await?.into_iter().next();
         let (pull, updated) = match first {
             Some(pr) => {
                 let number = pr.get("number").and_then(Value::as_u64).ok_or_else(|| SourceError::GitHubStatus {

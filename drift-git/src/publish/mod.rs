@@ -16,6 +16,7 @@
 //! through the child's environment (an `http.extraHeader` set with `GIT_CONFIG_COUNT`), never
 //! through arguments or URLs, and are removed from every message.
 
+mod check_run;
 mod compare;
 mod git_cli;
 mod github;
@@ -28,7 +29,36 @@ use crate::config::{Secret, SourceConfig, secret_from_env};
 use crate::edit::FileEdit;
 use crate::error::SourceError;
 
+pub use check_run::{CHECK_NAME, COMMENT_MARKER, CheckConclusion, CheckReport, CheckReported};
 pub use compare::compare_url;
+
+/// Reports a check on a GitHub source's commit: a check run (or a commit status when the token
+/// may not create check runs) and the detector's comment on the open pull request of the head
+/// branch, updated when there is one already (module `check_run`). The token comes from the
+/// source's `token_env`; other sources have nowhere to report to (an error).
+pub async fn report_check(config: &SourceConfig, report: &CheckReport) -> Result<CheckReported> {
+    let token = match config {
+        SourceConfig::Github(c) => secret_from_env(&c.token_env),
+        _ => None,
+    };
+    report_check_with_token(config, token, report).await
+}
+
+/// Like [`report_check`], with the token given by the caller.
+pub async fn report_check_with_token(
+    config: &SourceConfig,
+    token: Option<Secret>,
+    report: &CheckReport,
+) -> Result<CheckReported> {
+    config.validate()?;
+    match config {
+        SourceConfig::Github(c) => Ok(github::GitHubRemote::connect(c, token)?.report_check(report).await?),
+        _ => Err(SourceError::Unsupported(
+            "a check is reported on GitHub only (a `github:` repository); other sources print it".into(),
+        )
+        .into()),
+    }
+}
 
 /// A change to propose: the branch it goes on and what the pull request (or commit) says.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -43,6 +43,14 @@ pub struct Fake {
     pub writes: Mutex<Vec<String>>,
     /// Unique names for the temporary index files of tree creation.
     pub indexes: AtomicUsize,
+    /// Check runs and commit statuses posted (the request bodies, with `kind`: `check-run` or
+    /// `status` and the status's `sha`), in order.
+    pub checks: Mutex<Vec<Value>>,
+    /// Whether check runs are refused with 403 (as GitHub does for a token that is not a
+    /// GitHub App's, such as a personal access token).
+    pub check_runs_forbidden: std::sync::atomic::AtomicBool,
+    /// Comments on pull requests: (pull request, comment id, body), ids from 1.
+    pub comments: Mutex<Vec<(u64, u64, String)>>,
 }
 
 /// A pull request as the fake keeps it.
@@ -303,7 +311,7 @@ async fn create_commit(
     }
 }
 
-fn ref_sha(fake: &Fake, full: &str) -> Option<String> {
+pub fn ref_sha(fake: &Fake, full: &str) -> Option<String> {
     git_in(fake, &["rev-parse", "--verify", "--quiet", full], None, &[])
 }
 
@@ -458,6 +466,102 @@ async fn merge_pull(
     }
 }
 
+async fn create_check_run(
+    State(fake): S,
+    Path((owner, repo)): Path<(String, String)>,
+    headers: HeaderMap,
+    Json(mut body): Json<Value>,
+) -> Response {
+    if let Some(r) = check(&fake, &headers, &owner, &repo) {
+        return r;
+    }
+    if fake.check_runs_forbidden.load(Ordering::SeqCst) {
+        return json_error(StatusCode::FORBIDDEN, "Resource not accessible by personal access token");
+    }
+    let valid = ["success", "failure", "neutral"].contains(&body["conclusion"].as_str().unwrap_or(""))
+        && body["status"] == "completed"
+        && body["output"]["title"].is_string()
+        && body["output"]["summary"].is_string()
+        && git_in(&fake, &["cat-file", "-e", body["head_sha"].as_str().unwrap_or("x")], None, &[]).is_some();
+    if !valid {
+        return json_error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
+    }
+    let mut checks = fake.checks.lock().unwrap();
+    body["kind"] = "check-run".into();
+    checks.push(body);
+    let url = format!("{}/org/gitops/runs/{}", fake.base.lock().unwrap(), checks.len());
+    (StatusCode::CREATED, Json(json!({"id": checks.len(), "html_url": url}))).into_response()
+}
+
+async fn create_status(
+    State(fake): S,
+    Path((owner, repo, sha)): Path<(String, String, String)>,
+    headers: HeaderMap,
+    Json(mut body): Json<Value>,
+) -> Response {
+    if let Some(r) = check(&fake, &headers, &owner, &repo) {
+        return r;
+    }
+    let valid = ["success", "failure", "error", "pending"].contains(&body["state"].as_str().unwrap_or(""))
+        && body["description"].as_str().is_some_and(|d| d.chars().count() <= 140);
+    if !valid || git_in(&fake, &["cat-file", "-e", &sha], None, &[]).is_none() {
+        return json_error(StatusCode::UNPROCESSABLE_ENTITY, "Validation Failed");
+    }
+    body["kind"] = "status".into();
+    body["sha"] = sha.into();
+    fake.checks.lock().unwrap().push(body);
+    (StatusCode::CREATED, Json(json!({"id": 1}))).into_response()
+}
+
+async fn list_comments(
+    State(fake): S,
+    Path((owner, repo, number)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = check(&fake, &headers, &owner, &repo) {
+        return r;
+    }
+    let comments = fake.comments.lock().unwrap();
+    let list: Vec<Value> =
+        comments.iter().filter(|c| c.0 == number).map(|(_, id, body)| json!({"id": id, "body": body})).collect();
+    Json(Value::Array(list)).into_response()
+}
+
+async fn create_comment(
+    State(fake): S,
+    Path((owner, repo, number)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if let Some(r) = check(&fake, &headers, &owner, &repo) {
+        return r;
+    }
+    if !fake.pulls.lock().unwrap().iter().any(|p| p.number == number) {
+        return json_error(StatusCode::NOT_FOUND, "Not Found");
+    }
+    let mut comments = fake.comments.lock().unwrap();
+    let id = comments.len() as u64 + 1;
+    comments.push((number, id, body["body"].as_str().unwrap().to_owned()));
+    (StatusCode::CREATED, Json(json!({"id": id}))).into_response()
+}
+
+async fn update_comment(
+    State(fake): S,
+    Path((owner, repo, id)): Path<(String, String, u64)>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if let Some(r) = check(&fake, &headers, &owner, &repo) {
+        return r;
+    }
+    let mut comments = fake.comments.lock().unwrap();
+    let Some(comment) = comments.iter_mut().find(|c| c.1 == id) else {
+        return json_error(StatusCode::NOT_FOUND, "Not Found");
+    };
+    comment.2 = body["body"].as_str().unwrap().to_owned();
+    Json(json!({"id": id})).into_response()
+}
+
 /// Merges an open pull request the way GitHub's merge button does (a merge commit of the head
 /// into the base branch, made with `git merge-tree`); returns the merge commit.
 pub fn merge(fake: &Fake, number: u64) -> Result<String, String> {
@@ -498,6 +602,9 @@ pub async fn start(origin: Origin) -> (Arc<Fake>, String) {
         pulls: Mutex::new(Vec::new()),
         writes: Mutex::new(Vec::new()),
         indexes: AtomicUsize::new(0),
+        checks: Mutex::new(Vec::new()),
+        check_runs_forbidden: std::sync::atomic::AtomicBool::new(false),
+        comments: Mutex::new(Vec::new()),
     });
     let api = axum::Router::new()
         .route("/repos/{owner}/{repo}", get(repository))
@@ -512,7 +619,11 @@ pub async fn start(origin: Origin) -> (Arc<Fake>, String) {
         .route("/repos/{owner}/{repo}/git/refs/{*rest}", axum::routing::patch(update_ref))
         .route("/repos/{owner}/{repo}/pulls", get(list_pulls).post(create_pull))
         .route("/repos/{owner}/{repo}/pulls/{number}", axum::routing::patch(update_pull))
-        .route("/repos/{owner}/{repo}/pulls/{number}/merge", put(merge_pull));
+        .route("/repos/{owner}/{repo}/pulls/{number}/merge", put(merge_pull))
+        .route("/repos/{owner}/{repo}/check-runs", post(create_check_run))
+        .route("/repos/{owner}/{repo}/statuses/{sha}", post(create_status))
+        .route("/repos/{owner}/{repo}/issues/{number}/comments", get(list_comments).post(create_comment))
+        .route("/repos/{owner}/{repo}/issues/comments/{id}", axum::routing::patch(update_comment));
     let app = axum::Router::new()
         .nest(
             "/api/v3",
