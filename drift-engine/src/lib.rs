@@ -26,6 +26,7 @@
 
 pub mod applied;
 pub mod check;
+pub mod classify;
 pub mod diff;
 pub mod engine;
 pub mod ignore;
