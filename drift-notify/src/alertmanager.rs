@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::config::{AlertmanagerConfig, NotifierConfig, NotifierKind};
 use crate::message::{Message, show_value};
+use crate::template::Markup;
 
 /// The `alertname` of every drift alert.
 pub const ALERT_NAME: &str = "GitOpsDrift";
@@ -98,9 +99,20 @@ fn annotations(message: &Message, event: &DriftEvent, drift: &StoredDrift) -> BT
 /// let m = Message::new("am", vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::High))], None);
 /// let alerts = drift_notify::alertmanager_alerts(&m, &config, t(10));
 /// assert_eq!(alerts[0]["labels"]["severity"], "high");
-/// assert_eq!(alerts[0]["endsAt"], "2026-12-02T08:10:00Z");
+/// assert_eq!(alerts[0]["endsAt"], "2026-12-02T08:10:00.000Z");
 /// ```
 pub fn alertmanager_alerts(message: &Message, config: &AlertmanagerConfig, now: DateTime<Utc>) -> Vec<Value> {
+    alerts_with(message, config, now, None)
+}
+
+/// [`alertmanager_alerts`], with the `description` of each alert rendered by `template`
+/// (notifier name, source) for a message of that drift's event alone, as plain text.
+fn alerts_with(
+    message: &Message,
+    config: &AlertmanagerConfig,
+    now: DateTime<Utc>,
+    template: Option<(&str, &str)>,
+) -> Vec<Value> {
     let ends_after = chrono::Duration::from_std(config.ends_after).unwrap_or(chrono::Duration::days(1));
     // The latest event of each drift: by outbox position, then time, then kind.
     let mut latest: BTreeMap<i64, &DriftEvent> = BTreeMap::new();
@@ -118,9 +130,18 @@ pub fn alertmanager_alerts(message: &Message, config: &AlertmanagerConfig, now: 
         let starts = d.detected_at;
         let ends =
             if e.kind == EventKind::Resolved { d.resolved_at.unwrap_or(e.at).max(starts) } else { now + ends_after };
+        let mut annotations = annotations(message, e, d);
+        if let Some((name, source)) = template {
+            // The message's link base, from the link of a drift: `{base}/drifts/{id}`.
+            let base = message.link(d.id).and_then(|l| l.join("../").ok());
+            let one = Message::new(message.notifier(), vec![(*e).clone()], base);
+            if let Some(text) = crate::template::output(name, Some(source), &one, Markup::Plain, |t| t.len() <= 4096) {
+                annotations.insert("description", text);
+            }
+        }
         let mut alert = json!({
             "labels": labels(d, d.severity, &config.labels),
-            "annotations": annotations(message, e, d),
+            "annotations": annotations,
             "startsAt": ts(starts),
             "endsAt": ts(ends),
         });
@@ -144,7 +165,8 @@ pub fn alertmanager_alerts(message: &Message, config: &AlertmanagerConfig, now: 
 
 pub(crate) fn render(config: &NotifierConfig, message: &Message) -> Option<Value> {
     let NotifierKind::Alertmanager(a) = &config.kind else { return None };
-    let alerts = alertmanager_alerts(message, a, Utc::now());
+    let template = config.template.as_deref().map(|t| (config.name(), t));
+    let alerts = alerts_with(message, a, Utc::now(), template);
     (!alerts.is_empty()).then_some(Value::Array(alerts))
 }
 
@@ -201,6 +223,23 @@ mod tests {
             t(0),
         );
         assert!(alerts[0]["labels"].get("namespace").is_none(), "{}", alerts[0]);
+    }
+
+    #[test]
+    fn a_template_writes_each_alerts_description_from_its_own_drift() {
+        let events = vec![
+            event(EventKind::Opened, drift(1, "shop", "web", Severity::High)),
+            event(EventKind::Opened, drift(2, "shop", "api", Severity::Low)),
+        ];
+        let link = url::Url::parse("https://drift.example.com/ui/").ok();
+        let source = "{% for o in objects %}{% for d in o.drifts %}{{ o.name }} <{{ d.link }}>{% endfor %}{% endfor %}";
+        let alerts = alerts_with(&Message::new("am", events, link), &config(), t(0), Some(("am", source)));
+        let descriptions: Vec<&str> =
+            alerts.iter().map(|a| a["annotations"]["description"].as_str().unwrap()).collect();
+        assert_eq!(
+            descriptions,
+            ["api <https://drift.example.com/ui/drifts/2>", "web <https://drift.example.com/ui/drifts/1>"]
+        );
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub struct NotifierConfig {
     /// Delays between attempts; `max` is also how often a delivery parked by an outage is probed.
     #[serde(default)]
     pub backoff: Backoff,
+    /// A MiniJinja template for the message's text, rendered sandboxed with values escaped for
+    /// the target's markup ([`crate::template`]); none: the built-in message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
 }
 
 fn default_retry_for() -> Duration {
@@ -97,10 +101,12 @@ struct Common {
     attempts: Option<u32>,
     #[serde(default)]
     backoff: Backoff,
+    #[serde(default)]
+    template: Option<String>,
 }
 
-const COMMON_KEYS: [&str; 9] =
-    ["name", "route", "for", "reminder", "digest", "rate_limit", "retry_for", "attempts", "backoff"];
+const COMMON_KEYS: [&str; 10] =
+    ["name", "route", "for", "reminder", "digest", "rate_limit", "retry_for", "attempts", "backoff", "template"];
 
 impl TryFrom<serde_json::Map<String, serde_json::Value>> for NotifierConfig {
     type Error = String;
@@ -121,6 +127,7 @@ impl TryFrom<serde_json::Map<String, serde_json::Value>> for NotifierConfig {
             retry_for: c.retry_for,
             attempts: c.attempts,
             backoff: c.backoff,
+            template: c.template,
         })
     }
 }
@@ -514,6 +521,7 @@ impl NotifierConfig {
             retry_for: default_retry_for(),
             attempts: None,
             backoff: Backoff::default(),
+            template: None,
         }
     }
 
@@ -639,6 +647,21 @@ impl NotifierConfig {
                 if e.ca_file.as_ref().is_some_and(|ca| ca.as_os_str().is_empty()) {
                     bad("ca_file", "is empty".into());
                 }
+            }
+        }
+        if let Some(source) = &self.template {
+            if matches!(self.kind, NotifierKind::Webhook(_)) {
+                bad(
+                    "template",
+                    "the webhook sends its documented JSON document; templates are for the messages people read".into(),
+                );
+            } else if let Err(e) = crate::template::check(source) {
+                bad("template", e);
+            } else if matches!(self.kind, NotifierKind::Telegram(_))
+                && let Some(why) = crate::template::sample(source, crate::template::Markup::Html)
+                    .and_then(|out| crate::telegram::html_problem(&out))
+            {
+                bad("template", format!("Telegram would refuse its HTML: {why}"));
             }
         }
         if let Some(Err(e)) = self.digest.as_ref().map(DigestConfig::parse) {

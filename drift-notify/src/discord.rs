@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::config::{NotifierConfig, NotifierKind};
 use crate::message::{MAX_DRIFTS_PER_OBJECT, Message, ObjectGroup, digest_lines};
 use crate::push::{Urgency, urgency};
+use crate::template::Markup;
 use crate::text::{fit_utf16, utf16_len};
 
 /// Characters of `content` (Discord's limit: 2,000).
@@ -200,7 +201,14 @@ fn group_embed(message: &Message, group: &ObjectGroup, colour: u32) -> Value {
 }
 
 pub(crate) fn render(config: &NotifierConfig, message: &Message) -> Option<Value> {
-    matches!(config.kind, NotifierKind::Discord(_)).then(|| discord_body(message))
+    if !matches!(config.kind, NotifierKind::Discord(_)) {
+        return None;
+    }
+    let fits = |t: &str| utf16_len(t) <= DISCORD_MAX_CONTENT;
+    Some(match crate::template::output(config.name(), config.template.as_deref(), message, Markup::Discord, fits) {
+        Some(content) => json!({ "username": "drift", "content": content, "allowed_mentions": { "parse": [] } }),
+        None => discord_body(message),
+    })
 }
 
 #[cfg(test)]

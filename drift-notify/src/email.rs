@@ -14,6 +14,7 @@ use crate::config::{EmailConfig, NotifierConfig, SmtpTls};
 use crate::message::{MAX_DRIFTS_PER_OBJECT, Message, ObjectGroup, digest_lines, shorten};
 use crate::notifier::{Notifier, SendError};
 use crate::redact::Secret;
+use crate::template::Markup;
 use crate::text::plain_text;
 
 /// How long one SMTP exchange may take.
@@ -217,7 +218,16 @@ impl Notifier for EmailNotifier {
     }
 
     async fn send(&self, message: &Message) -> Result<(), SendError> {
-        let content = email_content(message);
+        let mut content = email_content(message);
+        // A template makes both parts: its HTML with values HTML-escaped, its text as written.
+        let template = self.config.template.as_deref();
+        let name = self.config.name();
+        if let Some(html) = crate::template::output(name, template, message, Markup::Html, |_| true)
+            && let Some(text) = crate::template::output(name, template, message, Markup::Plain, |_| true)
+        {
+            content.html = html;
+            content.text = text;
+        }
         let mut builder = lettre::Message::builder()
             .from(self.from.clone())
             .subject(content.subject)

@@ -46,6 +46,7 @@ mod sign;
 mod slack;
 mod teams;
 mod telegram;
+pub mod template;
 mod text;
 mod webhook;
 

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::config::{GotifyConfig, NotifierConfig, NotifierKind, NtfyConfig};
 use crate::message::{Message, shorten};
+use crate::template::Markup;
 use crate::text::{fit_bytes, plain_text};
 
 /// Bytes of an ntfy message (ntfy's default `message-size-limit`; a longer one would become
@@ -125,11 +126,26 @@ pub fn gotify_body(message: &Message) -> Value {
 
 pub(crate) fn render_ntfy(config: &NotifierConfig, message: &Message) -> Option<Value> {
     let NotifierKind::Ntfy(NtfyConfig { topic, .. }) = &config.kind else { return None };
-    Some(ntfy_body(message, topic))
+    let mut body = ntfy_body(message, topic);
+    let fits = |t: &str| t.len() <= NTFY_MAX_MESSAGE_BYTES;
+    if let Some(text) = crate::template::output(config.name(), config.template.as_deref(), message, Markup::Plain, fits)
+    {
+        body["message"] = json!(text);
+    }
+    Some(body)
 }
 
 pub(crate) fn render_gotify(config: &NotifierConfig, message: &Message) -> Option<Value> {
-    matches!(&config.kind, NotifierKind::Gotify(GotifyConfig { .. })).then(|| gotify_body(message))
+    if !matches!(&config.kind, NotifierKind::Gotify(GotifyConfig { .. })) {
+        return None;
+    }
+    let mut body = gotify_body(message);
+    let fits = |t: &str| t.chars().count() <= GOTIFY_MAX_MESSAGE_CHARS;
+    if let Some(text) = crate::template::output(config.name(), config.template.as_deref(), message, Markup::Plain, fits)
+    {
+        body["message"] = json!(text);
+    }
+    Some(body)
 }
 
 /// `{base}/{segment}`, keeping a path the base has (a server behind a reverse proxy at

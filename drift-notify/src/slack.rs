@@ -24,7 +24,7 @@ const SECTION_MAX_CHARS: usize = 2900;
 
 /// Slack's mrkdwn escaping: `&`, `<` and `>`; backquotes become quotes so that a value cannot
 /// end its code span.
-fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('`', "'")
 }
 
@@ -157,7 +157,19 @@ impl Notifier for SlackNotifier {
     }
 
     async fn send(&self, message: &Message) -> Result<(), SendError> {
-        let body = serde_json::to_vec(&slack_body(message))
+        let templated = crate::template::output(
+            self.config.name(),
+            self.config.template.as_deref(),
+            message,
+            crate::template::Markup::Slack,
+            |t| t.chars().count() <= SLACK_MAX_TEXT_CHARS,
+        );
+        let body = match templated {
+            // A template's text as the message (mrkdwn), values escaped; no blocks.
+            Some(text) => json!({ "text": text, "unfurl_links": false, "unfurl_media": false }),
+            None => slack_body(message),
+        };
+        let body = serde_json::to_vec(&body)
             .map_err(|e| SendError::permanent(format!("cannot encode the Slack message: {e}")))?;
         let headers = [(DELIVERY_HEADER, message.id().to_owned()), (IDEMPOTENCY_HEADER, message.id().to_owned())];
         self.poster.post(body, &headers).await

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::config::{NotifierConfig, NotifierKind};
 use crate::message::{MAX_DRIFTS_PER_OBJECT, Message, ObjectGroup, digest_lines, shorten};
 use crate::push::{Urgency, urgency};
+use crate::template::Markup;
 
 /// Bytes of a whole request body (Teams refuses messages over about 28 KB; the card is kept
 /// under this, and the objects that do not fit are counted).
@@ -156,7 +157,20 @@ fn group_container(message: &Message, group: &ObjectGroup) -> Value {
 }
 
 pub(crate) fn render(config: &NotifierConfig, message: &Message) -> Option<Value> {
-    matches!(config.kind, NotifierKind::Teams(_)).then(|| teams_body(message))
+    if !matches!(config.kind, NotifierKind::Teams(_)) {
+        return None;
+    }
+    let mut body = teams_body(message);
+    let fits = |t: &str| t.len() <= TEAMS_MAX_BYTES - 2000;
+    // A template's text is one TextRun: shown as written, never read as Markdown.
+    if let Some(text) = crate::template::output(config.name(), config.template.as_deref(), message, Markup::Plain, fits)
+    {
+        body["attachments"][0]["content"]["body"] = json!([
+            rich(vec![run(&text)]),
+            { "type": "TextBlock", "isSubtle": true, "size": "small", "wrap": true, "text": format!("drift · message {}", message.id()) },
+        ]);
+    }
+    Some(body)
 }
 
 #[cfg(test)]

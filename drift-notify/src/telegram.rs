@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use crate::config::{NotifierConfig, NotifierKind, TelegramChat, TelegramConfig};
 use crate::email::html_escape;
 use crate::message::{MAX_DRIFTS_PER_OBJECT, Message, ObjectGroup, digest_lines, shorten};
+use crate::template::Markup;
 use crate::text::utf16_len;
 
 /// Characters of a message's text (Telegram's limit is 4,096 after entities are parsed; the
@@ -132,7 +133,55 @@ pub(crate) fn send_message_url(api_url: &str, token: &str) -> String {
 
 pub(crate) fn render(config: &NotifierConfig, message: &Message) -> Option<Value> {
     let NotifierKind::Telegram(t) = &config.kind else { return None };
-    Some(telegram_body(message, t))
+    let mut body = telegram_body(message, t);
+    let fits = |text: &str| utf16_len(text) <= TELEGRAM_MAX_TEXT && html_problem(text).is_none();
+    if let Some(text) = crate::template::output(config.name(), config.template.as_deref(), message, Markup::Html, fits)
+    {
+        body["text"] = json!(text);
+    }
+    Some(body)
+}
+
+/// The tags Telegram's HTML parse mode knows.
+const TELEGRAM_TAGS: [&str; 16] = [
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "span",
+    "tg-spoiler",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-emoji",
+];
+
+/// Why Telegram would refuse `html` (a tag it does not know, or tags that do not nest), or
+/// `None`. A template's output is checked with it, at load time and before sending.
+pub(crate) fn html_problem(html: &str) -> Option<String> {
+    let mut open: Vec<&str> = Vec::new();
+    for raw in html.split('<').skip(1) {
+        let Some((tag, _)) = raw.split_once('>') else { return Some("a '<' that starts no tag (write &lt;)".into()) };
+        let closing = tag.starts_with('/');
+        let name = tag.trim_start_matches('/').split([' ', '\n']).next().unwrap_or_default();
+        if !TELEGRAM_TAGS.contains(&name) {
+            return Some(format!("<{name}> is not a tag of Telegram's HTML"));
+        }
+        if closing {
+            if open.pop() != Some(name) {
+                return Some(format!("</{name}> closes no open <{name}>"));
+            }
+        } else {
+            open.push(name);
+        }
+    }
+    open.last().map(|t| format!("<{t}> is never closed"))
 }
 
 #[cfg(test)]

@@ -338,3 +338,104 @@ fn secrets_stay_out_of_debug_and_configuration_errors() {
         assert!(!err.contains(secret) && !debug.contains(secret), "{secret} leaked:\n{err}\n{debug}");
     }
 }
+
+/// One template for every notifier: the title, then each drift's path and cluster value.
+const TEMPLATE: &str = "{{ title }}{% for o in objects %}{% for d in o.drifts %}\n{{ o.display }} {{ d.path }} = {{ d.cluster }} ({{ d.who_when }}){% endfor %}{% endfor %}";
+
+fn templated(yaml: &str) -> String {
+    format!("{yaml}template: {}\n", serde_json::to_string(TEMPLATE).unwrap())
+}
+
+#[tokio::test]
+async fn a_template_is_rendered_with_values_escaped_for_each_target() {
+    let (r, base) = start().await;
+    let hostile_line = |rendered: &str| rendered.lines().find(|l| l.contains("everyone")).unwrap().to_owned();
+
+    let n = notifier(&templated(&format!("type: ntfy\nurl: {base}\ntopic: t\n")), &[]);
+    n.send(&message()).await.unwrap();
+    let text = r.last().body["message"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("3 drift events in prod/shop"), "{text}");
+    assert!(
+        hostile_line(&text).contains(&format!("= {HOSTILE} (changed by {HOSTILE} at")),
+        "plain: as written: {text}"
+    );
+
+    let n = notifier(&templated(&format!("type: gotify\nurl: {base}\ntoken_env: G\n")), &[("G", "g".into())]);
+    n.send(&message()).await.unwrap();
+    assert!(r.last().body["message"].as_str().unwrap().contains(&format!("= {HOSTILE} (")));
+
+    let url = base.join("d/x").unwrap().to_string();
+    let n = notifier(&templated("type: discord\nurl_env: D\n"), &[("D", url)]);
+    n.send(&message()).await.unwrap();
+    let body = r.last().body;
+    assert!(body.get("embeds").is_none() && body["allowed_mentions"] == serde_json::json!({ "parse": [] }));
+    let line = hostile_line(body["content"].as_str().unwrap());
+    assert!(line.contains("= \\@everyone \\<\\@123> \\<b>x\\</b> \\*bold\\* \\_it\\_ \\`code\\` \\[click\\]\\(https\\://evil.example\\)"), "{line}");
+
+    let yaml = format!("type: telegram\nbot_token_env: T\nchat_id: 1\napi_url: {base}\n");
+    let n = notifier(&templated(&yaml), &[("T", "1:x".into())]);
+    n.send(&message()).await.unwrap();
+    let line = hostile_line(r.last().body["text"].as_str().unwrap());
+    assert!(line.contains("= @everyone &lt;@123&gt; &lt;b&gt;x&lt;/b&gt; *bold*"), "{line}");
+
+    let url = base.join("slack/x").unwrap().to_string();
+    let n = notifier(&templated("type: slack\nurl_env: S\n"), &[("S", url)]);
+    n.send(&message()).await.unwrap();
+    let body = r.last().body;
+    assert!(body.get("blocks").is_none());
+    let line = hostile_line(body["text"].as_str().unwrap());
+    assert!(line.contains("= @everyone &lt;@123&gt; &lt;b&gt;x&lt;/b&gt; *bold* _it_ 'code' [click](https://evil.example) &amp; &lt;at&gt;all&lt;/at&gt;"), "{line}");
+
+    let url = base.join("teams/x").unwrap().to_string();
+    let n = notifier(&templated("type: teams\nurl_env: M\n"), &[("M", url)]);
+    n.send(&message()).await.unwrap();
+    let body = r.last().body;
+    let run = &body["attachments"][0]["content"]["body"][0]["inlines"][0];
+    assert_eq!(run["type"], "TextRun", "a template's text is a TextRun: never Markdown");
+    assert!(hostile_line(run["text"].as_str().unwrap()).contains(&format!("= {HOSTILE} (")));
+}
+
+#[tokio::test]
+async fn a_template_over_the_receivers_limit_falls_back_to_the_built_in_message() {
+    let (r, base) = start().await;
+    let url = base.join("d/x").unwrap().to_string();
+    let yaml = "type: discord\nurl_env: D\ntemplate: \"{{ title }}{% for i in range(3000) %}x{% endfor %}\"\n";
+    let n = notifier(yaml, &[("D", url)]);
+    n.send(&message()).await.unwrap();
+    let body = r.last().body;
+    assert_eq!(body["embeds"].as_array().unwrap().len(), 3, "the built-in embeds: {body}");
+    // Telegram: HTML its parser would refuse is caught at load time...
+    let yaml =
+        format!("type: telegram\nbot_token_env: T\nchat_id: 1\napi_url: {base}\ntemplate: '<b>{{{{ title }}}}'\n");
+    let config: NotifierConfig = serde_saphyr::from_str(&yaml).unwrap();
+    let err = drift_notify::validate(&[config], &|_: &str| Some("1:x".to_owned())).unwrap_err().to_string();
+    assert!(err.contains("notify[0].template: Telegram would refuse its HTML: <b> is never closed"), "{err}");
+}
+
+#[test]
+fn a_bad_template_is_a_configuration_error_naming_its_line() {
+    let configs: Vec<NotifierConfig> = serde_saphyr::from_str(
+        "
+- type: ntfy
+  topic: t
+  template: \"{{ title }}\\n{% for o in objects %}{{ o.displya }}{% endfor %}\"
+- type: gotify
+  url: https://g.example.com
+  token_env: G
+  template: \"{% if %}\"
+- type: webhook
+  url: https://h.example.com
+  secret_env: G
+  template: \"{{ title }}\"
+",
+    )
+    .unwrap();
+    let err = drift_notify::validate(&configs, &|_: &str| Some("x".to_owned())).unwrap_err().to_string();
+    for needle in [
+        "notify[0].template: undefined value (line 2)",
+        "notify[1].template: syntax error (line 1)",
+        "notify[2].template: the webhook sends its documented JSON document",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from:\n{err}");
+    }
+}

@@ -67,6 +67,20 @@ fn the_documented_homelab_notifiers_parse_and_validate() {
 }
 
 #[test]
+fn the_documented_template_validates_and_renders() {
+    let file: File = serde_saphyr::from_str(&fenced_block(&doc(), "yaml", "template: |")).unwrap();
+    drift_notify::validate(&file.notify, &|_: &str| None).unwrap();
+    let source = file.notify[0].template.as_deref().unwrap();
+    let message = drift_notify::Message::new(
+        "phone",
+        vec![event(EventKind::Opened, drift(1, "shop", "web", Severity::High))],
+        None,
+    );
+    let text = drift_notify::template::render(source, &message, drift_notify::template::Markup::Plain).unwrap();
+    assert!(text.contains("Deployment shop/web spec.replicas: 3 -> 5 (changed by kubectl-edit at 2026-12-01 07:55 UTC)"), "{text}");
+}
+
+#[test]
 fn the_documented_python_receiver_checks_real_signatures() {
     let Some(python) = common::smtp_python("the_documented_python_receiver_checks_real_signatures") else { return };
     let message = drift_notify::Message::new(
