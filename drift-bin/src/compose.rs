@@ -221,6 +221,9 @@ pub async fn detector(
     if let Some(policy) = &config.heal {
         builder = builder.heal(policy.clone());
     }
+    if long_running && let Some(policy) = &config.accept.auto {
+        builder = builder.auto_accept(policy.clone());
+    }
     for r in &config.repositories {
         if let Some(proposer) = proposer(config, r)? {
             builder = builder.proposer(proposer);

@@ -96,6 +96,10 @@ pub struct Config {
     /// Self-heal: reverts the detector makes by itself (off unless given; docs/remediation.md).
     #[serde(default)]
     pub heal: Option<drift_runtime::HealPolicy>,
+    /// Accepting live changes into Git: `accept.auto` turns automatic pull requests on (off
+    /// unless given; docs/remediation.md, "Automatic pull requests").
+    #[serde(default)]
+    pub accept: AcceptSettings,
     /// Leader election of replicas of `drift serve` (off by default; docs/deployment.md, "High
     /// availability").
     #[serde(default)]
@@ -371,6 +375,15 @@ pub struct RepositoryConfig {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// `accept:` of drift.yaml.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptSettings {
+    /// Automatic pull requests (off unless given).
+    #[serde(default)]
+    pub auto: Option<drift_runtime::AutoAcceptPolicy>,
+}
+
 /// The REST API.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -622,6 +635,12 @@ impl Config {
         }
         if self.notifications.lease < Duration::from_secs(2) {
             bail!("`notifications.lease` must be at least 2s");
+        }
+        if let Some(auto) = &self.accept.auto {
+            auto.validate().context("`accept.auto`")?;
+            if self.live.snapshot.is_some() {
+                bail!("`accept.auto` reads the cluster's values; `live.snapshot` cannot be accepted from");
+            }
         }
         if let Some(heal) = &self.heal {
             heal.validate().context("`heal`")?;

@@ -1610,3 +1610,61 @@ fn a_revert_whose_client_went_away_finishes_and_the_retry_is_answered_done() {
     assert_eq!(writes_of_web(&w), 1, "the retry wrote nothing");
     serve.stop();
 }
+
+/// Issue 34, item 1: automatic pull requests (`accept.auto:`). A drift a rule matches is
+/// proposed once, by itself, as a branch of its object; changed again, the same branch is
+/// updated (never a second one); rounds with nothing new propose nothing; the merge resolves it
+/// as `accepted`. A drift no rule matches is never proposed.
+#[test]
+fn automatic_pull_requests_propose_a_matching_drift_once_update_it_as_it_changes_and_the_merge_resolves_it() {
+    let w = World::start(
+        true,
+        "accept:\n  auto:\n    tick: 200ms\n    rules:\n      - drift_types: [replicas_drift]\n        min_age: 0s\n",
+    );
+    let serve = w.serve();
+    wait_for(Duration::from_secs(60), "the first pass", || {
+        (http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    let proposals = |status: &str| -> Vec<Value> {
+        let audit = get_json(&serve.addr, &format!("/audit?action=accept&actor=auto&status={status}"));
+        audit["items"].as_array().unwrap().clone()
+    };
+    let branches = || -> Vec<String> {
+        let out = w.repo.git(&["for-each-ref", "--format=%(refname:short)", "refs/heads/drift/"]);
+        out.lines().map(str::to_owned).collect()
+    };
+    // Matches (replicas, by hand); the ConfigMap's drift matches no rule.
+    w.kubectl(&["patch", "deployment", "web", "-n", "shop", "-p", r#"{"spec":{"replicas":5}}"#]);
+    w.edit_configmap("fast", "slow");
+    let proposed =
+        wait_for(Duration::from_secs(30), "an automatic pull request", || proposals("proposed").first().cloned());
+    let branch = proposed["detail"]["branch"].as_str().unwrap().to_owned();
+    assert!(branch.starts_with("drift/accept/deployment-web-"), "{proposed}");
+    assert_eq!(branches().as_slice(), std::slice::from_ref(&branch));
+    let file = |rev: &str| w.repo.git(&["show", &format!("{rev}:apps/web/deployment.yaml")]);
+    assert!(file(&branch).contains("replicas: 5"), "{}", file(&branch));
+    let replicas = w.id("Deployment", "spec.replicas");
+    assert_eq!(proposed["drift_id"].to_string(), replicas);
+
+    // Changed again: the same branch, updated.
+    w.kubectl(&["patch", "deployment", "web", "-n", "shop", "-p", r#"{"spec":{"replicas":6}}"#]);
+    wait_for(Duration::from_secs(30), "the automatic pull request updated", || proposals("updated").first().cloned());
+    assert_eq!(branches().as_slice(), std::slice::from_ref(&branch), "one branch for the object, never a second one");
+    assert!(file(&branch).contains("replicas: 6"), "{}", file(&branch));
+    // Rounds with nothing new propose nothing (ten ticks).
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!((proposals("proposed").len(), proposals("updated").len()), (1, 1));
+    let all = get_json(&serve.addr, "/audit?action=accept&actor=auto");
+    let ids: Vec<i64> = all["items"].as_array().unwrap().iter().map(|e| e["drift_id"].as_i64().unwrap()).collect();
+    assert!(ids.iter().all(|id| id.to_string() == replicas), "only the matching drift was proposed: {all}");
+
+    // The merge resolves it as accepted.
+    w.repo.git(&["merge", "-q", "--ff-only", &branch]);
+    let (status, body) = http(&serve.addr, "POST", "/scan?wait=true", Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let resolved = w.rows("resolved");
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!((resolved[0]["id"].to_string(), resolved[0]["resolution"].as_str()), (replicas, Some("accepted")));
+    w.id("ConfigMap", "data.mode");
+    serve.stop();
+}

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::leader::Elector;
 use crate::notify::{Dispatcher, Round};
-use crate::remedies::{HealPolicy, Remedies};
+use crate::remedies::{AutoAcceptPolicy, HealPolicy, Remedies};
 use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 use drift_core::act::Outlet;
 use drift_core::remedy::{ChangeProposer, ClusterWriter};
@@ -59,6 +59,7 @@ pub struct DetectorBuilder {
     action_timeout: Option<Duration>,
     recorded_values: bool,
     heal: Option<HealPolicy>,
+    auto_accept: Option<AutoAcceptPolicy>,
     link: Option<String>,
     election: Option<Elector>,
 }
@@ -214,6 +215,12 @@ impl DetectorBuilder {
         self.heal = Some(policy);
         self
     }
+    /// Turns automatic pull requests on (off by default) with a policy
+    /// ([`crate::remedies::AutoAcceptPolicy`]).
+    pub fn auto_accept(mut self, policy: AutoAcceptPolicy) -> Self {
+        self.auto_accept = Some(policy);
+        self
+    }
     /// The address of the API or page, for links back (pull request bodies).
     pub fn link(mut self, link: Option<String>) -> Self {
         self.link = link;
@@ -270,6 +277,19 @@ impl DetectorBuilder {
                 return Err(drift_core::Error::config("heal needs a store with an audit trail (sqlite or postgres)"));
             }
         }
+        if let Some(policy) = &self.auto_accept {
+            policy.validate()?;
+            if self.proposers.is_empty() {
+                return Err(drift_core::Error::config(
+                    "accept.auto needs a repository that takes changes (a git remote or github:OWNER/REPO)",
+                ));
+            }
+            if store.act.is_none() {
+                return Err(drift_core::Error::config(
+                    "accept.auto needs a store with an audit trail (sqlite or postgres)",
+                ));
+            }
+        }
         // With an election, this replica stands by until it holds the lease.
         let election = self.election.map(|e| (e, watch::channel(false)));
         if election.is_some() {
@@ -306,6 +326,9 @@ impl DetectorBuilder {
             }
             if let Some(h) = self.heal {
                 r = r.with_heal(h);
+            }
+            if let Some(a) = self.auto_accept {
+                r = r.with_auto_accept(a);
             }
             if let Some(t) = self.action_timeout {
                 r = r.with_timeout(t);
@@ -620,11 +643,27 @@ impl Detector {
             None
         };
         let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop.clone())));
-        let healer = self
-            .remedies
-            .clone()
-            .and_then(|r| r.heal().map(|h| (h.tick, r.clone())))
-            .map(|(tick, r)| tokio::spawn(crate::remedies::run_heal(r, tick, stop.clone())));
+        // Self-heal and automatic pull requests: one task, each loop on its own tick.
+        let healer = self.remedies.clone().and_then(|r| {
+            let heal = r.heal().map(|h| h.tick);
+            let auto = r.auto_accept().cloned();
+            (heal.is_some() || auto.is_some()).then(|| {
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let heal = async {
+                        if let Some(tick) = heal {
+                            crate::remedies::run_heal(r.clone(), tick, stop.clone()).await;
+                        }
+                    };
+                    let auto = async {
+                        if let Some(policy) = auto {
+                            crate::remedies::run_auto_accept(r.clone(), policy, stop.clone()).await;
+                        }
+                    };
+                    tokio::join!(heal, auto);
+                })
+            })
+        });
         LeaderTasks { sched, watcher, notifier, healer }
     }
 

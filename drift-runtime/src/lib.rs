@@ -65,7 +65,7 @@ pub use drift_core::act::{Outlet, SendFailure};
 pub use drift_metrics::{Metrics, ScanGate, ScanPermit};
 pub use leader::{ElectionTimings, Elector};
 pub use notify::Dispatcher;
-pub use remedies::{HealPolicy, Remedies};
+pub use remedies::{AutoAcceptPolicy, AutoRule, HealPolicy, Remedies};
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 
 /// The examples of the crate's README.md, compiled and run as doctests so that it stays true.

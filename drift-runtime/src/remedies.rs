@@ -43,6 +43,10 @@ use tokio::sync::watch;
 use crate::attempt::{ACTION_TIMEOUT, Runner};
 use crate::scanner::Scanner;
 
+mod auto;
+
+pub use auto::{AUTO_ACTOR, AutoAcceptPolicy, AutoRound, AutoRule, run_auto_accept};
+
 /// The actor of self-heal's reverts in the audit trail.
 pub const HEAL_ACTOR: &str = "heal";
 
@@ -145,6 +149,8 @@ pub struct Remedies {
     proposers: Vec<Arc<dyn ChangeProposer>>,
     allow_secrets: bool,
     heal: Option<HealPolicy>,
+    /// Automatic pull requests ([`Remedies::with_auto_accept`]).
+    auto_accept: Option<AutoAcceptPolicy>,
     link: Option<String>,
     /// How long an action may run ([`Remedies::with_timeout`]).
     timeout: Duration,
@@ -223,6 +229,7 @@ impl Remedies {
             proposers: Vec::new(),
             allow_secrets: false,
             heal: None,
+            auto_accept: None,
             link: None,
             timeout: ACTION_TIMEOUT,
             stop_now: watch::Sender::new(false),
@@ -269,6 +276,18 @@ impl Remedies {
         self.link = link;
         self
     }
+
+    /// Turns automatic pull requests on with a policy ([`AutoAcceptPolicy`]).
+    pub fn with_auto_accept(mut self, policy: AutoAcceptPolicy) -> Self {
+        self.auto_accept = Some(policy);
+        self
+    }
+
+    /// The policy of automatic pull requests, when they are on.
+    pub fn auto_accept(&self) -> Option<&AutoAcceptPolicy> {
+        self.auto_accept.as_ref()
+    }
+
     /// The self-heal policy, when on.
     pub fn heal(&self) -> Option<&HealPolicy> {
         self.heal.as_ref()
