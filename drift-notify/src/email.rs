@@ -219,14 +219,11 @@ impl Notifier for EmailNotifier {
 
     async fn send(&self, message: &Message) -> Result<(), SendError> {
         let mut content = email_content(message);
-        // A template makes both parts: its HTML with values HTML-escaped, its text as written.
+        // A template makes the HTML part, values HTML-escaped; the text part stays the built-in
+        // plain text (a text-only reader would otherwise see the template's tags).
         let template = self.config.template.as_deref();
-        let name = self.config.name();
-        if let Some(html) = crate::template::output(name, template, message, Markup::Html, |_| true)
-            && let Some(text) = crate::template::output(name, template, message, Markup::Plain, |_| true)
-        {
+        if let Some(html) = crate::template::output(self.config.name(), template, message, Markup::Html, |_| true) {
             content.html = html;
-            content.text = text;
         }
         let mut builder = lettre::Message::builder()
             .from(self.from.clone())

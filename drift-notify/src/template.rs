@@ -27,7 +27,7 @@ pub const MAX_TEMPLATE_CHARS: usize = 20_000;
 /// The markup a template's output is read as, which says how values are escaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Markup {
-    /// No markup: values as they are (ntfy, Gotify, Teams' text runs, the email's text part,
+    /// No markup: values as they are (ntfy, Gotify, Teams' text runs,
     /// Alertmanager's annotation).
     Plain,
     /// HTML: `& < > " '` escaped (the email's HTML part, Telegram's `parse_mode: HTML`).

@@ -77,7 +77,10 @@ fn the_documented_template_validates_and_renders() {
         None,
     );
     let text = drift_notify::template::render(source, &message, drift_notify::template::Markup::Plain).unwrap();
-    assert!(text.contains("Deployment shop/web spec.replicas: 3 -> 5 (changed by kubectl-edit at 2026-12-01 07:55 UTC)"), "{text}");
+    assert!(
+        text.contains("Deployment shop/web spec.replicas: 3 -> 5 (changed by kubectl-edit at 2026-12-01 07:55 UTC)"),
+        "{text}"
+    );
 }
 
 #[test]

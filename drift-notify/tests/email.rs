@@ -68,8 +68,18 @@ fn notifier(
     tls: SmtpTls,
     password: &str,
 ) -> std::sync::Arc<dyn drift_notify::Notifier> {
+    notifier_with(server, dir, tls, password, None)
+}
+
+fn notifier_with(
+    server: &SmtpServer,
+    dir: &Path,
+    tls: SmtpTls,
+    password: &str,
+    template: Option<&str>,
+) -> std::sync::Arc<dyn drift_notify::Notifier> {
     common::install_crypto_provider();
-    let config = NotifierConfig::new(NotifierKind::Email(EmailConfig {
+    let mut config = NotifierConfig::new(NotifierKind::Email(EmailConfig {
         host: "localhost".into(),
         port: Some(server.port),
         tls,
@@ -80,6 +90,7 @@ fn notifier(
         ca_file: Some(dir.join("cert.pem")),
     }))
     .with_name("mail");
+    config.template = template.map(str::to_owned);
     let password = password.to_owned();
     let env = move |name: &str| match name {
         "SMTP_USER" => Some("drift".to_owned()),
@@ -244,4 +255,27 @@ async fn a_relay_that_is_down_is_retryable() {
     let env = |_: &str| Some("x".to_owned());
     let err = build_with_env(&config, &env).unwrap().send(&critical_message()).await.unwrap_err();
     assert!(err.retryable, "{err}");
+}
+
+/// A template makes the HTML part, values HTML-escaped; the text part and the subject stay the
+/// built-in ones.
+#[tokio::test]
+async fn a_template_makes_the_html_part() {
+    let test = "a_template_makes_the_html_part";
+    let Some(python) = common::smtp_python(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    certificate(dir.path());
+    let server = start(&python, dir.path(), "starttls");
+    let template = "<p><b>{{ title }}</b></p>{% for o in objects %}{% for d in o.drifts %}<p>{{ d.path }}: {{ d.cluster }}</p>{% endfor %}{% endfor %}";
+    let message = critical_message();
+    notifier_with(&server, dir.path(), SmtpTls::Starttls, PASSWORD, Some(template)).send(&message).await.unwrap();
+    let mails = received(&server);
+    assert_eq!(mails.len(), 1);
+    let mail = MessageParser::default().parse(&mails[0]).expect("a parsable email");
+    assert_eq!(mail.subject(), Some("[drift] 1 drift opened in prod/shop (1 CRITICAL)"));
+    let html = mail.body_html(0).unwrap();
+    assert!(html.contains("<p>spec.replicas: &lt;b&gt;5&lt;/b&gt; &amp; more</p>"), "{html}");
+    assert!(html.starts_with("<p><b>1 drift opened in prod/shop (1 CRITICAL)</b></p>"), "{html}");
+    let text = mail.body_text(0).unwrap();
+    assert!(text.contains("cluster: <b>5</b> & more") && !text.contains("<p>"), "the built-in text part: {text}");
 }
