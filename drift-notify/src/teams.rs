@@ -33,7 +33,7 @@ fn rich(inlines: Vec<Value>) -> Value {
 }
 
 /// The Teams body of `message`: an Adaptive Card with the title (large, bold, coloured
-/// `attention` while a CRITICAL or HIGH drift is open, `good` for resolutions only), the
+/// `Attention` while a CRITICAL or HIGH drift is open, `Good` for resolutions only), the
 /// counts of a summary as a `FactSet`, a `Container` per object (its name, then each drift:
 /// path, severity, type, event, Git and cluster values in monospace, who and when, a link), the
 /// digests as `FactSet`s, and a line for the objects that did not fit [`TEAMS_MAX_BYTES`].
@@ -50,13 +50,13 @@ fn rich(inlines: Vec<Value>) -> Value {
 /// ```
 pub fn teams_body(message: &Message) -> Value {
     let colour = match urgency(message) {
-        Urgency::Open(s) if s >= drift_model::drift::Severity::High => "attention",
-        Urgency::Open(_) => "warning",
-        Urgency::Resolved => "good",
-        Urgency::Digest => "default",
+        Urgency::Open(s) if s >= drift_model::drift::Severity::High => "Attention",
+        Urgency::Open(_) => "Warning",
+        Urgency::Resolved => "Good",
+        Urgency::Digest => "Default",
     };
     let mut body = vec![rich(vec![json!({
-        "type": "TextRun", "text": shorten(&message.title(), 300), "size": "large", "weight": "bolder", "color": colour,
+        "type": "TextRun", "text": shorten(&message.title(), 300), "size": "Large", "weight": "Bolder", "color": colour,
     })])];
     if message.is_summary() {
         let facts: Vec<Value> = message
@@ -106,7 +106,7 @@ pub fn teams_body(message: &Message) -> Value {
         body.push(rich(vec![run(&format!("… and {left_out} more objects (the most severe are listed first)"))]));
     }
     body.push(json!({
-        "type": "TextBlock", "isSubtle": true, "size": "small", "wrap": true,
+        "type": "TextBlock", "isSubtle": true, "size": "Small", "wrap": true,
         "text": format!("drift · message {}", message.id()),
     }));
     card(&body)
@@ -167,7 +167,7 @@ pub(crate) fn render(config: &NotifierConfig, message: &Message) -> Option<Value
     {
         body["attachments"][0]["content"]["body"] = json!([
             rich(vec![run(&text)]),
-            { "type": "TextBlock", "isSubtle": true, "size": "small", "wrap": true, "text": format!("drift · message {}", message.id()) },
+            { "type": "TextBlock", "isSubtle": true, "size": "Small", "wrap": true, "text": format!("drift · message {}", message.id()) },
         ]);
     }
     Some(body)
