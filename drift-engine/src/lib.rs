@@ -6,7 +6,8 @@
 //! ignore rules ([`ignore`]), waivers written in Git ([`waiver`]), policy checks ([`policy`]),
 //! objects no one manages ([`orphans`]), revert planning ([`revert`]) and the scan pass that
 //! pairs desired and live objects into a report ([`scan`], [`matching`]); what merging a branch
-//! would do to the cluster, from two reports ([`check`]).
+//! would do to the cluster, from two reports ([`check`]); a classifier of drifts learned from the
+//! team's decisions, measured on held-out ones ([`classify`]).
 //!
 //! No I/O: it works on the model's values (`drift-model`) and is used through the model's
 //! [`Comparator`](drift_model::Comparator). `drift-core` re-exports it.
