@@ -33,6 +33,7 @@ pub mod drift;
 pub mod error;
 pub mod finding;
 pub mod hash_key;
+pub mod identity;
 pub mod ignore;
 pub mod lease;
 pub mod lookup;
@@ -59,6 +60,7 @@ pub use drift::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use finding::{Finding, FindingType, PolicyConfig, Rule, Side};
+pub use identity::{AuditIntake, ChangeIdentities, ChangeIdentity};
 pub use report::{Resolution, ScanOutcome, ScanReport, Summary};
 pub use resource::*;
 pub use sink::{DriftSink, DriftStore};

@@ -154,6 +154,10 @@ pub struct StoredDrift {
     pub changed_by: Option<String>,
     /// When.
     pub changed_at: Option<DateTime<Utc>>,
+    /// Who sent that change, from the API server's audit log (null until joined, or when no
+    /// audit event matched; [`crate::identity`]).
+    #[serde(default)]
+    pub changed_by_user: Option<crate::identity::ChangeIdentity>,
     /// Classification.
     pub classification: Classification,
     /// Who decided.

@@ -38,6 +38,7 @@ pub fn drift(id: i64, namespace: &str, name: &str, severity: Severity) -> Stored
         resolution: None,
         changed_by: Some("kubectl-edit".into()),
         changed_at: Some(t(-5)),
+        changed_by_user: None,
         classification: Classification::ManualChange,
         decision_source: DecisionSource::Scanner,
         recommended_action: RecommendedAction::SuggestRevert,

@@ -1554,6 +1554,7 @@ mod tests {
             resolution: None,
             changed_by: None,
             changed_at: None,
+            changed_by_user: None,
             classification: Classification::ManualChange,
             decision_source: DecisionSource::Scanner,
             recommended_action: drift_core::RecommendedAction::CreatePr,

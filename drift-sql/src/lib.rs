@@ -47,6 +47,7 @@ mod act;
 mod dialect;
 mod error;
 mod findings;
+mod identity;
 mod keys;
 mod sql;
 #[cfg(feature = "testkit")]
@@ -73,6 +74,7 @@ pub mod __private {
     };
     pub use drift_model::finding::Rule;
     pub use drift_model::hash_key::{HashKeyStore, KeptHashKey, Rehash};
+    pub use drift_model::identity::{ChangeIdentities, ChangeIdentity};
     pub use drift_model::sink::{
         DriftFilter, DriftPage, DriftSink, DriftStats, DriftStore, FindingFilter, FindingPage, PageRequest,
         RecordOutcome, ScanRecord, SinkCapabilities, StoredDrift,
@@ -315,6 +317,17 @@ macro_rules! impl_drift_store {
                 limit: u32,
             ) -> $crate::__private::Result<Vec<$crate::__private::AuditEntry>> {
                 Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::unfinished(self, limit).await?)
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::ChangeIdentities for $store {
+            async fn identify(
+                &self,
+                drift_id: i64,
+                identity: &$crate::__private::ChangeIdentity,
+            ) -> $crate::__private::Result<bool> {
+                Ok($crate::Sql::<<$store as $crate::SqlStats>::Dialect>::identify(self, drift_id, identity).await?)
             }
         }
 

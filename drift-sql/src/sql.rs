@@ -19,7 +19,7 @@ use crate::{Dialect, PruneOutcome, SqlStats, SqlStore, cutoff, mean_seconds};
 /// The columns of a [`StoredDrift`] in table `drifts`, in the order [`Sql::decode`] reads them.
 pub const COLUMNS: &str = "id, fingerprint, detected_at, last_seen, occurrences, cluster, repository, api_group, \
      resource_kind, namespace, resource_name, path, drift_type, severity, git_value, cluster_value, status, \
-     resolved_at, resolution, changed_by, changed_at, classification, decision_source, recommended_action, waived_until, waived_by, acknowledged_at, revert";
+     resolved_at, resolution, changed_by, changed_at, changed_by_user, classification, decision_source, recommended_action, waived_until, waived_by, acknowledged_at, revert";
 
 /// The dimensions of the rollups `drift_counts` and `drift_daily`, under the same column names
 /// as in `drifts`.
@@ -107,6 +107,11 @@ where
             resolution: opt_text("resolution")?.map(|r| parse(id, "resolution", r)).transpose()?,
             changed_by: opt_text("changed_by")?,
             changed_at: opt_at("changed_at")?,
+            // An identity this version cannot read, or one of an earlier change of the field,
+            // is left out.
+            changed_by_user: D::json(row, id, "changed_by_user")?
+                .and_then(|v| serde_json::from_value::<drift_model::ChangeIdentity>(v).ok())
+                .filter(|i| i.applies_to(opt_at("changed_at").ok().flatten())),
             classification: parse(id, "classification", text("classification")?)?,
             decision_source: parse(id, "decision_source", text("decision_source")?)?,
             recommended_action: parse(id, "recommended_action", text("recommended_action")?)?,

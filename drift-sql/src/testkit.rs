@@ -21,7 +21,7 @@ use crate::{Dialect, Sql, SqlStats, SqlStore};
 #[async_trait]
 pub trait SqlHarness: Send + Sync {
     /// The store under test.
-    type Store: SqlStore + DriftSink + DriftStore + 'static;
+    type Store: SqlStore + DriftSink + DriftStore + drift_model::ChangeIdentities + 'static;
     /// The name of the index that refuses a second open row per fingerprint, as the
     /// database's error message says it.
     const OPEN_ROW_CONSTRAINT: &'static str;

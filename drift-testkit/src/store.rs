@@ -27,7 +27,7 @@ use crate::fixtures::{key, report, stats_filters, t};
 #[async_trait]
 pub trait StoreHarness: Send + Sync {
     /// The store under test.
-    type Store: DriftSink + DriftStore + 'static;
+    type Store: DriftSink + DriftStore + drift_model::ChangeIdentities + 'static;
 
     /// A new, empty store on a database of its own.
     async fn fresh(&self) -> Arc<Self::Store>;
@@ -111,7 +111,8 @@ macro_rules! store_suite {
             1 => retention_deletes_old_resolved_drifts_and_scans_but_never_open_ones,
             1 => agrees_with_the_reference_store_over_many_scans,
             1 => a_drift_whose_severity_changes_moves_between_rollup_keys,
-            4 => concurrent_writers_keep_the_rollups_exact
+            4 => concurrent_writers_keep_the_rollups_exact,
+            1 => the_person_behind_a_change_is_kept_for_that_change_only
         );
     };
 }
@@ -289,6 +290,45 @@ pub async fn a_persistent_drift_seen_in_three_scans_is_one_row_with_occurrences_
     if let Some(n) = h.count_rows(&store).await {
         assert_eq!(n, 1, "one row in the table itself");
     }
+}
+
+/// The identity joined from the audit log reads back with the drift (list and get) while the
+/// drift's `changed_at` is the change it was joined for; a later change of the field reads
+/// back without it until it is joined again. An unknown drift id is `false`.
+pub async fn the_person_behind_a_change_is_kept_for_that_change_only<H: StoreHarness>(h: &H) {
+    use drift_model::ChangeIdentities as _;
+    let store = h.fresh().await;
+    let web = [deployment("shop", "web")];
+    let changed = |live: i64, at: i64| {
+        let mut d = replicas("shop", "web", live);
+        d.changed_by = Some("kubectl-scale".into());
+        d.changed_at = Some(t(at));
+        d
+    };
+    store.record(&report("s0", t(10), &web, vec![changed(5, 1)])).await.unwrap();
+    let id = rows(&*store).await[0].id;
+    assert_eq!(rows(&*store).await[0].changed_by_user, None, "nothing joined yet");
+    let alice = drift_model::ChangeIdentity {
+        username: "alice".into(),
+        groups: vec!["dev".into(), "system:authenticated".into()],
+        source_ips: vec!["10.0.0.7".into()],
+        user_agent: Some("kubectl/v1.32.0 (linux/amd64) kubernetes/70d3cc9".into()),
+        verb: "patch".into(),
+        audit_id: "6c6f0d5e-0c4e-4b5c-9f8e-0d1c2b3a4f5e".into(),
+        request_time: t(1),
+        changed_at: t(1),
+    };
+    assert!(store.identify(id, &alice).await.unwrap());
+    assert!(!store.identify(id + 1000, &alice).await.unwrap(), "no such drift");
+    assert_eq!(rows(&*store).await[0].changed_by_user.as_ref(), Some(&alice));
+    assert_eq!(store.get(id).await.unwrap().changed_by_user.as_ref(), Some(&alice));
+    // The same change seen again keeps it.
+    store.record(&report("s1", t(20), &web, vec![changed(5, 1)])).await.unwrap();
+    assert_eq!(store.get(id).await.unwrap().changed_by_user.as_ref(), Some(&alice));
+    // Somebody changes the field again: alice is not the person behind this change.
+    store.record(&report("s2", t(30), &web, vec![changed(6, 25)])).await.unwrap();
+    let row = store.get(id).await.unwrap();
+    assert_eq!((row.changed_at, row.changed_by_user), (Some(t(25)), None));
 }
 
 /// A drift a scan no longer finds is resolved at that scan's time; when it comes back, a new open

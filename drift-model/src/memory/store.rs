@@ -83,6 +83,7 @@ pub fn new_row(report: &ScanReport, drift: &crate::Drift, id: i64) -> StoredDrif
         resolution: None,
         changed_by: drift.changed_by.clone(),
         changed_at: drift.changed_at,
+        changed_by_user: None,
         classification: drift.classification,
         decision_source: drift.decision_source,
         recommended_action: drift.recommended_action,
@@ -318,6 +319,9 @@ fn update_row(row: &mut StoredDrift, drift: &crate::Drift, report: &ScanReport) 
     row.severity = drift.severity;
     row.changed_by = drift.changed_by.clone();
     row.changed_at = drift.changed_at;
+    if row.changed_by_user.as_ref().is_some_and(|i| !i.applies_to(row.changed_at)) {
+        row.changed_by_user = None;
+    }
     row.classification = drift.classification;
     if row.decision_source != DecisionSource::Human {
         row.recommended_action = drift.recommended_action;
@@ -366,6 +370,20 @@ impl DriftSink for MemoryStore {
         });
         outcome.events = act.enqueue(rows, report, &written.changes, &outcome);
         Ok(outcome)
+    }
+}
+
+#[async_trait]
+impl crate::identity::ChangeIdentities for MemoryStore {
+    async fn identify(&self, drift_id: i64, identity: &crate::identity::ChangeIdentity) -> Result<bool> {
+        let mut state = self.state();
+        match row_mut(&mut state.rows, drift_id) {
+            Some(row) => {
+                row.changed_by_user = Some(identity.clone());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 }
 
