@@ -204,4 +204,49 @@ mod tests {
         let (_, status) = hooked.get("/api/v2/status");
         assert!(status["config"]["original"].as_str().unwrap().contains("send_resolved: true"), "{status}");
     }
+
+    /// The webhook configuration delivers an alert to the receiver at once: Alertmanager's own
+    /// webhook body (version 4) reaches a listener on loopback.
+    #[test]
+    fn the_webhook_configuration_delivers_at_once() {
+        if !alertmanager_available("the_webhook_configuration_delivers_at_once") {
+            return;
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/alerts", listener.local_addr().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Headers, then Content-Length bytes of body.
+            let body = loop {
+                let n = s.read(&mut chunk).unwrap();
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).into_owned();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        break body.to_owned();
+                    }
+                }
+                assert!(n > 0, "the connection closed early");
+            };
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            tx.send(body).unwrap();
+        });
+        let am = Alertmanager::start_with(&webhook_config(&url));
+        am.post_alerts(&serde_json::json!([{ "labels": { "alertname": "Hooked", "namespace": "shop" } }]));
+        let body = rx.recv_timeout(Duration::from_secs(20)).expect("Alertmanager called the webhook");
+        let body: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(body["version"], "4");
+        assert_eq!(body["status"], "firing");
+        assert_eq!(body["alerts"][0]["labels"]["namespace"], "shop");
+    }
 }
