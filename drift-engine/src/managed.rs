@@ -218,15 +218,15 @@ impl ManagerClassifier {
 /// a key that does not parse) as written, which no path segment matches.
 #[derive(Debug, PartialEq)]
 enum Key<'a> {
-    Field(&'a str),
+    Field(Cow<'a, str>),
     Item(Vec<(Cow<'a, str>, Cow<'a, str>)>),
-    Other(&'a str),
+    Other(Cow<'a, str>),
 }
 
 impl<'a> Key<'a> {
     fn of(k: &'a str) -> Self {
         if let Some(name) = k.strip_prefix("f:") {
-            return Key::Field(name);
+            return Key::Field(Cow::Borrowed(name));
         }
         if let Some(json) = k.strip_prefix("k:") {
             if let Some(pairs) = flat_pairs(json) {
@@ -240,7 +240,17 @@ impl<'a> Key<'a> {
                 return Key::Item(pairs);
             }
         }
-        Key::Other(k)
+        Key::Other(Cow::Borrowed(k))
+    }
+
+    /// The key with nothing borrowed (of a name that had escapes in the text it was read from).
+    fn into_owned(self) -> Key<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        match self {
+            Key::Field(f) => Key::Field(own(f)),
+            Key::Item(pairs) => Key::Item(pairs.into_iter().map(|(k, v)| (own(k), own(v))).collect()),
+            Key::Other(o) => Key::Other(own(o)),
+        }
     }
 
     /// Whether this key is the same as another written differently (key fields in another order).
@@ -334,7 +344,10 @@ pub struct Ownership<'a> {
 
 impl<'a> Ownership<'a> {
     /// Reads `metadata.managedFields` of a live object (missing or malformed entries are skipped;
-    /// at most 64 managers are tracked).
+    /// at most 64 managers are tracked). The entries are read from the tree, or from their JSON
+    /// text when the object keeps them as text (a string: how
+    /// `drift_manifest::parse_live_manifests` keeps them, unparsed until asked); both give the same
+    /// ownership.
     pub fn of(object: &'a Value) -> Self {
         let mut own = Ownership {
             kind: object.get("kind").and_then(Value::as_str).unwrap_or(""),
@@ -344,29 +357,104 @@ impl<'a> Ownership<'a> {
                 .is_some_and(|refs| refs.iter().any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))),
             ..Ownership::default()
         };
-        let Some(entries) = object.get("metadata").and_then(|m| m.get("managedFields")).and_then(Value::as_array)
-        else {
-            return own;
-        };
-        for entry in entries.iter().take(64) {
-            let Some(manager) = entry.get("manager").and_then(Value::as_str) else { continue };
-            let bit = 1u64 << own.managers.len();
-            own.managers.push(Attribution {
-                manager: manager.to_owned(),
-                operation: entry.get("operation").and_then(Value::as_str).unwrap_or("").to_owned(),
-                time: entry
-                    .get("time")
-                    .and_then(Value::as_str)
-                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                    .map(|t| t.with_timezone(&Utc)),
-                subresource: entry.get("subresource").and_then(Value::as_str).map(str::to_owned),
-            });
-            own.classes.push(std::cell::Cell::new(None));
-            if let Some(fields) = entry.get("fieldsV1") {
-                insert(&mut own.root, fields, bit);
+        match object.get("metadata").and_then(|m| m.get("managedFields")) {
+            Some(Value::Array(entries)) => {
+                for entry in entries.iter().take(64) {
+                    let Some(manager) = entry.get("manager").and_then(Value::as_str) else { continue };
+                    let text = |k: &str| entry.get(k).and_then(Value::as_str);
+                    let bit = own.add(manager, text("operation"), text("time"), text("subresource"));
+                    if let Some(fields) = entry.get("fieldsV1") {
+                        insert(&mut own.root, fields, bit);
+                    }
+                }
             }
+            Some(Value::String(text)) => own.read_text(text),
+            _ => {}
         }
         own
+    }
+
+    /// Adds a manager's write, returning its bit.
+    fn add(&mut self, manager: &str, operation: Option<&str>, time: Option<&str>, subresource: Option<&str>) -> u64 {
+        let bit = 1u64 << self.managers.len();
+        self.managers.push(Attribution {
+            manager: manager.to_owned(),
+            operation: operation.unwrap_or("").to_owned(),
+            time: time.and_then(|t| DateTime::parse_from_rfc3339(t).ok()).map(|t| t.with_timezone(&Utc)),
+            subresource: subresource.map(str::to_owned),
+        });
+        self.classes.push(std::cell::Cell::new(None));
+        bit
+    }
+
+    /// The entries of managedFields from their JSON text, as [`Ownership::of`] reads them from
+    /// the tree: the first 64 entries, those without a manager skipped; of a key written twice in
+    /// an entry the later counts, as in the tree; a malformed text gives the managers read before
+    /// the fault. Read in one pass, each entry's fields under the bit its manager will have (the
+    /// API server writes `fieldsV1` before `manager`); an entry that turns out to have no manager
+    /// or two `fieldsV1`, or a fault, has the text read again, each entry's fields after its
+    /// manager is known.
+    fn read_text(&mut self, text: &'a str) {
+        if self.read_entries(text, true).is_none() {
+            self.managers.clear();
+            self.classes.clear();
+            self.root = Node::default();
+            let _ = self.read_entries(text, false);
+        }
+    }
+
+    /// [`Ownership::read_text`], in one pass (`at_once`, `None` when it must be read again) or
+    /// two.
+    fn read_entries(&mut self, text: &'a str, at_once: bool) -> Option<()> {
+        let mut t = Text { text, bytes: text.as_bytes(), pos: 0 };
+        if !t.eat(b'[') || t.eat(b']') {
+            return Some(());
+        }
+        for _ in 0..64 {
+            let (mut manager, mut operation, mut time, mut subresource, mut fields) = (None, None, None, None, None);
+            let mut walked = false;
+            if t.peek()? == b'{' {
+                let bit = 1u64 << self.managers.len();
+                let root = &mut self.root;
+                t.members(|t, key| {
+                    match &*key {
+                        "manager" => manager = t.string_value()?,
+                        "operation" => operation = t.string_value()?,
+                        "time" => time = t.string_value()?,
+                        "subresource" => subresource = t.string_value()?,
+                        "fieldsV1" if at_once => {
+                            if walked {
+                                return None;
+                            }
+                            walked = true;
+                            insert_text(root, t, bit)?;
+                        }
+                        "fieldsV1" => {
+                            fields = Some(t.pos);
+                            t.skip()?;
+                        }
+                        _ => t.skip()?,
+                    }
+                    Some(())
+                })?;
+            } else {
+                t.skip()?;
+            }
+            match manager {
+                Some(manager) => {
+                    let bit = self.add(&manager, operation.as_deref(), time.as_deref(), subresource.as_deref());
+                    if let Some(at) = fields {
+                        insert_text(&mut self.root, &mut Text { pos: at, ..t }, bit)?;
+                    }
+                }
+                None if walked => return None,
+                None => {}
+            }
+            if !t.eat(b',') {
+                return t.eat(b']').then_some(());
+            }
+        }
+        Some(())
     }
 
     /// Whether the object had any managedFields.
@@ -387,7 +475,7 @@ impl<'a> Ownership<'a> {
         for seg in segments {
             whole |= node.whole;
             let found = match (seg.field(), seg.item()) {
-                (Some(f), _) => node.children.iter().find(|(k, _)| *k == Key::Field(f)),
+                (Some(f), _) => node.children.iter().find(|(k, _)| matches!(k, Key::Field(n) if n == f)),
                 (None, Some((key, _, _))) if !key.is_empty() => node.children.iter().find(|(k, _)| k.is_item(key)),
                 _ => return whole | node.any,
             };
@@ -450,6 +538,205 @@ fn insert<'a>(node: &mut Node<'a>, fields: &'a Value, bit: u64) {
     }
     if leaf {
         node.whole |= bit;
+    }
+}
+
+/// [`insert`] of FieldsV1 given as JSON text (the cursor at the value), its names borrowed from
+/// the text where they have no escapes.
+fn insert_text<'a>(node: &mut Node<'a>, t: &mut Text<'a>, bit: u64) -> Option<()> {
+    node.any |= bit;
+    if t.peek()? != b'{' {
+        return t.skip();
+    }
+    let mut leaf = true;
+    t.members(|t, k| {
+        if k == "." {
+            return t.skip();
+        }
+        leaf = false;
+        let key = match k {
+            Cow::Borrowed(k) => Key::of(k),
+            Cow::Owned(k) => Key::of(&k).into_owned(),
+        };
+        let i = match node.children.iter().position(|(ck, _)| ck.same(&key)) {
+            Some(i) => i,
+            None => {
+                node.children.push((key, Node::default()));
+                node.children.len() - 1
+            }
+        };
+        insert_text(&mut node.children[i].1, t, bit)
+    })?;
+    if leaf {
+        node.whole |= bit;
+    }
+    Some(())
+}
+
+/// The content of a JSON string whose only escapes are `\"`, `\\` and `\/` (the item keys of
+/// FieldsV1: `k:{\"name\":\"web\"}`); `None` for any other escape.
+fn unescape(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while let Some(i) = rest.find('\\') {
+        out.push_str(&rest[..i]);
+        out.push(match rest.as_bytes().get(i + 1)? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            _ => return None,
+        });
+        rest = rest.get(i + 2..)?;
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+/// A cursor over JSON text that a reader has already checked (managedFields kept as text); on
+/// anything else it stops with `None` rather than guess.
+#[derive(Clone, Copy)]
+struct Text<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Text<'a> {
+    fn skip_whitespace(&mut self) {
+        const SPACES: u64 = u64::from_le_bytes([b' '; 8]);
+        while let Some(&b) = self.bytes.get(self.pos) {
+            match b {
+                b' ' => {
+                    self.pos += 1;
+                    // Indentation comes in runs: eight bytes at a time.
+                    while let Some(eight) = self.bytes.get(self.pos..self.pos + 8) {
+                        let mut x = [0; 8];
+                        x.copy_from_slice(eight);
+                        let other = u64::from_le_bytes(x) ^ SPACES;
+                        if other != 0 {
+                            self.pos += (other.trailing_zeros() / 8) as usize;
+                            break;
+                        }
+                        self.pos += 8;
+                    }
+                }
+                b'\n' | b'\t' | b'\r' => self.pos += 1,
+                _ => return,
+            }
+        }
+    }
+
+    /// The next byte after whitespace.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Steps over `c` when it comes next.
+    fn eat(&mut self, c: u8) -> bool {
+        let found = self.peek() == Some(c);
+        if found {
+            self.pos += 1;
+        }
+        found
+    }
+
+    /// Steps over a string (at its opening quote); whether it had escapes.
+    fn skip_string(&mut self) -> Option<bool> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let mut escaped = false;
+        loop {
+            match self.bytes.get(self.pos)? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(escaped);
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.pos += 2;
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    /// A string, borrowed when it has no escapes.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.skip_whitespace();
+        let start = self.pos;
+        if self.skip_string()? {
+            let quoted = self.text.get(start..self.pos)?;
+            unescape(&quoted[1..quoted.len() - 1])
+                .or_else(|| serde_json::from_str::<String>(quoted).ok())
+                .map(Cow::Owned)
+        } else {
+            self.text.get(start + 1..self.pos - 1).map(Cow::Borrowed)
+        }
+    }
+
+    /// A value that counts only as a string (as `Value::as_str` reads it): the string, or
+    /// `Some(None)` for any other value, stepped over.
+    fn string_value(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.peek()? == b'"' { self.string().map(Some) } else { self.skip().map(|()| None) }
+    }
+
+    /// Steps over a value.
+    fn skip(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.skip_string().map(drop),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match self.bytes.get(self.pos)? {
+                        b'"' => {
+                            self.skip_string()?;
+                        }
+                        b'{' | b'[' => {
+                            depth += 1;
+                            self.pos += 1;
+                        }
+                        b'}' | b']' => {
+                            depth -= 1;
+                            self.pos += 1;
+                            if depth == 0 {
+                                return Some(());
+                            }
+                        }
+                        _ => self.pos += 1,
+                    }
+                }
+            }
+            _ => {
+                let start = self.pos;
+                while self.bytes.get(self.pos).is_some_and(|b| !b",}] \n\t\r".contains(b)) {
+                    self.pos += 1;
+                }
+                (self.pos > start).then_some(())
+            }
+        }
+    }
+
+    /// The members of an object (the cursor at its `{`): `each` gets every key with the cursor at
+    /// its value, and reads or steps over the value.
+    fn members(&mut self, mut each: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
+        if !self.eat(b'{') {
+            return None;
+        }
+        if self.eat(b'}') {
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            if !self.eat(b':') {
+                return None;
+            }
+            each(self, key)?;
+            if !self.eat(b',') {
+                return self.eat(b'}').then_some(());
+            }
+        }
     }
 }
 
@@ -521,6 +808,153 @@ mod tests {
         }
         assert!(flat_pairs(r#"{"name":"web"}"#).is_some(), "the common form is read without parsing");
         assert!(flat_pairs(r#"{"containerPort":80,"protocol":"TCP"}"#).is_some());
+    }
+
+    /// Each node of an ownership tree as (path of keys, whole, any), sorted: the tree whatever
+    /// the order its children were met in.
+    fn nodes(o: &Ownership<'_>) -> Vec<(String, u64, u64)> {
+        fn walk(node: &Node<'_>, at: String, out: &mut Vec<(String, u64, u64)>) {
+            out.push((at.clone(), node.whole, node.any));
+            for (k, n) in &node.children {
+                let name = match k {
+                    Key::Item(pairs) => {
+                        let mut pairs = pairs.clone();
+                        pairs.sort();
+                        format!("{pairs:?}")
+                    }
+                    other => format!("{other:?}"),
+                };
+                walk(n, format!("{at}/{name}"), out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&o.root, String::new(), &mut out);
+        out.sort();
+        out
+    }
+
+    /// `metadata.managedFields` as a tree and as its text (compact or indented), in an object.
+    fn both_forms(fields: &Value) -> [Value; 3] {
+        let with = |f: Value| json!({"kind": "Deployment", "metadata": {"managedFields": f}});
+        [
+            with(fields.clone()),
+            with(Value::String(fields.to_string())),
+            with(Value::String(serde_json::to_string_pretty(fields).unwrap())),
+        ]
+    }
+
+    fn fields_v1() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let key = prop_oneof![
+            Just("f:spec"),
+            Just("f:replicas"),
+            Just("f:containers"),
+            Just("."),
+            Just("k:{\"name\":\"web\"}"),
+            Just("k:{\"protocol\":\"TCP\",\"port\":80}"),
+            Just("k:{\"port\":80,\"protocol\":\"TCP\"}"),
+            Just("k:{\"a\":\"\\u0041\\\"\"}"),
+            Just("k:{not json"),
+            Just("v:\"x\""),
+            Just("f:we\"ird\\/\u{e9}"),
+            Just("f:"),
+        ];
+        let leaf = prop_oneof![
+            3 => Just(json!({})),
+            1 => Just(json!({".": {}})),
+            1 => Just(json!(null)),
+            1 => Just(json!([1, {"f:x": {}}])),
+            1 => Just(json!("f:x")),
+        ];
+        leaf.prop_recursive(4, 40, 5, move |inner| {
+            proptest::collection::vec((key.clone(), inner), 0..5)
+                .prop_map(|entries| Value::Object(entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
+        })
+    }
+
+    fn entry() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let text = |options: &'static [&'static str]| {
+            proptest::sample::select(options).prop_map(|s| if s == "-" { json!(7) } else { json!(s) })
+        };
+        (
+            proptest::option::of(text(&[
+                "kubectl-edit",
+                "argocd-controller",
+                "kube-controller-manager",
+                "my \"tool\"",
+                "-",
+            ])),
+            proptest::option::of(text(&["Update", "Apply", "-"])),
+            proptest::option::of(text(&["2026-01-01T00:00:00Z", "2026-01-02T10:00:00+02:00", "yesterday", "-"])),
+            proptest::option::of(text(&["status", "scale", "", "-"])),
+            proptest::option::of(fields_v1()),
+            any::<bool>(),
+        )
+            .prop_map(|(manager, operation, time, subresource, fields, object)| {
+                if !object {
+                    return json!(["not", "an", "entry"]);
+                }
+                let mut e = serde_json::Map::new();
+                e.insert("apiVersion".into(), json!("apps/v1"));
+                e.insert("fieldsType".into(), json!("FieldsV1"));
+                for (k, v) in [
+                    ("manager", manager),
+                    ("operation", operation),
+                    ("time", time),
+                    ("subresource", subresource),
+                    ("fieldsV1", fields),
+                ] {
+                    if let Some(v) = v {
+                        e.insert(k.into(), v);
+                    }
+                }
+                Value::Object(e)
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// managedFields kept as text (how the live reader keeps them) give the ownership the
+        /// tree gives: the same managers in the same order, the same nodes, the same owners.
+        #[test]
+        fn ownership_from_the_text_is_the_ownership_from_the_tree(
+            entries in proptest::collection::vec(entry(), 0..6),
+        ) {
+            let fields = Value::Array(entries);
+            let [tree, compact, indented] = both_forms(&fields);
+            let expected = Ownership::of(&tree);
+            for object in [&compact, &indented] {
+                let got = Ownership::of(object);
+                proptest::prop_assert_eq!(&got.managers, &expected.managers);
+                proptest::prop_assert_eq!(nodes(&got), nodes(&expected));
+                proptest::prop_assert_eq!(got.classes.len(), expected.classes.len());
+            }
+        }
+    }
+
+    #[test]
+    fn ownership_from_the_text_keeps_the_first_64_entries_and_stops_at_a_fault() {
+        let entries: Vec<Value> =
+            (0..70).map(|i| json!({"manager": format!("m{i}"), "fieldsV1": {format!("f:f{i}"): {}}})).collect();
+        let fields = Value::Array(entries);
+        let [tree, compact, indented] = both_forms(&fields);
+        let expected = Ownership::of(&tree);
+        assert_eq!(expected.managers.len(), 64);
+        for object in [&compact, &indented] {
+            let got = Ownership::of(object);
+            assert_eq!(got.managers, expected.managers);
+            assert_eq!(nodes(&got), nodes(&expected));
+        }
+        // Text that is no list, or breaks off, gives what was read before the fault.
+        let text = fields.to_string();
+        let cut = json!({"metadata": {"managedFields": &text[..text.find("m1\"").unwrap()]}});
+        assert_eq!(Ownership::of(&cut).managers.len(), 1);
+        for odd in ["", "{}", "nope", "[", "[{", "[]", "[1,2]"] {
+            let o = json!({"metadata": {"managedFields": odd}});
+            assert!(Ownership::of(&o).is_empty(), "{odd:?}");
+        }
     }
 
     #[test]

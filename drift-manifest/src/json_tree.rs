@@ -22,16 +22,19 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The tree of one JSON document (`text` holds it and nothing else but whitespace), with the
 /// deepest level a value sits at (the document is at 0, its members at 1); or `None`. With
-/// `drop_status`, the `status` of a document that is a mapping is checked but not built, nor
-/// kept (the depth still counts it).
-pub(crate) fn read(text: &str, drop_status: bool) -> Option<(Value, usize)> {
+/// `live`, the document is read as a live object: the `status` of a document that is a mapping
+/// is checked but not built, nor kept, and its `metadata.managedFields`, when a list, is checked
+/// and kept as its JSON text (a string holding the list as written), which the engine's
+/// ownership reads when asked (the depth counts both as if built).
+pub(crate) fn read(text: &str, live: bool) -> Option<(Value, usize)> {
     let mut reader = Reader {
         text,
         bytes: text.as_bytes(),
         pos: 0,
         level: 0,
         deepest: 0,
-        drop_status,
+        live,
+        in_metadata: false,
         skipping: false,
         entries: Vec::with_capacity(32),
         items: Vec::with_capacity(32),
@@ -48,7 +51,10 @@ struct Reader<'a> {
     pos: usize,
     level: usize,
     deepest: usize,
-    drop_status: bool,
+    /// Reading a live object (see [`read`]).
+    live: bool,
+    /// Reading the top-level `metadata`.
+    in_metadata: bool,
     /// Reading a value only to check it: nothing is kept.
     skipping: bool,
     /// The entries of the mappings being read, innermost last.
@@ -158,10 +164,23 @@ impl Reader<'_> {
                 }
                 self.pos += 1;
                 self.skip_whitespace();
-                if self.skipping || (self.drop_status && self.level == 1 && key == "status") {
+                if self.skipping || (self.live && self.level == 1 && key == "status") {
                     self.skip()?;
+                } else if self.live
+                    && self.in_metadata
+                    && self.level == 2
+                    && key == "managedFields"
+                    && self.peek() == Some(b'[')
+                {
+                    let start = self.pos;
+                    self.skip()?;
+                    let raw = self.text.get(start..self.pos)?.to_owned();
+                    self.entries.push((key, Value::String(raw)));
                 } else {
+                    let metadata = self.live && self.level == 1 && key == "metadata";
+                    self.in_metadata |= metadata;
                     let value = self.value()?;
+                    self.in_metadata &= !metadata;
                     self.entries.push((key, value));
                 }
                 if !self.more(b'}')? {
@@ -419,6 +438,15 @@ mod tests {
         Ok(ours.is_some())
     }
 
+    /// A live object read with its `metadata.managedFields` parsed from the text it was kept as.
+    fn parsed_managed_fields(mut v: Value) -> Value {
+        if let Some(Value::String(raw)) = v.pointer_mut("/metadata/managedFields") {
+            let list = serde_json::from_str(raw).unwrap();
+            v["metadata"]["managedFields"] = list;
+        }
+        v
+    }
+
     /// Strings with what escapes are made for: quotes, backslashes, controls, characters beyond
     /// the basic plane, the bytes around the eight-byte chunks.
     fn text() -> impl Strategy<Value = String> {
@@ -538,8 +566,51 @@ mod tests {
                 if let Value::Object(map) = &mut full {
                     map.remove("status");
                 }
-                prop_assert_eq!(full, without);
+                prop_assert_eq!(full, parsed_managed_fields(without));
                 prop_assert_eq!(depth, depth_without);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// A live object's `metadata.managedFields` list is kept as its text, which reads back
+        /// into the list the full read builds; the rest is the same tree; the reader gives up
+        /// exactly where it gives up building the list.
+        #[test]
+        fn managed_fields_are_kept_as_their_text(
+            v in value(),
+            fields in proptest::collection::vec(value(), 0..4),
+            indent in 0usize..5,
+            at in any::<prop::sample::Index>(),
+            cut in any::<bool>(),
+        ) {
+            let meta = match v {
+                Value::Object(mut m) => {
+                    m.insert("managedFields".into(), Value::Array(fields));
+                    Value::Object(m)
+                }
+                _ => serde_json::json!({"name": "web", "managedFields": fields}),
+            };
+            let object = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta});
+            let mut text = go_style(&object, indent);
+            if cut {
+                let mut i = at.index(text.len() + 1);
+                while !text.is_char_boundary(i) {
+                    i -= 1;
+                }
+                text.truncate(i);
+            }
+            let built = read(&text, false);
+            let kept = read(&text, true);
+            prop_assert_eq!(built.is_some(), kept.is_some(), "{:?}", text);
+            if let (Some((full, depth)), Some((live, depth_live))) = (built, kept) {
+                let raw = live["metadata"]["managedFields"].as_str().expect("kept as text");
+                prop_assert!(text.contains(raw), "the text as written: {:?}", raw);
+                prop_assert_eq!(&full["metadata"]["managedFields"], &serde_json::from_str::<Value>(raw).unwrap());
+                prop_assert_eq!(full, parsed_managed_fields(live));
+                prop_assert_eq!(depth, depth_live);
             }
         }
 
@@ -644,5 +715,10 @@ mod tests {
         let (value, depth) = read(text, false).expect("read");
         assert_eq!(value, serde_json::from_str::<Value>(text).unwrap());
         assert_eq!(depth, 10);
+        let (live, live_depth) = read(text, true).expect("read");
+        let raw = live["metadata"]["managedFields"].as_str().expect("kept as text");
+        assert!(raw.starts_with("[\n            {") && raw.ends_with("}\n        ]"), "{raw:?}");
+        assert_eq!(parsed_managed_fields(live), value);
+        assert_eq!(live_depth, depth);
     }
 }

@@ -91,12 +91,19 @@ pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedMan
 /// Parses a file of objects read from a cluster (`kubectl get -o json` or `-o yaml`, a live
 /// snapshot) as [`parse_manifests_with`] does, each object's `status` left out: drift never
 /// compares it, and the cluster source keeps objects without it too. The `status` of a JSON
-/// document that is one object is checked but never built.
+/// document that is one object is checked but never built, and its `metadata.managedFields`
+/// list is checked and kept as its JSON text (a string), unparsed until an ownership question
+/// needs it: `drift_engine`'s ownership reads it from the text as from the list. About half of
+/// a live object's values are its managedFields.
 ///
 /// ```
-/// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "status": {"x": 1}}"#;
+/// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a",
+///     "managedFields": [{"manager": "kubectl-edit", "fieldsV1": {"f:data": {}}}]}, "status": {"x": 1}}"#;
 /// let parsed = drift_manifest::parse_live_manifests(text, "live.json", Default::default());
-/// assert!(parsed.resources[0].object.get("status").is_none());
+/// let object = &parsed.resources[0].object;
+/// assert!(object.get("status").is_none());
+/// assert_eq!(object["metadata"]["managedFields"],
+///     r#"[{"manager": "kubectl-edit", "fieldsV1": {"f:data": {}}}]"#);
 /// ```
 pub fn parse_live_manifests(text: &str, path: &str, limits: Limits) -> ParsedManifests {
     let mut out = parse(text, path, limits, true);
