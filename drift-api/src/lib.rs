@@ -62,10 +62,12 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod acting;
+pub mod alerts;
 pub mod auth;
 pub mod detail;
 pub mod error;
 mod handlers;
+mod identity;
 pub mod limits;
 pub mod openapi;
 pub mod query;

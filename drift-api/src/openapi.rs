@@ -155,6 +155,7 @@ fn schemas() -> Value {
         "resolution",
         "changed_by",
         "changed_at",
+        "changed_by_user",
         "classification",
         "decision_source",
         "recommended_action",
@@ -181,6 +182,8 @@ fn schemas() -> Value {
             "resolution": {"type": ["string", "null"], "enum": ["reverted", "accepted", "removed", null],
                 "description": "how a resolved drift went away: the cluster was put back (reverted), Git took the change (accepted), the object is gone: Git no longer holds it or it was deleted from the cluster (removed); null while open"},
             "changed_by": nullable("string"), "changed_at": nullable_time(),
+            "changed_by_user": {"oneOf": [{"$ref": "#/components/schemas/ChangeIdentity"}, {"type": "null"}],
+                "description": "who sent the change changed_by names, from the Kubernetes audit log; null until joined or when no audit event matched"},
             "classification": classification, "decision_source": decision, "recommended_action": action,
             "waived_until": {"type": ["string", "null"], "format": "date-time",
                 "description": "when the waiver of a waived drift ends"},
@@ -415,6 +418,21 @@ fn schemas() -> Value {
         ),
     });
     schemas["Drift"]["properties"]["revert"] = revert_ref;
+    schemas["ChangeIdentity"] = object(
+        &["username", "groups", "source_ips", "user_agent", "verb", "audit_id", "request_time", "changed_at"],
+        json!({
+            "username": {"type": "string", "description": "the authenticated user of the request"},
+            "groups": {"type": "array", "items": {"type": "string"}},
+            "source_ips": {"type": "array", "items": {"type": "string"},
+                "description": "the client's address first, then proxies', as the API server saw them"},
+            "user_agent": {"type": ["string", "null"], "description": "as the client sent it (not proof)"},
+            "verb": {"type": "string", "description": "update, patch or create"},
+            "audit_id": {"type": "string", "description": "the audit event's auditID"},
+            "request_time": time,
+            "changed_at": {"type": "string", "format": "date-time",
+                "description": "the drift's changed_at this identity was joined for"},
+        }),
+    );
     for (name, schema) in finding_schemas(&severity, &time) {
         schemas[name] = schema;
     }

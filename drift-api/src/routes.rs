@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::query::{DEFAULT_LIMIT, MAX_ID, MAX_LIMIT};
 use crate::state::ApiState;
-use crate::{acting, handlers, remediation};
+use crate::{acting, alerts, handlers, identity, remediation};
 
 /// A parameter of an endpoint.
 #[derive(Debug, Clone)]
@@ -261,6 +261,99 @@ fn table() -> Vec<Endpoint> {
             body: None,
             answers: vec![answer(200, "ready", "Ready"), answer(503, "not ready; `error` says why", "Ready")],
             handler: get(handlers::ready),
+        },
+        Endpoint {
+            method: Method::POST,
+            path: "/alertmanager/webhook",
+            operation_id: "alertmanagerWebhook",
+            summary: "Drift beside an alert",
+            description: "Alertmanager's webhook receiver (payload version 4). For each firing alert with a \
+                          `namespace` label (and optionally `cluster`, and a workload: `deployment`, `statefulset`, \
+                          `daemonset` or `pod`), answers the drifts of that namespace seen in the window before the \
+                          alert started (`alerts.window`, default 1h), which of them are the workload's, and the hand \
+                          changes made in the window; with `alerts.notify` (default) and a store with an outbox, the \
+                          open ones are sent to the notifiers whose route takes them, as one message per alert. Needs \
+                          a write token (Alertmanager's `http_config.authorization.credentials`).",
+            access: Access::Write,
+            params: vec![],
+            body: Some(json!({"type": "object", "required": ["version", "alerts"], "properties": {
+                "version": {"const": "4"},
+                "receiver": {"type": "string"}, "status": {"type": "string"},
+                "alerts": {"type": "array", "items": {"type": "object", "required": ["status", "labels", "startsAt"],
+                    "properties": {"status": {"type": "string"}, "labels": {"type": "object",
+                        "additionalProperties": {"type": "string"}},
+                        "startsAt": {"type": "string", "format": "date-time"}, "fingerprint": {"type": "string"}}}},
+            }})),
+            answers: vec![
+                Answer {
+                    status: 200,
+                    description: "each firing alert with a namespace, with its drifts; the others under `skipped`",
+                    content_type: JSON,
+                    schema: json!({"type": "object", "required": ["alerts", "skipped", "emitted"], "properties": {
+                        "receiver": {"type": "string"}, "status": {"type": "string"},
+                        "alerts": {"type": "array", "items": {"type": "object",
+                            "required": ["fingerprint", "alertname", "starts_at", "scope", "window", "drifts",
+                                "workload_drifts", "hand_changes", "notified"],
+                            "properties": {
+                                "fingerprint": {"type": "string"}, "alertname": {"type": "string"},
+                                "starts_at": {"type": "string", "format": "date-time"},
+                                "scope": {"type": "object", "required": ["namespace"], "properties": {
+                                    "cluster": {"type": ["string", "null"]}, "namespace": {"type": "string"},
+                                    "kind": {"type": ["string", "null"]}, "name": {"type": ["string", "null"]}}},
+                                "window": {"type": "object", "properties": {
+                                    "from": {"type": "string", "format": "date-time"},
+                                    "to": {"type": "string", "format": "date-time"}}},
+                                "drifts": {"type": "array", "items": schema_ref("StoredDrift")},
+                                "workload_drifts": {"type": "array", "items": {"type": "integer"},
+                                    "description": "ids of the drifts of the alert's workload"},
+                                "hand_changes": {"type": "array", "items": {"type": "integer"},
+                                    "description": "ids of the drifts changed by hand (or by an unknown manager) in the window"},
+                                "notified": {"type": "integer", "description": "open drifts sent to the notifiers"},
+                            }}},
+                        "skipped": {"type": "array", "items": {"type": "object"}},
+                        "emitted": {"type": "integer", "description": "events new in the outbox (a repeated alert adds none)"},
+                    }}),
+                },
+                error(400, "not Alertmanager's webhook payload version 4"),
+                write_refused(),
+                write_disabled(),
+                store_down(),
+            ],
+            handler: post(alerts::alertmanager_webhook),
+        },
+        Endpoint {
+            method: Method::POST,
+            path: "/audit/webhook",
+            operation_id: "auditWebhook",
+            summary: "Receive Kubernetes audit events",
+            description: "The endpoint of kube-apiserver's audit webhook backend (`--audit-webhook-config-file`): \
+                          an `audit.k8s.io/v1` `EventList`, whose events of writes are joined with the drifts to \
+                          name the person behind each change (`changed_by_user`; docs/kubernetes.md). Needs a \
+                          write token (the webhook's kubeconfig user `token:`). The body is at most 2 MiB.",
+            access: Access::Write,
+            params: vec![],
+            body: Some(json!({"type": "object", "required": ["kind", "apiVersion", "items"], "properties": {
+                "kind": {"const": "EventList"},
+                "apiVersion": {"type": "string", "pattern": "^audit\\.k8s\\.io/"},
+                "items": {"type": "array", "items": {"type": "object",
+                    "description": "an audit.k8s.io/v1 Event",
+                    "required": ["kind", "apiVersion", "auditID", "stage", "verb", "user",
+                        "requestReceivedTimestamp", "stageTimestamp"]}},
+            }})),
+            answers: vec![
+                Answer {
+                    status: 200,
+                    description: "the events were taken; `kept` counts the completed writes kept for the join",
+                    content_type: JSON,
+                    schema: json!({"type": "object", "required": ["received", "kept"], "properties": {
+                        "received": {"type": "integer", "minimum": 0}, "kept": {"type": "integer", "minimum": 0}}}),
+                },
+                error(400, "not an EventList, or an item that is not an audit event (nothing is kept)"),
+                write_refused(),
+                write_disabled(),
+                error(501, "no `audit:` is configured"),
+            ],
+            handler: post(identity::audit_webhook),
         },
         Endpoint {
             method: Method::POST,

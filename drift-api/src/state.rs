@@ -114,6 +114,8 @@ pub struct ApiState {
     pub(crate) max_scan_age: Duration,
     pub(crate) store_timeout: Duration,
     pub(crate) hosts: Arc<crate::server::AllowedHosts>,
+    pub(crate) audit: Option<Arc<dyn drift_model::AuditIntake>>,
+    pub(crate) alerts: crate::alerts::AlertSettings,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -124,6 +126,7 @@ impl std::fmt::Debug for ApiState {
             .field("read_token", &self.read_token.as_ref().map(|_| "<redacted>"))
             .field("decisions", &self.act.is_some())
             .field("remedies", &self.remedies.is_some())
+            .field("audit", &self.audit.is_some())
             .field("trigger", &self.trigger)
             .field("clock", &self.clock)
             .field("max_scan_age", &self.max_scan_age)
@@ -151,7 +154,21 @@ impl ApiState {
             max_scan_age: DEFAULT_MAX_SCAN_AGE,
             store_timeout: DEFAULT_STORE_TIMEOUT,
             hosts: Arc::default(),
+            audit: None,
+            alerts: crate::alerts::AlertSettings::default(),
         }
+    }
+    /// How `POST /alertmanager/webhook` answers: the window before an alert, and whether the
+    /// drifts are sent to the notifiers (default 1h, yes).
+    pub fn with_alerts(mut self, alerts: crate::alerts::AlertSettings) -> Self {
+        self.alerts = alerts;
+        self
+    }
+    /// Where `POST /audit/webhook` hands the audit events it receives (the audit log join);
+    /// without it the endpoint answers 501.
+    pub fn with_audit(mut self, audit: Arc<dyn drift_model::AuditIntake>) -> Self {
+        self.audit = Some(audit);
+        self
     }
     /// The one write token (named [`crate::auth::DEFAULT_TOKEN_NAME`] when made by
     /// [`ApiToken::new`]); `None` disables the write endpoints (403). Replaces the tokens set

@@ -580,6 +580,11 @@
       const fact = (k, v) => [el('dt', { text: k }), el('dd', { text: v === null || v === undefined || v === '' ? '—' : v })];
       replace(facts,
         fact('Changed by', d.changed_by), fact('Changed at', when(d.changed_at)),
+        // The person behind the change, from the Kubernetes audit log (docs/kubernetes.md).
+        d.changed_by_user ? fact('Changed by user', d.changed_by_user.username
+          + (d.changed_by_user.groups.length ? ' (' + d.changed_by_user.groups.join(', ') + ')' : '')
+          + (d.changed_by_user.source_ips.length ? ' from ' + d.changed_by_user.source_ips.join(', ') : '')
+          + (d.changed_by_user.user_agent ? ' with ' + d.changed_by_user.user_agent : '')) : null,
         fact('Classification', d.classification), fact('Recommended', d.recommended_action),
         fact('Decided by', d.decision_source),
         fact('First seen', when(d.detected_at)), fact('Last seen', when(d.last_seen)),

@@ -30,12 +30,12 @@ pub async fn open_store_keys(config: &StoreConfig) -> Result<(Store, Arc<dyn Has
             let store = Arc::new(
                 drift_postgres::PostgresStore::from_config(c).await.with_context(|| format!("opening {shown}"))?,
             );
-            (Store::acting(store.clone()), store)
+            (Store::acting(store.clone()).with_identities(store.clone()), store)
         }
         StoreConfig::Sqlite(c) => {
             let store =
                 Arc::new(drift_sqlite::SqliteStore::from_config(c).await.with_context(|| format!("opening {shown}"))?);
-            (Store::acting(store.clone()), store)
+            (Store::acting(store.clone()).with_identities(store.clone()), store)
         }
     })
 }
@@ -224,6 +224,10 @@ pub async fn detector(
     if long_running && let Some(policy) = &config.accept.auto {
         builder = builder.auto_accept(policy.clone());
     }
+    if long_running && let Some(audit) = &config.audit {
+        builder = builder.audit(audit.clone());
+    }
+    builder = builder.alerts(config.alerts.settings());
     for r in &config.repositories {
         if let Some(proposer) = proposer(config, r)? {
             builder = builder.proposer(proposer);

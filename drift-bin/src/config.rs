@@ -100,6 +100,14 @@ pub struct Config {
     /// unless given; docs/remediation.md, "Automatic pull requests").
     #[serde(default)]
     pub accept: AcceptSettings,
+    /// The Kubernetes audit log, joined with the drifts to name the person behind each change
+    /// (`drift serve` only; docs/kubernetes.md, "The person behind a change").
+    #[serde(default)]
+    pub audit: Option<drift_runtime::identity::AuditSettings>,
+    /// The Alertmanager receiver (`POST /alertmanager/webhook`; docs/notifications.md, "Drift
+    /// beside the alert").
+    #[serde(default)]
+    pub alerts: AlertsConfig,
     /// Leader election of replicas of `drift serve` (off by default; docs/deployment.md, "High
     /// availability").
     #[serde(default)]
@@ -108,6 +116,39 @@ pub struct Config {
     /// one; docs/security.md, "Secret values").
     #[serde(default)]
     pub secret_hash: crate::hash_key::SecretHashConfig,
+}
+
+/// `alerts:`: how the Alertmanager receiver answers.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// How far before an alert's start drifts and hand changes are looked for (default 1h).
+    #[serde(default = "default_alert_window", with = "humantime_serde")]
+    pub window: Duration,
+    /// Whether the drifts of an alert are also sent to the notifiers (default true).
+    #[serde(default = "default_alert_notify")]
+    pub notify: bool,
+}
+
+fn default_alert_window() -> Duration {
+    Duration::from_secs(3600)
+}
+
+fn default_alert_notify() -> bool {
+    true
+}
+
+impl Default for AlertsConfig {
+    fn default() -> Self {
+        AlertsConfig { window: default_alert_window(), notify: true }
+    }
+}
+
+impl AlertsConfig {
+    /// The API's settings.
+    pub fn settings(&self) -> drift_api::alerts::AlertSettings {
+        drift_api::alerts::AlertSettings { window: self.window, notify: self.notify }
+    }
 }
 
 /// `orphans:`: report the live objects of the kinds and namespaces the desired state manages that
@@ -648,6 +689,10 @@ impl Config {
                 bail!("`heal` needs a cluster to write to; `live.snapshot` cannot be reverted");
             }
         }
+        if let Some(audit) = &self.audit {
+            audit.validate().context("`audit`")?;
+        }
+        self.alerts.settings().validate().context("`alerts`")?;
         self.leader_election.validate()?;
         self.secret_hash.validate()?;
         if self.leader_election.enabled && self.live.snapshot.is_some() {

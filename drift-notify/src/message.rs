@@ -356,7 +356,11 @@ impl Message {
             git: show_value(d.git_value.as_ref()),
             cluster: show_value(d.cluster_value.as_ref()),
             before: event.previous.as_ref().map(|p| (show_value(p.cluster_value.as_ref()), p.severity)),
-            changed_by: d.changed_by.clone(),
+            // The person behind the change, when the audit log named them: `kubectl-edit (alice)`.
+            changed_by: match (&d.changed_by, &d.changed_by_user) {
+                (Some(m), Some(u)) => Some(format!("{m} ({})", u.username)),
+                (by, _) => by.clone(),
+            },
             changed_at: d.changed_at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string()),
             classification: d.classification.as_str(),
             resolution: d.resolution.map(|r| r.as_str()),
@@ -573,6 +577,25 @@ mod tests {
         assert_eq!(v.before, Some(("{\"a\":1}".to_owned(), Severity::Low)));
         assert_eq!(v.who_when().unwrap(), "changed by kubectl-edit at 2026-12-01 07:55 UTC");
         assert_eq!(v.link.unwrap().as_str(), "https://drift.example.com/ui/drifts/7");
+    }
+
+    #[test]
+    fn the_person_behind_a_change_is_named_with_the_manager() {
+        let mut d = drift(7, "shop", "web", Severity::High);
+        let changed_at = d.changed_at.unwrap();
+        d.changed_by_user = Some(drift_model::ChangeIdentity {
+            username: "alice".into(),
+            groups: vec!["dev".into()],
+            source_ips: vec!["10.0.0.7".into()],
+            user_agent: None,
+            verb: "patch".into(),
+            audit_id: "a".into(),
+            request_time: changed_at,
+            changed_at,
+        });
+        let e = event(EventKind::Opened, d);
+        let v = Message::new("o", vec![e.clone()], None).view(&e).unwrap();
+        assert_eq!(v.who_when().unwrap(), "changed by kubectl-edit (alice) at 2026-12-01 07:55 UTC");
     }
 
     #[test]

@@ -62,9 +62,29 @@ pub struct DetectorBuilder {
     auto_accept: Option<AutoAcceptPolicy>,
     link: Option<String>,
     election: Option<Elector>,
+    audit: Option<crate::identity::AuditSettings>,
+    #[cfg(feature = "api")]
+    alerts: drift_api::alerts::AlertSettings,
 }
 
 impl DetectorBuilder {
+    /// How the API's Alertmanager receiver answers (`POST /alertmanager/webhook`; default:
+    /// a window of 1h, drifts sent to the notifiers).
+    #[cfg(feature = "api")]
+    pub fn alerts(mut self, alerts: drift_api::alerts::AlertSettings) -> Self {
+        self.alerts = alerts;
+        self
+    }
+
+    /// Joins the Kubernetes audit log with the drifts ([`crate::identity`]): the file of
+    /// `settings.log` is tailed and, with the `api` feature, `POST /audit/webhook` takes the
+    /// audit webhook's event lists. Needs a store that keeps identities
+    /// ([`Store::with_identities`]).
+    pub fn audit(mut self, settings: crate::identity::AuditSettings) -> Self {
+        self.audit = Some(settings);
+        self
+    }
+
     /// Adds a desired source (one per repository; each pass scans them in this order).
     pub fn desired(mut self, source: Arc<dyn DesiredSource>) -> Self {
         self.desired.push(source);
@@ -335,7 +355,21 @@ impl DetectorBuilder {
             }
             Arc::new(r)
         });
+        let identifier = match (self.audit, &scanner.store.identities) {
+            (None, _) => None,
+            (Some(settings), Some(identities)) => Some(Arc::new(crate::identity::Identifier::new(
+                settings,
+                scanner.store.read.clone(),
+                identities.clone(),
+            ))),
+            (Some(_), None) => {
+                return Err(drift_core::Error::config(
+                    "`audit` needs a store that keeps who made each change (sqlite or postgres)",
+                ));
+            }
+        };
         Ok(Detector {
+            identifier,
             remedies,
             scanner,
             interval,
@@ -348,6 +382,8 @@ impl DetectorBuilder {
             server_limits: self.server_limits,
             #[cfg(feature = "api")]
             allowed_hosts: self.allowed_hosts,
+            #[cfg(feature = "api")]
+            alerts: self.alerts,
             passes: Arc::default(),
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
@@ -380,6 +416,10 @@ pub struct Detector {
     remedies: Option<Arc<Remedies>>,
     /// Leader election, and where it says whether this replica leads.
     election: Option<(Elector, watch::Sender<bool>)>,
+    /// The audit log join, when `audit` is configured.
+    identifier: Option<Arc<crate::identity::Identifier>>,
+    #[cfg(feature = "api")]
+    alerts: drift_api::alerts::AlertSettings,
 }
 
 /// The tasks only a leader runs (all of them without leader election).
@@ -389,6 +429,7 @@ struct LeaderTasks {
     watcher: Option<tokio::task::JoinHandle<()>>,
     notifier: Option<tokio::task::JoinHandle<()>>,
     healer: Option<tokio::task::JoinHandle<()>>,
+    identifier: Option<tokio::task::JoinHandle<()>>,
 }
 
 type Passes = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
@@ -473,9 +514,14 @@ impl Detector {
         .with_read_token(self.read_token.clone())
         .with_allowed_hosts(self.allowed_hosts.clone())
         .with_metrics(self.scanner.metrics.clone())
+        .with_alerts(self.alerts)
         .with_max_scan_age(self.interval * 3);
         let state = match &self.scanner.store.act {
             Some(act) => state.with_act(act.clone()),
+            None => state,
+        };
+        let state = match &self.identifier {
+            Some(i) => state.with_audit(i.clone()),
             None => state,
         };
         match &self.remedies {
@@ -664,7 +710,8 @@ impl Detector {
                 })
             })
         });
-        LeaderTasks { sched, watcher, notifier, healer }
+        let identifier = self.identifier.clone().map(|i| tokio::spawn(i.run(stop.clone())));
+        LeaderTasks { sched, watcher, notifier, healer, identifier }
     }
 
     /// Stops the leader's tasks at once (the lease may be lost): every task and every pass
@@ -672,7 +719,7 @@ impl Detector {
     /// back; deliveries leased by the notifier go out again after their lease.
     fn abort(&self, tasks: LeaderTasks) {
         tasks.sched.abort();
-        for t in [tasks.watcher, tasks.notifier, tasks.healer].into_iter().flatten() {
+        for t in [tasks.watcher, tasks.notifier, tasks.healer, tasks.identifier].into_iter().flatten() {
             t.abort();
         }
         lock(&self.passes).abort_all();
@@ -682,7 +729,10 @@ impl Detector {
     /// Stops the leader's tasks at shutdown (their stop was sent): a running pass gets
     /// [`SHUTDOWN_GRACE`] to finish and is aborted after it.
     async fn finish(&self, tasks: LeaderTasks) {
-        let LeaderTasks { sched, watcher, notifier, healer } = tasks;
+        let LeaderTasks { sched, watcher, notifier, healer, identifier } = tasks;
+        if let Some(i) = identifier {
+            i.abort();
+        }
         let mut passes = std::mem::take(&mut *lock(&self.passes));
         let sched_abort = sched.abort_handle();
         // A revert or an accept in flight (self-heal's, or the API's) gets the same grace, then

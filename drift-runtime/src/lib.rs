@@ -53,6 +53,7 @@
 pub mod attempt;
 pub mod batch;
 pub mod detector;
+pub mod identity;
 pub mod leader;
 pub mod notify;
 pub mod remedies;

@@ -22,17 +22,26 @@ pub struct Store {
     /// The outbox, decisions and audit trail; `None` for a store without them (notifications
     /// and decisions then cannot be configured).
     pub act: Option<Arc<dyn ActStore>>,
+    /// Where the person behind each change is kept (the audit log join,
+    /// [`crate::identity`]); `None` for a store without it.
+    pub identities: Option<Arc<dyn drift_core::drift_model::ChangeIdentities>>,
 }
 
 impl Store {
     /// A store that is the sink and the read side.
     pub fn new<S: DriftSink + DriftStore + 'static>(store: Arc<S>) -> Self {
-        Store { sink: store.clone(), read: store, act: None }
+        Store { sink: store.clone(), read: store, act: None, identities: None }
     }
 
     /// A store that is all three sides (both SQL stores).
     pub fn acting<S: DriftSink + DriftStore + ActStore + 'static>(store: Arc<S>) -> Self {
-        Store { sink: store.clone(), read: store.clone(), act: Some(store) }
+        Store { sink: store.clone(), read: store.clone(), act: Some(store), identities: None }
+    }
+
+    /// The same store keeping the person behind each change (both SQL stores do).
+    pub fn with_identities(mut self, identities: Arc<dyn drift_core::drift_model::ChangeIdentities>) -> Self {
+        self.identities = Some(identities);
+        self
     }
 }
 

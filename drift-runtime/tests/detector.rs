@@ -470,7 +470,7 @@ async fn the_watch_never_undoes_a_pass_with_an_event_older_than_the_pass() {
         Detector::builder()
             .desired(Arc::new(MemoryDesiredSource::new("platform", vec![cm("a", "fast"), cm("b", "x")])))
             .live(live.clone())
-            .store(Store { sink: held.clone(), read: memory.clone(), act: None })
+            .store(Store { sink: held.clone(), read: memory.clone(), act: None, identities: None })
             .build()
             .unwrap(),
     );

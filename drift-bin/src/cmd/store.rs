@@ -319,6 +319,9 @@ fn print_detail(detail: &DriftDetail) {
         d.recommended_action.as_str(),
         d.decision_source.as_str()
     );
+    if let Some(who) = &d.changed_by_user {
+        println!("  changed by user: {}", who.describe());
+    }
     println!("  seen:       {} to {}, {} time(s)", when(d.detected_at), when(d.last_seen), d.occurrences);
     if let Some(t) = d.waived_until {
         println!("  waived until {}", when(t));
