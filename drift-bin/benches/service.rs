@@ -19,6 +19,16 @@
 //! - `serve-memory [LIVE] [DESIRED]`: `drift serve` with watch over LIVE objects in the test API
 //!   server (default 100,000), DESIRED of them in Git (default 10,000), on PostgreSQL: resident
 //!   memory sampled every second, its peak, and the steady figure after the first pass.
+//! - `storm [LIVE] [DESIRED] [RATE] [SECONDS]`: a change storm (issue 33; `scripts/bench-storm`):
+//!   `drift serve` with watch over LIVE objects (default 100,000), DESIRED of them in Git
+//!   (default 10,000); RATE changes a second (default 1,000) for SECONDS (default 60) to the
+//!   objects Git holds, each to a new value, made by HTTP clients of the test API server (merge
+//!   patches over keep-alive connections) and, one in `DRIFT_STORM_KUBECTL` (default 200), by
+//!   `kubectl scale` / `kubectl patch`. `GET /drifts?since=` is polled to see each value
+//!   appear: changes made and recorded, the time from each change (its answer) to its value in
+//!   the API (median, p99, max), the resident memory of `drift serve` (peak, sampled every
+//!   250 ms), and what the watch did when it fell behind (its lag histogram, out-of-sync
+//!   pairs, its warnings).
 //!
 //! `DRIFT_BENCH_BIN=PATH` runs another build of `drift` (to compare two builds in one run);
 //! `DRIFT_BENCH_WRAPPER="heaptrack -o FILE"` puts a profiler in front of every run of it;
@@ -29,13 +39,18 @@
 //! `cargo bench -p drift-bin --bench service -- watch-latency 100`
 //! `cargo bench -p drift-bin --bench service -- notify-latency 100`
 //! `cargo bench -p drift-bin --bench service -- notify-burst 10000`
+//! `cargo bench -p drift-bin --bench service -- storm 100000 10000 1000 60`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Answer, GitRepo, Receiver, Serve, get_json, kubectl, wait_for};
@@ -455,6 +470,396 @@ fn notify_burst(n: usize) {
     }
 }
 
+/// One keep-alive HTTP/1.1 connection to the test API server (the storm's client).
+struct Conn {
+    addr: String,
+    reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    fn open(addr: &str) -> Conn {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        Conn { addr: addr.to_owned(), reader: BufReader::new(s) }
+    }
+
+    /// A merge patch of `path`; the status of the answer.
+    fn merge_patch(&mut self, path: &str, body: &str) -> u16 {
+        let head = format!(
+            "PATCH {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/merge-patch+json\r\nAccept: application/json\r\nContent-Length: {}\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        let s = self.reader.get_mut();
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        let mut line = String::new();
+        self.reader.read_line(&mut line).unwrap();
+        let status = line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("answer {line:?}"));
+        let (mut length, mut chunked) = (0usize, false);
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line).unwrap();
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            let (name, value) = l.split_once(':').unwrap_or((l, ""));
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().unwrap();
+            } else if name.eq_ignore_ascii_case("transfer-encoding") && value.trim().eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            }
+        }
+        let mut body = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line).unwrap();
+                let size = usize::from_str_radix(line.trim_end(), 16).unwrap();
+                let mut chunk = vec![0; size + 2];
+                self.reader.read_exact(&mut chunk).unwrap();
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            body.resize(length, 0);
+            self.reader.read_exact(&mut body).unwrap();
+        }
+        status
+    }
+}
+
+/// Change `round` of storm object `i` (one of the objects Git holds): its value as the drift's
+/// `cluster_value`, the merge patch (path, body) that makes it, and the kubectl arguments that
+/// make it.
+fn storm_change(i: usize, round: usize) -> (Value, (String, String), Vec<String>) {
+    let ns = format!("ns-{}", i % 100);
+    let name = format!("app-{i}");
+    match i % 3 {
+        0 => {
+            let replicas = 10 + round;
+            (
+                json!(replicas),
+                (
+                    format!("/apis/apps/v1/namespaces/{ns}/deployments/{name}"),
+                    json!({"spec": {"replicas": replicas}}).to_string(),
+                ),
+                vec!["scale".into(), format!("deployment/{name}"), "-n".into(), ns, format!("--replicas={replicas}")],
+            )
+        }
+        1 => {
+            let port = 10_000 + round;
+            let patch = json!({"spec": {"ports": [{"port": 80, "targetPort": port}]}}).to_string();
+            (
+                json!(port),
+                (format!("/api/v1/namespaces/{ns}/services/{name}"), patch.clone()),
+                vec![
+                    "patch".into(),
+                    "service".into(),
+                    name,
+                    "-n".into(),
+                    ns,
+                    "--type=merge".into(),
+                    "-p".into(),
+                    patch,
+                ],
+            )
+        }
+        _ => {
+            let mode = format!("storm-{round}");
+            let patch = json!({"data": {"mode": mode}}).to_string();
+            (
+                json!(mode),
+                (format!("/api/v1/namespaces/{ns}/configmaps/{name}"), patch.clone()),
+                vec![
+                    "patch".into(),
+                    "configmap".into(),
+                    name,
+                    "-n".into(),
+                    ns,
+                    "--type=merge".into(),
+                    "-p".into(),
+                    patch,
+                ],
+            )
+        }
+    }
+}
+
+/// The (object, round) a drift of the storm shows, from its resource and cluster value.
+fn storm_seen(item: &Value) -> Option<(usize, usize)> {
+    let i: usize = item["resource_name"].as_str()?.strip_prefix("app-")?.parse().ok()?;
+    let v = &item["cluster_value"];
+    let round = match i % 3 {
+        0 => v.as_u64()?.checked_sub(10)?,
+        1 => v.as_u64()?.checked_sub(10_000)?,
+        _ => v.as_str()?.strip_prefix("storm-")?.parse().ok()?,
+    };
+    Some((i, usize::try_from(round).ok()?))
+}
+
+/// Every page of `GET /drifts` with `query`.
+fn all_drifts(addr: &str, query: &str) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut after = None::<i64>;
+    loop {
+        let cursor = after.map(|a| format!("&after={a}")).unwrap_or_default();
+        let page = get_json(addr, &format!("/drifts?limit=1000{query}{cursor}"));
+        items.extend(page["items"].as_array().unwrap().iter().cloned());
+        match page["next"].as_i64() {
+            Some(n) => after = Some(n),
+            None => return items,
+        }
+    }
+}
+
+/// `storm LIVE DESIRED RATE SECONDS` (see the crate docs).
+fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
+    let kubectl_every: usize = std::env::var("DRIFT_STORM_KUBECTL").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let clients: usize = std::env::var("DRIFT_STORM_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let poll = Duration::from_millis(20);
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestApiServer::start(api_options()).unwrap();
+    let pg = durable_pg();
+    let repo = GitRepo::init(dir.path().join("repo"));
+    let started = Instant::now();
+    // Nothing differs at the start: every drift of the run is a change of the storm.
+    fill_split(&server, &repo, live, desired, |_| false);
+    repo.commit("bench fixture");
+    println!("fixture: {live} live objects, {desired} of them in git, in {:.1?}", started.elapsed());
+    let db = database(&pg);
+    let cfg = config(dir.path(), &repo, &server, true);
+    let serve = Serve::start(&cfg, &[("BENCH_DATABASE_URL", &db), ("RUST_LOG", "warn")]);
+    let pid = serve.pid();
+    let t0 = Instant::now();
+    wait_for(Duration::from_secs(900), "the first pass", || {
+        (common::http(&serve.addr, "GET", "/ready", None).0 == 200).then_some(())
+    });
+    println!("first pass done after {:.1?}, RSS {} MiB", t0.elapsed(), rss_kib(pid).0 / 1024);
+    // The watch lists every (kind, namespace) when it starts: let it settle before the storm.
+    std::thread::sleep(Duration::from_secs(20));
+    let (rss_before, peak_before) = rss_kib(pid);
+    println!("before the storm: RSS {} MiB, peak so far {} MiB", rss_before / 1024, peak_before / 1024);
+
+    let total = rate * seconds;
+    let stop = Arc::new(AtomicBool::new(false));
+    // When each (object, round) was first seen in the API.
+    let seen: Arc<Mutex<std::collections::HashMap<(usize, usize), Instant>>> = Arc::default();
+    let poller = {
+        let (addr, stop, seen) = (serve.addr.clone(), stop.clone(), seen.clone());
+        std::thread::spawn(move || {
+            let mut cycles = Vec::new();
+            let mut last = chrono::Utc::now() - chrono::Duration::seconds(5);
+            while !stop.load(Ordering::Relaxed) {
+                let begun = Instant::now();
+                let now = chrono::Utc::now();
+                // A row's last_seen is stamped before its commit: look back a second.
+                let since = (last - chrono::Duration::seconds(1)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+                let items = all_drifts(&addr, &format!("&status=open&since={since}"));
+                let at = Instant::now();
+                let mut seen = seen.lock().unwrap();
+                for item in &items {
+                    if let Some(key) = storm_seen(item) {
+                        seen.entry(key).or_insert(at);
+                    }
+                }
+                drop(seen);
+                last = now;
+                cycles.push(begun.elapsed());
+                std::thread::sleep(poll);
+            }
+            cycles
+        })
+    };
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            let begun = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                samples.push((begun.elapsed(), rss_kib(pid).0));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            samples
+        })
+    };
+    // kubectl makes one change in `kubectl_every`, two at a time.
+    let (ktx, krx) = std::sync::mpsc::channel::<(usize, Vec<String>)>();
+    let krx = Arc::new(Mutex::new(krx));
+    let kubectls: Vec<_> = (0..2)
+        .map(|_| {
+            let (krx, kubeconfig, home) = (krx.clone(), server.kubeconfig_path().to_owned(), dir.path().to_owned());
+            std::thread::spawn(move || {
+                let mut made = Vec::new();
+                loop {
+                    let next = krx.lock().unwrap().recv();
+                    let Ok((k, args)) = next else { return made };
+                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                    kubectl(&kubeconfig, &home, &args, &[]);
+                    made.push((k, Instant::now()));
+                }
+            })
+        })
+        .collect();
+    let storm_start = Instant::now();
+    let writers: Vec<_> = (0..clients)
+        .map(|c| {
+            let addr = server.addr().to_string();
+            let ktx = ktx.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(&addr);
+                let mut made = Vec::new();
+                let mut failed = 0usize;
+                for k in (c..total).step_by(clients) {
+                    let due = storm_start + Duration::from_secs_f64(k as f64 / rate as f64);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let (_, (path, body), args) = storm_change(k % desired, k / desired);
+                    if k % kubectl_every == kubectl_every - 1 {
+                        ktx.send((k, args)).unwrap();
+                        continue;
+                    }
+                    let status = conn.merge_patch(&path, &body);
+                    if status == 200 {
+                        made.push((k, Instant::now()));
+                    } else {
+                        failed += 1;
+                    }
+                }
+                (made, failed)
+            })
+        })
+        .collect();
+    drop(ktx);
+    let mut made: Vec<(usize, Instant)> = Vec::with_capacity(total);
+    let mut failed = 0;
+    for w in writers {
+        let (m, f) = w.join().unwrap();
+        made.extend(m);
+        failed += f;
+    }
+    let writers_done = storm_start.elapsed();
+    let by_kubectl: usize = kubectls
+        .into_iter()
+        .map(|k| k.join().unwrap())
+        .map(|m| {
+            let n = m.len();
+            made.extend(m);
+            n
+        })
+        .sum();
+    let storm_took = storm_start.elapsed();
+    println!(
+        "storm: {} changes made in {:.1?} ({:.0}/s; clients done after {:.1?}), {by_kubectl} of them by kubectl, {failed} refused",
+        made.len(),
+        storm_took,
+        made.len() as f64 / storm_took.as_secs_f64(),
+        writers_done
+    );
+    // The newest change of each object: the value its drift must end with.
+    let mut newest: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for &(k, _) in &made {
+        let (i, round) = (k % desired, k / desired);
+        let r = newest.entry(i).or_insert(round);
+        *r = (*r).max(round);
+    }
+    // Wait (at most 120 s) until every object's newest value was seen.
+    let waited = Instant::now();
+    while waited.elapsed() < Duration::from_secs(120) {
+        let s = seen.lock().unwrap();
+        if newest.iter().all(|(&i, &r)| s.contains_key(&(i, r))) {
+            break;
+        }
+        drop(s);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("the last change was seen {:.1?} after the storm", waited.elapsed());
+    stop.store(true, Ordering::Relaxed);
+    let mut cycles = poller.join().unwrap();
+    let samples = sampler.join().unwrap();
+    let (_, peak) = rss_kib(pid);
+    // Every change: seen with its own value, or superseded by a later change of its object
+    // that was seen (taken together in one batch), or missed.
+    let seen = seen.lock().unwrap().clone();
+    let (mut exact, mut superseded, mut missed) = (Vec::new(), 0usize, Vec::new());
+    for &(k, at) in &made {
+        let (i, round) = (k % desired, k / desired);
+        match seen.get(&(i, round)) {
+            Some(s) => exact.push(s.saturating_duration_since(at)),
+            None if seen.keys().any(|&(j, r)| j == i && r > round) => superseded += 1,
+            None => missed.push(k),
+        }
+    }
+    // The end state, read whole: each changed object's open drift has its newest value.
+    let open = all_drifts(&serve.addr, "&status=open");
+    let mut end: std::collections::HashMap<usize, Vec<usize>> = std::collections::HashMap::new();
+    for item in &open {
+        if let Some((i, r)) = storm_seen(item) {
+            end.entry(i).or_default().push(r);
+        }
+    }
+    let right = newest.iter().filter(|(i, r)| end.get(i).is_some_and(|v| v.contains(r))).count();
+    exact.sort();
+    cycles.sort();
+    println!(
+        "recorded: {} of {} changes seen with their own value, {superseded} superseded by a later change of the object before it was read, {} missed{}",
+        exact.len(),
+        made.len(),
+        missed.len(),
+        if missed.is_empty() { String::new() } else { format!(" (first: {:?})", &missed[..missed.len().min(10)]) }
+    );
+    println!(
+        "end state: {right} of {} changed objects show their newest value in GET /drifts ({} open drifts)",
+        newest.len(),
+        open.len()
+    );
+    if !exact.is_empty() {
+        println!(
+            "change answered -> value in GET /drifts: median {:.1?}, p90 {:.1?}, p99 {:.1?}, max {:.1?} (the API polled every {poll:?}; a poll took median {:.1?}, p99 {:.1?})",
+            percentile(&exact, 50.0),
+            percentile(&exact, 90.0),
+            percentile(&exact, 99.0),
+            exact[exact.len() - 1],
+            percentile(&cycles, 50.0),
+            percentile(&cycles, 99.0),
+        );
+    }
+    let storm_peak = samples.iter().map(|(_, r)| *r).max().unwrap_or(0);
+    println!(
+        "memory of drift serve: peak {} MiB (VmHWM; {} MiB before the storm), highest sample during the storm {} MiB, RSS at the end {} MiB",
+        peak / 1024,
+        peak_before / 1024,
+        storm_peak / 1024,
+        rss_kib(pid).0 / 1024
+    );
+    println!("  at the end, from /proc/PID/smaps_rollup and status (KiB): {}", smaps_rollup(pid));
+    for (t, r) in samples.iter().step_by(20) {
+        println!("  storm t={:>5.1}s rss={} MiB", t.as_secs_f64(), r / 1024);
+    }
+    let (_, metrics) = common::http(&serve.addr, "GET", "/metrics", None);
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("drift_watch_lag_seconds")
+            || l.starts_with("drift_watch_out_of_sync")
+            || l.starts_with("drift_source_errors")
+    }) {
+        println!("  {line}");
+    }
+    let log = serve.stop();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| (l.contains("WARN") || l.contains("ERROR")) && !l.contains("/ready") && !l.contains("API token"))
+        .collect();
+    println!("  drift serve logged {} warnings and errors", warnings.len());
+    for l in warnings.iter().take(20) {
+        println!("    {l}");
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let n = |default: usize| args.get(1).and_then(|s| s.parse().ok()).unwrap_or(default);
@@ -464,12 +869,16 @@ fn main() {
         Some("serve-memory") => serve_memory(n(100_000), args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10_000)),
         Some("notify-latency") => notify_latency(n(100)),
         Some("notify-burst") => notify_burst(n(10_000)),
+        Some("storm") => {
+            let arg = |i: usize, d: usize| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+            storm(n(100_000), arg(2, 10_000), arg(3, 1_000), arg(4, 60));
+        }
         None => {
             full_scan(n(10_000), 4);
             watch_latency(n(100));
         }
         Some(other) => panic!(
-            "unknown benchmark {other:?} (full-scan [N] | watch-latency [N] | notify-latency [N] | notify-burst [N])"
+            "unknown benchmark {other:?} (full-scan [N] | watch-latency [N] | notify-latency [N] | notify-burst [N] | serve-memory [LIVE] [DESIRED] | storm [LIVE] [DESIRED] [RATE] [SECONDS])"
         ),
     }
 }

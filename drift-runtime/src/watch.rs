@@ -4,7 +4,9 @@
 //! object changes) and one [`LiveSource::watch`] covers their scope. A reader task stamps each event's arrival and queues it (bounded); the
 //! loop takes what has arrived, folds it in a [`Batch`] (newest state per object), re-compares
 //! each object alone ([`targeted_report`], which may open or resolve drifts of that object
-//! only) and records the report through the [`Scanner`]. The index is rebuilt every refresh
+//! only) and records the reports of a batch as one, one store transaction a batch, through the
+//! [`Scanner`]. When changes come faster than they are recorded, the batches grow (up to
+//! [`WATCH_BATCH`] events) and the reader waits: nothing is dropped. The index is rebuilt every refresh
 //! period (new commits) and when the stream ends.
 //!
 //! [`LiveSource::watch`]: drift_core::LiveSource::watch
@@ -164,33 +166,110 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
     index
 }
 
-/// Re-compares one object against every repository that holds it and records the reports.
-/// The watch lag is observed when the store has them; the extra sinks get them afterwards.
-async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &Pending) {
-    let Some(places) = index.by_key.get(&pending.key) else { return };
-    let version = pending.live.as_ref().and_then(Version::of);
-    if scanner.pass_saw_newer(&pending.key, pending.received, version) {
-        // A pass recorded a state at least as new as this event (a watch that relists, or
-        // queues that waited): the pass's view stands.
-        tracing::debug!(object = %pending.key, "watch: a pass recorded a newer state; event left out");
-        return;
+/// Re-compares the objects of a batch against every repository that holds them and records,
+/// for each repository, one report of them all (one store transaction a batch, however many
+/// objects changed: under a storm of changes the watch keeps up by taking more objects at a
+/// time, never by leaving changes out). The watch lag of each object is observed when the
+/// store has its report; the extra sinks get the reports afterwards.
+async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &[Pending]) {
+    let mut by_repo: Vec<Vec<drift_core::ScanReport>> = index.all.iter().map(|_| Vec::new()).collect();
+    let mut compared = Vec::with_capacity(pending.len());
+    for p in pending {
+        let Some(places) = index.by_key.get(&p.key) else { continue };
+        let version = p.live.as_ref().and_then(Version::of);
+        if scanner.pass_saw_newer(&p.key, p.received, version) {
+            // A pass recorded a state at least as new as this event (a watch that relists, or
+            // queues that waited): the pass's view stands.
+            tracing::debug!(object = %p.key, "watch: a pass recorded a newer state; event left out");
+            continue;
+        }
+        scanner.mark_watched(&p.key);
+        for &(repo, i) in places {
+            by_repo[repo].push(index.all[repo].report(i, p.live.as_ref(), scanner));
+        }
+        compared.push(p.since);
     }
-    scanner.mark_watched(&pending.key);
-    let mut reports = Vec::with_capacity(places.len());
-    for &(repo, i) in places {
-        let report = index.all[repo].report(i, pending.live.as_ref(), scanner);
+    let mut reports = Vec::new();
+    for reports_of_repo in by_repo {
+        let objects = reports_of_repo.len();
+        let Some(report) = merge(reports_of_repo) else { continue };
         match scanner.record_in_store(&report).await {
             Ok(o) => tracing::info!(
-                object = %pending.key, drifts = report.drifts.len(), opened = o.opened, resolved = o.resolved,
-                "watch: re-compared"
+                objects, repository = %report.repository, drifts = report.drifts.len(), opened = o.opened,
+                resolved = o.resolved, "watch: re-compared"
             ),
-            Err(e) => tracing::error!(object = %pending.key, error = %e, "watch: store unavailable"),
+            Err(e) => tracing::error!(objects, repository = %report.repository, error = %e, "watch: store unavailable"),
         }
         reports.push(report);
     }
-    scanner.metrics().observe_watch_lag(pending.since.elapsed());
+    for since in compared {
+        scanner.metrics().observe_watch_lag(since.elapsed());
+    }
     for report in &reports {
         scanner.deliver(report).await;
+    }
+}
+
+/// The reports of one object each (of one repository, [`targeted_report`]) as one report: its
+/// objects, their drifts and findings, and their coverage together, so that it opens, changes
+/// and resolves exactly what the reports would one after the other (each names only its own
+/// object and `desired_complete` is false, so none resolves another's drifts). `None` for no
+/// report.
+fn merge(mut reports: Vec<drift_core::ScanReport>) -> Option<drift_core::ScanReport> {
+    if reports.len() <= 1 {
+        return reports.pop();
+    }
+    // `desired` stays sorted: the objects of a batch are distinct.
+    reports.sort_by(|a, b| a.desired.cmp(&b.desired));
+    let mut rest = reports.into_iter();
+    let mut merged = rest.next()?;
+    merged.scan_id = format!("watch-{}", new_scan_id());
+    let aligned = |r: &drift_core::ScanReport| {
+        let n = r.desired.len();
+        let pad = |v: &[String]| (0..n).map(|j| v.get(j).cloned().unwrap_or_default()).collect::<Vec<_>>();
+        (pad(&r.desired_digests), pad(&r.live_versions))
+    };
+    let (mut digests, mut versions) = aligned(&merged);
+    let mut compared = merged.summary.resources_compared;
+    for r in rest {
+        let (d, v) = aligned(&r);
+        digests.extend(d);
+        versions.extend(v);
+        compared += r.summary.resources_compared;
+        merged.started_at = merged.started_at.min(r.started_at);
+        merged.finished_at = merged.finished_at.max(r.finished_at);
+        merged.outcome = worse(merged.outcome, r.outcome);
+        merged.drifts.extend(r.drifts);
+        for e in r.coverage.entries {
+            let kind = drift_core::GroupKind::new(&e.group, &e.kind);
+            merged.coverage.set(&kind, e.namespace.as_deref(), e.status);
+        }
+        merged.warnings.extend(r.warnings);
+        merged.desired.extend(r.desired);
+        merged.desired_complete &= r.desired_complete;
+        merged.uncomparable.extend(r.uncomparable);
+        merged.findings.extend(r.findings);
+        for side in r.policy_sides {
+            if !merged.policy_sides.contains(&side) {
+                merged.policy_sides.push(side);
+            }
+        }
+    }
+    merged.uncomparable.sort();
+    // An empty list means "unknown" for every object, as in a report of one.
+    merged.desired_digests = if digests.iter().all(String::is_empty) { Vec::new() } else { digests };
+    merged.live_versions = if versions.iter().all(String::is_empty) { Vec::new() } else { versions };
+    merged.summary = drift_core::Summary::of(&merged.drifts, compared, merged.warnings.len());
+    Some(merged)
+}
+
+/// The worse of two outcomes.
+fn worse(a: drift_core::ScanOutcome, b: drift_core::ScanOutcome) -> drift_core::ScanOutcome {
+    use drift_core::ScanOutcome::{Failed, Partial, Success};
+    match (a, b) {
+        (Failed, _) | (_, Failed) => Failed,
+        (Partial, _) | (_, Partial) => Partial,
+        (Success, Success) => Success,
     }
 }
 
@@ -242,9 +321,7 @@ async fn handle(
             }
         }
     }
-    for p in &pending {
-        recompare(scanner, index, p).await;
-    }
+    recompare(scanner, index, &pending).await;
 }
 
 /// How one watch ended.

@@ -219,3 +219,75 @@ async fn the_watch_checks_the_policies_of_the_object_it_re_compares() {
     stop.send_replace(true);
     task.await.unwrap();
 }
+
+/// A storm of changes (issue 33): 300 objects changed at once while the watch is busy are
+/// recorded in a few store writes, one a batch, not one each (which cannot keep up with 1,000
+/// changes a second: each write reads every open drift of the repository and commits), and no
+/// change is lost: every object's drift has its newest value, an object the storm did not touch
+/// keeps its open drift, and one put back in the storm is resolved.
+#[tokio::test(start_paused = true)]
+async fn a_storm_of_changes_is_recorded_in_batches_and_nothing_is_lost() {
+    use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest};
+    let n = 300;
+    let mut desired: Vec<Resource> = (0..n).map(|i| cm(&format!("o{i}"), "1")).collect();
+    desired.push(cm("kept", "1"));
+    desired.push(cm("back", "1"));
+    let (live, events, mut asked) = Streams::new(1);
+    let (tx, mut reports) = mpsc::unbounded_channel();
+    let store = Arc::new(MemoryStore::new());
+    let detector = Detector::builder()
+        .desired(Arc::new(Changing(Mutex::new(desired))))
+        .live(Arc::new(live))
+        .store(Store::new(store.clone()))
+        .sink(Arc::new(Recording(tx)))
+        .build()
+        .unwrap();
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(run_watch(detector.scanner().clone(), Duration::from_secs(3600), stop_rx));
+    asked.recv().await.unwrap();
+    for (name, mode) in [("kept", "9"), ("back", "9")] {
+        events[0].send(Ok(LiveEvent::Applied(cm(name, mode)))).unwrap();
+        assert_eq!(report(&mut reports).await.drifts.len(), 1, "{name} drifts");
+    }
+
+    // The storm: every object changed twice (the newest value wins), and `back` put back.
+    for round in ["2", "3"] {
+        for i in 0..n {
+            events[0].send(Ok(LiveEvent::Applied(cm(&format!("o{i}"), round)))).unwrap();
+        }
+    }
+    events[0].send(Ok(LiveEvent::Applied(cm("back", "1")))).unwrap();
+    let mut writes = 0;
+    let mut covered = std::collections::BTreeSet::new();
+    while covered.len() < n + 1 {
+        let r = report(&mut reports).await;
+        writes += 1;
+        assert!(!r.desired_complete, "a batch resolves only its own objects");
+        assert!(r.desired.windows(2).all(|w| w[0] < w[1]), "its objects sorted");
+        assert_eq!(r.live_versions.len(), 0);
+        assert_eq!(r.desired_digests.len(), r.desired.len(), "a digest for each object");
+        assert_eq!(r.summary.resources_compared, r.desired.len());
+        covered.extend(r.desired.iter().map(|k| k.name.clone()));
+    }
+    assert!(writes <= 10, "{} changes recorded in {writes} writes: one per batch, not one per object", 2 * n + 1);
+
+    let all = store.list(&DriftFilter::default(), PageRequest { limit: 1000, after: None }).await.unwrap().items;
+    let value = |name: &str, status: DriftStatus| {
+        all.iter()
+            .filter(|d| d.resource_name == name && d.status == status)
+            .map(|d| d.cluster_value.clone())
+            .collect::<Vec<_>>()
+    };
+    for i in 0..n {
+        assert_eq!(
+            value(&format!("o{i}"), DriftStatus::Open),
+            [Some(serde_json::json!("3"))],
+            "o{i}: its newest value"
+        );
+    }
+    assert_eq!(value("kept", DriftStatus::Open), [Some(serde_json::json!("9"))], "untouched: still open");
+    assert_eq!(value("back", DriftStatus::Resolved), [Some(serde_json::json!("9"))], "put back: resolved");
+    assert!(value("back", DriftStatus::Open).is_empty());
+    stop.send_replace(true);
+    task.await.unwrap();
+}
