@@ -1370,11 +1370,8 @@ pub fn branch_of(d: &StoredDrift) -> String {
 }
 
 /// The self-heal task: a round every `tick` until `stop` turns true.
-pub async fn run_heal(remedies: Arc<Remedies>, tick: Duration, mut stop: watch::Receiver<bool>) {
-    loop {
-        if *stop.borrow() {
-            return;
-        }
+pub async fn run_heal(remedies: Arc<Remedies>, tick: Duration, stop: watch::Receiver<bool>) {
+    every(tick, stop, || async {
         match remedies.heal_round(Utc::now()).await {
             Ok(r) if r.reverted + r.would_revert + r.refused + r.failed > 0 => tracing::info!(
                 candidates = r.candidates,
@@ -1388,6 +1385,22 @@ pub async fn run_heal(remedies: Arc<Remedies>, tick: Duration, mut stop: watch::
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "self-heal round failed; retried at the next tick"),
         }
+    })
+    .await;
+}
+
+/// Runs `round` every `tick` (the first at once) until `stop` turns true; a round in progress
+/// finishes first.
+async fn every<F, R>(tick: Duration, mut stop: watch::Receiver<bool>, mut round: F)
+where
+    F: FnMut() -> R,
+    R: std::future::Future<Output = ()>,
+{
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        round().await;
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
             _ = stop.changed() => {}

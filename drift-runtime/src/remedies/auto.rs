@@ -301,12 +301,9 @@ fn fault_error(f: Fault) -> drift_core::Error {
 pub async fn run_auto_accept(
     remedies: std::sync::Arc<Remedies>,
     policy: AutoAcceptPolicy,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    loop {
-        if *stop.borrow() {
-            return;
-        }
+    super::every(policy.tick, stop, || async {
         match remedies.auto_accept_round(&policy, Utc::now()).await {
             Ok(r) if r.proposed + r.updated + r.refused + r.failed + r.limited > 0 => tracing::info!(
                 candidates = r.candidates,
@@ -321,9 +318,6 @@ pub async fn run_auto_accept(
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "automatic pull requests round failed; retried at the next tick"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(policy.tick) => {}
-            _ = stop.changed() => {}
-        }
-    }
+    })
+    .await;
 }
