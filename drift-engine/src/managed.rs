@@ -646,8 +646,26 @@ impl<'a> Text<'a> {
         if !self.eat(b'"') {
             return None;
         }
+        const ONES: u64 = u64::from_le_bytes([1; 8]);
+        const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+        const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
+        const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
+        // The high bit of each zero byte of `x`, exact up to the first one.
+        let zeros = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
         let mut escaped = false;
         loop {
+            // Eight bytes at a time to the next quote or backslash.
+            while let Some(eight) = self.bytes.get(self.pos..self.pos + 8) {
+                let mut x = [0; 8];
+                x.copy_from_slice(eight);
+                let x = u64::from_le_bytes(x);
+                let found = zeros(x ^ QUOTES) | zeros(x ^ BACKSLASHES);
+                if found != 0 {
+                    self.pos += (found.trailing_zeros() / 8) as usize;
+                    break;
+                }
+                self.pos += 8;
+            }
             match self.bytes.get(self.pos)? {
                 b'"' => {
                     self.pos += 1;
