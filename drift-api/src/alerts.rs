@@ -167,7 +167,12 @@ pub(crate) async fn alertmanager_webhook(
             skipped.push(json!({"fingerprint": alert.fingerprint, "alertname": name, "reason": "no namespace label"}));
             continue;
         };
-        let (from, to) = (alert.starts_at - window, alert.starts_at);
+        let Some(from) = alert.starts_at.checked_sub_signed(window) else {
+            skipped
+                .push(json!({"fingerprint": alert.fingerprint, "alertname": name, "reason": "startsAt out of range"}));
+            continue;
+        };
+        let to = alert.starts_at;
         let filter = DriftFilter {
             namespace: Some(scope.namespace.clone()),
             cluster: scope.cluster.clone(),

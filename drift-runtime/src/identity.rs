@@ -315,14 +315,16 @@ pub fn join(drift: &StoredDrift, events: &[AuditEvent], window: Duration) -> Opt
         })
         .filter(|e| e.request_object.as_ref().is_none_or(|body| touches(body, &drift.path)))
         .filter_map(|e| {
-            // managedFields times are whole seconds, written while the request is served.
-            let from = e.request_received_timestamp - window - chrono::Duration::seconds(1);
-            let to = e.stage_timestamp + window;
+            // managedFields times are whole seconds, written while the request is served. Times
+            // at the ends of the calendar (from an event posted to the webhook) match nothing.
+            let start = e.request_received_timestamp.checked_sub_signed(chrono::Duration::seconds(1))?;
+            let from = start.checked_sub_signed(window)?;
+            let to = e.stage_timestamp.checked_add_signed(window)?;
             if changed_at < from || changed_at > to {
                 return None;
             }
-            let distance = if changed_at < e.request_received_timestamp - chrono::Duration::seconds(1) {
-                e.request_received_timestamp - changed_at
+            let distance = if changed_at < start {
+                start - changed_at
             } else if changed_at > e.stage_timestamp {
                 changed_at - e.stage_timestamp
             } else {
@@ -432,7 +434,10 @@ impl Identifier {
                         tracing::debug!(drift = d.id, user = %identity.username, "the person behind a change");
                         identified += 1;
                         lock(&self.buffer).done.insert((d.id, changed_at));
-                    } else if newest > changed_at + window + chrono::Duration::seconds(1) {
+                    } else if changed_at
+                        .checked_add_signed(window + chrono::Duration::seconds(1))
+                        .is_none_or(|last| newest > last)
+                    {
                         // Every event that could be this change has arrived: none is.
                         lock(&self.buffer).done.insert((d.id, changed_at));
                     }
@@ -608,6 +613,18 @@ mod tests {
         let mut failed = event("a", "patch", "2026-12-06T10:00:01.1Z", "kubectl-scale", None);
         failed.response_status = Some(AuditStatus { code: Some(409) });
         assert_eq!(join(&d, &[failed], W), None);
+    }
+
+    #[test]
+    fn times_at_the_ends_of_the_calendar_match_nothing_and_do_not_panic() {
+        let d = drift("spec.replicas", "kubectl-scale", "2026-12-06T10:00:01Z");
+        let first = event("a", "patch", "0001-01-01T00:00:00Z", "kubectl-scale", None);
+        let last = event("b", "patch", "9999-12-31T23:59:59Z", "kubectl-scale", None);
+        let mut min = first.clone();
+        min.request_received_timestamp = DateTime::<Utc>::MIN_UTC;
+        let mut max = last.clone();
+        max.stage_timestamp = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(join(&d, &[first, last, min, max], W), None);
     }
 
     #[test]
