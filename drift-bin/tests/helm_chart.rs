@@ -899,3 +899,157 @@ fn extra_rules_go_to_a_second_role_and_the_read_role_stays_read_only() {
     assert_eq!(binding["subjects"][0]["name"], "drift");
     assert_eq!(binding["roleRef"]["name"], "drift-extra");
 }
+
+/// One notifier of each kind drift-notify added after webhook, slack and email, each with a
+/// template, their secrets named by `*_env` keys and given with extraSecretEnv; automatic pull
+/// requests with a rule; the audit join (webhook only).
+const NOTIFIERS_ACCEPT_AUDIT: &str = r#"
+detector:
+  repositories:
+    - name: platform
+      url: https://git.example.com/platform.git
+      token_env: GIT_TOKEN
+  notify:
+    - name: phone
+      type: ntfy
+      url: https://ntfy.example.com
+      topic: drift-alerts
+      token_env: DRIFT_NTFY_TOKEN
+      route: {min_severity: HIGH}
+      template: "{{ title }}"
+    - name: push
+      type: gotify
+      url: https://gotify.example.com
+      token_env: DRIFT_GOTIFY_TOKEN
+      template: "{{ title }}"
+    - name: chat
+      type: discord
+      url_env: DRIFT_DISCORD_WEBHOOK
+      template: "**{{ title }}**"
+    - name: bot
+      type: telegram
+      bot_token_env: DRIFT_TELEGRAM_TOKEN
+      chat_id: -1001234567890
+      message_thread_id: 42
+      template: "<b>{{ title }}</b>"
+    - name: channel
+      type: teams
+      url_env: DRIFT_TEAMS_WEBHOOK
+      template: "{{ title }}"
+    - name: alerts
+      type: alertmanager
+      url: http://alertmanager.monitoring:9093
+      token_env: DRIFT_ALERTMANAGER_TOKEN
+      ends_after: 24h
+      reminder: 4h
+      labels: {team: platform}
+      template: "{{ title }}"
+  accept:
+    auto:
+      rules:
+        - drift_types: [replicas_drift]
+          classifications: [manual_change]
+          namespaces: [staging]
+          min_age: 30m
+          min_confidence: 0.8
+      max: 3
+      per: 1h
+      tick: 1m
+  audit: {window: 10s}
+repositoryTokens:
+  - {env: GIT_TOKEN, secretName: git-token, key: token}
+extraSecretEnv:
+  - {env: DRIFT_NTFY_TOKEN, secretName: drift-notify, key: ntfy}
+  - {env: DRIFT_GOTIFY_TOKEN, secretName: drift-notify, key: gotify}
+  - {env: DRIFT_DISCORD_WEBHOOK, secretName: drift-notify, key: discord}
+  - {env: DRIFT_TELEGRAM_TOKEN, secretName: drift-notify, key: telegram}
+  - {env: DRIFT_TEAMS_WEBHOOK, secretName: drift-notify, key: teams}
+  - {env: DRIFT_ALERTMANAGER_TOKEN, secretName: drift-notify, key: alertmanager}
+"#;
+
+/// Every notifier kind of drift.yaml, `accept.auto` and `audit` pass the chart's schema, render
+/// into drift.yaml as given and pass `drift config check`; the schema still refuses an unknown
+/// key in a notifier, a key of another kind, a webhook template, a URL given twice, automatic
+/// pull requests without a rule and an audit log file the pod cannot have.
+#[test]
+fn the_new_notifiers_automatic_pull_requests_and_the_audit_join_render_a_valid_configuration() {
+    if !helm_available("the_new_notifiers_automatic_pull_requests_and_the_audit_join_render_a_valid_configuration") {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let values = home.path().join("values-notifiers.yaml");
+    std::fs::write(&values, NOTIFIERS_ACCEPT_AUDIT).unwrap();
+    let rendered = template(home.path(), &[&values], &[]).unwrap();
+    let objects = objects(&rendered);
+    let yaml = config_check(&objects, home.path());
+    let config: Value = serde_saphyr::from_str(&yaml).unwrap();
+    let types: Vec<&str> = config["notify"].as_array().unwrap().iter().map(|n| n["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["ntfy", "gotify", "discord", "telegram", "teams", "alertmanager"], "{yaml}");
+    assert!(config["notify"].as_array().unwrap().iter().all(|n| n["template"].is_string()), "{yaml}");
+    assert_eq!(config["notify"][3]["chat_id"], -1001234567890_i64, "a chat id stays a number: {yaml}");
+    assert_eq!(config["notify"][5]["labels"], serde_json::json!({"team": "platform"}));
+    assert_eq!(
+        config["accept"],
+        serde_json::json!({"auto": {"rules": [{"drift_types": ["replicas_drift"], "classifications": ["manual_change"],
+            "namespaces": ["staging"], "min_age": "30m", "min_confidence": 0.8}], "max": 3, "per": "1h", "tick": "1m"}})
+    );
+    assert_eq!(config["audit"], serde_json::json!({"window": "10s"}));
+    // The secrets: named in drift.yaml, taken from the Secret by the container, never rendered.
+    let env: Vec<(String, String)> = env_of(&objects)
+        .iter()
+        .filter_map(|e| {
+            let r = e["valueFrom"].get("secretKeyRef")?;
+            Some((e["name"].as_str()?.to_owned(), format!("{}/{}", r["name"].as_str()?, r["key"].as_str()?)))
+        })
+        .filter(|(name, _)| name != "DRIFT_API_TOKEN")
+        .collect();
+    let expected = [
+        ("GIT_TOKEN", "git-token/token"),
+        ("DRIFT_NTFY_TOKEN", "drift-notify/ntfy"),
+        ("DRIFT_GOTIFY_TOKEN", "drift-notify/gotify"),
+        ("DRIFT_DISCORD_WEBHOOK", "drift-notify/discord"),
+        ("DRIFT_TELEGRAM_TOKEN", "drift-notify/telegram"),
+        ("DRIFT_TEAMS_WEBHOOK", "drift-notify/teams"),
+        ("DRIFT_ALERTMANAGER_TOKEN", "drift-notify/alertmanager"),
+    ];
+    assert_eq!(env, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
+    // The defaults render neither block.
+    let plain = objects_config(home.path(), &[]);
+    assert!(plain.get("accept").is_none() && plain.get("audit").is_none(), "{plain}");
+
+    let cases: &[(&[&str], &str)] = &[
+        (&["detector.notify[0].colour=red"], "Additional property colour is not allowed"),
+        (&["detector.notify[1].topic=drift"], r#"Property name of "topic" does not match"#),
+        (
+            &["detector.notify[2].url=https://discord.example.com/api/webhooks/1/x"],
+            "detector.notify.2: Must validate one and only one schema (oneOf)",
+        ),
+        (&["detector.notify[3].chat_id=channel"], "detector.notify.3.chat_id"),
+        (&["detector.notify[5].labels.bad-name=x"], "detector.notify.5.labels"),
+        (&["detector.accept.auto.rules[0].min_confidence=2"], "min_confidence"),
+        (&["detector.accept.auto.surprise=1"], "Additional property surprise is not allowed"),
+        (&["detector.audit.log=/var/log/kubernetes/audit.log"], "Additional property log is not allowed"),
+    ];
+    for (sets, expected) in cases {
+        let err = template(home.path(), &[&values], sets).expect_err(&format!("{sets:?} must be refused"));
+        assert!(err.contains(expected), "{sets:?}: the error names {expected:?}: {err}");
+    }
+    let webhook = home.path().join("values-webhook.yaml");
+    std::fs::write(
+        &webhook,
+        "detector:\n  notify:\n    - {type: webhook, url: https://hooks.example.com, secret_env: S, template: x}\n",
+    )
+    .unwrap();
+    let err = template(home.path(), &[&webhook], &[]).unwrap_err();
+    assert!(err.contains(r#"Property name of "template" does not match"#), "a webhook has no template: {err}");
+    let no_rule = home.path().join("values-no-rule.yaml");
+    std::fs::write(&no_rule, "detector:\n  accept:\n    auto: {max: 2}\n").unwrap();
+    let err = template(home.path(), &[&no_rule], &[]).unwrap_err();
+    assert!(err.contains("detector.accept.auto: rules is required"), "automatic pull requests need a rule: {err}");
+}
+
+/// The drift.yaml the chart renders with these values files, read.
+fn objects_config(home: &Path, values: &[&Path]) -> Value {
+    let objects = objects(&template(home, values, &[]).unwrap());
+    serde_saphyr::from_str(find(&objects, "ConfigMap", "drift")["data"]["drift.yaml"].as_str().unwrap()).unwrap()
+}

@@ -225,6 +225,14 @@ remediation:
 heal:
   {{- toYaml $d.heal | nindent 2 }}
 {{- end }}
+{{- with $d.accept }}
+accept:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if not (kindIs "invalid" $d.audit) }}
+audit:
+  {{- toYaml $d.audit | nindent 2 }}
+{{- end }}
 {{- if .Values.leaderElection.enabled }}
 {{- $le := .Values.leaderElection }}
 leader_election:
