@@ -132,5 +132,10 @@ fn a_ref_that_does_not_exist_is_an_error_that_names_it() {
     let out = world.drift(&["check", "--config", world.config.to_str().unwrap(), "--ref", "no-such-branch"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("no-such-branch"), "{stderr}");
+    assert!(stderr.contains("shop: cannot check: no-such-branch could not be read: "), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing is said of a merge that cannot be read: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }

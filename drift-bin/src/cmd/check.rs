@@ -99,9 +99,16 @@ pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
         let (base_source, head_source) = (source(r)?, source(&head)?);
         let base = run_scan(base_source.as_ref(), live.as_ref(), &engine, &options).await;
         let head = run_scan(head_source.as_ref(), live.as_ref(), &engine, &options).await;
-        for (side, report) in [("the base", &base), (args.reference.as_str(), &head)] {
+        let sides = [("the base", &base), (args.reference.as_str(), &head)];
+        if let Some((side, failed)) = sides.iter().find(|(_, report)| report.outcome == ScanOutcome::Failed) {
+            // Nothing to compare: saying what the merge does would be made up.
+            let why = incomplete(failed).unwrap_or_default();
+            unsure.push(format!("{}: cannot check: {side} could not be read: {why}", r.name));
+            continue;
+        }
+        for (side, report) in sides {
             if let Some(why) = incomplete(report) {
-                unsure.push(format!("{}: {side}: {why}", r.name));
+                unsure.push(format!("{}: not sure: {side} was not read completely: {why}", r.name));
             }
         }
         let sure = incomplete(&base).is_none() && incomplete(&head).is_none();
@@ -130,7 +137,7 @@ pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
         format => crate::output::print_data(&checks, format, |_| {})?,
     }
     for why in &unsure {
-        eprintln!("not sure: {why}");
+        eprintln!("{why}");
     }
     Ok(if !unsure.is_empty() {
         ExitCode::from(2)
