@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use drift_core::manifest::{Limits, ParsedManifests, parse_live_manifests, parse_manifests_with};
+use drift_core::manifest::{Limits, ParsedManifests, parse_live_manifests_compared, parse_manifests_with};
 use drift_core::progress::Progress;
 use drift_core::sops::SopsOpener;
 use drift_core::{Resource, SourceWarning};
@@ -27,7 +27,7 @@ impl<T> Default for Loaded<T> {
 pub type Make<'a, T> = &'a (dyn Fn(Resource) -> T + Sync);
 
 /// Which side a file is read for: live objects are kept without their `status`
-/// ([`parse_live_manifests`]).
+/// ([`parse_live_manifests_compared`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Desired,
@@ -38,7 +38,7 @@ enum Side {
 fn parse_file(text: &str, shown: &str, side: Side, sops: Option<&dyn SopsOpener>) -> ParsedManifests {
     let mut parsed = match side {
         Side::Desired => parse_manifests_with(text, shown, Limits::live()),
-        Side::Live => parse_live_manifests(text, shown, Limits::live()),
+        Side::Live => parse_live_manifests_compared(text, shown, Limits::live()),
     };
     if let Some(opener) = sops {
         drift_core::sops::open_file(&mut parsed, text, shown, opener);
@@ -147,7 +147,7 @@ pub fn load<T: Send>(
 }
 
 /// Reads the walked files of live objects as [`load`] does (each without its `status`,
-/// [`parse_live_manifests`]), but hands each object to `sink` as soon as its file is parsed, on
+/// [`parse_live_manifests_compared`]), but hands each object to `sink` as soon as its file is parsed, on
 /// the thread that parsed it (one per core), with its place in the files (the file's index in
 /// the walk, then the document's: `file << 32 | document`), so that no more than a file's
 /// objects per thread exist at once and whatever `sink` does (comparing the pair) runs on every

@@ -22,11 +22,16 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The tree of one JSON document (`text` holds it and nothing else but whitespace), with the
 /// deepest level a value sits at (the document is at 0, its members at 1); or `None`. With
-/// `live`, the document is read as a live object: the `status` of a document that is a mapping
-/// is checked but not built, nor kept, and its `metadata.managedFields`, when a list, is checked
-/// and kept as its JSON text (a string holding the list as written), which the engine's
-/// ownership reads when asked (the depth counts both as if built).
+/// `live`, the `status` of a document that is a mapping is checked but not built, nor kept (the
+/// depth still counts it).
 pub(crate) fn read(text: &str, live: bool) -> Option<(Value, usize)> {
+    read_with(text, live, false)
+}
+
+/// [`read`], and with `managed_text` (for a live object) its `metadata.managedFields`, when a
+/// list, checked and kept as its JSON text (a string holding the list as written), which the
+/// engine's ownership reads when asked (the depth counts it as if built).
+pub(crate) fn read_with(text: &str, live: bool, managed_text: bool) -> Option<(Value, usize)> {
     let mut reader = Reader {
         text,
         bytes: text.as_bytes(),
@@ -34,6 +39,7 @@ pub(crate) fn read(text: &str, live: bool) -> Option<(Value, usize)> {
         level: 0,
         deepest: 0,
         live,
+        managed_text: live && managed_text,
         in_metadata: false,
         skipping: false,
         entries: Vec::with_capacity(32),
@@ -53,6 +59,8 @@ struct Reader<'a> {
     deepest: usize,
     /// Reading a live object (see [`read`]).
     live: bool,
+    /// Keeping a live object's managedFields as text (see [`read_with`]).
+    managed_text: bool,
     /// Reading the top-level `metadata`.
     in_metadata: bool,
     /// Reading a value only to check it: nothing is kept.
@@ -166,7 +174,7 @@ impl Reader<'_> {
                 self.skip_whitespace();
                 if self.skipping || (self.live && self.level == 1 && key == "status") {
                     self.skip()?;
-                } else if self.live
+                } else if self.managed_text
                     && self.in_metadata
                     && self.level == 2
                     && key == "managedFields"
@@ -177,7 +185,7 @@ impl Reader<'_> {
                     let raw = self.text.get(start..self.pos)?.to_owned();
                     self.entries.push((key, Value::String(raw)));
                 } else {
-                    let metadata = self.live && self.level == 1 && key == "metadata";
+                    let metadata = self.managed_text && self.level == 1 && key == "metadata";
                     self.in_metadata |= metadata;
                     let value = self.value()?;
                     self.in_metadata &= !metadata;
@@ -603,7 +611,8 @@ mod tests {
                 text.truncate(i);
             }
             let built = read(&text, false);
-            let kept = read(&text, true);
+            let kept = read_with(&text, true, true);
+            prop_assert_eq!(read(&text, true), built.clone(), "without managed_text, the list is built");
             prop_assert_eq!(built.is_some(), kept.is_some(), "{:?}", text);
             if let (Some((full, depth)), Some((live, depth_live))) = (built, kept) {
                 let raw = live["metadata"]["managedFields"].as_str().expect("kept as text");
@@ -715,7 +724,7 @@ mod tests {
         let (value, depth) = read(text, false).expect("read");
         assert_eq!(value, serde_json::from_str::<Value>(text).unwrap());
         assert_eq!(depth, 10);
-        let (live, live_depth) = read(text, true).expect("read");
+        let (live, live_depth) = read_with(text, true, true).expect("read");
         let raw = live["metadata"]["managedFields"].as_str().expect("kept as text");
         assert!(raw.starts_with("[\n            {") && raw.ends_with("}\n        ]"), "{raw:?}");
         assert_eq!(parsed_managed_fields(live), value);

@@ -85,28 +85,45 @@ pub fn parse_manifests(text: &str, path: &str) -> ParsedManifests {
 
 /// Parses a file's text with explicit limits.
 pub fn parse_manifests_with(text: &str, path: &str, limits: Limits) -> ParsedManifests {
-    parse(text, path, limits, false)
+    parse(text, path, limits, None)
 }
 
 /// Parses a file of objects read from a cluster (`kubectl get -o json` or `-o yaml`, a live
 /// snapshot) as [`parse_manifests_with`] does, each object's `status` left out: drift never
 /// compares it, and the cluster source keeps objects without it too. The `status` of a JSON
-/// document that is one object is checked but never built, and its `metadata.managedFields`
-/// list is checked and kept as its JSON text (a string), unparsed until an ownership question
-/// needs it: `drift_engine`'s ownership reads it from the text as from the list. About half of
-/// a live object's values are its managedFields.
+/// document that is one object is checked but never built.
+///
+/// ```
+/// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "status": {"x": 1}}"#;
+/// let parsed = drift_manifest::parse_live_manifests(text, "live.json", Default::default());
+/// assert!(parsed.resources[0].object.get("status").is_none());
+/// ```
+pub fn parse_live_manifests(text: &str, path: &str, limits: Limits) -> ParsedManifests {
+    parse_live(text, path, limits, false)
+}
+
+/// [`parse_live_manifests`] for objects that are only compared (`drift diff --live`): the
+/// `metadata.managedFields` list of a JSON document that is one object is also checked and kept
+/// as its JSON text (a string), unparsed until an ownership question needs it;
+/// `drift_engine`'s ownership reads it from the text as from the list. About half of a live
+/// object's values are its managedFields. A live source keeps the list (its contract), so it
+/// reads with [`parse_live_manifests`].
 ///
 /// ```
 /// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a",
 ///     "managedFields": [{"manager": "kubectl-edit", "fieldsV1": {"f:data": {}}}]}, "status": {"x": 1}}"#;
-/// let parsed = drift_manifest::parse_live_manifests(text, "live.json", Default::default());
+/// let parsed = drift_manifest::parse_live_manifests_compared(text, "live.json", Default::default());
 /// let object = &parsed.resources[0].object;
 /// assert!(object.get("status").is_none());
 /// assert_eq!(object["metadata"]["managedFields"],
 ///     r#"[{"manager": "kubectl-edit", "fieldsV1": {"f:data": {}}}]"#);
 /// ```
-pub fn parse_live_manifests(text: &str, path: &str, limits: Limits) -> ParsedManifests {
-    let mut out = parse(text, path, limits, true);
+pub fn parse_live_manifests_compared(text: &str, path: &str, limits: Limits) -> ParsedManifests {
+    parse_live(text, path, limits, true)
+}
+
+fn parse_live(text: &str, path: &str, limits: Limits, managed_text: bool) -> ParsedManifests {
+    let mut out = parse(text, path, limits, Some(managed_text));
     for resource in &mut out.resources {
         if let Some(object) = std::sync::Arc::make_mut(&mut resource.object).as_object_mut() {
             object.remove("status");
@@ -130,7 +147,8 @@ pub fn read_yaml_value(text: &str) -> Result<Value, String> {
     })
 }
 
-fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests {
+/// `live`: read as objects from a cluster (`Some`), whether their managedFields are kept as text.
+fn parse(text: &str, path: &str, limits: Limits, live: Option<bool>) -> ParsedManifests {
     let mut out = ParsedManifests::default();
     if text.len() > limits.max_file_bytes {
         out.warnings.push(
@@ -161,7 +179,7 @@ fn parse(text: &str, path: &str, limits: Limits, live: bool) -> ParsedManifests 
         }
         // Most JSON (what kubectl and the API server write) is read by the fast reader; the
         // rest, and every error, by serde_json below.
-        if let Some((value, deepest)) = crate::json_tree::read(trimmed, live) {
+        if let Some((value, deepest)) = crate::json_tree::read_with(trimmed, live.is_some(), live == Some(true)) {
             if deepest > limits.max_depth {
                 out.warnings.push(too_deep_warning(limits.max_depth).at(path, Some(0), None));
             } else {

@@ -2,11 +2,11 @@
 //! tight ones. Laws: it never panics; every resource has an apiVersion, a kind and a name and
 //! carries the file's path; every fatal warning names the file; a resource written back as JSON
 //! and loaded again is the same object; read as live objects, the file gives the same warnings
-//! and the same objects without their `status` (and a JSON object's managedFields list kept as
-//! its text).
+//! and the same objects without their `status`; read as live objects to compare, the same again
+//! with a JSON object's managedFields list kept as its text.
 #![no_main]
 
-use drift_core::manifest::{Limits, parse_live_manifests, parse_manifests_with};
+use drift_core::manifest::{Limits, parse_live_manifests, parse_live_manifests_compared, parse_manifests_with};
 use libfuzzer_sys::fuzz_target;
 
 const PATH: &str = "fuzz/input.yaml";
@@ -33,15 +33,22 @@ fuzz_target!(|data: &[u8]| {
         if let Some(map) = without.as_object_mut() {
             map.remove("status");
         }
-        // A JSON object's managedFields list is kept as its text: it reads back into the list.
-        let mut live_object = (*l.object).clone();
-        if let Some(serde_json::Value::String(raw)) = live_object.pointer_mut("/metadata/managedFields") {
+        assert_eq!(*l.object, without);
+        assert_eq!((&l.key, &l.provenance), (&d.key, &d.provenance));
+    }
+    let compared = parse_live_manifests_compared(&text, PATH, limits);
+    assert_eq!(compared.warnings, live.warnings);
+    assert_eq!(compared.resources.len(), live.resources.len());
+    for (c, l) in compared.resources.iter().zip(&live.resources) {
+        // The managedFields list kept as text reads back into the list.
+        let mut read_back = (*c.object).clone();
+        if let Some(serde_json::Value::String(raw)) = read_back.pointer_mut("/metadata/managedFields") {
             let list: serde_json::Value = serde_json::from_str(raw).expect("kept as the list's text");
             assert!(list.is_array(), "{raw}");
-            live_object["metadata"]["managedFields"] = list;
+            read_back["metadata"]["managedFields"] = list;
         }
-        assert_eq!(live_object, without);
-        assert_eq!((&l.key, &l.provenance), (&d.key, &d.provenance));
+        assert_eq!(read_back, *l.object);
+        assert_eq!((&c.key, &c.provenance), (&l.key, &l.provenance));
     }
     for r in &parsed.resources {
         assert!(!r.api_version.is_empty() && !r.key.kind.is_empty() && !r.key.name.is_empty(), "{r:?}");
