@@ -58,7 +58,6 @@ impl AlertSettings {
 #[serde(rename_all = "camelCase")]
 struct Alert {
     status: String,
-    #[serde(default)]
     labels: std::collections::BTreeMap<String, String>,
     starts_at: DateTime<Utc>,
     #[serde(default)]

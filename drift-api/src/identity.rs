@@ -40,7 +40,8 @@ pub(crate) async fn audit_webhook(
     }
     let items = match list.get("items") {
         Some(Value::Array(items)) => items.as_slice(),
-        None | Some(Value::Null) => &[],
+        Some(Value::Null) => &[],
+        None => return Err(ApiError::bad_request("an EventList has `items`")),
         Some(_) => return Err(ApiError::bad_request("`items` must be an array of audit events")),
     };
     let kept = intake.receive(items).map_err(|e| ApiError::bad_request(e.message()))?;

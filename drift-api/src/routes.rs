@@ -335,10 +335,28 @@ fn table() -> Vec<Endpoint> {
             body: Some(json!({"type": "object", "required": ["kind", "apiVersion", "items"], "properties": {
                 "kind": {"const": "EventList"},
                 "apiVersion": {"type": "string", "pattern": "^audit\\.k8s\\.io/"},
-                "items": {"type": "array", "items": {"type": "object",
+                "items": {"type": ["array", "null"], "items": {"type": "object",
                     "description": "an audit.k8s.io/v1 Event",
                     "required": ["kind", "apiVersion", "auditID", "stage", "verb", "user",
-                        "requestReceivedTimestamp", "stageTimestamp"]}},
+                        "requestReceivedTimestamp", "stageTimestamp"],
+                    "properties": {
+                        "kind": {"const": "Event"},
+                        "apiVersion": {"type": "string", "pattern": "^audit\\.k8s\\.io/"},
+                        "level": {"type": ["string", "null"]}, "auditID": {"type": "string"}, "stage": {"type": "string"},
+                        "requestURI": {"type": "string"}, "verb": {"type": "string"},
+                        "user": {"type": "object", "properties": {"username": {"type": "string"},
+                            "groups": {"type": "array", "items": {"type": "string"}}}},
+                        "sourceIPs": {"type": "array", "items": {"type": "string"}},
+                        "userAgent": {"type": ["string", "null"]},
+                        "objectRef": {"type": ["object", "null"], "properties": {
+                            "resource": {"type": "string"}, "namespace": {"type": ["string", "null"]},
+                            "name": {"type": ["string", "null"]}, "apiGroup": {"type": ["string", "null"]},
+                            "subresource": {"type": ["string", "null"]}}},
+                        "responseStatus": {"type": ["object", "null"], "properties": {
+                            "code": {"type": ["integer", "null"], "minimum": 0, "maximum": 999}}},
+                        "requestReceivedTimestamp": {"type": "string", "format": "date-time"},
+                        "stageTimestamp": {"type": "string", "format": "date-time"},
+                    }}},
             }})),
             answers: vec![
                 Answer {

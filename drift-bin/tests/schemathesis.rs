@@ -71,7 +71,7 @@ fn drift_serve_conforms_to_its_openapi_document() {
              live:\n  kubeconfig: {kubeconfig}\n\
              repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    cache_dir: {cache}\n    path: apps\n\
              notify:\n  - name: hook\n    type: webhook\n    url: {hook}/hook\n    secret_env: CONTRACT_HOOK_SECRET\n\
-             notifications:\n  tick: 100ms\npolicies:\n  enabled: true\n",
+             notifications:\n  tick: 100ms\npolicies:\n  enabled: true\naudit:\n  tick: 1s\n",
             db = home.path().join("drift.db").display(),
             repo = repo.dir.display(),
             cache = home.path().join("cache").display(),
@@ -227,9 +227,10 @@ fn a_partly_configured_drift_serve_conforms_to_its_openapi_document() {
         let v = get_json(&serve.addr, "/drifts?status=open");
         (v["items"].as_array().unwrap().len() >= 2).then_some(())
     });
-    // Revert and accept answer 501 here (`refusal: not_configured`): the document says so and
-    // schemathesis checks the body against it; its server-error check allows 501 for these two
-    // operations only (any other 5xx still fails), as it fails every 5xx, documented or not.
+    // Revert and accept answer 501 here (`refusal: not_configured`), and the audit webhook (no
+    // `audit:`): the document says so and schemathesis checks the body against it; its
+    // server-error check allows 501 for these operations only (any other 5xx still fails), as
+    // it fails every 5xx, documented or not.
     std::fs::write(
         home.path().join("schemathesis.toml"),
         "[[operations]]\ninclude-operation-id = \"decide\"\n\
@@ -237,6 +238,8 @@ fn a_partly_configured_drift_serve_conforms_to_its_openapi_document() {
          [[operations]]\ninclude-operation-id = \"revert\"\n\
          checks.not_a_server_error.expected-statuses = [\"2xx\", \"3xx\", \"4xx\", \"501\"]\n\n\
          [[operations]]\ninclude-operation-id = \"accept\"\n\
+         checks.not_a_server_error.expected-statuses = [\"2xx\", \"3xx\", \"4xx\", \"501\"]\n\n\
+         [[operations]]\ninclude-operation-id = \"auditWebhook\"\n\
          checks.not_a_server_error.expected-statuses = [\"2xx\", \"3xx\", \"4xx\", \"501\"]\n",
     )
     .unwrap();

@@ -119,11 +119,11 @@ pub struct AuditObjectRef {
 }
 
 /// The response status of an audit event.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct AuditStatus {
-    /// HTTP code.
+    /// HTTP code (a JSON number: `200` or `200.0`).
     #[serde(default)]
-    pub code: Option<i64>,
+    pub code: Option<f64>,
 }
 
 /// The fields of an `audit.k8s.io/v1` `Event` the join reads.
@@ -134,6 +134,9 @@ pub struct AuditEvent {
     pub kind: String,
     /// `audit.k8s.io/v1`.
     pub api_version: String,
+    /// `Metadata`, `Request` or `RequestResponse`.
+    #[serde(default)]
+    pub level: Option<String>,
     /// Unique id of the request.
     #[serde(rename = "auditID")]
     pub audit_id: String,
@@ -178,6 +181,11 @@ impl AuditEvent {
                 e.kind, e.api_version
             )));
         }
+        if let Some(code) = e.response_status.as_ref().and_then(|s| s.code)
+            && (!(0.0..=999.0).contains(&code) || code.fract() != 0.0)
+        {
+            return Err(Error::invalid_input(format!("responseStatus.code {code} is not an HTTP status")));
+        }
         Ok(e)
     }
 
@@ -185,7 +193,7 @@ impl AuditEvent {
     pub fn is_write(&self) -> bool {
         matches!(self.verb.as_str(), "update" | "patch" | "create")
             && self.stage == "ResponseComplete"
-            && self.response_status.as_ref().and_then(|s| s.code).is_some_and(|c| (200..300).contains(&c))
+            && self.response_status.as_ref().and_then(|s| s.code).is_some_and(|c| (200.0..300.0).contains(&c))
             && self.object_ref.is_some()
     }
 
@@ -611,7 +619,7 @@ mod tests {
         assert!(join(&d, &[event("a", "patch", "2026-12-06T10:00:01.1Z", "kubectl-scale", Some(body))], W).is_some());
         // A failed write.
         let mut failed = event("a", "patch", "2026-12-06T10:00:01.1Z", "kubectl-scale", None);
-        failed.response_status = Some(AuditStatus { code: Some(409) });
+        failed.response_status = Some(AuditStatus { code: Some(409.0) });
         assert_eq!(join(&d, &[failed], W), None);
     }
 
