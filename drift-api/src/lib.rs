@@ -64,6 +64,7 @@
 mod acting;
 pub mod alerts;
 pub mod auth;
+pub mod check;
 pub mod detail;
 pub mod error;
 mod handlers;
@@ -79,6 +80,7 @@ pub mod ui;
 
 pub use acting::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
 pub use auth::{Actor, ApiToken, check_tokens};
+pub use check::{MergeCheck, NO_MERGE_CHECK};
 pub use detail::{DriftDetail, LearnedView, drift_detail};
 /// The scan gate, shared with the runtime ([`drift_metrics::gate`]).
 pub use drift_metrics::gate;

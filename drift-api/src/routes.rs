@@ -375,6 +375,70 @@ fn table() -> Vec<Endpoint> {
         },
         Endpoint {
             method: Method::POST,
+            path: "/check",
+            operation_id: "checkMerge",
+            summary: "What merging a branch would do",
+            description: "Renders each repository (or the one named) at its configured ref and at `ref`, compares \
+                          both with the cluster and answers what the merge would do, as `drift check --ref`: the \
+                          live changes its apply overwrites (`fields[].effect` `overwrites_live_change`, with who \
+                          changed them), the drifts it resolves, the fields it changes, the objects it creates, \
+                          removes and changes that nobody touched. Nothing is recorded. `sure` is false when a side \
+                          could not be read completely (`reasons` says why). Needs a write token (it fetches and \
+                          renders Git and reads the cluster).",
+            access: Access::Write,
+            params: vec![
+                Param {
+                    required: true,
+                    ..query(
+                        "ref",
+                        "the branch, tag or commit to check",
+                        json!({"type": "string", "maxLength": 255,
+                            "pattern": "^[A-Za-z0-9_+][A-Za-z0-9._+-]*(/[A-Za-z0-9_+][A-Za-z0-9._+-]*)*$"}),
+                    )
+                },
+                query("repository", "only this repository of the configuration", json!({"type": "string"})),
+            ],
+            body: None,
+            answers: vec![
+                Answer {
+                    status: 200,
+                    description: "what the merge would do, by repository",
+                    content_type: JSON,
+                    schema: json!({"type": "object", "required": ["checks", "overwrites_live_changes", "sure", "reasons"],
+                    "properties": {
+                        "checks": {"type": "array", "items": {"type": "object",
+                            "required": ["repository", "cluster", "fields", "objects", "left_open", "drift_ids"],
+                            "properties": {
+                                "repository": {"type": "string"}, "cluster": {"type": "string"},
+                                "base": {"type": ["string", "null"]}, "head": {"type": ["string", "null"]},
+                                "fields": {"type": "array", "items": {"type": "object", "required": ["effect", "drift"],
+                                    "properties": {
+                                        "effect": {"type": "string", "enum": ["overwrites_live_change", "resolves", "changes", "creates"]},
+                                        "drift": {"type": "object"}, "applies": {}}}},
+                                "objects": {"type": "array", "items": {"type": "object", "required": ["key", "change", "touched"],
+                                    "properties": {"key": {"type": "object"},
+                                        "change": {"type": "string", "enum": ["added", "changed", "removed"]},
+                                        "touched": {"type": "boolean"}}}},
+                                "left_open": {"type": "integer", "minimum": 0},
+                                "drift_ids": {"type": "object", "additionalProperties": {"type": "integer"}},
+                            }}},
+                        "overwrites_live_changes": {"type": "boolean"},
+                        "sure": {"type": "boolean"},
+                        "reasons": {"type": "array", "items": {"type": "string"}},
+                    }}),
+                },
+                bad_request(),
+                write_refused(),
+                write_disabled(),
+                error(404, "no repository of that name"),
+                error(501, "the service has no repositories to check a merge against"),
+                error(502, "the cluster or the git server failed"),
+                error(503, "the cluster or the store cannot be reached now"),
+            ],
+            handler: post(crate::check::check),
+        },
+        Endpoint {
+            method: Method::POST,
             path: "/scan",
             operation_id: "triggerScan",
             summary: "Start a scan",

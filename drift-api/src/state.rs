@@ -116,6 +116,7 @@ pub struct ApiState {
     pub(crate) hosts: Arc<crate::server::AllowedHosts>,
     pub(crate) audit: Option<Arc<dyn drift_model::AuditIntake>>,
     pub(crate) alerts: crate::alerts::AlertSettings,
+    pub(crate) merge_check: Option<Arc<dyn crate::check::MergeCheck>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -127,6 +128,7 @@ impl std::fmt::Debug for ApiState {
             .field("decisions", &self.act.is_some())
             .field("remedies", &self.remedies.is_some())
             .field("audit", &self.audit.is_some())
+            .field("merge_check", &self.merge_check.is_some())
             .field("trigger", &self.trigger)
             .field("clock", &self.clock)
             .field("max_scan_age", &self.max_scan_age)
@@ -156,7 +158,14 @@ impl ApiState {
             hosts: Arc::default(),
             audit: None,
             alerts: crate::alerts::AlertSettings::default(),
+            merge_check: None,
         }
+    }
+    /// What `POST /check` asks what merging a branch would do; without it the endpoint answers
+    /// 501.
+    pub fn with_merge_check(mut self, check: Arc<dyn crate::check::MergeCheck>) -> Self {
+        self.merge_check = Some(check);
+        self
     }
     /// How `POST /alertmanager/webhook` answers: the window before an alert, and whether the
     /// drifts are sent to the notifiers (default 1h, yes).

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{ClusterHome, GitRepo, drift_command};
+use common::{ClusterHome, GitRepo, Serve, drift_command, http};
 use drift_test_apiserver::Options;
 use serde_json::Value;
 
@@ -25,7 +25,7 @@ impl World {
         let config = cluster.write(
             "drift.yaml",
             &format!(
-                "cluster: check\nstore: sqlite://{db}\nrepositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    path: apps\n    cache_dir: {cache}\n\
+                "cluster: check\nstore: sqlite://{db}\napi:\n  listen: 127.0.0.1:0\n  token_env: CHECK_TOKEN\nrepositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    path: apps\n    cache_dir: {cache}\n\
                  live:\n  kubeconfig: {kubeconfig}\n",
                 db = cluster.path("drift.db").display(),
                 repo = repo.dir.display(),
@@ -138,4 +138,50 @@ fn a_ref_that_does_not_exist_is_an_error_that_names_it() {
         "nothing is said of a merge that cannot be read: {}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// `POST /check` of `drift serve`: the same answer as the command, behind the write token.
+#[test]
+fn the_api_answers_what_a_merge_would_do() {
+    let world = World::start();
+    let deployment = common::DEPLOYMENT.replace("nginx:1.27", "nginx:1.28");
+    world.branch("release", &[("apps/web/deployment.yaml", &deployment)]);
+    let serve = Serve::start(&world.config, &[("CHECK_TOKEN", "check-token-5d1")]);
+    let (status, body) = http(&serve.addr, "POST", "/check?ref=release", Some("check-token-5d1"));
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (answer["sure"].as_bool(), answer["overwrites_live_changes"].as_bool()),
+        (Some(true), Some(true)),
+        "{answer}"
+    );
+    let fields = answer["checks"][0]["fields"].as_array().unwrap();
+    assert_eq!(
+        (fields[0]["effect"].as_str(), fields[0]["drift"]["path"].as_str()),
+        (Some("overwrites_live_change"), Some("spec.replicas"))
+    );
+    let replicas = world.drift_id("spec.replicas");
+    assert!(
+        answer["checks"][0]["drift_ids"].as_object().unwrap().values().any(|id| id.as_i64() == Some(replicas)),
+        "{answer}"
+    );
+    // A ref that does not exist: answered, not sure, nothing made up.
+    let (status, body) = http(&serve.addr, "POST", "/check?ref=no-such-branch", Some("check-token-5d1"));
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (answer["sure"].as_bool(), answer["checks"].as_array().map(Vec::len)),
+        (Some(false), Some(0)),
+        "{answer}"
+    );
+    assert!(
+        answer["reasons"][0].as_str().unwrap().starts_with("shop: cannot check: no-such-branch could not be read"),
+        "{answer}"
+    );
+    // Refused: no token, an option for a ref, an unknown repository.
+    assert_eq!(http(&serve.addr, "POST", "/check?ref=release", None).0, 401);
+    assert_eq!(http(&serve.addr, "POST", "/check?ref=--upload-pack=x", Some("check-token-5d1")).0, 400);
+    assert_eq!(http(&serve.addr, "POST", "/check", Some("check-token-5d1")).0, 400);
+    assert_eq!(http(&serve.addr, "POST", "/check?ref=release&repository=other", Some("check-token-5d1")).0, 404);
+    serve.stop();
 }

@@ -65,9 +65,19 @@ pub struct DetectorBuilder {
     audit: Option<crate::identity::AuditSettings>,
     #[cfg(feature = "api")]
     alerts: drift_api::alerts::AlertSettings,
+    #[cfg(feature = "api")]
+    merge_check: Option<Arc<dyn drift_api::MergeCheck>>,
 }
 
 impl DetectorBuilder {
+    /// What `POST /check` asks what merging a branch would do (the service's repositories, from
+    /// its configuration); without it the endpoint answers 501.
+    #[cfg(feature = "api")]
+    pub fn merge_check(mut self, check: Arc<dyn drift_api::MergeCheck>) -> Self {
+        self.merge_check = Some(check);
+        self
+    }
+
     /// How the API's Alertmanager receiver answers (`POST /alertmanager/webhook`; default:
     /// a window of 1h, drifts sent to the notifiers).
     #[cfg(feature = "api")]
@@ -384,6 +394,8 @@ impl DetectorBuilder {
             allowed_hosts: self.allowed_hosts,
             #[cfg(feature = "api")]
             alerts: self.alerts,
+            #[cfg(feature = "api")]
+            merge_check: self.merge_check,
             passes: Arc::default(),
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
@@ -420,6 +432,8 @@ pub struct Detector {
     identifier: Option<Arc<crate::identity::Identifier>>,
     #[cfg(feature = "api")]
     alerts: drift_api::alerts::AlertSettings,
+    #[cfg(feature = "api")]
+    merge_check: Option<Arc<dyn drift_api::MergeCheck>>,
 }
 
 /// The tasks only a leader runs (all of them without leader election).
@@ -522,6 +536,10 @@ impl Detector {
         };
         let state = match &self.identifier {
             Some(i) => state.with_audit(i.clone()),
+            None => state,
+        };
+        let state = match &self.merge_check {
+            Some(c) => state.with_merge_check(c.clone()),
             None => state,
         };
         match &self.remedies {

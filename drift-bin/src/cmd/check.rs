@@ -63,30 +63,48 @@ pub struct RepositoryCheck {
     pub drift_ids: HashMap<String, i64>,
 }
 
-/// Runs `drift check`: exit 0 when the merge overwrites no live change, 1 when it does, 2 when
-/// a side could not be read completely (the answer would not be sure).
-pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
-    let config = Config::load(&args.config)?;
-    let repositories: Vec<_> =
-        config.repositories.iter().filter(|r| args.repository.as_ref().is_none_or(|n| *n == r.name)).collect();
-    anyhow::ensure!(
-        !repositories.is_empty(),
-        "no repository named `{}` in {}",
-        args.repository.as_deref().unwrap_or_default(),
-        args.config.display()
-    );
-    let (store, hasher) = compose::open_scanning_store(&config).await?;
-    let progress = Progress::new();
-    let cluster = compose::Cluster::open(&config, &progress).await?;
+/// What `drift check` and `POST /check` found: the effect in each repository that could be
+/// read, and why the answer is not sure (empty when it is).
+#[derive(Debug, Serialize)]
+pub struct Checked {
+    /// One per repository whose both sides could be read.
+    pub checks: Vec<RepositoryCheck>,
+    /// Why the answer is not sure: a side not read (its repository has no check), or read in part.
+    pub reasons: Vec<String>,
+    /// Whether any check's merge overwrites a live change.
+    pub overwrites_live_changes: bool,
+    /// Whether `reasons` is empty.
+    pub sure: bool,
+}
+
+/// The repositories of `config` named by `repository` (all without a name).
+fn named<'a>(config: &'a Config, repository: Option<&str>) -> Vec<&'a crate::config::RepositoryConfig> {
+    config.repositories.iter().filter(|r| repository.is_none_or(|n| n == r.name)).collect()
+}
+
+/// Checks what merging `reference` would do in each repository of `config` (or the one named),
+/// against `cluster`, with the ids of the store's open drifts; `on_each` sees each check with
+/// whether it is sure (`drift check --github` reports it).
+#[allow(clippy::too_many_arguments)]
+pub async fn check_all(
+    config: &Config,
+    reference: &str,
+    repository: Option<&str>,
+    store: &drift_runtime::Store,
+    hasher: drift_core::normalize::SecretHasher,
+    cluster: &compose::Cluster,
+    progress: &Progress,
+    mut on_each: impl AsyncFnMut(&crate::config::RepositoryConfig, &RepositoryCheck, bool) -> Result<()>,
+) -> Result<Checked> {
     let sops = compose::sops_keys()?;
     let engine = config.built.engine.clone().with_secret_hasher(hasher);
-    let options = compose::scan_settings(&config, &progress, &sops).options("check");
+    let options = compose::scan_settings(config, progress, &sops).options("check");
     let live = cluster.live();
     let mut checks = Vec::new();
-    let mut unsure = Vec::new();
-    for r in repositories {
+    let mut reasons = Vec::new();
+    for r in named(config, repository) {
         let mut head = r.clone();
-        head.reference = Some(args.reference.clone());
+        head.reference = Some(reference.to_owned());
         let source = |r: &crate::config::RepositoryConfig| {
             drift_git::source_with(
                 r.source_config_for(false),
@@ -96,24 +114,31 @@ pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
             )
             .with_context(|| format!("repository `{}`", r.name))
         };
-        let (base_source, head_source) = (source(r)?, source(&head)?);
+        // A source that cannot be made (a ref its configuration refuses) is a reason, not an error.
+        let (base_source, head_source) = match (source(r), source(&head)) {
+            (Ok(b), Ok(h)) => (b, h),
+            (Err(e), _) | (_, Err(e)) => {
+                reasons.push(format!("{}: cannot check: {e:#}", r.name));
+                continue;
+            }
+        };
         let base = run_scan(base_source.as_ref(), live.as_ref(), &engine, &options).await;
         let head = run_scan(head_source.as_ref(), live.as_ref(), &engine, &options).await;
-        let sides = [("the base", &base), (args.reference.as_str(), &head)];
+        let sides = [("the base", &base), (reference, &head)];
         if let Some((side, failed)) = sides.iter().find(|(_, report)| report.outcome == ScanOutcome::Failed) {
             // Nothing to compare: saying what the merge does would be made up.
             let why = incomplete(failed).unwrap_or_default();
-            unsure.push(format!("{}: cannot check: {side} could not be read: {why}", r.name));
+            reasons.push(format!("{}: cannot check: {side} could not be read: {why}", r.name));
             continue;
         }
         for (side, report) in sides {
             if let Some(why) = incomplete(report) {
-                unsure.push(format!("{}: not sure: {side} was not read completely: {why}", r.name));
+                reasons.push(format!("{}: not sure: {side} was not read completely: {why}", r.name));
             }
         }
         let sure = incomplete(&base).is_none() && incomplete(&head).is_none();
         let effect = merge_effect(&base, &head);
-        let drift_ids = open_ids(&store, &base, &effect).await?;
+        let drift_ids = open_ids(store, &base, &effect).await?;
         let check = RepositoryCheck {
             repository: r.name.clone(),
             cluster: base.cluster.clone(),
@@ -122,21 +147,96 @@ pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
             effect,
             drift_ids,
         };
-        if args.github {
-            report_on_github(r, &check, &args.reference, sure).await?;
-        }
+        on_each(r, &check, sure).await?;
         checks.push(check);
     }
+    let overwrites_live_changes = checks.iter().any(|c| c.effect.overwrites_live_changes());
+    Ok(Checked { sure: reasons.is_empty(), checks, reasons, overwrites_live_changes })
+}
+
+/// `POST /check` of `drift serve`: [`check_all`] over the service's configuration, store and
+/// cluster.
+#[derive(Debug)]
+pub struct ConfigCheck {
+    /// The configuration.
+    pub config: Config,
+    /// The store (for the ids of open drifts).
+    pub store: drift_runtime::Store,
+    /// The Secret hasher of the store's key.
+    pub hasher: drift_core::normalize::SecretHasher,
+    /// The cluster.
+    pub cluster: compose::Cluster,
+}
+
+#[async_trait::async_trait]
+impl drift_api::MergeCheck for ConfigCheck {
+    async fn check(&self, reference: &str, repository: Option<&str>) -> drift_core::Result<serde_json::Value> {
+        if named(&self.config, repository).is_empty() {
+            return Err(drift_core::Error::not_found(format!(
+                "no repository named `{}`",
+                repository.unwrap_or_default()
+            )));
+        }
+        let progress = Progress::new();
+        let checked = check_all(
+            &self.config,
+            reference,
+            repository,
+            &self.store,
+            self.hasher.clone(),
+            &self.cluster,
+            &progress,
+            async |_, _, _| Ok(()),
+        )
+        .await
+        .map_err(|e| drift_core::Error::new(drift_core::ErrorKind::Unavailable, format!("{e:#}")))?;
+        serde_json::to_value(&checked)
+            .map_err(|e| drift_core::Error::new(drift_core::ErrorKind::Unexpected, e.to_string()))
+    }
+}
+
+/// Runs `drift check`: exit 0 when the merge overwrites no live change, 1 when it does, 2 when
+/// a side could not be read completely (the answer would not be sure).
+pub async fn run(args: &CheckArgs) -> Result<ExitCode> {
+    let config = Config::load(&args.config)?;
+    anyhow::ensure!(
+        !named(&config, args.repository.as_deref()).is_empty(),
+        "no repository named `{}` in {}",
+        args.repository.as_deref().unwrap_or_default(),
+        args.config.display()
+    );
+    let (store, hasher) = compose::open_scanning_store(&config).await?;
+    let progress = Progress::new();
+    let cluster = compose::Cluster::open(&config, &progress).await?;
+    let github = args.github;
+    let reference = args.reference.as_str();
+    let checked = check_all(
+        &config,
+        reference,
+        args.repository.as_deref(),
+        &store,
+        hasher,
+        &cluster,
+        &progress,
+        async |r, check, sure| {
+            if github {
+                report_on_github(r, check, reference, sure).await?;
+            }
+            Ok(())
+        },
+    )
+    .await?;
+    let (checks, unsure) = (&checked.checks, &checked.reasons);
     match args.output {
         Format::Table => {
             let now = Utc::now();
-            for c in &checks {
+            for c in checks {
                 print!("{}", describe(c, &args.reference, now));
             }
         }
-        format => crate::output::print_data(&checks, format, |_| {})?,
+        format => crate::output::print_data(checks, format, |_| {})?,
     }
-    for why in &unsure {
+    for why in unsure {
         eprintln!("{why}");
     }
     Ok(if !unsure.is_empty() {

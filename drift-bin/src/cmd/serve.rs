@@ -79,8 +79,16 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
         );
     }
     let cluster = compose::Cluster::open(&config, &Default::default()).await?;
+    // POST /check renders the repositories at another ref with the same configuration.
+    let merge_check = crate::cmd::check::ConfigCheck {
+        config: config.clone(),
+        store: store.clone(),
+        hasher: hasher.clone(),
+        cluster: cluster.clone(),
+    };
     let mut builder = compose::detector(&config, store, hasher, &cluster, true, &Default::default())
         .await?
+        .merge_check(std::sync::Arc::new(merge_check))
         .tokens(tokens)
         .read_token(read_token)
         .server_limits(config.api.server_limits())
