@@ -158,6 +158,9 @@ pub struct Remedies {
     stop_now: watch::Sender<bool>,
     /// How many actions run now.
     running: watch::Sender<usize>,
+    /// The cluster value each drift had when this process last proposed it automatically
+    /// ([`auto`]): a drift whose value moves on is proposed again.
+    auto_proposed: Arc<std::sync::Mutex<std::collections::HashMap<i64, Option<serde_json::Value>>>>,
 }
 
 type Outcome<T> = Result<T, Fault>;
@@ -234,6 +237,7 @@ impl Remedies {
             timeout: ACTION_TIMEOUT,
             stop_now: watch::Sender::new(false),
             running: watch::Sender::new(0),
+            auto_proposed: Arc::default(),
         }
     }
     /// How long a revert or an accept may run before it is given up and recorded as `failed`

@@ -211,7 +211,11 @@ impl Remedies {
             }
             budget -= 1;
             let ids: Vec<i64> = drifts.iter().map(|d| d.id).collect();
-            match self.accept(&ids, AUTO_ACTOR).await {
+            let result = self.accept(&ids, AUTO_ACTOR).await;
+            if result.is_ok() {
+                self.remember(&drifts);
+            }
+            match result {
                 Ok(o) if o.proposal.updated => round.updated += 1,
                 Ok(_) => round.proposed += 1,
                 Err(Fault::Refused(r)) => {
@@ -257,11 +261,23 @@ impl Remedies {
         Ok(branches)
     }
 
+    /// Notes the cluster values just proposed.
+    fn remember(&self, drifts: &[StoredDrift]) {
+        let mut proposed = self.auto_proposed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for d in drifts {
+            proposed.insert(d.id, d.cluster_value.clone());
+        }
+    }
+
     /// Whether an object's drifts hold anything its last automatic proposal did not: a drift
-    /// never proposed, or one changed again since (its `changed_at`, else its detection, after the
-    /// proposal). A refused or failed proposal is tried again only then too, or after a day.
+    /// never proposed, or one whose cluster value moved on since. This process remembers the
+    /// values it proposed; after a restart the audit trail's time of the last proposal stands in
+    /// (a change after it, by the drift's `changed_at`, else its detection), and the values seen
+    /// then are remembered. A refused or failed proposal is tried again only when something
+    /// changed, or after a day.
     async fn has_news(&self, drifts: &[StoredDrift], now: DateTime<Utc>) -> drift_core::Result<bool> {
         let act = self.act().map_err(fault_error)?;
+        let mut news = false;
         for d in drifts {
             let filter = AuditFilter {
                 action: Some(AuditAction::Accept),
@@ -276,17 +292,23 @@ impl Remedies {
                 .filter(|e| e.status != drift_core::act::ATTEMPTED)
                 .map(|e| (e.at, e.status.as_str()))
                 .max_by_key(|(at, _)| *at);
+            let remembered =
+                self.auto_proposed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&d.id).cloned();
             let changed = d.changed_at.unwrap_or(d.detected_at);
-            let news = match last {
-                None => true,
-                Some((at, "proposed" | "updated")) => changed > at,
-                Some((at, _)) => changed > at || now - at > chrono::Duration::days(1),
+            news |= match (last, remembered) {
+                (None, _) => true,
+                (Some((_, "proposed" | "updated")), Some(value)) => value != d.cluster_value,
+                (Some((at, "proposed" | "updated")), None) => {
+                    let moved = changed > at;
+                    if !moved {
+                        self.remember(std::slice::from_ref(d));
+                    }
+                    moved
+                }
+                (Some((at, _)), _) => changed > at || now - at > chrono::Duration::days(1),
             };
-            if news {
-                return Ok(true);
-            }
         }
-        Ok(false)
+        Ok(news)
     }
 }
 
