@@ -7,11 +7,16 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{GitRepo, Receiver, Serve, get_json, http, kubectl, wait_for};
+
+/// `POST path` with a JSON body: the status and the answer as JSON (the text when it is none).
+fn post_json(addr: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = common::post_json(addr, path, token, body);
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit::alertmanager::{Alertmanager, alertmanager_available};
 use serde_json::{Value, json};
@@ -73,23 +78,6 @@ impl World {
             .filter(|e| e["batch"].as_str().is_some_and(|b| b.starts_with("alert:")))
             .collect()
     }
-}
-
-fn post_json(addr: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
-    let body = body.to_string();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    (status, serde_json::from_str(&body).unwrap_or(Value::String(body)))
 }
 
 #[test]

@@ -7,12 +7,11 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{GitRepo, Serve, get_json, http, script, wait_for};
+use common::{GitRepo, Serve, get_json, http, post_json, script, wait_for};
 use drift_test_apiserver::{AuditLevel, Options, StaticUser, TestApiServer};
 use serde_json::{Value, json};
 
@@ -119,22 +118,6 @@ fn identified(serve: &Serve, path: &str) -> Value {
         let page = get_json(&serve.addr, "/drifts?status=open&limit=100");
         page["items"].as_array().unwrap().iter().find(|d| d["path"] == path && !d["changed_by_user"].is_null()).cloned()
     })
-}
-
-fn post_json(addr: &str, path: &str, token: &str, body: &Value) -> (u16, String) {
-    let body = body.to_string();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
 
 fn wait_ready(serve: &Serve) {

@@ -16,12 +16,16 @@
 mod common;
 mod webdriver;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{GitRepo, Serve, edit_configmap, get_json, http, kubectl, wait_for};
+
+/// `POST path` with a JSON body and the write token: the status and the answer as JSON.
+fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = common::post_json(addr, path, WRITE_TOKEN, body);
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap() })
+}
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::{Value, json};
 use webdriver::Browser;
@@ -62,25 +66,6 @@ fn artefact(name: &str) -> PathBuf {
     let path = dir.join(name);
     println!("screenshot: {}", path.display());
     path
-}
-
-/// `POST path` with a JSON body and the write token; the status and the body.
-fn post(addr: &str, path: &str, body: &Value) -> (u16, Value) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let body = body.to_string();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {WRITE_TOKEN}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| serde_json::from_str(b).unwrap()).unwrap_or(Value::Null);
-    (status, body)
 }
 
 fn count(v: &Value) -> i64 {

@@ -44,6 +44,24 @@ pub fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, 
     (status, body)
 }
 
+/// `POST path` with a JSON body and a bearer token: the status and the body as text.
+pub fn post_json(addr: &str, path: &str, token: &str, body: &Value) -> (u16, String) {
+    let body = body.to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
+}
+
 /// `GET path`, which must answer 200 with JSON.
 pub fn get_json(addr: &str, path: &str) -> Value {
     let (status, body) = http(addr, "GET", path, None);
