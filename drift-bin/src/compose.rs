@@ -15,7 +15,7 @@ use drift_kube::K8sConfig;
 use drift_runtime::{DetectorBuilder, ScanSettings, Store};
 use drift_sops::SopsKeys;
 
-use crate::config::{Config, StoreConfig};
+use crate::config::{ClusterEntry, Config, StoreConfig};
 
 /// Opens the store (migrations run on open unless its settings say otherwise).
 pub async fn open_store(config: &StoreConfig) -> Result<Store> {
@@ -136,13 +136,66 @@ pub enum Cluster {
 impl Cluster {
     /// The cluster of `live:` (no request is made yet), counting the objects it reads into
     /// `progress`.
+    /// With `clusters:`, the first of them.
     pub async fn open(config: &Config, progress: &Progress) -> Result<Cluster> {
+        if let Some(first) = config.clusters.first() {
+            return Cluster::open_entry(config, first, &mut Home::default(), progress).await;
+        }
         let live = K8sConfig { cluster: Some(config.cluster.clone()), ..kubernetes(config.live.clone()) };
         if live.snapshot.is_some() {
             return Ok(Cluster::Snapshot(drift_kube::live_source_from_config(live).await?));
         }
         let source = drift_kube::K8sSource::connect(live).await?.with_progress(progress.clone());
         Ok(Cluster::Kube(Arc::new(source)))
+    }
+
+    /// One cluster of `clusters:`, through its kubeconfig and context, the pod's service
+    /// account, or its credentials Secret (read from a file, or from the home cluster through
+    /// `home`, connected the first time it is needed). The reading settings are `live:`'s.
+    async fn open_entry(
+        config: &Config,
+        entry: &ClusterEntry,
+        home: &mut Home,
+        progress: &Progress,
+    ) -> Result<Cluster> {
+        let reading = K8sConfig {
+            cluster: Some(entry.name.clone()),
+            kubeconfig: None,
+            context: None,
+            in_cluster: false,
+            snapshot: None,
+            ..config.live.clone()
+        };
+        let source = match &entry.secret {
+            None => {
+                let live = K8sConfig {
+                    kubeconfig: entry.kubeconfig.as_deref().map(expand_home),
+                    context: entry.context.clone(),
+                    in_cluster: entry.in_cluster,
+                    ..reading
+                };
+                drift_kube::K8sSource::connect(live).await.with_context(|| format!("cluster `{}`", entry.name))?
+            }
+            Some(secret) => {
+                let namespace = secret.namespace.clone().unwrap_or_else(pod_namespace);
+                let what = secret.describe(&namespace);
+                let value = match (&secret.file, &secret.name) {
+                    (Some(file), _) => drift_kube::credentials::secret_from_file(&expand_home(file))?,
+                    (None, Some(name)) => {
+                        let home = home.source(config).await?;
+                        drift_kube::credentials::secret_from_cluster(home.client(), &namespace, name).await?
+                    }
+                    (None, None) => anyhow::bail!("cluster `{}`: `secret` names no file and no Secret", entry.name),
+                };
+                let credentials = drift_kube::credentials::credentials_from_secret(&value, &what)
+                    .with_context(|| format!("cluster `{}`", entry.name))?;
+                tracing::info!(cluster = %entry.name, secret = %what, format = ?credentials.format, "cluster credentials read from a Secret");
+                drift_kube::K8sSource::connect_kubeconfig(credentials.kubeconfig, entry.context.clone(), reading)
+                    .await
+                    .with_context(|| format!("cluster `{}` ({what})", entry.name))?
+            }
+        };
+        Ok(Cluster::Kube(Arc::new(source.with_progress(progress.clone()))))
     }
 
     /// The live source.
@@ -171,6 +224,46 @@ impl Cluster {
             Cluster::Snapshot(_) => None,
         }
     }
+}
+
+/// The namespace of the pod (`$POD_NAMESPACE`), else `default`: where credentials Secrets and
+/// Leases of the home cluster are by default.
+pub fn pod_namespace() -> String {
+    std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".to_owned())
+}
+
+/// The home cluster (the one `live:` reaches: where the detector runs), connected once when a
+/// credentials Secret is read from it or a Lease kept in it.
+#[derive(Debug, Default)]
+pub struct Home(Option<Arc<drift_kube::K8sSource>>);
+
+impl Home {
+    /// The home cluster (connected the first time).
+    pub async fn source(&mut self, config: &Config) -> Result<Arc<drift_kube::K8sSource>> {
+        if let Some(c) = &self.0 {
+            return Ok(c.clone());
+        }
+        let source = Arc::new(
+            drift_kube::K8sSource::connect(kubernetes(config.live.clone()))
+                .await
+                .context("the home cluster (`live:`), where credentials Secrets and Leases are")?,
+        );
+        self.0 = Some(source.clone());
+        Ok(source)
+    }
+}
+
+/// Every cluster of the configuration with its name: `cluster` alone (`first`, already open),
+/// or each of `clusters`, the first being `first`. A cluster that cannot be connected to (bad
+/// credentials, a Secret that is not there) is an error naming it; one that is down is not
+/// (its scans say so).
+pub async fn open_clusters(config: &Config, first: &Cluster, progress: &Progress) -> Result<Vec<(String, Cluster)>> {
+    let mut all = vec![(config.cluster.clone(), first.clone())];
+    let mut home = Home::default();
+    for entry in config.clusters.iter().skip(1) {
+        all.push((entry.name.clone(), Cluster::open_entry(config, entry, &mut home, progress).await?));
+    }
+    Ok(all)
 }
 
 /// The namespace rules of every scan.
@@ -211,13 +304,37 @@ pub async fn detector(
     progress: &Progress,
 ) -> Result<DetectorBuilder> {
     let sops = sops_keys()?;
-    let mut builder =
-        base(config, store, hasher, cluster, desired_sources(config, long_running, progress, &sops, cluster)?)
-            .settings(scan_settings(config, progress, &sops))
-            .interval(config.interval)
-            .watch(config.watch)
-            .notify_tick(config.notifications.tick)
-            .notify_lease(config.notifications.lease);
+    let builder = if config.clusters.is_empty() {
+        base(config, store, hasher, Some((cluster, desired_sources(config, long_running, progress, &sops, cluster)?)))
+    } else {
+        // Each cluster with the repositories that target it, each read with that cluster's
+        // lookups (Flux's value sources are read from the cluster the objects go to).
+        let mut builder = base(config, store, hasher, None);
+        for (name, c) in open_clusters(config, cluster, progress).await? {
+            let desired = config
+                .repositories
+                .iter()
+                .filter(|r| r.targets(&name))
+                .map(|r| {
+                    drift_git::source_with(
+                        r.source_config_for(long_running),
+                        progress.clone(),
+                        sops_opener(&sops),
+                        c.lookup(),
+                    )
+                    .with_context(|| format!("repository `{}`", r.name))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            builder = builder.cluster(drift_runtime::ClusterParts { live: c.live(), desired, writer: c.writer() });
+        }
+        builder
+    };
+    let mut builder = builder
+        .settings(scan_settings(config, progress, &sops))
+        .interval(config.interval)
+        .watch(config.watch)
+        .notify_tick(config.notifications.tick)
+        .notify_lease(config.notifications.lease);
     if let Some(policy) = &config.heal {
         builder = builder.heal(policy.clone());
     }
@@ -239,26 +356,26 @@ pub async fn detector(
     Ok(builder)
 }
 
-/// What every detector of this configuration has: the store, the desired sources given, the
-/// live side of `cluster` (and its writer of reverts), the engine with the store's Secret
-/// hasher and the remediation settings.
+/// What every detector of this configuration has: the store, the engine with the store's Secret
+/// hasher and the remediation settings, and the live side of `cluster` (and its writer of
+/// reverts) with the desired sources given, when there is one cluster.
 fn base(
     config: &Config,
     store: Store,
     hasher: SecretHasher,
-    cluster: &Cluster,
-    desired: Vec<Arc<dyn DesiredSource>>,
+    cluster: Option<(&Cluster, Vec<Arc<dyn DesiredSource>>)>,
 ) -> DetectorBuilder {
     let mut builder = drift_runtime::Detector::builder()
-        .desired_all(desired)
-        .live(cluster.live())
         .engine(config.built.engine.clone().with_secret_hasher(hasher))
         .store(store)
         .allow_secret_reverts(config.remediation.allow_secrets)
         .action_timeout(config.remediation.timeout)
         .link(config.notifications.link.as_ref().map(|u| u.as_str().trim_end_matches('/').to_owned()));
-    if let Some(writer) = cluster.writer() {
-        builder = builder.cluster_writer(writer);
+    if let Some((cluster, desired)) = cluster {
+        builder = builder.desired_all(desired).live(cluster.live());
+        if let Some(writer) = cluster.writer() {
+            builder = builder.cluster_writer(writer);
+        }
     }
     builder
 }
@@ -309,7 +426,7 @@ pub async fn remedies(
     let source =
         drift_git::source_with(r.source_config_for(false), progress.clone(), sops_opener(&sops), cluster.lookup())
             .with_context(|| format!("repository `{}`", r.name))?;
-    let mut builder = base(config, store, hasher, &cluster, vec![source])
+    let mut builder = base(config, store, hasher, Some((&cluster, vec![source])))
         .settings(scan_settings(config, &progress, &sops))
         .recorded_values(recorded);
     if accept && let Some(proposer) = proposer(config, r)? {

@@ -38,8 +38,14 @@ pub struct Config {
     /// What validation built (not a key of the file).
     #[serde(skip)]
     pub built: Built,
-    /// Cluster name recorded with every drift.
+    /// Cluster name recorded with every drift (the single-cluster form; with `clusters`, the
+    /// first cluster's name once parsed).
+    #[serde(default)]
     pub cluster: String,
+    /// Several clusters read by one detector, each with its credentials (instead of `cluster`;
+    /// `live` then names the home cluster and the reading settings of all of them).
+    #[serde(default)]
+    pub clusters: Vec<ClusterEntry>,
     /// Period of full scans (default 5m).
     #[serde(default = "default_interval", with = "humantime_serde")]
     pub interval: Duration,
@@ -387,6 +393,59 @@ impl<'de> Deserialize<'de> for StoreSetting {
     }
 }
 
+/// One cluster of `clusters:`: its name and how to reach it (a kubeconfig and context, the
+/// pod's service account, or a credentials Secret).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterEntry {
+    /// The name recorded with its drifts (lower-case letters, digits, `-` and `.`).
+    pub name: String,
+    /// A kubeconfig file (`~` expanded); default `$KUBECONFIG`, then `~/.kube/config`, when only
+    /// `context` is given.
+    #[serde(default)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The context of the kubeconfig, or of the Secret's kubeconfig (Flux); default its current
+    /// context.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// The pod's service account (the cluster the detector runs in).
+    #[serde(default)]
+    pub in_cluster: bool,
+    /// A credentials Secret: an Argo CD cluster Secret or a Flux kubeconfig Secret, from a file
+    /// or from the home cluster.
+    #[serde(default)]
+    pub secret: Option<drift_kube::SecretRef>,
+}
+
+impl ClusterEntry {
+    fn validate(&self) -> Result<()> {
+        let n = &self.name;
+        let valid = !n.is_empty()
+            && n.len() <= 63
+            && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && n.as_bytes()[0].is_ascii_alphanumeric()
+            && n.as_bytes()[n.len() - 1].is_ascii_alphanumeric();
+        if !valid {
+            bail!(
+                "cluster name {n:?}: use 1 to 63 lower-case letters, digits, `-` and `.`, starting and ending with a letter or digit (it names the cluster's Lease)"
+            );
+        }
+        let ways = usize::from(self.kubeconfig.is_some() || (self.context.is_some() && self.secret.is_none()))
+            + usize::from(self.in_cluster)
+            + usize::from(self.secret.is_some());
+        if ways == 0 {
+            bail!("cluster `{n}`: say how to reach it: `kubeconfig` and/or `context`, `in_cluster: true`, or `secret`");
+        }
+        if ways > 1 {
+            bail!("cluster `{n}`: give one of `kubeconfig`/`context`, `in_cluster` and `secret`");
+        }
+        if let Some(secret) = &self.secret {
+            secret.validate().with_context(|| format!("cluster `{n}`"))?;
+        }
+        Ok(())
+    }
+}
+
 /// One repository.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -414,6 +473,16 @@ pub struct RepositoryConfig {
     /// Clone cache folder.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// The clusters of `clusters:` this repository's objects are compared with (default: all).
+    #[serde(default)]
+    pub clusters: Option<Vec<String>>,
+}
+
+impl RepositoryConfig {
+    /// Whether this repository targets `cluster` (every cluster when it names none).
+    pub fn targets(&self, cluster: &str) -> bool {
+        self.clusters.as_ref().is_none_or(|c| c.iter().any(|n| n == cluster))
+    }
 }
 
 /// `accept:` of drift.yaml.
@@ -601,6 +670,11 @@ impl Config {
             anyhow::anyhow!("{line}{}", msg.lines().next().unwrap_or("syntax error"))
         })?;
         config.built = config.validate()?;
+        // Commands that read one cluster (`drift scan`'s name for an unreachable cluster,
+        // `drift check`, `drift fix`) take the first of `clusters`.
+        if let Some(first) = config.clusters.first() {
+            config.cluster = first.name.clone();
+        }
         Ok(config)
     }
 
@@ -610,9 +684,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<Built> {
-        if self.cluster.trim().is_empty() {
-            bail!("`cluster` is empty");
-        }
+        self.validate_clusters()?;
         if self.repositories.is_empty() {
             bail!("`repositories` is empty: name at least one");
         }
@@ -708,6 +780,62 @@ impl Config {
             cluster_scoped.push(drift_core::GroupKind::new(group, kind));
         }
         Ok(Built { engine, policy, cluster_scoped })
+    }
+
+    /// `cluster` or `clusters`, and the clusters each repository targets.
+    fn validate_clusters(&self) -> Result<()> {
+        if self.clusters.is_empty() {
+            if self.cluster.trim().is_empty() {
+                bail!("`cluster` is empty: name the cluster (or list several under `clusters`)");
+            }
+            for r in &self.repositories {
+                if let Some(c) = r.clusters.iter().flatten().find(|c| **c != self.cluster) {
+                    bail!("repository `{}` targets cluster `{c}`, which is not `cluster` ({})", r.name, self.cluster);
+                }
+            }
+            return Ok(());
+        }
+        if !self.cluster.is_empty() {
+            bail!("give `cluster` (one cluster) or `clusters` (several), not both");
+        }
+        if self.live.snapshot.is_some() || self.live.cluster.is_some() {
+            bail!(
+                "with `clusters`, `live` gives the home cluster and the reading settings of every cluster: no `snapshot` nor `cluster` there"
+            );
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for c in &self.clusters {
+            c.validate().context("`clusters`")?;
+            if !names.insert(c.name.as_str()) {
+                bail!("`clusters`: cluster `{}` is named twice", c.name);
+            }
+        }
+        for r in &self.repositories {
+            if let Some(list) = &r.clusters {
+                if list.is_empty() {
+                    bail!("repository `{}`: `clusters` is empty (leave it out to target every cluster)", r.name);
+                }
+                if let Some(c) = list.iter().find(|c| !names.contains(c.as_str())) {
+                    bail!("repository `{}` targets cluster `{c}`, which `clusters` does not name", r.name);
+                }
+            }
+        }
+        if let Some(c) = self.clusters.iter().find(|c| !self.repositories.iter().any(|r| r.targets(&c.name))) {
+            bail!("cluster `{}`: no repository targets it", c.name);
+        }
+        if self.clusters.len() > 1 {
+            if self.accept.auto.is_some() {
+                bail!(
+                    "`accept.auto` works with one cluster; with several, changes are proposed on request (`drift fix --accept`, the API)"
+                );
+            }
+            if self.audit.is_some() {
+                bail!(
+                    "`audit` joins one API server's audit log; with several clusters it would name people of another cluster"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The engine settings.
@@ -816,6 +944,71 @@ mod tests {
         assert_eq!(old.store_config().unwrap(), StoreConfig::Sqlite(SqliteConfig::new("sqlite://x.db")));
         let err = parse("store: mysql://db/drift\n").unwrap_err();
         assert!(format!("{err:#}").contains("sqlite: or postgres://"), "{err:#}");
+    }
+
+    /// A configuration of several clusters (no top-level `cluster`).
+    fn fleet(clusters: &str, repositories: &str) -> Result<Config> {
+        Config::parse(&format!("clusters:\n{clusters}repositories:\n{repositories}"))
+    }
+
+    const TWO: &str = "  - name: east\n    context: east\n  - name: west\n    secret:\n      name: west-cluster\n      namespace: argocd\n";
+
+    #[test]
+    fn several_clusters_each_with_its_credentials_and_the_repositories_they_take() {
+        let c = fleet(
+            &format!("{TWO}  - name: edge.lab\n    secret:\n      file: /etc/drift/edge.yaml\n    context: edge\n  - name: home\n    in_cluster: true\n"),
+            "  - name: platform\n    url: /tmp/p\n  - name: edge-apps\n    url: /tmp/e\n    clusters: [edge.lab, west]\n",
+        )
+        .unwrap();
+        assert_eq!(c.clusters.len(), 4);
+        assert_eq!(c.cluster, "east", "commands of one cluster take the first");
+        let platform = &c.repositories[0];
+        let edge = &c.repositories[1];
+        assert!(["east", "west", "edge.lab", "home"].iter().all(|n| platform.targets(n)), "default: every cluster");
+        assert!(edge.targets("west") && edge.targets("edge.lab") && !edge.targets("east"));
+        let s = c.clusters[1].secret.as_ref().unwrap();
+        assert_eq!((s.name.as_deref(), s.namespace.as_deref()), (Some("west-cluster"), Some("argocd")));
+        assert_eq!(c.clusters[2].context.as_deref(), Some("edge"), "a context of the Secret's kubeconfig");
+    }
+
+    #[test]
+    fn bad_cluster_lists_are_refused_with_what_is_wrong() {
+        let repo = "  - name: platform\n    url: /tmp/p\n";
+        let err = |clusters: &str, repos: &str| format!("{:#}", fleet(clusters, repos).unwrap_err());
+        assert!(err("  - name: East\n    context: e\n", repo).contains("cluster name \"East\""));
+        assert!(err("  - name: east\n", repo).contains("say how to reach it"));
+        assert!(err("  - name: east\n    context: e\n    in_cluster: true\n", repo).contains("give one of"));
+        assert!(err("  - name: east\n    secret: {}\n", repo).contains("give `file`"));
+        assert!(err("  - name: east\n    secret: {file: /s, name: s}\n", repo).contains("not both"));
+        assert!(err("  - name: east\n    context: e\n  - name: east\n    context: f\n", repo).contains("named twice"));
+        assert!(err("  - name: east\n    contxt: e\n", repo).contains("contxt"));
+        assert!(
+            err(TWO, "  - name: platform\n    url: /tmp/p\n    clusters: [north]\n")
+                .contains("`north`, which `clusters` does not name")
+        );
+        assert!(
+            err(TWO, "  - name: platform\n    url: /tmp/p\n    clusters: [east]\n")
+                .contains("cluster `west`: no repository targets it")
+        );
+        assert!(err(TWO, "  - name: platform\n    url: /tmp/p\n    clusters: []\n").contains("`clusters` is empty"));
+        let both = Config::parse(&format!("cluster: one\nclusters:\n{TWO}repositories:\n{repo}")).unwrap_err();
+        assert!(format!("{both:#}").contains("not both"), "{both:#}");
+        let snap = Config::parse(&format!("clusters:\n{TWO}live:\n  snapshot: x\nrepositories:\n{repo}")).unwrap_err();
+        assert!(format!("{snap:#}").contains("home cluster"), "{snap:#}");
+        let auto =
+            Config::parse(&format!("clusters:\n{TWO}accept:\n  auto:\n    rules: [{{}}]\nrepositories:\n{repo}"))
+                .unwrap_err();
+        assert!(format!("{auto:#}").contains("`accept.auto` works with one cluster"), "{auto:#}");
+        // The single-cluster form: a repository may only name that cluster.
+        parse("").unwrap();
+        let err =
+            Config::parse("cluster: homelab\nrepositories:\n  - name: p\n    url: /tmp/p\n    clusters: [prod]\n")
+                .unwrap_err();
+        assert!(format!("{err:#}").contains("not `cluster`"), "{err:#}");
+        Config::parse("cluster: homelab\nrepositories:\n  - name: p\n    url: /tmp/p\n    clusters: [homelab]\n")
+            .unwrap();
+        let err = Config::parse("repositories:\n  - name: p\n    url: /tmp/p\n").unwrap_err();
+        assert!(format!("{err:#}").contains("`cluster` is empty"), "{err:#}");
     }
 
     #[test]

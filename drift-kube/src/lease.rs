@@ -305,6 +305,161 @@ impl LeaseLock for KubeLease {
     }
 }
 
+/// The label of the membership Leases of replicas that share clusters; its value is the group
+/// (the `leader_election.lease` name).
+pub const MEMBERS_LABEL: &str = "drift-detector.io/members-of";
+
+/// The replicas of a detector that share its clusters (sharding), each keeping a Lease of its own
+/// (`GROUP-member-IDENTITY`, labelled [`MEMBERS_LABEL`]: `GROUP`) renewed at every
+/// [`KubeMembers::heartbeat`]. A member is alive while its Lease changes: one whose Lease this
+/// replica has not seen change for the lease duration (on this replica's own clock, as a
+/// standby judges a leader: no clock of another machine is compared) is gone.
+pub struct KubeMembers {
+    api: Api<Lease>,
+    namespace: String,
+    group: String,
+    name: String,
+    identity: String,
+    duration: Duration,
+    /// Each member Lease's last `resourceVersion` seen, and when it was first seen so.
+    seen: Mutex<std::collections::BTreeMap<String, (String, std::time::Instant)>>,
+}
+
+impl std::fmt::Debug for KubeMembers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeMembers")
+            .field("lease", &format!("Lease {}/{}", self.namespace, self.name))
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Lease name for `identity` in `group`: lower-case, characters a name may not hold as `-`,
+/// at most 253 characters.
+fn member_name(group: &str, identity: &str) -> String {
+    let clean: String = identity
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
+        .collect();
+    let mut name = format!("{group}-member-{}", clean.trim_matches(|c: char| c == '-' || c == '.'));
+    name.truncate(253);
+    name.trim_end_matches(['-', '.']).to_owned()
+}
+
+impl KubeMembers {
+    /// This replica (`identity`) among the members of `group`, its Lease in `namespace`, alive
+    /// for `duration` after each heartbeat. No request is made yet.
+    pub fn new(
+        client: kube::Client,
+        namespace: impl Into<String>,
+        group: impl Into<String>,
+        identity: impl Into<String>,
+        duration: Duration,
+    ) -> Self {
+        let namespace = namespace.into();
+        let group = group.into();
+        let identity = identity.into();
+        KubeMembers {
+            api: Api::namespaced(client, &namespace),
+            name: member_name(&group, &identity),
+            namespace,
+            group,
+            identity,
+            duration,
+            seen: Mutex::new(std::collections::BTreeMap::new()),
+        }
+    }
+
+    /// This replica's identity.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Renews this replica's membership Lease at `now` (creating it the first time), then lists
+    /// the group's Leases: the identities of the members alive, this one included, sorted.
+    pub async fn heartbeat(&self, now: DateTime<Utc>) -> drift_model::Result<Vec<String>> {
+        let what = format!("Lease {}/{}", self.namespace, self.name);
+        let record = LeaseRecord {
+            holder: Some(self.identity.clone()),
+            lease_duration: self.duration,
+            acquire_time: None,
+            renew_time: Some(now),
+            transitions: 0,
+        };
+        let current = self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", what.clone(), e))?;
+        let written = match current {
+            Some(mut lease) => {
+                lease.spec = Some(spec_of(&record));
+                self.api.replace(&self.name, &PostParams::default(), &lease).await
+            }
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        namespace: Some(self.namespace.clone()),
+                        labels: Some([(MEMBERS_LABEL.to_owned(), self.group.clone())].into()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(spec_of(&record)),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+        };
+        written.map_err(|e| K8sError::from_kube("update", what, e))?;
+        let listed = self
+            .api
+            .list(&kube::api::ListParams::default().labels(&format!("{MEMBERS_LABEL}={}", self.group)))
+            .await
+            .map_err(|e| K8sError::from_kube("list", format!("Leases of {} in {}", self.group, self.namespace), e))?;
+        let at = std::time::Instant::now();
+        let mut seen = crate::lock(&self.seen);
+        let mut alive = vec![self.identity.clone()];
+        let mut names = std::collections::BTreeSet::new();
+        for lease in listed.items {
+            let Some(name) = lease.metadata.name.clone() else { continue };
+            names.insert(name.clone());
+            let version = lease.metadata.resource_version.clone().unwrap_or_default();
+            let record = record_of(&lease);
+            let first_seen = match seen.get(&name) {
+                Some((v, t)) if *v == version => *t,
+                _ => {
+                    seen.insert(name.clone(), (version, at));
+                    at
+                }
+            };
+            // A member that left released its Lease (no holder); one that died stops changing it.
+            let Some(holder) = record.holder().map(str::to_owned) else { continue };
+            let lasts = record.lease_duration.max(Duration::from_secs(1));
+            if holder != self.identity && at.duration_since(first_seen) < lasts {
+                alive.push(holder);
+            }
+        }
+        seen.retain(|n, _| names.contains(n));
+        alive.sort();
+        alive.dedup();
+        Ok(alive)
+    }
+
+    /// Leaves the group: the membership Lease is released (no holder), so the others count this
+    /// replica out at their next heartbeat.
+    pub async fn leave(&self, now: DateTime<Utc>) -> drift_model::Result<()> {
+        let what = format!("Lease {}/{}", self.namespace, self.name);
+        let Some(mut lease) =
+            self.api.get_opt(&self.name).await.map_err(|e| K8sError::from_kube("get", what.clone(), e))?
+        else {
+            return Ok(());
+        };
+        let record = record_of(&lease).released(now);
+        lease.spec = Some(spec_of(&record));
+        self.api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+            .map_err(|e| K8sError::from_kube("update", what, e))?;
+        Ok(())
+    }
+}
+
 fn to_chrono(t: &MicroTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(t.0.as_second(), u32::try_from(t.0.subsec_nanosecond()).unwrap_or(0))
 }

@@ -19,6 +19,9 @@
 //!   values with the field manager `drift-detector`.
 //! - Leader election ([`KubeLease`]): the replicas of a detector share a
 //!   `coordination.k8s.io/v1` Lease; updates carry its `resourceVersion`, so two never both lead.
+//! - Credentials from Secrets ([`credentials`]): an Argo CD cluster Secret or a Flux kubeconfig
+//!   Secret, from a file or the home cluster, as a kubeconfig for
+//!   [`K8sSource::connect_kubeconfig`]; errors name keys, never values.
 //! - [`SnapshotSource`], live state from files (`kubectl get -A -o yaml`), for offline use.
 //! - Snapshot folders are walked by `drift_manifest::walk`, the one walker of manifest folders
 //!   on the local disk (also the folders of `drift diff`): links only inside the root and never
@@ -49,6 +52,7 @@
 
 pub mod client;
 pub mod config;
+pub mod credentials;
 pub mod error;
 pub mod lease;
 pub mod lookup;
@@ -59,8 +63,9 @@ pub mod source;
 pub mod watch;
 
 pub use config::{K8sConfig, live_source_from_config};
+pub use credentials::{Credentials, SecretFormat, SecretRef};
 pub use error::K8sError;
-pub use lease::KubeLease;
+pub use lease::{KubeLease, KubeMembers};
 pub use lookup::ClusterLookup;
 pub use snapshot::SnapshotSource;
 pub use source::{Discovered, K8sSource, KindInfo};

@@ -130,6 +130,33 @@ impl K8sSource {
                 .map_err(|e| K8sError::Config(format!("context {name}: {}", error_chain(&e))))?;
             (c, name)
         };
+        Self::with_kube_config(kube_config, default_name, config)
+    }
+
+    /// Connects with the credentials of a kubeconfig held in memory (read from a Secret,
+    /// [`crate::credentials`]) and its `context` (default: its current context); the reading
+    /// settings come from `config`, whose `kubeconfig`, `context` and `in_cluster` are not used.
+    /// No request is made yet.
+    pub async fn connect_kubeconfig(
+        kubeconfig: kube::config::Kubeconfig,
+        context: Option<String>,
+        config: K8sConfig,
+    ) -> drift_model::Result<Self> {
+        config.validate()?;
+        let name =
+            context.clone().or_else(|| kubeconfig.current_context.clone()).unwrap_or_else(|| "default".to_owned());
+        let options = kube::config::KubeConfigOptions { context, ..Default::default() };
+        let c = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+            .await
+            .map_err(|e| K8sError::Config(format!("context {name}: {}", error_chain(&e))))?;
+        Self::with_kube_config(c, name, config)
+    }
+
+    fn with_kube_config(
+        kube_config: kube::Config,
+        default_name: String,
+        config: K8sConfig,
+    ) -> drift_model::Result<Self> {
         // One retry policy, ours (bounded, honouring Retry-After, per attempt timeout): kube's
         // own retry layer would retry 429/503 again under each of our attempts, so an API server
         // outage took minutes to report instead of seconds.

@@ -28,12 +28,27 @@ use drift_core::remedy::{ChangeProposer, ClusterWriter};
 /// one transaction, so an aborted pass writes nothing).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// One cluster of a detector that reads several ([`DetectorBuilder::cluster`]): its live source
+/// (whose name is the cluster's), the desired sources of the repositories that target it, and
+/// its writer of reverts (none: it is never written to).
+#[derive(Debug, Clone)]
+pub struct ClusterParts {
+    /// The cluster's live source.
+    pub live: Arc<dyn LiveSource>,
+    /// The repositories that target this cluster (at least one).
+    pub desired: Vec<Arc<dyn DesiredSource>>,
+    /// The writer of reverts and self-heal on this cluster.
+    pub writer: Option<Arc<dyn ClusterWriter>>,
+}
+
 /// Builds a [`Detector`]. A live source, a store and at least one desired source are required;
 /// everything else has a default (the default engine, scans every 5 minutes, watch on).
 #[derive(Debug, Default)]
 pub struct DetectorBuilder {
     desired: Vec<Arc<dyn DesiredSource>>,
     live: Option<Arc<dyn LiveSource>>,
+    /// More clusters, each with its own live source, repositories and writer.
+    clusters: Vec<ClusterParts>,
     engine: Option<Engine>,
     comparator: Option<Arc<dyn Comparator>>,
     settings: ScanSettings,
@@ -62,6 +77,7 @@ pub struct DetectorBuilder {
     auto_accept: Option<AutoAcceptPolicy>,
     link: Option<String>,
     election: Option<Elector>,
+    sharding: Option<crate::shard::Sharding>,
     audit: Option<crate::identity::AuditSettings>,
     #[cfg(feature = "api")]
     alerts: drift_api::alerts::AlertSettings,
@@ -108,6 +124,15 @@ impl DetectorBuilder {
     /// The live source (one cluster).
     pub fn live(mut self, source: Arc<dyn LiveSource>) -> Self {
         self.live = Some(source);
+        self
+    }
+    /// Adds a cluster: the detector then reads several, each with its own live source, scans,
+    /// watch, coverage and writer, sharing the store, the API, the notifiers and the engine. A
+    /// cluster that cannot be read never stops the others, and its drifts stay as they were
+    /// (a scan that did not read a (kind, namespace) resolves nothing there). Without
+    /// [`DetectorBuilder::live`], the first cluster added is the first of the detector.
+    pub fn cluster(mut self, parts: ClusterParts) -> Self {
+        self.clusters.push(parts);
         self
     }
     /// The engine (default: [`Engine::default`]): what passes and the watch compare with
@@ -264,12 +289,43 @@ impl DetectorBuilder {
         self
     }
 
+    /// Turns sharding on (instead of leader election): the clusters are spread over the replicas
+    /// alive, each scanned, watched and healed only by the replica holding its lease
+    /// ([`crate::shard`]); every replica serves the API and runs the notifier (deliveries are
+    /// claimed in the store, so each goes out once).
+    pub fn sharding(mut self, sharding: crate::shard::Sharding) -> Self {
+        self.sharding = Some(sharding);
+        self
+    }
+
     /// Checks what was given and builds the detector.
     pub fn build(self) -> drift_core::Result<Detector> {
-        let live = self.live.ok_or_else(|| drift_core::Error::config("the detector needs a live source"))?;
+        let mut clusters = Vec::with_capacity(self.clusters.len() + 1);
+        if let Some(live) = self.live {
+            clusters.push(ClusterParts { live, desired: self.desired, writer: self.writer });
+        } else if !self.desired.is_empty() || self.writer.is_some() {
+            return Err(drift_core::Error::config(
+                "desired sources and a writer given to the builder need its live source (or give them with a cluster)",
+            ));
+        }
+        clusters.extend(self.clusters);
+        if clusters.is_empty() {
+            return Err(drift_core::Error::config("the detector needs a live source"));
+        }
         let store = self.store.ok_or_else(|| drift_core::Error::config("the detector needs a store"))?;
-        if self.desired.is_empty() {
-            return Err(drift_core::Error::config("the detector needs at least one desired source"));
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &clusters {
+            let name = c.live.cluster();
+            if !seen.insert(name.to_owned()) {
+                return Err(drift_core::Error::config(format!("two clusters are named {name:?}")));
+            }
+            if c.desired.is_empty() {
+                return Err(drift_core::Error::config(if clusters.len() == 1 {
+                    "the detector needs at least one desired source".to_owned()
+                } else {
+                    format!("cluster {name:?} has no repository that targets it")
+                }));
+            }
         }
         let interval = self.interval.unwrap_or(Duration::from_secs(300));
         if interval.is_zero() {
@@ -298,10 +354,12 @@ impl DetectorBuilder {
         };
         if let Some(policy) = &self.heal {
             policy.validate()?;
-            if self.writer.is_none() {
-                return Err(drift_core::Error::config(
-                    "heal needs a cluster to write to (live.kubeconfig or in-cluster)",
-                ));
+            if let Some(c) = clusters.iter().find(|c| c.writer.is_none()) {
+                return Err(drift_core::Error::config(if clusters.len() == 1 {
+                    "heal needs a cluster to write to (live.kubeconfig or in-cluster)".to_owned()
+                } else {
+                    format!("heal needs a cluster to write to; cluster {:?} cannot be written to", c.live.cluster())
+                }));
             }
             if store.act.is_none() {
                 return Err(drift_core::Error::config("heal needs a store with an audit trail (sqlite or postgres)"));
@@ -309,6 +367,11 @@ impl DetectorBuilder {
         }
         if let Some(policy) = &self.auto_accept {
             policy.validate()?;
+            if clusters.len() > 1 {
+                return Err(drift_core::Error::config(
+                    "accept.auto works with one cluster; a detector of several clusters proposes changes on request only",
+                ));
+            }
             if self.proposers.is_empty() {
                 return Err(drift_core::Error::config(
                     "accept.auto needs a repository that takes changes (a git remote or github:OWNER/REPO)",
@@ -325,46 +388,79 @@ impl DetectorBuilder {
         if election.is_some() {
             metrics.set_leader(false);
         }
+        // With sharding, each cluster waits for its own lease.
+        if self.sharding.is_some() && election.is_some() {
+            return Err(drift_core::Error::config(
+                "leader election and sharding are two ways of sharing work: choose one",
+            ));
+        }
+        let mut shard_leading: std::collections::BTreeMap<String, watch::Sender<bool>> = Default::default();
+        if let Some(sharding) = &self.sharding {
+            let names: std::collections::BTreeSet<&str> = clusters.iter().map(|c| c.live.cluster()).collect();
+            let sharded: std::collections::BTreeSet<&str> = sharding.clusters().map(String::as_str).collect();
+            if names != sharded {
+                return Err(drift_core::Error::config(format!(
+                    "sharding has leases for clusters {sharded:?}, the detector reads {names:?}"
+                )));
+            }
+            for name in names {
+                shard_leading.insert(name.to_owned(), watch::channel(false).0);
+            }
+            metrics.set_leader(false);
+        }
         let engine = self.engine.unwrap_or_default();
         let comparator = self.comparator.unwrap_or_else(|| Arc::new(engine.clone()));
-        let scanner = Scanner {
-            desired: self.desired,
-            live,
-            engine,
-            comparator,
-            settings: self.settings,
-            store,
-            sinks: self.sinks,
-            metrics,
-            gate: ScanGate::new(),
-            wake: dispatcher.as_ref().map(|d| d.waker()),
-            leading: election.as_ref().map(|(_, (_, rx))| rx.clone()),
-            watched: std::sync::Mutex::default(),
-            passed: std::sync::Mutex::default(),
+        let gaps = Arc::new(crate::scanner::WatchGaps::default());
+        let leading = election.as_ref().map(|(_, (_, rx))| rx.clone());
+        let leading_of = |cluster: &str| match shard_leading.get(cluster) {
+            Some(tx) => Some(tx.subscribe()),
+            None => leading.clone(),
         };
-        let scanner = Arc::new(scanner);
-        let remedies = scanner.store.act.is_some().then(|| {
-            let mut r = Remedies::new(scanner.clone())
-                .allow_secrets(self.allow_secrets)
-                .with_recorded_values(self.recorded_values)
-                .with_link(self.link.clone());
-            if let Some(w) = self.writer {
-                r = r.with_writer(w);
-            }
-            for p in self.proposers {
-                r = r.with_proposer(p);
-            }
-            if let Some(h) = self.heal {
-                r = r.with_heal(h);
-            }
-            if let Some(a) = self.auto_accept {
-                r = r.with_auto_accept(a);
-            }
-            if let Some(t) = self.action_timeout {
-                r = r.with_timeout(t);
-            }
-            Arc::new(r)
-        });
+        let wake = dispatcher.as_ref().map(|d| d.waker());
+        let mut units = Vec::with_capacity(clusters.len());
+        for parts in clusters {
+            let unit_leading = leading_of(parts.live.cluster());
+            let scanner = Arc::new(Scanner {
+                desired: parts.desired,
+                live: parts.live,
+                engine: engine.clone(),
+                comparator: comparator.clone(),
+                settings: self.settings.clone(),
+                store: store.clone(),
+                sinks: self.sinks.clone(),
+                metrics: metrics.clone(),
+                gate: ScanGate::new(),
+                wake: wake.clone(),
+                leading: unit_leading,
+                watched: std::sync::Mutex::default(),
+                passed: std::sync::Mutex::default(),
+                gaps: gaps.clone(),
+            });
+            let remedies = scanner.store.act.is_some().then(|| {
+                let mut r = Remedies::new(scanner.clone())
+                    .allow_secrets(self.allow_secrets)
+                    .with_recorded_values(self.recorded_values)
+                    .with_link(self.link.clone());
+                if let Some(w) = parts.writer {
+                    r = r.with_writer(w);
+                }
+                for p in &self.proposers {
+                    r = r.with_proposer(p.clone());
+                }
+                if let Some(h) = &self.heal {
+                    r = r.with_heal(h.clone());
+                }
+                if let Some(a) = &self.auto_accept {
+                    r = r.with_auto_accept(a.clone());
+                }
+                if let Some(t) = self.action_timeout {
+                    r = r.with_timeout(t);
+                }
+                Arc::new(r)
+            });
+            units.push(Unit { scanner, remedies });
+        }
+        let scanner = units[0].scanner.clone();
         let identifier = match (self.audit, &scanner.store.identities) {
             (None, _) => None,
             (Some(settings), Some(identities)) => Some(Arc::new(crate::identity::Identifier::new(
@@ -380,8 +476,8 @@ impl DetectorBuilder {
         };
         Ok(Detector {
             identifier,
-            remedies,
-            scanner,
+            units,
+            gaps,
             interval,
             watch: self.watch.unwrap_or(true),
             #[cfg(feature = "api")]
@@ -400,6 +496,7 @@ impl DetectorBuilder {
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
             election: election.map(|(e, (tx, _))| (e, tx)),
+            sharding: self.sharding.map(|s| (s, shard_leading)),
         })
     }
 }
@@ -408,7 +505,10 @@ impl DetectorBuilder {
 /// ([`Detector::run`]) or serve the API too (`Detector::serve`, with the `api` feature).
 #[derive(Debug)]
 pub struct Detector {
-    scanner: Arc<Scanner>,
+    /// Each cluster's scanner and remediation (one without [`DetectorBuilder::cluster`]).
+    units: Vec<Unit>,
+    /// What each cluster's watch does not see.
+    gaps: Arc<crate::scanner::WatchGaps>,
     interval: Duration,
     watch: bool,
     #[cfg(feature = "api")]
@@ -424,10 +524,10 @@ pub struct Detector {
     /// The notifier task, when notifiers are configured.
     dispatcher: Option<Arc<Dispatcher>>,
     notify_tick: Duration,
-    /// Remediation, with a store that keeps an audit trail.
-    remedies: Option<Arc<Remedies>>,
     /// Leader election, and where it says whether this replica leads.
     election: Option<(Elector, watch::Sender<bool>)>,
+    /// Sharding, and where it says, cluster by cluster, whether this replica holds it.
+    sharding: Option<(crate::shard::Sharding, std::collections::BTreeMap<String, watch::Sender<bool>>)>,
     /// The audit log join, when `audit` is configured.
     identifier: Option<Arc<crate::identity::Identifier>>,
     #[cfg(feature = "api")]
@@ -436,13 +536,26 @@ pub struct Detector {
     merge_check: Option<Arc<dyn drift_api::MergeCheck>>,
 }
 
-/// The tasks only a leader runs (all of them without leader election).
+/// One cluster of a detector: its scanner and its remediation (with a store that keeps an audit
+/// trail).
+#[derive(Debug)]
+struct Unit {
+    scanner: Arc<Scanner>,
+    remedies: Option<Arc<Remedies>>,
+}
+
+/// One cluster's tasks: its scheduler, its watch and its self-heal.
+type ClusterTasks =
+    (tokio::task::JoinHandle<()>, Option<tokio::task::JoinHandle<()>>, Option<tokio::task::JoinHandle<()>>);
+
+/// The tasks only a leader runs (all of them without leader election): per cluster, the
+/// scheduler, the watch and self-heal; once, the notifier and the audit join.
 #[derive(Debug)]
 struct LeaderTasks {
-    sched: tokio::task::JoinHandle<()>,
-    watcher: Option<tokio::task::JoinHandle<()>>,
+    sched: Vec<tokio::task::JoinHandle<()>>,
+    watcher: Vec<tokio::task::JoinHandle<()>>,
     notifier: Option<tokio::task::JoinHandle<()>>,
-    healer: Option<tokio::task::JoinHandle<()>>,
+    healer: Vec<tokio::task::JoinHandle<()>>,
     identifier: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -458,9 +571,20 @@ impl Detector {
         DetectorBuilder::default()
     }
 
-    /// The scanner the tasks share.
+    /// The scanner of the first cluster (the only one without [`DetectorBuilder::cluster`]).
     pub fn scanner(&self) -> &Arc<Scanner> {
-        &self.scanner
+        &self.units[0].scanner
+    }
+
+    /// The scanner of every cluster, in the order they were given.
+    pub fn scanners(&self) -> impl Iterator<Item = &Arc<Scanner>> {
+        self.units.iter().map(|u| &u.scanner)
+    }
+
+    /// The clusters whose watch does not see every (kind, namespace) pair now, with how many
+    /// pairs it misses.
+    pub fn watch_gaps(&self) -> std::collections::BTreeMap<String, usize> {
+        self.gaps.out_of_sync()
     }
 
     /// One pass now, every report recorded: the reports, or the first error of the store (an
@@ -473,17 +597,27 @@ impl Detector {
     /// are under a waiver, how many events it wrote).
     pub async fn scan_once_recorded(&self) -> drift_core::Result<Vec<(ScanReport, RecordOutcome)>> {
         self.register_notifiers().await;
-        if !self.scanner.is_leading() {
+        if !self.scanner().is_leading() {
             return Err(drift_core::Error::unavailable(
                 "this replica does not hold the leader lease; the leader scans",
             ));
         }
-        let recorded = self
-            .scanner
-            .pass(new_scan_id())
-            .await
-            .ok_or_else(|| drift_core::Error::unavailable("a scan is already running"))?;
-        recorded.into_iter().map(|Recorded { report, outcome }| outcome.map(|o| (report, o))).collect()
+        // The clusters are read at once; one that cannot be read only makes its own reports
+        // partial or failed.
+        let scan_id = new_scan_id();
+        let several = self.units.len() > 1;
+        let passes = self.units.iter().map(|u| {
+            let id = if several { format!("{scan_id}-{}", u.scanner.cluster()) } else { scan_id.clone() };
+            u.scanner.pass(id)
+        });
+        let mut all = Vec::new();
+        for recorded in futures::future::join_all(passes).await {
+            let recorded = recorded.ok_or_else(|| drift_core::Error::unavailable("a scan is already running"))?;
+            for Recorded { report, outcome } in recorded {
+                all.push(outcome.map(|o| (report, o))?);
+            }
+        }
+        Ok(all)
     }
 
     /// Makes the notifiers known to the store before a first scan, so that its events reach
@@ -496,9 +630,24 @@ impl Detector {
         }
     }
 
-    /// Remediation (reverts, accepts, self-heal), with a store that keeps an audit trail.
+    /// Remediation (reverts, accepts, self-heal) of the first cluster, with a store that keeps
+    /// an audit trail.
     pub fn remedies(&self) -> Option<&Arc<Remedies>> {
-        self.remedies.as_ref()
+        self.units[0].remedies.as_ref()
+    }
+
+    /// What the API's reverts and accepts go to: the one cluster's remediation, or with several
+    /// clusters the remediation of each drift's cluster.
+    #[cfg(feature = "api")]
+    fn remediate(&self) -> Option<Arc<dyn drift_api::Remediate>> {
+        if self.units.len() == 1 {
+            return self.units[0].remedies.clone().map(|r| r as Arc<dyn drift_api::Remediate>);
+        }
+        let by_cluster: std::collections::BTreeMap<String, Arc<Remedies>> =
+            self.units.iter().filter_map(|u| Some((u.scanner.cluster().to_owned(), u.remedies.clone()?))).collect();
+        (!by_cluster.is_empty()).then(|| {
+            Arc::new(ByCluster { read: self.scanner().store.read.clone(), by_cluster }) as Arc<dyn drift_api::Remediate>
+        })
     }
 
     /// The notifier task, when notifiers are configured.
@@ -521,16 +670,20 @@ impl Detector {
     #[cfg(feature = "api")]
     pub fn api_state(&self, stop: watch::Receiver<bool>) -> ApiState {
         let state = ApiState::new(
-            self.scanner.store.read.clone(),
-            Arc::new(Trigger { scanner: self.scanner.clone(), shutdown: stop, passes: self.passes.clone() }),
+            self.scanner().store.read.clone(),
+            Arc::new(Trigger {
+                scanners: self.scanners().cloned().collect(),
+                shutdown: stop,
+                passes: self.passes.clone(),
+            }),
         )
         .with_tokens(self.tokens.clone())
         .with_read_token(self.read_token.clone())
         .with_allowed_hosts(self.allowed_hosts.clone())
-        .with_metrics(self.scanner.metrics.clone())
+        .with_metrics(self.scanner().metrics.clone())
         .with_alerts(self.alerts)
         .with_max_scan_age(self.interval * 3);
-        let state = match &self.scanner.store.act {
+        let state = match &self.scanner().store.act {
             Some(act) => state.with_act(act.clone()),
             None => state,
         };
@@ -542,8 +695,8 @@ impl Detector {
             Some(c) => state.with_merge_check(c.clone()),
             None => state,
         };
-        match &self.remedies {
-            Some(r) => state.with_remedies(r.clone()),
+        match self.remediate() {
+            Some(r) => state.with_remedies(r),
             None => state,
         }
     }
@@ -598,6 +751,10 @@ impl Detector {
         stop_tx: watch::Sender<bool>,
         stop_rx: watch::Receiver<bool>,
     ) {
+        if let Some((sharding, leading)) = self.sharding.take() {
+            self.run_sharded(sharding, leading, shutdown, &stop_tx).await;
+            return;
+        }
         match self.election.take() {
             None => {
                 let tasks = self.start_tasks(stop_rx);
@@ -624,7 +781,7 @@ impl Detector {
         let mut leading_rx = leading.subscribe();
         let (release_tx, release_rx) = watch::channel(false);
         let election = tokio::spawn(elector.run(leading, release_rx));
-        let metrics = self.scanner.metrics.clone();
+        let metrics = self.scanner().metrics.clone();
         tokio::pin!(shutdown);
         let mut term: Option<(watch::Sender<bool>, LeaderTasks)> = None;
         loop {
@@ -672,17 +829,143 @@ impl Detector {
         metrics.set_leader(false);
     }
 
+    /// With sharding: runs the membership and the leases of this replica's clusters; each
+    /// cluster's tasks start when this replica takes its lease and are aborted the moment it may
+    /// have lost it (a pass then records nothing: the scanner checks its lease before writing).
+    /// The notifier and the audit join run all along (deliveries are claimed in the store, each
+    /// by one replica). At shutdown, the clusters' tasks finish as `Detector::serve`'s do, then
+    /// the leases are released and the membership left, so the other replicas take over at once.
+    async fn run_sharded(
+        &self,
+        sharding: crate::shard::Sharding,
+        leading: std::collections::BTreeMap<String, watch::Sender<bool>>,
+        shutdown: impl Future<Output = ()>,
+        stop_api: &watch::Sender<bool>,
+    ) {
+        let metrics = self.scanner().metrics.clone();
+        let (changes_tx, mut changes) = tokio::sync::mpsc::channel::<(usize, bool)>(64);
+        let mut forwarders = Vec::new();
+        for (i, unit) in self.units.iter().enumerate() {
+            let Some(tx) = leading.get(unit.scanner.cluster()) else { continue };
+            let mut rx = tx.subscribe();
+            let changes_tx = changes_tx.clone();
+            forwarders.push(tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    let now = *rx.borrow_and_update();
+                    if changes_tx.send((i, now)).await.is_err() {
+                        return;
+                    }
+                }
+            }));
+        }
+        drop(changes_tx);
+        let (release_tx, release_rx) = watch::channel(false);
+        let shards = tokio::spawn(sharding.run(leading, release_rx));
+        let (shared_tx, shared_rx) = watch::channel(false);
+        let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, shared_rx.clone())));
+        let identifier = self.identifier.clone().map(|i| tokio::spawn(i.run(shared_rx.clone())));
+        type Held = (watch::Sender<bool>, ClusterTasks);
+        let mut held: Vec<Option<Held>> = self.units.iter().map(|_| None).collect();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                change = changes.recv() => {
+                    let Some((i, now)) = change else {
+                        (&mut shutdown).await;
+                        break;
+                    };
+                    let unit = &self.units[i];
+                    match (now, held[i].is_some()) {
+                        (true, false) => {
+                            tracing::info!(cluster = %unit.scanner.cluster(), "this replica watches the cluster");
+                            let (tx, rx) = watch::channel(false);
+                            held[i] = Some((tx, self.start_cluster(unit, &rx)));
+                        }
+                        (false, true) => {
+                            if let Some((tx, (sched, watcher, healer))) = held[i].take() {
+                                tx.send_replace(true);
+                                for t in [Some(sched), watcher, healer].into_iter().flatten() {
+                                    t.abort();
+                                }
+                                tracing::warn!(cluster = %unit.scanner.cluster(), "the cluster's lease is gone: its scans, watch and self-heal stop here");
+                            }
+                        }
+                        _ => {}
+                    }
+                    metrics.set_leader(held.iter().any(Option::is_some));
+                }
+            }
+        }
+        tracing::info!(
+            "shutting down: the running scans finish or are abandoned, then the clusters' leases are released"
+        );
+        stop_api.send_replace(true);
+        let mut tasks = LeaderTasks {
+            sched: Vec::new(),
+            watcher: Vec::new(),
+            notifier: None,
+            healer: Vec::new(),
+            identifier: None,
+        };
+        for (tx, (sched, watcher, healer)) in held.into_iter().flatten() {
+            tx.send_replace(true);
+            tasks.sched.push(sched);
+            tasks.watcher.extend(watcher);
+            tasks.healer.extend(healer);
+        }
+        self.finish(tasks).await;
+        release_tx.send_replace(true);
+        if let Err(e) = shards.await {
+            tracing::error!(error = %e, "the sharding task failed");
+        }
+        for f in forwarders {
+            f.abort();
+        }
+        shared_tx.send_replace(true);
+        if let Some(i) = identifier {
+            i.abort();
+        }
+        if let Some(n) = notifier
+            && tokio::time::timeout(Duration::from_secs(5), n).await.is_err()
+        {
+            tracing::warn!("the notifier task did not stop in time; its leased deliveries go out again later");
+        }
+        metrics.set_leader(false);
+    }
+
     /// Starts the leader's tasks: the scheduler, the watch loop (when enabled and the live
     /// source can watch), the notifier and self-heal, stopped by `stop`.
     fn start_tasks(&self, stop: watch::Receiver<bool>) -> LeaderTasks {
+        let mut tasks = LeaderTasks {
+            sched: Vec::new(),
+            watcher: Vec::new(),
+            notifier: None,
+            healer: Vec::new(),
+            identifier: None,
+        };
+        for unit in &self.units {
+            let (sched, watcher, healer) = self.start_cluster(unit, &stop);
+            tasks.sched.push(sched);
+            tasks.watcher.extend(watcher);
+            tasks.healer.extend(healer);
+        }
+        tasks.notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop.clone())));
+        tasks.identifier = self.identifier.clone().map(|i| tokio::spawn(i.run(stop.clone())));
+        tasks
+    }
+
+    /// Starts the tasks of one cluster: its scheduler, its watch (when enabled and its live
+    /// source can watch) and its self-heal and automatic pull requests, in a span that names
+    /// the cluster.
+    fn start_cluster(&self, unit: &Unit, stop: &watch::Receiver<bool>) -> ClusterTasks {
+        use tracing::Instrument;
+        let span = tracing::info_span!("cluster", cluster = %unit.scanner.cluster());
         let sched = {
-            let scanner = self.scanner.clone();
-            let remedies = self.remedies.clone();
-            tokio::spawn(crate::schedule::run_schedule(
-                self.interval,
-                crate::schedule::clock_jitter,
-                stop.clone(),
-                move || {
+            let scanner = unit.scanner.clone();
+            let remedies = unit.remedies.clone();
+            tokio::spawn(
+                crate::schedule::run_schedule(self.interval, crate::schedule::clock_jitter, stop.clone(), move || {
                     let scanner = scanner.clone();
                     let remedies = remedies.clone();
                     async move {
@@ -695,49 +978,55 @@ impl Detector {
                         }
                         scanner.pass(new_scan_id()).await.is_some()
                     }
-                },
-            ))
+                })
+                .instrument(span.clone()),
+            )
         };
         let watcher = if !self.watch {
             None
-        } else if self.scanner.live.capabilities().watch {
-            Some(tokio::spawn(crate::watch::run_watch(self.scanner.clone(), self.interval, stop.clone())))
+        } else if unit.scanner.live.capabilities().watch {
+            Some(tokio::spawn(
+                crate::watch::run_watch(unit.scanner.clone(), self.interval, stop.clone()).instrument(span.clone()),
+            ))
         } else {
-            tracing::info!("the live source cannot watch; periodic scans only");
+            tracing::info!(cluster = %unit.scanner.cluster(), "the live source cannot watch; periodic scans only");
             None
         };
-        let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, stop.clone())));
         // Self-heal and automatic pull requests: one task, each loop on its own tick.
-        let healer = self.remedies.clone().and_then(|r| {
+        let healer = unit.remedies.clone().and_then(|r| {
             let heal = r.heal().map(|h| h.tick);
             let auto = r.auto_accept().cloned();
             (heal.is_some() || auto.is_some()).then(|| {
                 let stop = stop.clone();
-                tokio::spawn(async move {
-                    let heal = async {
-                        if let Some(tick) = heal {
-                            crate::remedies::run_heal(r.clone(), tick, stop.clone()).await;
-                        }
-                    };
-                    let auto = async {
-                        if let Some(policy) = auto {
-                            crate::remedies::run_auto_accept(r.clone(), policy, stop.clone()).await;
-                        }
-                    };
-                    tokio::join!(heal, auto);
-                })
+                tokio::spawn(
+                    async move {
+                        let heal = async {
+                            if let Some(tick) = heal {
+                                crate::remedies::run_heal(r.clone(), tick, stop.clone()).await;
+                            }
+                        };
+                        let auto = async {
+                            if let Some(policy) = auto {
+                                crate::remedies::run_auto_accept(r.clone(), policy, stop.clone()).await;
+                            }
+                        };
+                        tokio::join!(heal, auto);
+                    }
+                    .instrument(span),
+                )
             })
         });
-        let identifier = self.identifier.clone().map(|i| tokio::spawn(i.run(stop.clone())));
-        LeaderTasks { sched, watcher, notifier, healer, identifier }
+        (sched, watcher, healer)
     }
 
     /// Stops the leader's tasks at once (the lease may be lost): every task and every pass
     /// started by `POST /scan` is aborted; a report being written is one transaction, rolled
     /// back; deliveries leased by the notifier go out again after their lease.
     fn abort(&self, tasks: LeaderTasks) {
-        tasks.sched.abort();
-        for t in [tasks.watcher, tasks.notifier, tasks.healer, tasks.identifier].into_iter().flatten() {
+        for t in tasks.sched.into_iter().chain(tasks.watcher).chain(tasks.healer) {
+            t.abort();
+        }
+        for t in [tasks.notifier, tasks.identifier].into_iter().flatten() {
             t.abort();
         }
         lock(&self.passes).abort_all();
@@ -752,18 +1041,18 @@ impl Detector {
             i.abort();
         }
         let mut passes = std::mem::take(&mut *lock(&self.passes));
-        let sched_abort = sched.abort_handle();
+        let sched_abort: Vec<_> = sched.iter().map(tokio::task::JoinHandle::abort_handle).collect();
         // A revert or an accept in flight (self-heal's, or the API's) gets the same grace, then
         // is stopped and recorded as interrupted.
-        let drained = async {
-            if let Some(r) = &self.remedies {
-                r.drain(SHUTDOWN_GRACE).await;
-            }
-        };
-        let (finished, ()) = tokio::join!(
+        let drained = futures::future::join_all(
+            self.units.iter().filter_map(|u| u.remedies.as_ref()).map(|r| r.drain(SHUTDOWN_GRACE)),
+        );
+        let (finished, _) = tokio::join!(
             tokio::time::timeout(SHUTDOWN_GRACE, async {
-                if let Err(e) = sched.await {
-                    tracing::error!(error = %e, "the scheduler task failed");
+                for s in sched {
+                    if let Err(e) = s.await {
+                        tracing::error!(error = %e, "the scheduler task failed");
+                    }
                 }
                 while passes.join_next().await.is_some() {}
             }),
@@ -773,14 +1062,16 @@ impl Detector {
             tracing::warn!(
                 grace = ?SHUTDOWN_GRACE, "the running scan did not finish in time and is aborted; its report is not written"
             );
-            sched_abort.abort();
+            for a in sched_abort {
+                a.abort();
+            }
             passes.abort_all();
             while passes.join_next().await.is_some() {}
         }
-        if let Some(w) = watcher {
+        for w in watcher {
             w.abort();
         }
-        if let Some(h) = healer {
+        for h in healer {
             // The revert in flight has ended or was recorded as interrupted (above); the next
             // process's heal round picks up the rest.
             h.abort();
@@ -799,7 +1090,8 @@ impl Detector {
 #[cfg(feature = "api")]
 #[derive(Debug)]
 struct Trigger {
-    scanner: Arc<Scanner>,
+    /// Every cluster's scanner.
+    scanners: Vec<Arc<Scanner>>,
     shutdown: watch::Receiver<bool>,
     passes: Passes,
 }
@@ -811,29 +1103,92 @@ impl ScanTrigger for Trigger {
         if *self.shutdown.borrow() {
             return Err(drift_core::Error::unavailable("shutting down"));
         }
-        if !self.scanner.is_leading() {
+        if !self.scanners.iter().any(|s| s.is_leading()) {
             return Err(drift_core::Error::unavailable("this replica is a standby; the leader runs the scans"));
         }
-        if let Some(running) = self.scanner.running() {
+        // One cluster's pass running is enough to answer "already running": a pass now would
+        // leave that cluster out.
+        if let Some(running) = self.scanners.iter().find_map(|s| s.running()) {
             return Ok(TriggerOutcome::AlreadyRunning { scan_id: Some(running) });
         }
         let scan_id = new_scan_id();
+        let several = self.scanners.len() > 1;
+        let id_of = |s: &Scanner| if several { format!("{scan_id}-{}", s.cluster()) } else { scan_id.clone() };
+        // A replica scans the clusters it holds (all of them without sharding).
+        let leading: Vec<Arc<Scanner>> = self.scanners.iter().filter(|s| s.is_leading()).cloned().collect();
         if wait {
-            return match self.scanner.pass(scan_id.clone()).await {
-                Some(recorded) => {
-                    Ok(TriggerOutcome::Finished { scan_id, reports: recorded.into_iter().map(|r| r.report).collect() })
-                }
-                None => Ok(TriggerOutcome::AlreadyRunning { scan_id: self.scanner.running() }),
-            };
+            let passes = leading.iter().map(|s| s.pass(id_of(s)));
+            let mut reports = Vec::new();
+            let mut ran = false;
+            for recorded in futures::future::join_all(passes).await.into_iter().flatten() {
+                ran = true;
+                reports.extend(recorded.into_iter().map(|r| r.report));
+            }
+            if !ran {
+                return Ok(TriggerOutcome::AlreadyRunning { scan_id: self.scanners.iter().find_map(|s| s.running()) });
+            }
+            return Ok(TriggerOutcome::Finished { scan_id, reports });
         }
-        let scanner = self.scanner.clone();
-        let id = scan_id.clone();
         let mut passes = lock(&self.passes);
         // Finished passes are taken out as new ones come, so the set stays small.
         while passes.try_join_next().is_some() {}
-        passes.spawn(async move {
-            scanner.pass(id).await;
-        });
+        for scanner in leading {
+            let id = id_of(&scanner);
+            passes.spawn(async move {
+                scanner.pass(id).await;
+            });
+        }
         Ok(TriggerOutcome::Started { scan_id })
+    }
+}
+
+/// The API's reverts and accepts of a detector of several clusters: each goes to the
+/// remediation of its drift's cluster (read from the store); a drift of a cluster this detector
+/// does not read is refused, as one detector refuses another cluster's.
+#[cfg(feature = "api")]
+#[derive(Debug)]
+struct ByCluster {
+    read: Arc<dyn drift_core::DriftStore>,
+    by_cluster: std::collections::BTreeMap<String, Arc<Remedies>>,
+}
+
+#[cfg(feature = "api")]
+impl ByCluster {
+    async fn of(&self, id: i64) -> Result<&Arc<Remedies>, drift_core::remedy::Fault> {
+        use drift_core::remedy::{Fault, Refusal};
+        let d = self.read.get(id).await.map_err(Fault::Failed)?;
+        self.by_cluster.get(&d.cluster).ok_or_else(|| {
+            Fault::refused(
+                Refusal::OtherCluster,
+                format!(
+                    "drift {id} is of cluster {:?}; this detector writes to clusters {:?}",
+                    d.cluster,
+                    self.by_cluster.keys().collect::<Vec<_>>()
+                ),
+            )
+        })
+    }
+}
+
+#[cfg(feature = "api")]
+#[async_trait]
+impl drift_api::Remediate for ByCluster {
+    async fn revert(
+        &self,
+        id: i64,
+        actor: &str,
+        dry_run: bool,
+    ) -> Result<drift_core::remedy::RevertOutcome, drift_core::remedy::Fault> {
+        self.of(id).await?.revert(id, actor, dry_run).await
+    }
+    async fn accept(
+        &self,
+        ids: &[i64],
+        actor: &str,
+    ) -> Result<drift_core::remedy::AcceptOutcome, drift_core::remedy::Fault> {
+        let Some(first) = ids.first() else {
+            return Err(drift_core::remedy::Fault::Failed(drift_core::Error::invalid_input("no drift to accept")));
+        };
+        self.of(*first).await?.accept(ids, actor).await
     }
 }

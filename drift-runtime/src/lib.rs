@@ -4,7 +4,8 @@
 //! desired source, recorded in the store and in every extra sink), the scheduler
 //! ([`schedule`]: an interval plus jitter, one pass at a time, clean shutdown), the watch loop
 //! ([`watch`]: re-compare only the objects the cluster changes, folded by the pure [`batch`]
-//! state machine), leader election of replicas ([`leader`]: only the holder of a lease scans) and,
+//! state machine), leader election of replicas ([`leader`]: only the holder of a lease scans), sharding of several
+//! clusters over replicas ([`shard`]: a lease per cluster, spread over the replicas alive) and,
 //! with the `api` feature (on by default), the REST API of `drift-api`, composed by a
 //! [`DetectorBuilder`].
 //!
@@ -59,15 +60,17 @@ pub mod notify;
 pub mod remedies;
 pub mod scanner;
 pub mod schedule;
+pub mod shard;
 pub mod watch;
 
-pub use detector::{Detector, DetectorBuilder, SHUTDOWN_GRACE};
+pub use detector::{ClusterParts, Detector, DetectorBuilder, SHUTDOWN_GRACE};
 pub use drift_core::act::{Outlet, SendFailure};
 pub use drift_metrics::{Metrics, ScanGate, ScanPermit};
 pub use leader::{ElectionTimings, Elector};
 pub use notify::Dispatcher;
 pub use remedies::{AutoAcceptPolicy, AutoRule, HealPolicy, Remedies};
 pub use scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
+pub use shard::{Membership, Sharding};
 
 /// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
 #[cfg(doctest)]

@@ -158,6 +158,29 @@ pub struct Scanner {
     /// cluster, and the `resourceVersion` of the live object it compared. A watch event older
     /// than that leaves the object as the pass left it ([`Scanner::pass_saw_newer`]).
     pub(crate) passed: std::sync::Mutex<std::collections::HashMap<drift_core::ResourceKey, Passed>>,
+    /// The (kind, namespace) pairs each cluster's watch does not see, shared by the scanners of
+    /// one detector: the metric (and `GET /ready`) shows their sum, so that one cluster's watch
+    /// in sync never hides another's outage.
+    pub(crate) gaps: Arc<WatchGaps>,
+}
+
+/// The pairs each cluster's watch does not see now, by cluster ([`Scanner::set_out_of_sync`]).
+#[derive(Debug, Default)]
+pub struct WatchGaps(std::sync::Mutex<std::collections::BTreeMap<String, usize>>);
+
+impl WatchGaps {
+    /// Sets `cluster`'s count and returns the sum over every cluster.
+    fn set(&self, cluster: &str, pairs: usize) -> usize {
+        let mut gaps = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        gaps.insert(cluster.to_owned(), pairs);
+        gaps.values().sum()
+    }
+
+    /// The count of each cluster whose watch does not see everything, by name.
+    pub fn out_of_sync(&self) -> std::collections::BTreeMap<String, usize> {
+        let gaps = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        gaps.iter().filter(|(_, n)| **n > 0).map(|(c, n)| (c.clone(), *n)).collect()
+    }
 }
 
 impl Scanner {
@@ -357,6 +380,18 @@ impl Scanner {
     /// the lease.
     pub fn is_leading(&self) -> bool {
         self.leading.as_ref().is_none_or(|l| *l.borrow())
+    }
+
+    /// Says how many (kind, namespace) pairs this cluster's watch does not see now; the metric
+    /// gets the sum over the clusters of the detector.
+    pub(crate) fn set_out_of_sync(&self, pairs: usize) {
+        let sum = self.gaps.set(self.live.cluster(), pairs);
+        self.metrics.set_watch_out_of_sync(sum);
+    }
+
+    /// The cluster this scanner reads (its live source's name).
+    pub fn cluster(&self) -> &str {
+        self.live.cluster()
     }
 
     /// The id of the pass that is running, if one is.

@@ -297,7 +297,7 @@ async fn handle(
         match note {
             Note::Desynced { kind, namespace, status } => {
                 out_of_sync.insert((kind.clone(), namespace.clone()));
-                scanner.metrics().set_watch_out_of_sync(out_of_sync.len());
+                scanner.set_out_of_sync(out_of_sync.len());
                 let pair = format!("desynced {kind} {namespace:?}");
                 if let Some(left_out) = throttle.admit(&pair, Instant::now()) {
                     tracing::warn!(
@@ -308,7 +308,7 @@ async fn handle(
             }
             Note::Synced { kind, namespace } => {
                 out_of_sync.remove(&(kind.clone(), namespace.clone()));
-                scanner.metrics().set_watch_out_of_sync(out_of_sync.len());
+                scanner.set_out_of_sync(out_of_sync.len());
                 throttle.clear(&format!("desynced {kind} {namespace:?}"));
                 tracing::info!(%kind, ?namespace, "watch in sync");
             }
@@ -353,7 +353,7 @@ async fn watch_once(
                 tracing::error!(error = %e, left_out, "watch could not start; trying again after the refresh period");
             }
             // Nothing of the scope is seen until it starts.
-            scanner.metrics().set_watch_out_of_sync(watched);
+            scanner.set_out_of_sync(watched);
             let ended = tokio::select! {
                 _ = stop.changed() => Ended::Stopped,
                 _ = tokio::time::sleep(refresh) => Ended::Refresh,
@@ -363,7 +363,7 @@ async fn watch_once(
     };
     // A new watch lists every pair first: none has lost sync yet.
     let mut out_of_sync = OutOfSync::new();
-    scanner.metrics().set_watch_out_of_sync(0);
+    scanner.set_out_of_sync(0);
     let (tx, mut rx) = mpsc::channel(WATCH_QUEUE);
     let reader = tokio::spawn(read_events(stream, tx));
     let refresh = tokio::time::sleep(refresh);
@@ -404,7 +404,7 @@ pub async fn run_watch(scanner: Arc<Scanner>, refresh: Duration, mut stop: watch
         let (ended, watched) = watch_once(&scanner, refresh, &mut stop, &mut throttle).await;
         match ended {
             Ended::Stopped => {
-                scanner.metrics().set_watch_out_of_sync(0);
+                scanner.set_out_of_sync(0);
                 return;
             }
             Ended::Refresh => {
@@ -422,13 +422,13 @@ pub async fn run_watch(scanner: Arc<Scanner>, refresh: Duration, mut stop: watch
                     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
                 let pause = restart_pause(failures, nanos);
                 // Until it starts again the watch sees nothing of its scope.
-                scanner.metrics().set_watch_out_of_sync(watched);
+                scanner.set_out_of_sync(watched);
                 if let Some(left_out) = throttle.admit("stream-ended", Instant::now()) {
                     tracing::warn!(?pause, failures, left_out, "watch stream ended; restarting after a pause");
                 }
                 tokio::select! {
                     _ = stop.changed() => {
-                        scanner.metrics().set_watch_out_of_sync(0);
+                        scanner.set_out_of_sync(0);
                         return;
                     }
                     _ = tokio::time::sleep(pause) => {}

@@ -1,0 +1,206 @@
+//! One detector, many clusters (issue 35, item 1), with real processes: one `drift serve` over
+//! three test API servers, each reached another way (a kubeconfig, an Argo CD cluster Secret in
+//! a file, a Flux kubeconfig Secret read from the home cluster), one SQLite store.
+//!
+//! - Each cluster's hand changes open drifts under its name, seen by its own watch.
+//! - One API server stopped: its drifts stay open through scans that cannot read it, its scan
+//!   record says why (coverage failed, the reason), `/ready` names it; a change on another
+//!   cluster meanwhile is still detected within seconds.
+//! - Started again: its next scan reads it and resolves what was put back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use common::{GitRepo, Serve, get_json, http, kubectl, wait_for};
+use drift_test_apiserver::{Options, TestApiServer};
+use serde_json::Value;
+
+const TOKEN: &str = "clusters-api-token-4d1f";
+/// The bearer token the Secret-reached clusters require; never in drift's output.
+const CLUSTER_TOKEN: &str = "cluster-bearer-7c9a2e5b-secret";
+
+fn tls_server(listen: std::net::SocketAddr) -> TestApiServer {
+    TestApiServer::start(Options { listen, tls: true, token: Some(CLUSTER_TOKEN.to_owned()), ..Options::default() })
+        .unwrap()
+}
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(s)
+}
+
+/// The base64 CA of a test API server's kubeconfig (what Argo CD keeps as `caData`).
+fn ca_data(kubeconfig: &Path) -> String {
+    let text = std::fs::read_to_string(kubeconfig).unwrap();
+    let line = text.lines().find(|l| l.contains("certificate-authority-data")).expect("a CA in the kubeconfig");
+    line.split(':').nth(1).unwrap().trim().trim_matches('"').to_owned()
+}
+
+/// The open drifts of `cluster`, as (type, path).
+fn open(addr: &str, cluster: &str) -> Vec<(String, String)> {
+    let page = get_json(addr, &format!("/drifts?status=open&cluster={cluster}&limit=500"));
+    let mut rows: Vec<(String, String)> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["drift_type"].as_str().unwrap().to_owned(), d["path"].as_str().unwrap().to_owned()))
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn scan(addr: &str) -> Value {
+    let (status, body) = loop {
+        let (status, body) = http(addr, "POST", "/scan?wait=true", Some(TOKEN));
+        if status != 409 {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched() {
+    let home = tempfile::tempdir().unwrap();
+    let repo = GitRepo::shop(home.path().join("repo"));
+    let k = |server: &TestApiServer, args: &[&str]| kubectl(server.kubeconfig_path(), home.path(), args, &[]);
+    let apps = repo.dir.join("apps");
+    let apply = |server: &TestApiServer| k(server, &["apply", "-R", "-f", apps.to_str().unwrap()]);
+
+    // east: a kubeconfig (and the home cluster); west: an Argo CD cluster Secret in a file;
+    // north: a Flux kubeconfig Secret kept in the home cluster.
+    let east = TestApiServer::start(Options::default()).unwrap();
+    let west = tls_server("127.0.0.1:0".parse().unwrap());
+    let north = tls_server("127.0.0.1:0".parse().unwrap());
+    for s in [&east, &west, &north] {
+        apply(s);
+    }
+    let argo = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "west", "namespace": "argocd", "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+        "type": "Opaque",
+        "data": {
+            "name": b64("west"),
+            "server": b64(&west.url()),
+            "config": b64(&format!(
+                r#"{{"bearerToken":"{CLUSTER_TOKEN}","tlsClientConfig":{{"insecure":false,"caData":"{}"}}}}"#,
+                ca_data(west.kubeconfig_path())
+            )),
+        },
+    });
+    let argo_file = home.path().join("west-secret.json");
+    std::fs::write(&argo_file, argo.to_string()).unwrap();
+    k(
+        &east,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "north-kubeconfig",
+            "-n",
+            "default",
+            &format!("--from-file=value={}", north.kubeconfig_path().display()),
+        ],
+    );
+
+    let config = home.path().join("drift.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "interval: 1h\nstore: sqlite://{db}\napi:\n  listen: 127.0.0.1:0\n  token_env: CL_TOKEN\n\
+             live:\n  kubeconfig: {east}\n  retries: 1\n  retry_backoff: 50ms\n  request_timeout: 3s\n\
+             clusters:\n  - name: east\n    kubeconfig: {east}\n  - name: west\n    secret:\n      file: {argo}\n\
+             \x20 - name: north\n    secret:\n      name: north-kubeconfig\n\
+             repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    path: apps\n    cache_dir: {cache}\n",
+            db = home.path().join("drift.db").display(),
+            east = east.kubeconfig_path().display(),
+            argo = argo_file.display(),
+            repo = repo.dir.display(),
+            cache = home.path().join("cache").display(),
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(&config, &[("CL_TOKEN", TOKEN)]);
+    let addr = serve.addr.clone();
+
+    // A first pass of every cluster, then the watch sees hand changes in each.
+    wait_for(Duration::from_secs(30), "a scan of every cluster", || {
+        let (_, body) = http(&addr, "GET", "/ready", None);
+        let ready: Value = serde_json::from_str(&body).ok()?;
+        let clusters: Vec<&str> = ready["scans"].as_array()?.iter().filter_map(|s| s["cluster"].as_str()).collect();
+        (clusters.len() == 3).then_some(())
+    });
+    k(&east, &["scale", "deployment/web", "-n", "shop", "--replicas=5"]);
+    k(&west, &["scale", "deployment/web", "-n", "shop", "--replicas=6"]);
+    k(&north, &["scale", "deployment/web", "-n", "shop", "--replicas=7"]);
+    let replicas = ("replicas_drift".to_owned(), "spec.replicas".to_owned());
+    let configmap = ("configmap_drift".to_owned(), "data.mode".to_owned());
+    for c in ["east", "west", "north"] {
+        wait_for(Duration::from_secs(20), &format!("the watch of {c} opens its drift"), || {
+            (open(&addr, c) == vec![replicas.clone()]).then_some(())
+        });
+    }
+
+    // West's API server stops.
+    let west_addr = west.addr();
+    west.shutdown();
+    let report = scan(&addr);
+    let west_report = report["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["cluster"] == "west")
+        .unwrap_or_else(|| panic!("a report of west: {report}"))
+        .clone();
+    assert_ne!(west_report["outcome"], "success", "{west_report}");
+    let entries = west_report["coverage"]["entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{west_report}");
+    for e in entries {
+        assert_eq!(e["status"], "failed", "{e}");
+        assert!(e["message"].as_str().unwrap().contains("Connection refused"), "the reason: {e}");
+    }
+    assert_eq!(open(&addr, "west"), vec![replicas.clone()], "a scan that could not read west resolves nothing there");
+    // Its scan record says why.
+    let scans = get_json(&addr, "/scans?limit=20");
+    let last_west = scans["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["cluster"] == "west")
+        .unwrap_or_else(|| panic!("a scan of west: {scans}"))
+        .clone();
+    assert_ne!(last_west["outcome"], "success", "{last_west}");
+    let gaps = last_west["coverage_gaps"].as_array().unwrap();
+    assert!(!gaps.is_empty(), "the coverage gaps of west's scan: {last_west}");
+    assert!(gaps.iter().all(|g| g["status"] == "failed"), "{last_west}");
+    let (status, body) = http(&addr, "GET", "/ready", None);
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("west"), "/ready names the cluster: {body}");
+
+    // The other clusters are still watched: a change on north is seen within seconds.
+    k(&north, &["patch", "configmap", "settings", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"slow"}}"#]);
+    wait_for(Duration::from_secs(20), "north's change detected while west is down", || {
+        (open(&addr, "north") == vec![configmap.clone(), replicas.clone()]).then_some(())
+    });
+    assert_eq!(open(&addr, "east"), vec![replicas.clone()]);
+    assert_eq!(open(&addr, "west"), vec![replicas.clone()], "still open while west is down");
+
+    // West comes back (a fresh server on the same address, as Git has it): its next scan reads
+    // it and resolves its drift.
+    let west = tls_server(west_addr);
+    apply(&west);
+    scan(&addr);
+    assert_eq!(open(&addr, "west"), vec![], "resolved once west is read again");
+    assert_eq!(open(&addr, "east"), vec![replicas.clone()]);
+    assert_eq!(open(&addr, "north"), vec![configmap, replicas]);
+
+    let log = serve.stop();
+    assert!(!log.contains(CLUSTER_TOKEN), "a cluster token in the log");
+    assert!(log.contains("cluster credentials read from a Secret"), "{log}");
+    drop(west);
+}
