@@ -32,7 +32,8 @@ pub struct PostgresConfig {
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
     pub connect_timeout: Duration,
     /// Delete resolved drifts and scan rows older than this many days (default: keep all).
-    /// Open drifts are never deleted.
+    /// Open drifts are never deleted. The drift history goes by whole month partitions: a
+    /// month is dropped once it ended before the cutoff (`PostgresStore::maintain_history`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_days: Option<u32>,
     /// Run the embedded migrations when connecting (default true).

@@ -10,13 +10,17 @@
 //! - Recording is idempotent per scan id (the `scans` primary key); a write that lost its
 //!   connection or hit a deadlock is written again.
 //! - A partial unique index keeps at most one open row per fingerprint; the upsert goes through
-//!   it (`ON CONFLICT ... WHERE status = 'open'`), so two scanners racing leave one open row.
+//!   it (`ON CONFLICT (fingerprint, resolved_at) WHERE status <> 'resolved'`), so two scanners racing leave one open row.
 //! - Reports of one cluster and repository are written one at a time (a transaction-level
 //!   advisory lock before the upsert), so a writer always sees the rows an earlier one committed:
 //!   a drift two writers find at once is opened, and announced, once.
 //! - An open drift the report does not list is resolved only where
 //!   [`ScanReport::may_resolve`](drift_model::ScanReport::may_resolve) allows.
-//! - Optional retention: resolved drifts and scans older than N days are deleted.
+//! - The history is partitioned by month of `resolved_at` (the live rows in the default
+//!   partition `drifts_live`); the store creates the partitions ahead and drops whole months
+//!   for retention ([`PostgresStore::maintain_history`]).
+//! - Optional retention: resolved drifts and scans older than N days are deleted (the history
+//!   by whole month partitions).
 //! - Statistics come from rollup tables (`drift_counts`, `drift_daily`) that statement-level
 //!   triggers keep in the transaction of every write, exact, in milliseconds whatever the
 //!   history's size; a filter with `since` is computed from the rows
@@ -47,6 +51,7 @@ mod config;
 mod conninfo;
 mod dialect;
 mod error;
+mod history;
 mod sink;
 mod stats;
 
@@ -60,6 +65,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 pub use config::{PostgresConfig, redact_url};
 pub use dialect::PgDialect;
 pub use drift_sql::{PruneOutcome, SqlStats, SqlStore};
+pub use history::{HistoryMaintenance, MONTHS_AHEAD};
 
 use drift_sql::SqlContext;
 use error::PgError;
@@ -127,6 +133,12 @@ impl PostgresStore {
         if config.migrate {
             sink.migrate().await?;
         }
+        // The partitions of the history: now, then every hour (a failed round is logged, never
+        // an error of the connection: rows of a month without partition wait in drifts_live).
+        if let Err(e) = sink.maintain_history(chrono::Utc::now()).await {
+            tracing::warn!(error = %e, "maintaining the partitions of the history failed; trying again in an hour");
+        }
+        tokio::spawn(history::keep(sink.pool.clone(), sink.retention_days));
         Ok(sink)
     }
 
@@ -140,6 +152,15 @@ impl PostgresStore {
     pub async fn migrate(&self) -> Result<()> {
         MIGRATOR.run(&self.pool).await.map_err(PgError::from)?;
         Ok(())
+    }
+
+    /// Keeps the month partitions of the history (docs/storage.md, "Partitions of the
+    /// history"): creates those of `now`'s month and the [`MONTHS_AHEAD`] next ones (moving into
+    /// them the rows that waited in `drifts_live`) and, with a retention, drops the months whose
+    /// every row was resolved before the cutoff. Runs in a transaction of its own; the store
+    /// calls it when it connects and every hour.
+    pub async fn maintain_history(&self, now: chrono::DateTime<chrono::Utc>) -> Result<HistoryMaintenance> {
+        Ok(history::maintain(&self.pool, now, self.retention_days).await?)
     }
 
     /// The connection pool (for operators' own queries and tests).

@@ -83,7 +83,7 @@ WITH old AS (
             git_value, cluster_value, changed_by, changed_at, classification, decision_source,
             recommended_action, desired_digest, revert, ord)
     ORDER BY d.ord
-    ON CONFLICT (fingerprint) WHERE status <> 'resolved' DO UPDATE SET
+    ON CONFLICT (fingerprint, resolved_at) WHERE status <> 'resolved' DO UPDATE SET
         last_seen = EXCLUDED.last_seen,
         occurrences = drifts.occurrences + 1,
         git_value = EXCLUDED.git_value,
@@ -205,12 +205,16 @@ impl SqlStore for PostgresStore {
     }
 
     async fn prune_drifts(&self, conn: &mut PgConnection, cutoff: DateTime<Utc>) -> Result<u64, PgError> {
-        let drifts = sqlx::query("DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < $1")
-            .bind(cutoff)
-            .execute(&mut *conn)
-            .await
-            .ctx("deleting old resolved drifts")?
-            .rows_affected();
+        // Row by row only before the first month partition (rows in drifts_live); the months go
+        // whole (PostgresStore::maintain_history).
+        let drifts = sqlx::query(
+            "DELETE FROM drifts WHERE status = 'resolved' AND resolved_at < LEAST($1, drift_history_start())",
+        )
+        .bind(cutoff)
+        .execute(&mut *conn)
+        .await
+        .ctx("deleting old resolved drifts")?
+        .rows_affected();
         if drifts > 0 {
             // The triggers subtracted the deleted rows from the rollups; drop the days before the
             // cutoff that no row contributes to any more.
