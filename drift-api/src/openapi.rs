@@ -371,8 +371,17 @@ fn schemas() -> Value {
                 "trend": {"type": "array", "items": {"$ref": "#/components/schemas/TrendDay"}},
                 "mean_time_to_resolve_seconds": nullable("number"),
                 "p95_time_to_resolve_seconds": nullable("number"),
+                "by_cluster": {
+                    "type": "array",
+                    "description": "the fleet overview: open drifts per cluster, worst first (most CRITICAL, then HIGH, then open); absent when nothing is open",
+                    "items": {"$ref": "#/components/schemas/ClusterOpen"},
+                },
             }),
         ),
+        "ClusterOpen": object(&["cluster", "open", "by_severity", "by_namespace"], json!({
+            "cluster": {"type": "string"}, "open": {"type": "integer"},
+            "by_severity": counts(), "by_namespace": counts(),
+        })),
         "ScanStarted": object(&["status", "scan_id"], json!({
             "status": {"type": "string", "enum": ["started"]}, "scan_id": {"type": "string"},
         })),

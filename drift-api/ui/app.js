@@ -246,6 +246,10 @@
     const scans = el('div', { class: 'table-wrap', id: 'scans' });
     const gaps = el('div', { id: 'gaps' });
     const parked = el('div', { id: 'parked' });
+    // The fleet overview, shown when drifts are open in more than one cluster.
+    const fleetBox = el('div', { class: 'table-wrap', id: 'fleet-table' });
+    const fleet = el('section', { class: 'panel', id: 'fleet', hidden: true },
+      el('h2', { text: 'Fleet: open drifts by cluster, worst first' }), fleetBox);
     replace(main,
       el('h1', { text: 'Overview' }),
       el('div', { class: 'cards' },
@@ -255,6 +259,7 @@
           el('span', { class: 'label', text: 'CRITICAL (open)' })),
         el('a', { class: 'card high', href: driftLink({ status: 'open', severity: 'HIGH' }) }, cards.high,
           el('span', { class: 'label', text: 'HIGH (open)' }))),
+      fleet,
       el('div', { class: 'grid' },
         el('section', { class: 'panel' }, el('h2', { text: 'Open by repository' }), byRepo),
         el('section', { class: 'panel' }, el('h2', { text: 'Open by namespace' }), byNs),
@@ -284,6 +289,7 @@
       bars(byRepo, stats.by_repository, 'repository');
       bars(byNs, stats.by_namespace, 'namespace');
       bars(byType, stats.by_type, 'drift_type');
+      fleetTable(fleet, fleetBox, stats.by_cluster || []);
       replace(trend, trendChart(stats.trend || []));
       replace(resolve,
         el('dt', { text: 'Mean' }), el('dd', { id: 'mttr-mean', text: duration(stats.mean_time_to_resolve_seconds) }),
@@ -326,6 +332,24 @@
         el('td', { text: p.failing_since ? when(p.failing_since) : '' }),
         el('td', { class: 'num', text: p.attempts }),
         el('td', { text: p.last_error || '' })))))));
+  }
+
+  // One row per cluster of /stats' by_cluster (worst first): its open drifts by severity and
+  // its three namespaces with the most, each a link to those drifts.
+  function fleetTable(section, box, clusters) {
+    section.hidden = clusters.length < 2;
+    if (section.hidden) { replace(box); return; }
+    replace(box, el('table', {},
+      el('thead', {}, el('tr', {}, ['Cluster', 'Open', ...SEVERITIES, 'Namespaces with the most'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, clusters.map((c) => {
+        const top = Object.entries(c.by_namespace || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3);
+        return el('tr', { 'data-cluster': c.cluster },
+          el('td', {}, el('a', { href: driftLink({ status: 'open', cluster: c.cluster }), text: c.cluster })),
+          el('td', { class: 'num', text: c.open }),
+          SEVERITIES.map((s) => el('td', { class: 'num', text: (c.by_severity || {})[s] || 0 })),
+          el('td', {}, top.map(([ns, n], i) => [i ? ', ' : '',
+            el('a', { href: driftLink({ status: 'open', cluster: c.cluster, namespace: ns }), text: (ns || '(cluster-scoped)') + ' ' + n })])));
+      }))));
   }
 
   function bars(list, counts, filter) {

@@ -347,6 +347,55 @@ pub struct DriftStats {
     pub mean_time_to_resolve_seconds: Option<f64>,
     /// 95th percentile of time to resolve, in seconds.
     pub p95_time_to_resolve_seconds: Option<f64>,
+    /// The fleet overview: the open drifts of each cluster, by severity and by namespace, worst
+    /// cluster first ([`ClusterOpen::fleet`]). Absent when nothing is open.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_cluster: Vec<ClusterOpen>,
+}
+
+/// The open drifts of one cluster, in [`DriftStats::by_cluster`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterOpen {
+    /// The cluster.
+    pub cluster: String,
+    /// Its open drifts.
+    pub open: i64,
+    /// Its open drifts by severity (`LOW` .. `CRITICAL`; a severity with none is absent).
+    pub by_severity: std::collections::BTreeMap<String, i64>,
+    /// Its open drifts by namespace (`""` for cluster-scoped objects).
+    pub by_namespace: std::collections::BTreeMap<String, i64>,
+}
+
+impl ClusterOpen {
+    /// The fleet overview from counts of open drifts by (cluster, namespace, severity) (a key
+    /// may come more than once; counts of 0 or less are skipped): one entry per cluster, the
+    /// worst first: most `CRITICAL`, then most `HIGH`, then most open, then by name.
+    pub fn fleet(counts: impl IntoIterator<Item = (String, String, String, i64)>) -> Vec<ClusterOpen> {
+        let mut clusters: std::collections::BTreeMap<String, ClusterOpen> = std::collections::BTreeMap::new();
+        for (cluster, namespace, severity, n) in counts {
+            if n <= 0 {
+                continue;
+            }
+            let c =
+                clusters.entry(cluster.clone()).or_insert_with(|| ClusterOpen { cluster, ..ClusterOpen::default() });
+            c.open += n;
+            *c.by_severity.entry(severity).or_default() += n;
+            *c.by_namespace.entry(namespace).or_default() += n;
+        }
+        let mut fleet: Vec<ClusterOpen> = clusters.into_values().collect();
+        fleet.sort_by(|a, b| {
+            let key = |c: &ClusterOpen| {
+                let of = |s: Severity| c.by_severity.get(s.as_str()).copied().unwrap_or_default();
+                (
+                    std::cmp::Reverse(of(Severity::Critical)),
+                    std::cmp::Reverse(of(Severity::High)),
+                    std::cmp::Reverse(c.open),
+                )
+            };
+            key(a).cmp(&key(b)).then_with(|| a.cluster.cmp(&b.cluster))
+        });
+        fleet
+    }
 }
 
 /// A recorded scan.
@@ -553,6 +602,29 @@ pub trait DriftStore: Send + Sync + std::fmt::Debug {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fleet_puts_the_worst_cluster_first_and_counts_each_namespace() {
+        let c = |cluster: &str, ns: &str, sev: &str, n: i64| (cluster.to_owned(), ns.to_owned(), sev.to_owned(), n);
+        let fleet = ClusterOpen::fleet([
+            c("quiet", "a", "LOW", 40),
+            c("edge", "shop", "HIGH", 2),
+            c("edge", "", "HIGH", 1),
+            c("prod", "shop", "CRITICAL", 1),
+            c("prod", "shop", "LOW", 3),
+            c("prod", "pay", "CRITICAL", 0),
+            c("gone", "x", "LOW", -2),
+            c("alpha", "b", "HIGH", 3),
+            c("prod", "shop", "LOW", 2),
+        ]);
+        let order: Vec<&str> = fleet.iter().map(|c| c.cluster.as_str()).collect();
+        assert_eq!(order, ["prod", "alpha", "edge", "quiet"], "CRITICAL, then HIGH (a tie by name), then open");
+        assert_eq!(fleet[0].open, 6);
+        assert_eq!(fleet[0].by_namespace, [("shop".to_owned(), 6)].into(), "a key given twice adds up; 0 skipped");
+        assert_eq!(fleet[0].by_severity, [("CRITICAL".to_owned(), 1), ("LOW".to_owned(), 5)].into());
+        assert_eq!(fleet[2].by_namespace, [("".to_owned(), 1), ("shop".to_owned(), 2)].into());
+        assert!(ClusterOpen::fleet([]).is_empty());
+    }
     use crate::memory::percentile_cont;
     use chrono::TimeZone;
 

@@ -65,6 +65,7 @@ pub fn digest_event(notifier: &str) -> DriftEvent {
         trend: drift_model::sink::TrendDay::week(t(0), []),
         mean_time_to_resolve_seconds: Some(3600.0),
         p95_time_to_resolve_seconds: Some(7200.0),
+        by_cluster: Vec::new(),
     };
     DriftEvent {
         id: drift_model::act::event_id("digest-2026-12-01", notifier, EventKind::Digest),

@@ -228,6 +228,7 @@ where
         }
 
         store.open_breakdown(&mut tx, filter, &mut stats, true).await?;
+        stats.by_cluster = Self::fleet(&mut tx, filter, true).await?;
         let (first, today) = TrendDay::window(now);
         stats.trend = TrendDay::week(now, store.daily(&mut tx, filter, first, today).await?);
         stats.mean_time_to_resolve_seconds = mean_seconds(ttr_sum_ms, resolved);
@@ -258,6 +259,7 @@ where
         }
 
         store.open_breakdown(&mut tx, filter, &mut stats, false).await?;
+        stats.by_cluster = Self::fleet(&mut tx, filter, false).await?;
 
         let (first, _) = TrendDay::window(now);
         let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
@@ -290,6 +292,40 @@ where
         stats.p95_time_to_resolve_seconds = Self::p95::<S>(&mut tx, filter, n).await?;
         tx.rollback().await.ctx("ending a read")?;
         Ok(stats)
+    }
+
+    /// The fleet overview ([`DriftStats::by_cluster`]): the open drifts the filter keeps by
+    /// cluster, namespace and severity, from the rollup `drift_counts` (keys whose rows are all
+    /// gone have n = 0 and are skipped) or from the rows.
+    pub async fn fleet(
+        conn: &mut <D::Db as Database>::Connection,
+        filter: &DriftFilter,
+        from_rollup: bool,
+    ) -> Result<Vec<drift_model::sink::ClusterOpen>, SqlError<D>> {
+        let (count, source) =
+            if from_rollup { ("CAST(sum(n) AS BIGINT)", "drift_counts") } else { ("count(*)", "drifts") };
+        let mut q = QueryBuilder::<D::Db>::new("SELECT cluster, namespace, severity, ");
+        q.push(count).push(" AS n FROM ").push(source);
+        if from_rollup {
+            Self::push_dimensions(&mut q, filter);
+        } else {
+            Self::push_filter(&mut q, filter);
+        }
+        q.push(" AND status = 'open' GROUP BY cluster, namespace, severity");
+        let rows = q.build().fetch_all(&mut *conn).await.ctx("counting open drifts by cluster")?;
+        let counts = rows
+            .iter()
+            .map(|row| {
+                let get = |e| SqlError::sql("counting open drifts by cluster", e);
+                Ok((
+                    row.try_get("cluster").map_err(get)?,
+                    row.try_get("namespace").map_err(get)?,
+                    row.try_get("severity").map_err(get)?,
+                    row.try_get("n").map_err(get)?,
+                ))
+            })
+            .collect::<Result<Vec<(String, String, String, i64)>, SqlError<D>>>()?;
+        Ok(drift_model::sink::ClusterOpen::fleet(counts))
     }
 
     /// The continuous 95th percentile of the time to resolve of the `n` resolved rows the

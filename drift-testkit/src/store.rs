@@ -112,7 +112,8 @@ macro_rules! store_suite {
             1 => agrees_with_the_reference_store_over_many_scans,
             1 => a_drift_whose_severity_changes_moves_between_rollup_keys,
             4 => concurrent_writers_keep_the_rollups_exact,
-            1 => the_person_behind_a_change_is_kept_for_that_change_only
+            1 => the_person_behind_a_change_is_kept_for_that_change_only,
+            1 => the_fleet_overview_counts_the_open_drifts_of_each_cluster_worst_first
         );
     };
 }
@@ -625,4 +626,52 @@ pub async fn concurrent_writers_keep_the_rollups_exact<H: StoreHarness>(h: &H) {
     if !(h.check_rollups(&store).await && check_stats(h, &store, t(80)).await) {
         skipped("concurrent_writers_keep_the_rollups_exact", "the rollup check: the store keeps no rollups");
     }
+}
+
+/// `by_cluster` of the statistics (the fleet overview): the open drifts of each cluster by
+/// severity and namespace, worst cluster first (most CRITICAL, then HIGH, then open), resolved
+/// drifts left out; the same from the rollups and from the rows (a filter with `since`), and
+/// for a filter on one cluster.
+pub async fn the_fleet_overview_counts_the_open_drifts_of_each_cluster_worst_first<H: StoreHarness>(h: &H) {
+    let store = h.fresh().await;
+    let with = |mut d: Drift, severity: Severity| {
+        d.severity = severity;
+        d
+    };
+    let desired = [deployment("shop", "web"), deployment("shop", "api"), deployment("ops", "db")];
+    let scan = |cluster: &str, id: &str, at, drifts| {
+        let mut r = report(id, at, &desired, drifts);
+        r.cluster = cluster.to_owned();
+        r
+    };
+    // edge: 3 open, none CRITICAL; prod: 1 CRITICAL open; lab: 1 HIGH, then its drift resolved
+    // and a LOW one opened.
+    let edge = vec![
+        with(replicas("shop", "web", 2), Severity::High),
+        with(replicas("shop", "api", 2), Severity::Low),
+        with(replicas("ops", "db", 2), Severity::High),
+    ];
+    store.record(&scan("edge", "e1", t(0), edge)).await.unwrap();
+    store.record(&scan("prod", "p1", t(1), vec![with(replicas("ops", "db", 9), Severity::Critical)])).await.unwrap();
+    store.record(&scan("lab", "l1", t(2), vec![with(replicas("shop", "web", 4), Severity::High)])).await.unwrap();
+    store.record(&scan("lab", "l2", t(3), vec![with(replicas("shop", "api", 4), Severity::Low)])).await.unwrap();
+
+    let stats = store.stats(&DriftFilter::default(), t(10)).await.unwrap();
+    let fleet: Vec<(&str, i64)> = stats.by_cluster.iter().map(|c| (c.cluster.as_str(), c.open)).collect();
+    assert_eq!(fleet, [("prod", 1), ("edge", 3), ("lab", 1)], "worst first; lab's resolved drift left out");
+    let edge = &stats.by_cluster[1];
+    assert_eq!(edge.by_severity, [("HIGH".to_owned(), 2), ("LOW".to_owned(), 1)].into());
+    assert_eq!(edge.by_namespace, [("ops".to_owned(), 1), ("shop".to_owned(), 2)].into());
+    assert_eq!(stats.by_cluster[2].by_severity, [("LOW".to_owned(), 1)].into());
+
+    let from_rows = store.stats(&DriftFilter { since: Some(t(-60)), ..DriftFilter::default() }, t(10)).await.unwrap();
+    assert_eq!(from_rows.by_cluster, stats.by_cluster, "the rows agree with the rollups");
+    let one =
+        store.stats(&DriftFilter { cluster: Some("edge".into()), ..DriftFilter::default() }, t(10)).await.unwrap();
+    assert_eq!(one.by_cluster, [stats.by_cluster[1].clone()]);
+    let none = store
+        .stats(&DriftFilter { status: Some(DriftStatus::Resolved), ..DriftFilter::default() }, t(10))
+        .await
+        .unwrap();
+    assert!(none.by_cluster.is_empty(), "resolved drifts are not in the fleet overview: {:?}", none.by_cluster);
 }

@@ -211,6 +211,7 @@ pub fn stats_of<'a>(rows: impl Iterator<Item = &'a StoredDrift>, now: DateTime<U
     let mut trend: BTreeMap<chrono::NaiveDate, (i64, i64)> =
         (0..7).map(|i| (first + Duration::days(i), (0, 0))).collect();
     let mut ttr = Vec::new();
+    let mut fleet = Vec::new();
     for row in rows {
         *stats.by_status.entry(row.status.as_str().to_owned()).or_default() += 1;
         if row.status == DriftStatus::Open {
@@ -218,6 +219,7 @@ pub fn stats_of<'a>(rows: impl Iterator<Item = &'a StoredDrift>, now: DateTime<U
             *stats.by_type.entry(row.drift_type.as_str().to_owned()).or_default() += 1;
             *stats.by_namespace.entry(row.namespace.clone()).or_default() += 1;
             *stats.by_repository.entry(row.repository.clone()).or_default() += 1;
+            fleet.push((row.cluster.clone(), row.namespace.clone(), row.severity.as_str().to_owned(), 1));
         }
         if let Some(e) = trend.get_mut(&row.detected_at.date_naive()) {
             e.0 += 1;
@@ -230,6 +232,7 @@ pub fn stats_of<'a>(rows: impl Iterator<Item = &'a StoredDrift>, now: DateTime<U
         }
     }
     stats.trend = trend.into_iter().map(|(day, (new, resolved))| TrendDay { day, new, resolved }).collect();
+    stats.by_cluster = crate::sink::ClusterOpen::fleet(fleet);
     if !ttr.is_empty() {
         ttr.sort_by(f64::total_cmp);
         stats.mean_time_to_resolve_seconds = Some(ttr.iter().sum::<f64>() / ttr.len() as f64);

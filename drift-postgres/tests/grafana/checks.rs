@@ -24,6 +24,9 @@ pub const CHECKED: &[&str] = &[
     "Time to resolve",
     "Most drifting objects",
     "Drifts",
+    "Worst clusters",
+    "Open by cluster",
+    "Open by cluster and namespace",
 ];
 
 /// What the API answers for one selection of the dashboard's variables and time range.
@@ -76,6 +79,40 @@ pub fn check(t: &Target, f: &Frame, e: &Expected) {
         }
         "Most drifting objects" => most_drifting(f, e, &ctx),
         "Drifts" => table(f, e, &ctx),
+        "Worst clusters" => {
+            columns(f, &["cluster", "open", "CRITICAL", "HIGH", "MEDIUM", "LOW"], &ctx);
+            let got: Vec<(String, i64, [i64; 4])> = (0..f.rows.len())
+                .map(|i| {
+                    let sev = ["CRITICAL", "HIGH", "MEDIUM", "LOW"].map(|c| f.int(i, c));
+                    (f.text(i, "cluster").expect("a cluster").to_owned(), f.int(i, "open"), sev)
+                })
+                .collect();
+            let want: Vec<(String, i64, [i64; 4])> = s
+                .by_cluster
+                .iter()
+                .take(10)
+                .map(|c| {
+                    (c.cluster.clone(), c.open, ["CRITICAL", "HIGH", "MEDIUM", "LOW"].map(|k| open(&c.by_severity, k)))
+                })
+                .collect();
+            assert_eq!(got, want, "{ctx}: the worst clusters in the order of by_cluster");
+        }
+        "Open by cluster" => {
+            let want = s.by_cluster.iter().map(|c| (c.cluster.clone(), c.open)).collect();
+            breakdown(f, "cluster", &want, Some(20), &ctx)
+        }
+        "Open by cluster and namespace" => {
+            let want = s
+                .by_cluster
+                .iter()
+                .flat_map(|c| {
+                    c.by_namespace.iter().map(|(ns, n)| {
+                        (format!("{} / {}", c.cluster, if ns.is_empty() { "(cluster-scoped)" } else { ns }), *n)
+                    })
+                })
+                .collect();
+            breakdown(f, "cluster / namespace", &want, Some(20), &ctx)
+        }
         other => panic!(
             "panel {other:?} has no check in drift-postgres/tests/grafana/checks.rs: add one that compares it with /stats or /drifts"
         ),

@@ -195,6 +195,7 @@ async fn every_panel_shows_what_stats_and_drifts_answer_for_each_cluster_and_rep
     let stats = store.stats(&DriftFilter::default(), now).await.unwrap();
     assert!(["open", "waived", "resolved"].iter().all(|s| stats.by_status.get(*s) > Some(&0)), "{:?}", stats.by_status);
     assert!(stats.by_namespace.contains_key(""), "a cluster-scoped drift is open");
+    assert!(stats.by_cluster.len() >= 2, "drifts are open in two clusters (the fleet panels): {:?}", stats.by_cluster);
     assert!(stats.p95_time_to_resolve_seconds > stats.mean_time_to_resolve_seconds);
     let all = list_all(&store, &DriftFilter::default()).await;
     assert!(all.iter().any(|r| r.detected_at < ranges[0].from), "history before the default range");
