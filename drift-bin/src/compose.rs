@@ -341,6 +341,12 @@ pub async fn detector(
     if long_running && let Some(policy) = &config.accept.auto {
         builder = builder.auto_accept(policy.clone());
     }
+    if long_running && let Some(policy) = &config.accept.propose {
+        builder = builder.propose(policy.clone());
+    }
+    if let Some(settings) = config.classify {
+        builder = builder.classify(settings);
+    }
     if long_running && let Some(audit) = &config.audit {
         builder = builder.audit(audit.clone());
     }
@@ -435,23 +441,86 @@ pub async fn remedies(
     Ok(builder.build()?)
 }
 
-/// The leader election of `leader_election:` when it is on: this replica (`$POD_NAME`, else
-/// host and process id) as a candidate for the configured Lease, through the cluster's one
-/// client.
-pub fn elector(config: &Config, cluster: &Cluster) -> Result<Option<drift_runtime::Elector>> {
-    let le = &config.leader_election;
-    if !le.enabled {
-        return Ok(None);
-    }
-    let namespace = le.namespace_from(std::env::var("POD_NAMESPACE").ok());
+/// This replica's identity among replicas: `$POD_NAME`, else the host name and process id.
+fn replica_identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "drift".to_owned());
-    let identity =
-        crate::config::LeaderElectionConfig::identity_from(std::env::var("POD_NAME").ok(), &host, std::process::id());
+    crate::config::LeaderElectionConfig::identity_from(std::env::var("POD_NAME").ok(), &host, std::process::id())
+}
+
+/// This replica's membership among the replicas that share the clusters: a Lease of the home
+/// cluster of its own ([`drift_kube::KubeMembers`]).
+#[derive(Debug)]
+struct Members(drift_kube::KubeMembers);
+
+#[async_trait::async_trait]
+impl drift_runtime::Membership for Members {
+    fn identity(&self) -> &str {
+        self.0.identity()
+    }
+    async fn heartbeat(&self) -> drift_core::Result<Vec<String>> {
+        self.0.heartbeat(chrono::Utc::now()).await
+    }
+    async fn leave(&self) -> drift_core::Result<()> {
+        self.0.leave(chrono::Utc::now()).await
+    }
+}
+
+/// The sharding of `clusters:` when `leader_election:` is on: the clusters spread over the
+/// replicas alive, a Lease per cluster (`LEASE-CLUSTER`) and one per replica
+/// (`LEASE-member-IDENTITY`, labelled) in the home cluster (`live:`), in the election's
+/// namespace, with its timings (docs/kubernetes.md, "Sharding across replicas").
+pub async fn sharding(config: &Config) -> Result<Option<drift_runtime::Sharding>> {
+    let le = &config.leader_election;
+    if !le.enabled || config.clusters.is_empty() {
+        return Ok(None);
+    }
+    let namespace = le.namespace_from(std::env::var("POD_NAMESPACE").ok());
+    let identity = replica_identity();
+    let home = Home::default().source(config).await?;
+    let duration = le.lease_duration;
+    let locks = config
+        .clusters
+        .iter()
+        .map(|c| {
+            let lock = drift_kube::KubeLease::new(
+                home.client().clone(),
+                namespace.clone(),
+                format!("{}-{}", le.lease, c.name),
+                identity.clone(),
+                duration,
+            );
+            (c.name.clone(), Arc::new(lock) as Arc<dyn drift_core::lease::LeaseLock>)
+        })
+        .collect();
+    let members = drift_kube::KubeMembers::new(
+        home.client().clone(),
+        namespace.clone(),
+        le.lease.clone(),
+        identity.clone(),
+        duration,
+    );
+    tracing::info!(%identity, %namespace, group = %le.lease, clusters = config.clusters.len(), "sharding on: this replica watches the clusters whose Lease it holds");
+    Ok(Some(
+        drift_runtime::Sharding::new(Arc::new(Members(members)), locks, le.timings()).context("`leader_election`")?,
+    ))
+}
+
+/// The leader election of `leader_election:` when it is on: this replica (`$POD_NAME`, else
+/// host and process id) as a candidate for the configured Lease, through the cluster's one
+/// client.
+pub fn elector(config: &Config, cluster: &Cluster) -> Result<Option<drift_runtime::Elector>> {
+    let le = &config.leader_election;
+    // With `clusters:`, replicas shard the clusters instead ([`sharding`]).
+    if !le.enabled || !config.clusters.is_empty() {
+        return Ok(None);
+    }
+    let namespace = le.namespace_from(std::env::var("POD_NAMESPACE").ok());
+    let identity = replica_identity();
     let Cluster::Kube(source) = cluster else {
         anyhow::bail!("`leader_election` needs a cluster to keep its Lease in; `live.snapshot` files have none");
     };

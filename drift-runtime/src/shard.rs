@@ -41,6 +41,22 @@ pub trait Membership: Send + Sync + std::fmt::Debug {
     async fn leave(&self) -> drift_core::Result<()>;
 }
 
+/// Follows a lease this replica does not stand for (its lock remembers when it last changed);
+/// after a failed watch, waits a while before watching again.
+async fn observe(lock: Arc<dyn LeaseLock>) {
+    let clock = chrono::Utc::now;
+    loop {
+        match lock.changed(&clock).await {
+            Ok(drift_core::lease::Watched::Ended) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(lease = %lock.describe(), error = %e, "sharding: a lease cannot be watched for now");
+                tokio::time::sleep(crate::leader::WATCH_RETRY).await;
+            }
+        }
+    }
+}
+
 /// The cluster each member watches: balanced (each member at most `ceil(clusters / members)`,
 /// at least the floor) and stable. Every cluster ranks the members by a hash of (cluster,
 /// member) (rendezvous hashing); clusters are given, in their order, to the best-ranked member
@@ -132,6 +148,10 @@ impl Sharding {
         let clusters: Vec<String> = self.locks.keys().cloned().collect();
         let me = self.members.identity().to_owned();
         let mut standing: BTreeMap<String, Standing> = BTreeMap::new();
+        // The leases of the other replicas' clusters, watched: each lock then knows when its
+        // lease last changed, so that a replica given a dead one's cluster takes it when the
+        // holder's claim ends, not a lease duration after it first looks.
+        let mut observing: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
         let mut view: Option<Vec<String>> = None;
         let mut failing_since: Option<tokio::time::Instant> = None;
         loop {
@@ -182,6 +202,10 @@ impl Sharding {
                 if standing.get(cluster).is_some_and(|s| !s.task.is_finished()) {
                     continue;
                 }
+                if let Some(o) = observing.remove(cluster) {
+                    o.abort();
+                    let _ = o.await;
+                }
                 let (Some(lock), Some(tx)) = (self.locks.get(cluster), leading.get(cluster)) else { continue };
                 let elector = match Elector::new(lock.clone(), self.timings) {
                     Ok(e) => e,
@@ -194,11 +218,22 @@ impl Sharding {
                 let task = tokio::spawn(elector.run(tx.clone(), release_rx));
                 standing.insert(cluster.clone(), Standing { release, task });
             }
+            for (cluster, lock) in &self.locks {
+                if standing.contains_key(cluster) || observing.get(cluster).is_some_and(|o| !o.is_finished()) {
+                    continue;
+                }
+                if lock.can_watch() {
+                    observing.insert(cluster.clone(), tokio::spawn(observe(lock.clone())));
+                }
+            }
             let pause = self.timings.retry_period + crate::schedule::clock_jitter(self.timings.retry_period);
             tokio::select! {
                 _ = stop.changed() => break,
                 () = tokio::time::sleep(pause) => {}
             }
+        }
+        for (_, o) in std::mem::take(&mut observing) {
+            o.abort();
         }
         for (_, s) in std::mem::take(&mut standing) {
             s.release.send_replace(true);

@@ -93,7 +93,9 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
         .read_token(read_token)
         .server_limits(config.api.server_limits())
         .allowed_hosts(config.api.allowed_hosts(pod_namespace().as_deref())?);
-    if let Some(elector) = compose::elector(&config, &cluster)? {
+    if let Some(sharding) = compose::sharding(&config).await? {
+        builder = builder.sharding(sharding);
+    } else if let Some(elector) = compose::elector(&config, &cluster)? {
         if matches!(config.store_config()?, crate::config::StoreConfig::Sqlite(_)) {
             tracing::warn!(
                 "leader election with SQLite: replicas do not share a SQLite file; use PostgreSQL for more than one replica"
