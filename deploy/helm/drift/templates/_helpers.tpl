@@ -102,6 +102,9 @@ Included by the Deployment, so `helm template` and `helm install` stop with the 
 */}}
 {{- define "drift.validate" -}}
 {{- $v := .Values }}
+{{- if and (gt (int $v.replicaCount) 1) $v.detector.clusters (not $v.leaderElection.enabled) }}
+{{- fail "detector.clusters with more than one replica: the replicas share the clusters through leaderElection.enabled=true" }}
+{{- end }}
 {{- if and (gt (int $v.replicaCount) 1) (not $v.leaderElection.enabled) }}
 {{- fail (printf "replicaCount is %d: more than one replica needs leaderElection.enabled=true, or every replica scans" (int $v.replicaCount)) }}
 {{- end }}
@@ -119,6 +122,16 @@ Included by the Deployment, so `helm template` and `helm install` stop with the 
 {{- end }}
 {{- if and $v.podDisruptionBudget.enabled (ge (int $v.podDisruptionBudget.minAvailable) (int $v.replicaCount)) }}
 {{- fail (printf "podDisruptionBudget.minAvailable is %d with replicaCount %d: no pod could ever be evicted, so node drains would hang; lower minAvailable or add replicas" (int $v.podDisruptionBudget.minAvailable) (int $v.replicaCount)) }}
+{{- end }}
+{{- $clusters := dict }}
+{{- range $v.detector.clusters }}
+{{- if hasKey $clusters .name }}
+{{- fail (printf "detector.clusters: the cluster %s is given twice" .name) }}
+{{- end }}
+{{- $_ := set $clusters .name true }}
+{{- if and (not .in_cluster) (not .secret) }}
+{{- fail (printf "detector.clusters: cluster %s needs in_cluster: true or a secret (a pod has no kubeconfig file)" .name) }}
+{{- end }}
 {{- end }}
 {{- $names := dict }}
 {{- range $v.api.tokens }}
@@ -158,7 +171,17 @@ store:
 {{- define "drift.config" -}}
 {{- $d := .Values.detector -}}
 # Rendered by the Helm chart from its values (detector.*, api.*, storage.*, leaderElection.*).
+{{- if $d.clusters }}
+clusters:
+{{- range $d.clusters }}
+  - name: {{ .name | toJson }}
+    {{- with omit . "name" }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end }}
+{{- else }}
 cluster: {{ $d.cluster | toJson }}
+{{- end }}
 interval: {{ $d.interval | toJson }}
 watch: {{ $d.watch }}
 default_namespace: {{ $d.defaultNamespace | toJson }}
