@@ -68,6 +68,8 @@ pub(crate) async fn decide(
     match within(&state, act.decide(id, &decision, now)).await {
         Ok(d) => {
             tracing::info!(drift_id = id, actor = %d.actor, action = d.action.as_str(), "decision recorded");
+            // The next prediction of this process learns from it.
+            state.classifier.retrain();
             Ok((StatusCode::CREATED, Json(d)).into_response())
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Err(ApiError::not_found(format!("no drift with id {id}"))),

@@ -1,6 +1,7 @@
 //! One drift with what people decided about it, what was sent about it and what similar
 //! decisions teach: the answer of `GET /drifts/{id}` and of `drift drifts get`.
 
+pub use drift_engine::classify::{Classifier, ClassifySettings, PredictionView};
 use drift_model::act::{ActStore, Decision, DeliveryRecord, Learned};
 use drift_model::sink::{DriftStore, PageRequest, StoredDrift};
 use serde::Serialize;
@@ -23,6 +24,10 @@ pub struct DriftDetail {
     /// What the decisions on similar drifts teach; `null` with none (or a store that keeps no
     /// decisions).
     pub learned: Option<LearnedView>,
+    /// What the classifier predicts the team will do (accept, revert, ignore), with its
+    /// confidence and reasons, the drift's own decisions left out; `null` before any decision
+    /// (or with a store that keeps no decisions).
+    pub prediction: Option<PredictionView>,
 }
 
 /// [`Learned`] with its explanation, as shown.
@@ -45,15 +50,23 @@ impl From<Learned> for LearnedView {
 }
 
 /// Reads a drift and, when the store keeps them (`act`), its decisions, its newest
-/// notifications and the learned confidence. `NotFound` for an unknown id.
+/// notifications, the learned confidence and the classifier's prediction. `NotFound` for an
+/// unknown id.
 pub async fn drift_detail(
     store: &dyn DriftStore,
     act: Option<&dyn ActStore>,
+    classifier: &Classifier,
     id: i64,
 ) -> drift_model::Result<DriftDetail> {
     let drift = store.get(id).await?;
     let Some(act) = act else {
-        return Ok(DriftDetail { drift, decisions: Vec::new(), notifications: Vec::new(), learned: None });
+        return Ok(DriftDetail {
+            drift,
+            decisions: Vec::new(),
+            notifications: Vec::new(),
+            learned: None,
+            prediction: None,
+        });
     };
     let decisions = act.decisions(id).await?;
     let mut notifications =
@@ -61,5 +74,6 @@ pub async fn drift_detail(
     // A page holds whole events: one event to several notifiers can go past the limit.
     notifications.truncate(DETAIL_NOTIFICATIONS as usize);
     let learned = act.similar(&drift).await?.map(LearnedView::from);
-    Ok(DriftDetail { drift, decisions, notifications, learned })
+    let prediction = classifier.predict(store, act, &drift).await?;
+    Ok(DriftDetail { drift, decisions, notifications, learned, prediction })
 }

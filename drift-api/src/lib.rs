@@ -58,6 +58,8 @@
 //! # Ok(())
 //! # }
 //! ```
+// The OpenAPI document is one `json!` literal of many schemas: deeper than the default 128.
+#![recursion_limit = "256"]
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
@@ -81,7 +83,7 @@ pub mod ui;
 pub use acting::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
 pub use auth::{Actor, ApiToken, check_tokens};
 pub use check::{MergeCheck, NO_MERGE_CHECK};
-pub use detail::{DriftDetail, LearnedView, drift_detail};
+pub use detail::{Classifier, ClassifySettings, DriftDetail, LearnedView, PredictionView, drift_detail};
 /// The scan gate, shared with the runtime ([`drift_metrics::gate`]).
 pub use drift_metrics::gate;
 /// The Prometheus metrics the runtime records and `GET /metrics` renders

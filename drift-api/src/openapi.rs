@@ -203,8 +203,33 @@ fn schemas() -> Value {
         "description": "newest first, at most 50"});
     detail_properties["learned"] = json!({"oneOf": [{"$ref": "#/components/schemas/Learned"}, {"type": "null"}],
         "description": "what decisions on similar drifts teach; null with none"});
+    detail_properties["prediction"] = json!({"oneOf": [{"$ref": "#/components/schemas/Prediction"}, {"type": "null"}],
+        "description": "what the classifier predicts the team will do, its own decisions left out; null before any decision"});
     let mut detail_fields = stored_fields.to_vec();
-    detail_fields.extend(["decisions", "notifications", "learned"]);
+    detail_fields.extend(["decisions", "notifications", "learned", "prediction"]);
+    let prediction = object(
+        &["intent", "confidence", "probabilities", "reasons", "examples", "min_confidence", "used", "explanation"],
+        json!({
+            "intent": {"type": "string", "enum": ["accept", "revert", "ignore"]},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1, "description": "the probability of the intent"},
+            "probabilities": object(&["accept", "revert", "ignore"], json!({
+                "accept": {"type": "number", "minimum": 0, "maximum": 1},
+                "revert": {"type": "number", "minimum": 0, "maximum": 1},
+                "ignore": {"type": "number", "minimum": 0, "maximum": 1},
+            })),
+            "reasons": {"type": "array", "maxItems": 3, "description": "the evidence, strongest first",
+                "items": object(&["feature", "value", "seen", "agreeing", "text"], json!({
+                    "feature": {"type": "string"}, "value": {"type": "string"},
+                    "seen": {"type": "integer", "minimum": 0}, "agreeing": {"type": "integer", "minimum": 0},
+                    "text": {"type": "string", "description": "field manager kubectl-scale: 18 of 20 such decisions were accept"},
+                }))},
+            "examples": {"type": "integer", "minimum": 0, "description": "decided drifts the model learned from"},
+            "min_confidence": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
+                "description": "classify.min_confidence; null when classify: is not configured"},
+            "used": {"type": "boolean", "description": "whether the detector acts on it (routing, automatic pull requests, whitelist proposals)"},
+            "explanation": {"type": "string"},
+        }),
+    );
     let mut schemas = json!({
         "Error": object(&["error"], json!({"error": {"type": "string"}})),
         "Health": object(&["status"], json!({"status": {"type": "string", "enum": ["ok"]}})),
@@ -427,6 +452,7 @@ fn schemas() -> Value {
         ),
     });
     schemas["Drift"]["properties"]["revert"] = revert_ref;
+    schemas["Prediction"] = prediction;
     schemas["ChangeIdentity"] = object(
         &["username", "groups", "source_ips", "user_agent", "verb", "audit_id", "request_time", "changed_at"],
         json!({

@@ -505,8 +505,11 @@ fn table() -> Vec<Endpoint> {
             summary: "One drift",
             description: "The drift with this id, open, waived or resolved, with its decisions (oldest first), its \
                           notifications (newest first, at most 50) and what the decisions on similar drifts teach \
-                          (`learned`). The drift's own fields are at the top level, as `GET /drifts` lists them. \
-                          With a store that keeps no decisions, the lists are empty and `learned` is null.",
+                          (`learned`), and what the classifier predicts the team will do (`prediction`: accept, \
+                          revert or ignore, its confidence, its reasons, and whether the detector acts on it). \
+                          The drift's own fields are at the top level, as `GET /drifts` lists them. \
+                          With a store that keeps no decisions, the lists are empty and `learned` and \
+                          `prediction` are null.",
             access: Access::Read,
             params: vec![drift_id_param()],
             body: None,

@@ -117,6 +117,7 @@ pub struct ApiState {
     pub(crate) audit: Option<Arc<dyn drift_model::AuditIntake>>,
     pub(crate) alerts: crate::alerts::AlertSettings,
     pub(crate) merge_check: Option<Arc<dyn crate::check::MergeCheck>>,
+    pub(crate) classifier: Arc<crate::detail::Classifier>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -159,7 +160,14 @@ impl ApiState {
             audit: None,
             alerts: crate::alerts::AlertSettings::default(),
             merge_check: None,
+            classifier: Arc::default(),
         }
+    }
+    /// The classifier whose predictions `GET /drifts/{id}` shows (default: trained from the
+    /// store, never used: no `classify:` settings).
+    pub fn with_classifier(mut self, classifier: Arc<crate::detail::Classifier>) -> Self {
+        self.classifier = classifier;
+        self
     }
     /// What `POST /check` asks what merging a branch would do; without it the endpoint answers
     /// 501.

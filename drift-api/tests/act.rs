@@ -205,6 +205,38 @@ async fn a_drift_shows_its_notifications_and_what_similar_decisions_teach() {
     // A drift's own decisions are left out.
     assert_eq!(get(&h.app, &format!("/drifts/{web}")).await.json()["learned"], Value::Null);
 
+    // The classifier learned from web's accept (and a reject of web's port): cart is predicted
+    // accept, with the evidence; web's own decision is not its evidence. Without `classify:`
+    // settings it is shown, not used.
+    let port = h.drift_id("web", "spec.ports[port=80].targetPort").await;
+    let a = decide(&h, port, Some(ALICE), json!({"action": "reject", "comment": "put it back"})).await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let p = get(&h.app, &format!("/drifts/{cart}")).await.json()["prediction"].clone();
+    assert_eq!(
+        (&p["intent"], &p["examples"], &p["used"], &p["min_confidence"]),
+        (&json!("accept"), &json!(2), &json!(false), &Value::Null),
+        "{p}"
+    );
+    let sum = ["accept", "revert", "ignore"].iter().map(|k| p["probabilities"][k].as_f64().unwrap()).sum::<f64>();
+    assert!((sum - 1.0).abs() < 1e-9, "{p}");
+    assert_eq!(p["confidence"], p["probabilities"]["accept"]);
+    let reasons: Vec<&str> = p["reasons"].as_array().unwrap().iter().map(|r| r["text"].as_str().unwrap()).collect();
+    assert!(reasons.contains(&"path spec.replicas: 1 of 1 such decisions were accept"), "{p}");
+    assert!(p["explanation"].as_str().unwrap().starts_with("accept ("), "{p}");
+    let own = get(&h.app, &format!("/drifts/{web}")).await.json()["prediction"].clone();
+    assert_eq!((&own["intent"], &own["examples"]), (&json!("revert"), &json!(1)), "only the reject: {own}");
+    // With settings: used at or above the confidence and the number of decided drifts set.
+    let settings = |min_confidence, min_examples| drift_api::ClassifySettings {
+        min_confidence,
+        min_examples,
+        quiet_intended: true,
+    };
+    for (s, used) in [(settings(0.5, 2), true), (settings(0.5, 3), false), (settings(0.9999, 1), false)] {
+        let app = router(h.state.clone().with_classifier(Arc::new(drift_api::Classifier::new(Some(s)))));
+        let p = get(&app, &format!("/drifts/{cart}")).await.json()["prediction"].clone();
+        assert_eq!((&p["used"], &p["min_confidence"]), (&json!(used), &json!(s.min_confidence)), "{s:?}: {p}");
+    }
+
     // Every drift of scan-1 was announced to the hook: one sent or parked delivery each.
     let v = get(&h.app, &format!("/drifts/{web}")).await.json();
     let n = v["notifications"].as_array().unwrap();

@@ -315,6 +315,7 @@ async fn drift_by_id_and_404() {
         assert_eq!(added.remove("decisions"), Some(Value::Array(vec![])));
         assert_eq!(added.remove("notifications"), Some(Value::Array(vec![])));
         assert_eq!(added.remove("learned"), Some(Value::Null));
+        assert_eq!(added.remove("prediction"), Some(Value::Null));
         assert_eq!(&v, item);
     }
     let a = get(&h.app, "/drifts/42").await;

@@ -326,6 +326,11 @@ async fn openapi_schemas_match_the_serialised_types() {
     let body = r#"{"action": "accept", "comment": "intended", "expires_at": "2026-11-05T00:00:00Z"}"#;
     let decision = send(&sh.app, Method::POST, &format!("/drifts/{web}/decisions"), Some(ALICE), body).await.json();
     let detail = get(&sh.app, &format!("/drifts/{web}")).await.json();
+    // Another drift is predicted from web's decision (a drift's own is left out).
+    let other = list["items"].as_array().unwrap().iter().find(|d| d["id"] != web).unwrap()["id"].as_i64().unwrap();
+    let prediction = get(&sh.app, &format!("/drifts/{other}")).await.json()["prediction"].clone();
+    assert!(prediction.is_object(), "{prediction}");
+    assert_eq!(detail["prediction"], Value::Null, "web's own decision is not its evidence");
     let learned =
         serde_json::to_value(drift_api::LearnedView::from(drift_model::act::Learned::from_counts(3, 1).unwrap()))
             .unwrap();
@@ -341,6 +346,7 @@ async fn openapi_schemas_match_the_serialised_types() {
         ("Decision", decision.clone()),
         ("DriftDetail", detail.clone()),
         ("Learned", learned.clone()),
+        ("Prediction", prediction.clone()),
         ("AuditPage", audit.clone()),
         ("DeliveryPage", deliveries.clone()),
         ("DeliveryRecord", detail["notifications"][0].clone()),
@@ -377,11 +383,11 @@ async fn openapi_schemas_match_the_serialised_types() {
             assert_eq!(&required, &keys(value), "{schema}: every field is always there");
         }
     }
-    // The DriftDetail adds three fields to the StoredDrift's.
+    // The DriftDetail adds four fields to the StoredDrift's.
     let (detail_props, _) = properties(&doc, "DriftDetail");
     let (stored_props, _) = properties(&doc, "StoredDrift");
     let added: BTreeSet<&str> = detail_props.difference(&stored_props).map(String::as_str).collect();
-    assert_eq!(added, BTreeSet::from(["decisions", "learned", "notifications"]));
+    assert_eq!(added, BTreeSet::from(["decisions", "learned", "notifications", "prediction"]));
     // Every audit action and every delivery status of the trail is in its enumeration.
     for e in audit["items"].as_array().unwrap() {
         let actions = doc["components"]["schemas"]["AuditEntry"]["properties"]["action"]["enum"].as_array().unwrap();

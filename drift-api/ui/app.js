@@ -571,6 +571,7 @@
     const clusterValue = el('pre', { id: 'cluster-value' });
     const facts = el('dl', { class: 'facts', id: 'drift-facts' });
     const learned = el('p', { id: 'learned', class: 'muted' });
+    const predicted = el('div', { id: 'prediction' });
     const revertBox = el('div', { id: 'revert' });
     const decisions = el('div', { class: 'table-wrap', id: 'decisions' });
     const notifications = el('div', { class: 'table-wrap', id: 'notifications' });
@@ -584,7 +585,7 @@
         el('section', { class: 'panel' }, el('h2', { text: 'The cluster has' }), clusterValue)),
       actions.node,
       el('div', { class: 'grid2' },
-        el('section', { class: 'panel' }, el('h2', { text: 'What, who and when' }), facts, learned),
+        el('section', { class: 'panel' }, el('h2', { text: 'What, who and when' }), facts, learned, predicted),
         el('section', { class: 'panel' }, el('h2', { text: 'Revert by hand' }), revertBox)),
       el('section', { class: 'panel' }, el('h2', { text: 'Decisions' }), decisions),
       el('section', { class: 'panel' }, el('h2', { text: 'History' }), history),
@@ -620,6 +621,17 @@
         d.resolved_at ? fact('Resolved', when(d.resolved_at) + (d.resolution ? ' (' + d.resolution + ')' : '')) : null,
         fact('Fingerprint', d.fingerprint));
       learned.textContent = d.learned ? 'Similar decisions: ' + d.learned.explanation : '';
+      // The classifier's prediction (docs/decisions.md), its reasons, and whether it is acted on.
+      const p = d.prediction;
+      replace(predicted, p ? [
+        el('p', { id: 'prediction-head' },
+          el('strong', { text: 'Predicted: ' + p.intent + ' (' + Math.round(p.confidence * 100) + '%)' }),
+          el('span', { class: 'muted', text: ' learned from ' + p.examples + ' decided drift(s); ' + (p.used
+            ? 'acted on (at or above ' + Math.round(p.min_confidence * 100) + '%)'
+            : p.min_confidence === null ? 'shown only (no classify: settings)'
+              : 'shown only (below ' + Math.round(p.min_confidence * 100) + '%, or too few decisions)') })),
+        p.reasons.length ? el('ul', { id: 'prediction-reasons', class: 'muted' }, p.reasons.map((x) => el('li', { text: x.text }))) : null,
+      ] : el('p', { class: 'muted', text: 'Predicted: nothing yet (no decided drift to learn from)' }));
       if (d.revert) {
         replace(revertBox,
           el('p', { class: 'muted', text: 'The JSON patch (RFC 6902) that puts Git\u2019s value back, each change after a test of the value it replaces:' }),

@@ -106,6 +106,11 @@ pub struct Config {
     /// unless given; docs/remediation.md, "Automatic pull requests").
     #[serde(default)]
     pub accept: AcceptSettings,
+    /// The classifier learned from decisions: its prediction is shown always, and used (for
+    /// routing, automatic pull requests and whitelist proposals) only as these settings say
+    /// (docs/decisions.md, "The classifier, used").
+    #[serde(default)]
+    pub classify: Option<drift_api::ClassifySettings>,
     /// The Kubernetes audit log, joined with the drifts to name the person behind each change
     /// (`drift serve` only; docs/kubernetes.md, "The person behind a change").
     #[serde(default)]
@@ -492,6 +497,10 @@ pub struct AcceptSettings {
     /// Automatic pull requests (off unless given).
     #[serde(default)]
     pub auto: Option<drift_runtime::AutoAcceptPolicy>,
+    /// Whitelist proposals after consistent decisions (off unless given; docs/remediation.md,
+    /// "Whitelist proposals").
+    #[serde(default)]
+    pub propose: Option<drift_runtime::remedies::ProposePolicy>,
 }
 
 /// The REST API.
@@ -749,6 +758,12 @@ impl Config {
         if self.notifications.lease < Duration::from_secs(2) {
             bail!("`notifications.lease` must be at least 2s");
         }
+        if let Some(c) = &self.classify {
+            c.validate().context("`classify`")?;
+        }
+        if let Some(p) = &self.accept.propose {
+            p.validate().context("`accept.propose`")?;
+        }
         if let Some(auto) = &self.accept.auto {
             auto.validate().context("`accept.auto`")?;
             if self.live.snapshot.is_some() {
@@ -926,26 +941,6 @@ mod tests {
         Config::parse(&format!("{BASE}{extra}"))
     }
 
-    #[test]
-    fn without_a_store_the_default_is_the_sqlite_file() {
-        let store = parse("").unwrap().store_config().unwrap();
-        assert_eq!(store, StoreConfig::Sqlite(SqliteConfig::default()));
-    }
-
-    #[test]
-    fn a_url_is_the_store_with_its_defaults_under_both_names() {
-        let pg = parse("store: postgres://drift@db:5432/drift\nretention_days: 30\n").unwrap();
-        let StoreConfig::Postgres(c) = pg.store_config().unwrap() else { panic!("postgres") };
-        assert_eq!(
-            (c.url.as_str(), c.retention_days, c.max_connections),
-            ("postgres://drift@db:5432/drift", Some(30), 5)
-        );
-        let old = parse("database: sqlite://x.db\n").unwrap();
-        assert_eq!(old.store_config().unwrap(), StoreConfig::Sqlite(SqliteConfig::new("sqlite://x.db")));
-        let err = parse("store: mysql://db/drift\n").unwrap_err();
-        assert!(format!("{err:#}").contains("sqlite: or postgres://"), "{err:#}");
-    }
-
     /// A configuration of several clusters (no top-level `cluster`).
     fn fleet(clusters: &str, repositories: &str) -> Result<Config> {
         Config::parse(&format!("clusters:\n{clusters}repositories:\n{repositories}"))
@@ -1009,6 +1004,26 @@ mod tests {
             .unwrap();
         let err = Config::parse("repositories:\n  - name: p\n    url: /tmp/p\n").unwrap_err();
         assert!(format!("{err:#}").contains("`cluster` is empty"), "{err:#}");
+    }
+
+    #[test]
+    fn without_a_store_the_default_is_the_sqlite_file() {
+        let store = parse("").unwrap().store_config().unwrap();
+        assert_eq!(store, StoreConfig::Sqlite(SqliteConfig::default()));
+    }
+
+    #[test]
+    fn a_url_is_the_store_with_its_defaults_under_both_names() {
+        let pg = parse("store: postgres://drift@db:5432/drift\nretention_days: 30\n").unwrap();
+        let StoreConfig::Postgres(c) = pg.store_config().unwrap() else { panic!("postgres") };
+        assert_eq!(
+            (c.url.as_str(), c.retention_days, c.max_connections),
+            ("postgres://drift@db:5432/drift", Some(30), 5)
+        );
+        let old = parse("database: sqlite://x.db\n").unwrap();
+        assert_eq!(old.store_config().unwrap(), StoreConfig::Sqlite(SqliteConfig::new("sqlite://x.db")));
+        let err = parse("store: mysql://db/drift\n").unwrap_err();
+        assert!(format!("{err:#}").contains("sqlite: or postgres://"), "{err:#}");
     }
 
     #[test]

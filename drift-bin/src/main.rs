@@ -70,6 +70,9 @@ enum Command {
     Decide(cmd::decide::DecideArgs),
     /// Act on a drift: revert the cluster to Git, or accept the cluster's value into Git.
     Fix(cmd::fix::FixArgs),
+    /// Whitelist proposals: the ignore annotation for what people accepted again and again,
+    /// printed as a patch, or opened as pull requests with --open.
+    Propose(cmd::propose::ProposeArgs),
     /// The audit trail: scans, decisions, waivers, notification attempts.
     #[command(subcommand)]
     Audit(cmd::audit::AuditCommand),
@@ -165,6 +168,7 @@ fn main() -> ExitCode {
         Command::Findings(c) => runtime.block_on(cmd::store::findings(c)),
         Command::Decide(args) => runtime.block_on(cmd::decide::run(args)),
         Command::Fix(args) => runtime.block_on(cmd::fix::run(args)),
+        Command::Propose(args) => runtime.block_on(cmd::propose::run(args)),
         Command::Audit(c) => runtime.block_on(cmd::audit::run(c)),
         Command::Config(c) => cmd::store::config(c),
         Command::SecretKey(c) => runtime.block_on(cmd::secret_key::run(c)),

@@ -9,6 +9,10 @@
 //! precision and recall per class, and how many predictions clear a confidence threshold and how
 //! often those are right. docs/decisions.md has the figures; a test fails if they fall.
 //!
+//! [`Classifier`] is the model of a running process: trained from a store's decisions through
+//! its ports ([`train_from_store`]; no I/O of its own), kept for a bounded time, and asked for a
+//! [`PredictionView`] that says whether the detector acts on it ([`ClassifySettings`]).
+//!
 //! ```
 //! use drift_engine::classify::{Features, Intent, Model};
 //! let change = |manager: &str, namespace: &str| Features {
@@ -26,14 +30,17 @@
 use std::collections::HashMap;
 use std::fmt;
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Datelike, Timelike, Utc, Weekday};
 use drift_model::Resolution;
+use drift_model::act::{ActStore, AuditAction, AuditFilter};
 use drift_model::decision::{Decision, DecisionAction};
-use drift_model::sink::{DriftStatus, StoredDrift};
-use serde::Serialize;
+use drift_model::sink::{DriftStatus, DriftStore, PageRequest, StoredDrift};
+use serde::{Deserialize, Serialize};
 
 /// What people did with a drift, the class the model predicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Intent {
     /// The change was meant: accepted (a waiver, or taken into Git).
@@ -246,6 +253,25 @@ impl Model {
         model
     }
 
+    /// The model without one of the examples it learned from (`features` with `intent`): how a
+    /// drift's own decision is left out of its prediction, so that the prediction is not an
+    /// echo of it. Forgetting an example never learned leaves counts at zero, never below.
+    pub fn forget(&mut self, features: &Features, intent: Intent) {
+        let i = intent.index();
+        if self.classes[i] == 0 {
+            return;
+        }
+        self.classes[i] -= 1;
+        for (f, (_, value)) in features.values().into_iter().enumerate() {
+            if let Some(counts) = self.counts[f].get_mut(&value) {
+                counts[i] = counts[i].saturating_sub(1);
+                if counts.iter().all(|c| *c == 0) {
+                    self.counts[f].remove(&value);
+                }
+            }
+        }
+    }
+
     /// How many examples it learned from.
     pub fn examples(&self) -> u32 {
         self.classes.iter().sum()
@@ -376,6 +402,270 @@ pub fn evaluate(examples: &[(Features, Intent)], holdout: f64, threshold: f64) -
     }
 }
 
+/// `classify:` of drift.yaml: when the classifier's prediction is used, not only shown.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClassifySettings {
+    /// A prediction is used (routing, automatic pull requests, whitelist proposals) only at or
+    /// above this confidence, 0..=1 (default 0.8: the threshold docs/decisions.md measures).
+    pub min_confidence: f64,
+    /// ... and only when the model learned from at least this many decided drifts (default 20:
+    /// naive Bayes is sure of itself after a single decision).
+    pub min_examples: u32,
+    /// Whether an announcement of a drift predicted `accept` (used) is held back from the
+    /// notifiers (skipped, with the prediction as the reason; reminders and the digest still
+    /// count it). Default true.
+    pub quiet_intended: bool,
+}
+
+impl Default for ClassifySettings {
+    fn default() -> Self {
+        ClassifySettings { min_confidence: 0.8, min_examples: 20, quiet_intended: true }
+    }
+}
+
+impl ClassifySettings {
+    /// Checks the settings: a confidence outside 0..=1 (or not a number) is a configuration
+    /// error.
+    pub fn validate(&self) -> drift_model::Result<()> {
+        if !(0.0..=1.0).contains(&self.min_confidence) {
+            return Err(drift_model::Error::config(format!(
+                "classify.min_confidence {} is not between 0 and 1",
+                self.min_confidence
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How long a trained model is reused before it is trained again from the store.
+pub const CLASSIFIER_REFRESH: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most decided drifts a model learns from (the newest first): training reads two rows per
+/// decided drift, so this bounds its cost.
+pub const CLASSIFIER_MAX_EXAMPLES: usize = 20_000;
+
+/// The classifier of a process ([`drift_engine::classify`]), trained from the store's decisions
+/// and kept for [`CLASSIFIER_REFRESH`]: every reader (the API, the CLI, the notifier task,
+/// automatic pull requests, whitelist proposals) asks it through [`Classifier::predict`].
+/// `settings: None`: predictions are shown and never used.
+#[derive(Debug)]
+pub struct Classifier {
+    settings: Option<ClassifySettings>,
+    refresh: std::time::Duration,
+    trained: std::sync::Mutex<Option<(std::time::Instant, Arc<Trained>)>>,
+}
+
+/// A model and the example each decided drift gave it (to leave a drift's own out).
+#[derive(Debug, Default)]
+pub struct Trained {
+    /// The model.
+    pub model: Model,
+    /// Per decided drift, its features and its label.
+    pub examples: HashMap<i64, (Features, Intent)>,
+}
+
+impl Default for Classifier {
+    fn default() -> Self {
+        Classifier::new(None)
+    }
+}
+
+impl Classifier {
+    /// A classifier whose predictions are used as `settings` say (`None`: never used).
+    pub fn new(settings: Option<ClassifySettings>) -> Self {
+        Classifier { settings, refresh: CLASSIFIER_REFRESH, trained: std::sync::Mutex::new(None) }
+    }
+
+    /// The same with another refresh period (tests: zero trains at every call).
+    pub fn with_refresh(mut self, refresh: std::time::Duration) -> Self {
+        self.refresh = refresh;
+        self
+    }
+
+    /// Drops the trained model: the next prediction trains again (after a decision this process
+    /// recorded; decisions of other processes are learned within the refresh period).
+    pub fn retrain(&self) {
+        *self.trained.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// The settings, when predictions are used.
+    pub fn settings(&self) -> Option<&ClassifySettings> {
+        self.settings.as_ref()
+    }
+
+    /// The model, trained again when older than the refresh period.
+    pub async fn trained(&self, store: &dyn DriftStore, act: &dyn ActStore) -> drift_model::Result<Arc<Trained>> {
+        let now = std::time::Instant::now();
+        {
+            let cached = self.trained.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some((_, t)) = cached.as_ref().filter(|(at, _)| now.duration_since(*at) < self.refresh) {
+                return Ok(t.clone());
+            }
+        }
+        // Two readers may train at once after the period; both get a right model, one is kept.
+        let trained = Arc::new(train_from_store(store, act).await?);
+        *self.trained.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((now, trained.clone()));
+        Ok(trained)
+    }
+
+    /// The prediction for a drift, its own decisions left out; `None` before any decision.
+    pub async fn predict(
+        &self,
+        store: &dyn DriftStore,
+        act: &dyn ActStore,
+        drift: &StoredDrift,
+    ) -> drift_model::Result<Option<PredictionView>> {
+        let trained = self.trained(store, act).await?;
+        let features = Features::of(drift);
+        let prediction = match trained.examples.get(&drift.id) {
+            Some((own, intent)) => {
+                let mut model = trained.model.clone();
+                model.forget(own, *intent);
+                model.predict(&features)
+            }
+            None => trained.model.predict(&features),
+        };
+        Ok(prediction.map(|p| PredictionView::new(p, self.settings.as_ref())))
+    }
+}
+
+/// Learns from the store's decisions: every drift with a decision in the audit trail (newest
+/// first, at most [`CLASSIFIER_MAX_EXAMPLES`]), labelled by [`intent_of`] from its decisions
+/// and how it was resolved. Drifts resolved with no decision of a person are left out: the
+/// detector's own actions (self-heal's reverts, automatic pull requests) resolve drifts, and a
+/// model that learned from them would learn from itself. A drift gone from the store (retention)
+/// is skipped.
+pub async fn train_from_store(store: &dyn DriftStore, act: &dyn ActStore) -> drift_model::Result<Trained> {
+    let filter = AuditFilter { action: Some(AuditAction::Decision), ..AuditFilter::default() };
+    let mut ids: Vec<i64> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut after = None;
+    'pages: loop {
+        let page = act.audit(&filter, PageRequest { limit: PageRequest::MAX_LIMIT, after }).await?;
+        for id in page.items.iter().filter_map(|e| e.drift_id) {
+            if seen.insert(id) {
+                ids.push(id);
+                if ids.len() >= CLASSIFIER_MAX_EXAMPLES {
+                    break 'pages;
+                }
+            }
+        }
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let mut examples = HashMap::with_capacity(ids.len());
+    for id in ids {
+        let drift = match store.get(id).await {
+            Ok(d) => d,
+            Err(e) if e.kind() == drift_model::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let decisions = act.decisions(id).await?;
+        if let Some(intent) = intent_of(&drift, &decisions) {
+            examples.insert(id, (Features::of(&drift), intent));
+        }
+    }
+    let mut list: Vec<(&i64, &(Features, Intent))> = examples.iter().collect();
+    list.sort_by_key(|(id, _)| **id);
+    let model = Model::train(&list.into_iter().map(|(_, e)| e.clone()).collect::<Vec<_>>());
+    Ok(Trained { model, examples })
+}
+
+/// One reason of a prediction, as shown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReasonView {
+    /// The feature ("field manager").
+    pub feature: String,
+    /// Its value in the drift.
+    pub value: String,
+    /// Decided drifts with that value.
+    pub seen: u32,
+    /// Of them, those with the predicted intent.
+    pub agreeing: u32,
+    /// "field manager kubectl-scale: 18 of 20 such decisions were accept".
+    pub text: String,
+}
+
+/// The probability of each intent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Probabilities {
+    /// Accept.
+    pub accept: f64,
+    /// Revert.
+    pub revert: f64,
+    /// Ignore.
+    pub ignore: f64,
+}
+
+/// What the classifier predicts for a drift, as shown and as used.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PredictionView {
+    /// `accept`, `revert` or `ignore`.
+    pub intent: Intent,
+    /// Its probability, 0 to 1.
+    pub confidence: f64,
+    /// Every intent's probability.
+    pub probabilities: Probabilities,
+    /// The evidence, strongest first (at most three).
+    pub reasons: Vec<ReasonView>,
+    /// Decided drifts the model learned from (this one's own decisions left out).
+    pub examples: u32,
+    /// The confidence set in `classify.min_confidence`; `null` without `classify:`.
+    pub min_confidence: Option<f64>,
+    /// Whether the detector acts on it: `classify:` is set, the confidence is at least
+    /// `min_confidence` and the model learned from at least `min_examples` decided drifts.
+    pub used: bool,
+    /// "accept (93%): field manager kubectl-scale: 18 of 20 such decisions were accept; ...".
+    pub explanation: String,
+}
+
+impl PredictionView {
+    fn new(p: Prediction, settings: Option<&ClassifySettings>) -> Self {
+        let used = settings.is_some_and(|s| p.confidence >= s.min_confidence && p.examples >= s.min_examples);
+        let reasons: Vec<ReasonView> = p
+            .reasons
+            .iter()
+            .map(|r| ReasonView {
+                feature: r.feature.to_owned(),
+                value: r.value.clone(),
+                seen: r.seen,
+                agreeing: r.agreeing,
+                text: r.to_string(),
+            })
+            .collect();
+        let because: Vec<&str> = reasons.iter().map(|r| r.text.as_str()).collect();
+        let explanation = format!(
+            "{} ({:.0}%){}{}",
+            p.intent.as_str(),
+            p.confidence * 100.0,
+            if because.is_empty() { "" } else { ": " },
+            because.join("; ")
+        );
+        PredictionView {
+            intent: p.intent,
+            confidence: p.confidence,
+            probabilities: Probabilities {
+                accept: p.probabilities[0],
+                revert: p.probabilities[1],
+                ignore: p.probabilities[2],
+            },
+            reasons,
+            examples: p.examples,
+            min_confidence: settings.map(|s| s.min_confidence),
+            used,
+            explanation,
+        }
+    }
+
+    /// Whether it is used and says `intent`.
+    pub fn says(&self, intent: Intent) -> bool {
+        self.used && self.intent == intent
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -389,6 +679,36 @@ mod tests {
         assert_eq!(without_list_keys("spec.ports[port=80].targetPort"), "spec.ports[].targetPort");
         assert_eq!(without_list_keys("data.a"), "data.a");
         assert_eq!(without_list_keys("a[k=[x]].b"), "a[].b");
+    }
+
+    #[test]
+    fn forgetting_an_example_is_training_without_it() {
+        let f = |manager: &str, hour_band| Features {
+            manager: manager.into(),
+            drift_type: "replicas_drift".into(),
+            kind: "Deployment".into(),
+            namespace: "shop".into(),
+            path: "spec.replicas".into(),
+            hour_band,
+            weekend: false,
+            repeated: 1,
+        };
+        let examples = vec![
+            (f("kubectl-scale", 1), Intent::Accept),
+            (f("kubectl-scale", 2), Intent::Accept),
+            (f("kubectl-edit", 1), Intent::Revert),
+            (f("k9s", 3), Intent::Ignore),
+        ];
+        let mut forgotten = Model::train(&examples);
+        forgotten.forget(&examples[2].0, Intent::Revert);
+        let without = Model::train(&[examples[0].clone(), examples[1].clone(), examples[3].clone()]);
+        assert_eq!(forgotten.classes, without.classes);
+        assert_eq!(forgotten.counts, without.counts, "values no longer seen are gone, as never learned");
+        assert_eq!(forgotten.predict(&f("kubectl-edit", 1)), without.predict(&f("kubectl-edit", 1)));
+        // An example never learned: nothing goes below zero.
+        let mut empty = Model::default();
+        empty.forget(&examples[0].0, Intent::Accept);
+        assert_eq!(empty.examples(), 0);
     }
 
     #[test]

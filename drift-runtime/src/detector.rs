@@ -75,6 +75,8 @@ pub struct DetectorBuilder {
     recorded_values: bool,
     heal: Option<HealPolicy>,
     auto_accept: Option<AutoAcceptPolicy>,
+    propose: Option<crate::remedies::ProposePolicy>,
+    classifier: Option<Arc<drift_core::drift_engine::classify::Classifier>>,
     link: Option<String>,
     election: Option<Elector>,
     sharding: Option<crate::shard::Sharding>,
@@ -276,6 +278,19 @@ impl DetectorBuilder {
         self.auto_accept = Some(policy);
         self
     }
+    /// Turns whitelist proposals on (off by default) with a policy
+    /// ([`crate::remedies::ProposePolicy`]).
+    pub fn propose(mut self, policy: crate::remedies::ProposePolicy) -> Self {
+        self.propose = Some(policy);
+        self
+    }
+    /// Uses the classifier's predictions as `settings` say (`classify:`): routing of the
+    /// notifiers, the `predicted` rules of automatic pull requests, whitelist proposals. Without
+    /// it predictions are shown (`GET /drifts/{id}`) and never used.
+    pub fn classify(mut self, settings: drift_core::drift_engine::classify::ClassifySettings) -> Self {
+        self.classifier = Some(Arc::new(drift_core::drift_engine::classify::Classifier::new(Some(settings))));
+        self
+    }
     /// The address of the API or page, for links back (pull request bodies).
     pub fn link(mut self, link: Option<String>) -> Self {
         self.link = link;
@@ -349,6 +364,9 @@ impl DetectorBuilder {
                 if let Some(lease) = self.notify_lease {
                     d = d.with_lease(chrono::Duration::from_std(lease).unwrap_or(crate::notify::LEASE));
                 }
+                if let Some(c) = &self.classifier {
+                    d = d.with_classifier(c.clone());
+                }
                 Some(Arc::new(d))
             }
         };
@@ -365,8 +383,34 @@ impl DetectorBuilder {
                 return Err(drift_core::Error::config("heal needs a store with an audit trail (sqlite or postgres)"));
             }
         }
+        if let Some(c) = self.classifier.as_ref().and_then(|c| c.settings()) {
+            c.validate()?;
+        }
+        if let Some(policy) = &self.propose {
+            policy.validate()?;
+            if clusters.len() > 1 {
+                return Err(drift_core::Error::config(
+                    "accept.propose works with one cluster; `drift propose` prints a cluster's proposals",
+                ));
+            }
+            if self.proposers.is_empty() {
+                return Err(drift_core::Error::config(
+                    "accept.propose needs a repository that takes changes (a git remote or github:OWNER/REPO)",
+                ));
+            }
+            if store.act.is_none() {
+                return Err(drift_core::Error::config(
+                    "accept.propose needs a store with decisions and an audit trail (sqlite or postgres)",
+                ));
+            }
+        }
         if let Some(policy) = &self.auto_accept {
             policy.validate()?;
+            if policy.asks_prediction() && self.classifier.is_none() {
+                return Err(drift_core::Error::config(
+                    "accept.auto: a rule with `predicted` needs the classifier's settings (`classify: {min_confidence: 0.8}`)",
+                ));
+            }
             if clusters.len() > 1 {
                 return Err(drift_core::Error::config(
                     "accept.auto works with one cluster; a detector of several clusters proposes changes on request only",
@@ -453,6 +497,12 @@ impl DetectorBuilder {
                 if let Some(a) = &self.auto_accept {
                     r = r.with_auto_accept(a.clone());
                 }
+                if let Some(p) = &self.propose {
+                    r = r.with_propose(p.clone());
+                }
+                if let Some(c) = &self.classifier {
+                    r = r.with_classifier(c.clone());
+                }
                 if let Some(t) = self.action_timeout {
                     r = r.with_timeout(t);
                 }
@@ -492,6 +542,8 @@ impl DetectorBuilder {
             alerts: self.alerts,
             #[cfg(feature = "api")]
             merge_check: self.merge_check,
+            #[cfg(feature = "api")]
+            classifier: self.classifier.unwrap_or_default(),
             passes: Arc::default(),
             dispatcher,
             notify_tick: self.notify_tick.unwrap_or(Duration::from_secs(1)),
@@ -534,6 +586,9 @@ pub struct Detector {
     alerts: drift_api::alerts::AlertSettings,
     #[cfg(feature = "api")]
     merge_check: Option<Arc<dyn drift_api::MergeCheck>>,
+    /// The classifier `GET /drifts/{id}` shows the predictions of.
+    #[cfg(feature = "api")]
+    classifier: Arc<drift_core::drift_engine::classify::Classifier>,
 }
 
 /// One cluster of a detector: its scanner and its remediation (with a store that keeps an audit
@@ -695,6 +750,7 @@ impl Detector {
             Some(c) => state.with_merge_check(c.clone()),
             None => state,
         };
+        let state = state.with_classifier(self.classifier.clone());
         match self.remediate() {
             Some(r) => state.with_remedies(r),
             None => state,
@@ -992,11 +1048,13 @@ impl Detector {
             tracing::info!(cluster = %unit.scanner.cluster(), "the live source cannot watch; periodic scans only");
             None
         };
-        // Self-heal and automatic pull requests: one task, each loop on its own tick.
+        // Self-heal, automatic pull requests and whitelist proposals: one task, each loop on its
+        // own tick.
         let healer = unit.remedies.clone().and_then(|r| {
             let heal = r.heal().map(|h| h.tick);
             let auto = r.auto_accept().cloned();
-            (heal.is_some() || auto.is_some()).then(|| {
+            let propose = r.propose().cloned();
+            (heal.is_some() || auto.is_some() || propose.is_some()).then(|| {
                 let stop = stop.clone();
                 tokio::spawn(
                     async move {
@@ -1010,7 +1068,13 @@ impl Detector {
                                 crate::remedies::run_auto_accept(r.clone(), policy, stop.clone()).await;
                             }
                         };
-                        tokio::join!(heal, auto);
+                        let propose = async {
+                            if let Some(policy) = propose {
+                                let classifier = r.classifier().cloned().unwrap_or_default();
+                                crate::remedies::run_proposals(r.clone(), policy, classifier, stop.clone()).await;
+                            }
+                        };
+                        tokio::join!(heal, auto, propose);
                     }
                     .instrument(span),
                 )

@@ -26,6 +26,7 @@ use chrono::{DateTime, Utc};
 use drift_core::act::{
     ActStore, Delivery, DeliveryStatus, DriftEvent, EventKind, Outlet, ParkReason, SendFailure, Settle, event_id,
 };
+use drift_core::drift_engine::classify::{Classifier, Intent};
 use drift_core::sink::{DriftFilter, DriftStatus, DriftStore, PageRequest};
 use drift_metrics::Metrics;
 use tokio::sync::{Notify, watch};
@@ -75,6 +76,9 @@ pub struct Dispatcher {
     lease: chrono::Duration,
     /// Per notifier: what this process remembers between rounds.
     memory: Mutex<HashMap<String, Memory>>,
+    /// The classifier, with `classify.quiet_intended`: announcements of drifts it predicts as
+    /// `accept` (used) are held back ([`Dispatcher::with_classifier`]).
+    classifier: Option<Arc<Classifier>>,
 }
 
 /// What the task remembers of a notifier between rounds (only to save work: the store's event
@@ -102,7 +106,18 @@ impl Dispatcher {
             wake: Arc::new(Notify::new()),
             lease: LEASE,
             memory: Mutex::new(HashMap::new()),
+            classifier: None,
         }
+    }
+
+    /// Routing by the classifier: with settings whose `quiet_intended` is on, the announcement
+    /// (`opened`, `reopened`, `changed`, `waiver_expired`) of a drift the classifier predicts as `accept`,
+    /// at or above `min_confidence` and from at least `min_examples` decided drifts, is not sent:
+    /// it is settled `skipped` with the prediction as the reason (in the audit trail). The drift
+    /// stays open on the page, in `GET /drifts`, in the digest, and its reminders still go.
+    pub fn with_classifier(mut self, classifier: Arc<Classifier>) -> Self {
+        self.classifier = classifier.settings().is_some_and(|s| s.quiet_intended).then_some(classifier);
+        self
     }
 
     /// How long a claimed delivery stays leased (default [`LEASE`]; at least twice
@@ -375,6 +390,19 @@ impl Dispatcher {
                     outcomes.push(skip("this notifier never announced the drift".to_owned()));
                 }
                 continue;
+            }
+            if kind.announces_open()
+                && let (Some(classifier), Some(drift)) = (&self.classifier, &d.event.drift)
+            {
+                match classifier.predict(self.read.as_ref(), self.store.as_ref(), drift).await {
+                    Ok(Some(p)) if p.says(Intent::Accept) => {
+                        outcomes.push(skip(format!("likely intended, not announced: predicted {}", p.explanation)));
+                        continue;
+                    }
+                    Ok(_) => {}
+                    // A classifier that cannot learn costs the routing, not the announcement.
+                    Err(e) => tracing::debug!(error = %e, "the classifier could not be asked; announced as usual"),
+                }
             }
             let check = kind == EventKind::Reminder || (kind.announces_open() && (outlet.holds() || d.attempts > 0));
             if !check {

@@ -44,8 +44,12 @@ use crate::attempt::{ACTION_TIMEOUT, Runner};
 use crate::scanner::Scanner;
 
 mod auto;
+mod proposals;
 
 pub use auto::{AUTO_ACTOR, AutoAcceptPolicy, AutoRound, AutoRule, run_auto_accept};
+pub use proposals::{
+    PROPOSE_ACTOR, Pattern, ProposePolicy, ProposeRound, WhitelistProposal, pointer_of, proposal_body, run_proposals,
+};
 
 /// The actor of self-heal's reverts in the audit trail.
 pub const HEAL_ACTOR: &str = "heal";
@@ -161,6 +165,11 @@ pub struct Remedies {
     /// The cluster value each drift had when this process last proposed it automatically
     /// ([`auto`]): a drift whose value moves on is proposed again.
     auto_proposed: Arc<std::sync::Mutex<std::collections::HashMap<i64, Option<serde_json::Value>>>>,
+    /// The classifier (`classify:`), for the rules of automatic pull requests that ask for its
+    /// prediction ([`Remedies::with_classifier`]).
+    classifier: Option<Arc<drift_core::drift_engine::classify::Classifier>>,
+    /// Whitelist proposals ([`Remedies::with_propose`]).
+    propose: Option<ProposePolicy>,
 }
 
 type Outcome<T> = Result<T, Fault>;
@@ -238,7 +247,28 @@ impl Remedies {
             stop_now: watch::Sender::new(false),
             running: watch::Sender::new(0),
             auto_proposed: Arc::default(),
+            classifier: None,
+            propose: None,
         }
+    }
+    /// Turns whitelist proposals on with a policy ([`ProposePolicy`]).
+    pub fn with_propose(mut self, policy: ProposePolicy) -> Self {
+        self.propose = Some(policy);
+        self
+    }
+    /// The policy of whitelist proposals, when they are on.
+    pub fn propose(&self) -> Option<&ProposePolicy> {
+        self.propose.as_ref()
+    }
+    /// The classifier given by [`Remedies::with_classifier`].
+    pub fn classifier(&self) -> Option<&Arc<drift_core::drift_engine::classify::Classifier>> {
+        self.classifier.as_ref()
+    }
+    /// The classifier whose predictions the rules of automatic pull requests (`predicted:`)
+    /// ask for; without it such a rule matches nothing.
+    pub fn with_classifier(mut self, classifier: Arc<drift_core::drift_engine::classify::Classifier>) -> Self {
+        self.classifier = Some(classifier);
+        self
     }
     /// How long a revert or an accept may run before it is given up and recorded as `failed`
     /// (default [`ACTION_TIMEOUT`]); its git processes are stopped then.

@@ -161,7 +161,8 @@ on_both!(
     reminders_repeat_open_drifts_until_someone_acknowledges,
     two_processes_never_send_the_same_event_twice,
     the_digest_goes_once_a_day_and_a_rate_limit_defers_without_dropping,
-    a_scan_that_opens_thousands_of_drifts_is_one_message
+    a_scan_that_opens_thousands_of_drifts_is_one_message,
+    a_drift_predicted_intended_is_not_announced_and_one_predicted_reverted_is
 );
 
 async fn a_scan_is_one_message_and_each_event_goes_once(bed: Bed) {
@@ -400,4 +401,73 @@ async fn the_first_scan_of_a_detector_reaches_its_notifiers() {
     let round = detector.deliver_now().await.unwrap().unwrap();
     assert_eq!(round.messages.get("recorder"), Some(&1));
     assert_eq!(outlet.taken(), [vec![(EventKind::Opened, "settings".to_owned())]]);
+}
+
+/// Issue 34, item 2: routing by the classifier (`classify: {quiet_intended: true}`). After the
+/// team accepted two hand scalings in `shop` and rejected a ConfigMap edit in `ops`, a third
+/// scaling in `shop` is predicted `accept` above the confidence and is not announced (skipped,
+/// with the prediction as the reason); a ConfigMap edit in `ops` is predicted `revert` and is
+/// announced. Below the confidence set, or without enough decided drifts, both are announced.
+async fn a_drift_predicted_intended_is_not_announced_and_one_predicted_reverted_is(bed: Bed) {
+    use drift_core::drift_engine::classify::{Classifier, ClassifySettings};
+    let keys = [
+        key("Deployment", "shop", "web"),
+        key("Deployment", "shop", "api"),
+        key("Deployment", "shop", "cart"),
+        key("ConfigMap", "ops", "settings"),
+        key("ConfigMap", "ops", "flags"),
+    ];
+    let edit = |name: &str| drift("ConfigMap", "ops", name, DriftType::ConfigmapDrift, "data.mode", json!("slow"));
+    let outlet = Arc::new(Recorder::new());
+    let settings = ClassifySettings { min_confidence: 0.8, min_examples: 3, quiet_intended: true };
+    let classifier = Arc::new(Classifier::new(Some(settings)).with_refresh(std::time::Duration::ZERO));
+    let d = bed.dispatcher(bed.store.clone(), outlet.clone()).with_classifier(classifier);
+    d.round(t(0)).await.unwrap();
+    bed.store
+        .record(&report("s1", t(0), &keys, vec![replicas("web", 3), replicas("api", 5), edit("settings")]))
+        .await
+        .unwrap();
+    d.round(at(0, 1)).await.unwrap();
+    assert_eq!(outlet.taken().len(), 1, "nothing decided yet: all announced");
+    let rows = bed.store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items;
+    let id = |n: &str| rows.iter().find(|d| d.resource_name == n).unwrap().id;
+    let decide = |action, actor: &str| NewDecision {
+        action,
+        comment: Some("decided".into()),
+        expires_at: (action == DecisionAction::Accept).then(|| t(600)),
+        actor: actor.into(),
+    };
+    bed.store.decide(id("web"), &decide(DecisionAction::Accept, "alice"), at(0, 2)).await.unwrap();
+    bed.store.decide(id("api"), &decide(DecisionAction::Accept, "bob"), at(0, 2)).await.unwrap();
+    bed.store.decide(id("settings"), &decide(DecisionAction::Reject, "carol"), at(0, 2)).await.unwrap();
+
+    let drifts = vec![replicas("web", 3), replicas("api", 5), edit("settings"), replicas("cart", 4), edit("flags")];
+    bed.store.record(&report("s2", t(1), &keys, drifts)).await.unwrap();
+    let round = d.round(at(1, 1)).await.unwrap();
+    assert_eq!(outlet.taken(), [opened(&["flags"])], "cart is likely intended: not announced");
+    assert_eq!(round.deliveries.get("skipped"), Some(&1), "{round:?}");
+    let skipped = bed.store.deliveries(None, Some(DeliveryStatus::Skipped), PageRequest::default()).await.unwrap();
+    assert_eq!(skipped.len(), 1);
+    let why = skipped[0].last_error.clone().unwrap_or_default();
+    assert!(why.starts_with("likely intended, not announced: predicted accept ("), "{skipped:?}");
+
+    // Asking more than the evidence gives: announced as usual.
+    let mut keys = keys.to_vec();
+    let mut drifts = vec![replicas("web", 3), replicas("api", 5), edit("settings"), replicas("cart", 4), edit("flags")];
+    for settings in [
+        ClassifySettings { min_confidence: 0.999_999, min_examples: 3, quiet_intended: true },
+        ClassifySettings { min_confidence: 0.8, min_examples: 4, quiet_intended: true },
+    ] {
+        let strict = Arc::new(Classifier::new(Some(settings)));
+        let other = Arc::new(Recorder::new());
+        let d = bed.dispatcher(bed.store.clone(), other.clone()).with_classifier(strict);
+        d.register().await.unwrap();
+        let name = format!("new-{}", settings.min_examples);
+        keys.push(key("Deployment", "shop", &name));
+        drifts.push(replicas(&name, 2));
+        bed.store.record(&report(&format!("s-{name}"), t(2), &keys, drifts.clone())).await.unwrap();
+        d.round(at(2, 1)).await.unwrap();
+        assert_eq!(other.taken(), [opened(&[name.as_str()])], "{settings:?}");
+        outlet.taken();
+    }
 }

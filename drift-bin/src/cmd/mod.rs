@@ -5,6 +5,7 @@ pub mod check;
 pub mod decide;
 pub mod diff;
 pub mod fix;
+pub mod propose;
 pub mod render;
 pub mod scan;
 pub mod secret_key;

@@ -273,7 +273,8 @@ fn print_finding_table(page: &FindingPage, checked: bool) {
 async fn get(args: &GetArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let (read, act) = compose::open_act_store(&config.store_config()?).await?;
-    let detail = match drift_api::drift_detail(read.as_ref(), Some(act.as_ref()), args.id).await {
+    let classifier = drift_api::Classifier::new(config.classify);
+    let detail = match drift_api::drift_detail(read.as_ref(), Some(act.as_ref()), &classifier, args.id).await {
         Ok(d) => d,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             eprintln!("error: no drift with id {}", args.id);
@@ -341,6 +342,25 @@ fn print_detail(detail: &DriftDetail) {
     match &detail.learned {
         Some(l) => println!("  learned:    {}", l.explanation),
         None => println!("  learned:    nothing yet (no decision on similar drifts)"),
+    }
+    match &detail.prediction {
+        Some(p) => {
+            let used = match (p.used, p.min_confidence) {
+                (true, _) => "used".to_owned(),
+                (false, Some(min)) => format!("shown only: below classify.min_confidence {min} or too few decisions"),
+                (false, None) => "shown only: no `classify:` settings".to_owned(),
+            };
+            println!(
+                "  predicted:  {} ({:.0}%, learned from {} decided drift(s); {used})",
+                p.intent.as_str(),
+                p.confidence * 100.0,
+                p.examples
+            );
+            for r in &p.reasons {
+                println!("              {}", r.text);
+            }
+        }
+        None => println!("  predicted:  nothing yet (no decided drift to learn from)"),
     }
     println!("decisions:{}", if detail.decisions.is_empty() { " none" } else { "" });
     for x in &detail.decisions {

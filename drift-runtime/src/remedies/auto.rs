@@ -4,8 +4,9 @@
 //!
 //! - A rule names drift types, classifications, namespaces, a minimum age and, optionally, a
 //!   minimum learned confidence (the share of similar changes the team accepted,
-//!   [`drift_core::act::Learned`]). A drift matches when every list it sets contains the drift's
-//!   value.
+//!   [`drift_core::act::Learned`]), and the intents the classifier must predict for it
+//!   (`predicted: [accept]`, used only above `classify.min_confidence`). A drift matches when
+//!   every list it sets contains the drift's value.
 //! - Never a Secret, never a waived drift, never one whose last decision is a `reject`, never a
 //!   missing or unmanaged object, never a controller's field.
 //! - The drifts of one object go into one change on the object's branch
@@ -23,6 +24,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use drift_core::act::{AuditAction, AuditFilter};
+use drift_core::drift_engine::classify::Intent;
 use drift_core::remedy::Fault;
 use drift_core::sink::{DriftFilter, DriftStatus, PageRequest, StoredDrift};
 use drift_core::{Classification, DriftType};
@@ -51,6 +53,11 @@ pub struct AutoRule {
     /// Only drifts whose similar changes the team accepted at least this often (0..=1; unset:
     /// not asked). A drift with no similar decision has no confidence and does not match.
     pub min_confidence: Option<f64>,
+    /// Only drifts the classifier predicts as one of these intents (`accept`, `revert`,
+    /// `ignore`), with the prediction used: at or above `classify.min_confidence`, from at least
+    /// `classify.min_examples` decided drifts (docs/decisions.md, "The classifier, used").
+    /// Empty: not asked. Needs `classify:`.
+    pub predicted: Vec<Intent>,
 }
 
 impl Default for AutoRule {
@@ -61,6 +68,7 @@ impl Default for AutoRule {
             namespaces: Vec::new(),
             min_age: Duration::from_secs(600),
             min_confidence: None,
+            predicted: Vec::new(),
         }
     }
 }
@@ -102,9 +110,14 @@ impl AutoAcceptPolicy {
         Ok(())
     }
 
+    /// Whether a rule asks for the classifier's prediction.
+    pub fn asks_prediction(&self) -> bool {
+        self.rules.iter().any(|r| !r.predicted.is_empty())
+    }
+
     /// Whether a rule matches the drift (its confidence, when a rule asks for one, is
-    /// `confidence`).
-    fn matches(&self, d: &StoredDrift, confidence: Option<f64>, now: DateTime<Utc>) -> bool {
+    /// `confidence`; the classifier's prediction, when used, is `predicted`).
+    fn matches(&self, d: &StoredDrift, confidence: Option<f64>, predicted: Option<Intent>, now: DateTime<Utc>) -> bool {
         self.rules.iter().any(|r| {
             let age = chrono::Duration::from_std(r.min_age).unwrap_or(chrono::Duration::MAX);
             (r.drift_types.is_empty() || r.drift_types.contains(&d.drift_type))
@@ -112,6 +125,7 @@ impl AutoAcceptPolicy {
                 && (r.namespaces.is_empty() || r.namespaces.contains(&d.namespace))
                 && d.detected_at.checked_add_signed(age).is_some_and(|at| at <= now)
                 && r.min_confidence.is_none_or(|min| confidence.is_some_and(|c| c >= min))
+                && (r.predicted.is_empty() || predicted.is_some_and(|p| r.predicted.contains(&p)))
         })
     }
 
@@ -185,7 +199,15 @@ impl Remedies {
                 }
                 let confidence =
                     if policy.asks_confidence() { act.similar(&d).await?.map(|l| l.intentional) } else { None };
-                if policy.matches(&d, confidence, now) {
+                let predicted = match (&self.classifier, policy.asks_prediction()) {
+                    (Some(c), true) => c
+                        .predict(self.scanner.store.read.as_ref(), act.as_ref(), &d)
+                        .await?
+                        .filter(|p| p.used)
+                        .map(|p| p.intent),
+                    _ => None,
+                };
+                if policy.matches(&d, confidence, predicted, now) {
                     round.candidates += 1;
                     objects.entry(object_key(&d)).or_default().push(d);
                 }
@@ -312,7 +334,7 @@ impl Remedies {
     }
 }
 
-fn fault_error(f: Fault) -> drift_core::Error {
+pub(super) fn fault_error(f: Fault) -> drift_core::Error {
     match f {
         Fault::Failed(e) => e,
         Fault::Refused(r) => drift_core::Error::config(r.message),
