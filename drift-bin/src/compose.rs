@@ -266,6 +266,37 @@ pub async fn open_clusters(config: &Config, first: &Cluster, progress: &Progress
     Ok(all)
 }
 
+/// A repository's source for a cluster after the first, with a cache folder of its own
+/// (`CACHE/clusters/NAME`): each cluster reads the repository through its own source (with that
+/// cluster's lookups), and the sources of several clusters fetch at once, so they never share
+/// one clone. The first cluster keeps the repository's folder (a configuration that grows from
+/// `cluster:` to `clusters:` keeps its clone).
+fn own_cache(mut source: drift_git::SourceConfig, cluster: &str, first: bool) -> drift_git::SourceConfig {
+    if first {
+        return source;
+    }
+    // drift-git's default folders, as it documents them.
+    let default = |kind: &str| {
+        std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("drift")
+            .join(kind)
+    };
+    match &mut source {
+        drift_git::SourceConfig::Git(g) => {
+            g.cache_dir = Some(g.cache_dir.take().unwrap_or_else(|| default("git")).join("clusters").join(cluster));
+        }
+        drift_git::SourceConfig::Github(g) => {
+            g.cache_dir = Some(g.cache_dir.take().unwrap_or_else(|| default("github")).join("clusters").join(cluster));
+        }
+        drift_git::SourceConfig::Folder(_) => {}
+    }
+    source
+}
+
 /// The namespace rules of every scan.
 pub fn scan_settings(config: &Config, progress: &Progress, sops: &SopsKeys) -> ScanSettings {
     ScanSettings {
@@ -310,14 +341,14 @@ pub async fn detector(
         // Each cluster with the repositories that target it, each read with that cluster's
         // lookups (Flux's value sources are read from the cluster the objects go to).
         let mut builder = base(config, store, hasher, None);
-        for (name, c) in open_clusters(config, cluster, progress).await? {
+        for (i, (name, c)) in open_clusters(config, cluster, progress).await?.into_iter().enumerate() {
             let desired = config
                 .repositories
                 .iter()
                 .filter(|r| r.targets(&name))
                 .map(|r| {
                     drift_git::source_with(
-                        r.source_config_for(long_running),
+                        own_cache(r.source_config_for(long_running), &name, i == 0),
                         progress.clone(),
                         sops_opener(&sops),
                         c.lookup(),

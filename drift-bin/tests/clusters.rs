@@ -199,6 +199,11 @@ fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched()
     assert_eq!(open(&addr, "east"), vec![replicas.clone()]);
     assert_eq!(open(&addr, "north"), vec![configmap, replicas]);
 
+    // Each cluster after the first reads the repository through a clone of its own (their
+    // passes fetch at once).
+    for c in ["west", "north"] {
+        assert!(home.path().join("cache/clusters").join(c).is_dir(), "the clone of {c}");
+    }
     let log = serve.stop();
     assert!(!log.contains(CLUSTER_TOKEN), "a cluster token in the log");
     assert!(log.contains("cluster credentials read from a Secret"), "{log}");
