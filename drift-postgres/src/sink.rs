@@ -5,7 +5,9 @@ use chrono::{DateTime, Utc};
 use drift_model::act::EventKind;
 use drift_model::sink::DriftStatus;
 use drift_model::{Drift, Result, ScanReport};
-use drift_sql::{Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, upsert_change};
+use drift_sql::{
+    Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, resolvable_only, upsert_change,
+};
 use sqlx::postgres::{PgConnection, PgPool};
 use sqlx::{Postgres, Transaction};
 
@@ -231,7 +233,8 @@ impl SqlStore for PostgresStore {
 }
 
 /// Resolves the open drifts of the report's cluster and repository that it does not list, where
-/// the report may resolve them. One query fetches the candidates' keys and digests, the
+/// the report may resolve them. One query fetches the candidates' keys and digests (of the
+/// report's own objects only when it may resolve no other, [`resolvable_only`]), the
 /// [`Resolver`] decides, one statement resolves.
 async fn resolve(
     conn: &mut PgConnection,
@@ -240,16 +243,47 @@ async fn resolve(
     written: &mut Written,
 ) -> Result<(), PgError> {
     let Some(mut resolver) = Resolver::of(report) else { return Ok(()) };
-    let candidates: Vec<(i64, String, String, String, String, Option<String>)> = sqlx::query_as(
-        "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
-         WHERE status <> 'resolved' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
-    )
-    .bind(&report.cluster)
-    .bind(&report.repository)
-    .bind(seen)
-    .fetch_all(&mut *conn)
-    .await
-    .ctx("reading open drifts")?;
+    let candidates: Vec<(i64, String, String, String, String, Option<String>)> = match resolvable_only(report) {
+        // Every live drift of the scope (through `drifts_live_scope`).
+        None => sqlx::query_as(
+            "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
+             WHERE status <> 'resolved' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
+        )
+        .bind(&report.cluster)
+        .bind(&report.repository)
+        .bind(seen)
+        .fetch_all(&mut *conn)
+        .await
+        .ctx("reading open drifts")?,
+        // Only the live drifts of the report's objects (a watch's batch): one probe of
+        // `drifts_live_object` per object, whatever the number of open drifts of the scope.
+        Some(keys) => {
+            let mut k: [Vec<&str>; 4] = Default::default();
+            for key in keys {
+                k[0].push(&key.group);
+                k[1].push(&key.kind);
+                k[2].push(key.namespace.as_deref().unwrap_or_default());
+                k[3].push(&key.name);
+            }
+            sqlx::query_as(
+                "SELECT d.id, d.api_group, d.resource_kind, d.namespace, d.resource_name, d.desired_digest \
+                 FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[]) AS k(api_group, kind, namespace, name) \
+                 JOIN drifts d ON d.cluster = $1 AND d.repository = $2 AND d.namespace = k.namespace \
+                     AND d.resource_name = k.name AND d.resource_kind = k.kind AND d.api_group = k.api_group \
+                 WHERE d.status <> 'resolved' AND NOT (d.fingerprint = ANY($7))",
+            )
+            .bind(&report.cluster)
+            .bind(&report.repository)
+            .bind(&k[0])
+            .bind(&k[1])
+            .bind(&k[2])
+            .bind(&k[3])
+            .bind(seen)
+            .fetch_all(&mut *conn)
+            .await
+            .ctx("reading the open drifts of the report's objects")?
+        }
+    };
     let (mut ids, mut resolutions) = (Vec::new(), Vec::new());
     for (id, group, kind, namespace, name, digest) in candidates {
         if let Some((_, resolution)) = resolver.resolve(group, kind, namespace, name, digest.as_deref()) {

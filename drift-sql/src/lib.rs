@@ -60,7 +60,7 @@ pub use findings::{FINDING_COLUMNS, FindingsWritten};
 pub use sql::{COLUMNS, DIMENSIONS, Sql};
 pub use write::{
     ATTEMPTS, Before, Change, Connection, PruneOutcome, Resolver, SqlStats, SqlStore, Written, cutoff, distinct_drifts,
-    mean_seconds, record, upsert_change,
+    mean_seconds, record, resolvable_only, upsert_change,
 };
 
 #[doc(hidden)]

@@ -247,6 +247,23 @@ pub fn distinct_drifts(report: &ScanReport) -> Vec<(String, &Drift)> {
         .collect()
 }
 
+/// The objects whose open drifts a report may resolve, when that is fewer than every object of
+/// its cluster and repository: a report that did not read the whole desired state
+/// (`desired_complete` false: a watch's report of the objects that changed, or a scan whose
+/// files did not all parse) resolves no drift of an object outside `desired`
+/// ([`ScanReport::may_resolve`]), so a store reads the open drifts of these objects only, not
+/// every open drift of the repository. Sorted and distinct. `None`: a drift of any object may
+/// be resolved (read them all).
+pub fn resolvable_only(report: &ScanReport) -> Option<Vec<&ResourceKey>> {
+    if report.desired_complete {
+        return None;
+    }
+    let mut keys: Vec<&ResourceKey> = report.desired.iter().collect();
+    keys.sort();
+    keys.dedup();
+    Some(keys)
+}
+
 /// Decides which open drifts of its cluster and repository a report resolves, and how
 /// ([`ScanReport::may_resolve`], [`ScanReport::resolution`]), asking once per object.
 #[derive(Debug)]
@@ -327,6 +344,25 @@ mod tests {
         assert_eq!(resolver.resolve(g, k, n, name, Some("d1")), Some((web, Resolution::Reverted)));
         let (g, k, n, name) = of(&api);
         assert_eq!(resolver.resolve(g, k, n, name, Some("d0")), None, "billing was not read");
+    }
+
+    #[test]
+    fn a_report_that_did_not_read_the_whole_desired_state_may_resolve_only_its_own_objects() {
+        let (web, api, gone) =
+            (key("Deployment", "shop", "web"), key("Deployment", "billing", "api"), key("ConfigMap", "shop", "old"));
+        let whole = report("s", t(0), &[web.clone(), api.clone()], vec![]);
+        assert_eq!(resolvable_only(&whole), None, "a complete desired state may resolve any object");
+        assert!(whole.may_resolve(&gone), "an object gone from Git, with the whole desired state read");
+        let mut batch = report("w", t(0), &[api.clone(), web.clone(), api.clone()], vec![]);
+        batch.desired_complete = false;
+        let only = resolvable_only(&batch).unwrap();
+        assert_eq!(only, [&api, &web], "sorted, once each");
+        // What the stores rely on: no object outside the list may be resolved, whatever its
+        // kind or namespace (read completely or not), and the listed ones may.
+        for other in [gone, key("Deployment", "shop", "db"), key("ConfigMap", "elsewhere", "x")] {
+            assert!(!batch.may_resolve(&other), "{other} is not in the batch");
+        }
+        assert!(only.iter().all(|k| batch.may_resolve(k)));
     }
 
     #[test]

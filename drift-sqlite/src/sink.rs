@@ -8,7 +8,9 @@ use chrono::{DateTime, Utc};
 use drift_model::act::EventKind;
 use drift_model::sink::DriftStatus;
 use drift_model::{Drift, Resolution, Result, ScanReport};
-use drift_sql::{Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, upsert_change};
+use drift_sql::{
+    Before, Change, Resolver, SqlContext, SqlStore, Written, distinct_drifts, resolvable_only, upsert_change,
+};
 use sqlx::sqlite::SqlitePool;
 use sqlx::{QueryBuilder, Sqlite, SqliteConnection, Transaction};
 
@@ -47,7 +49,7 @@ impl SqlStore for SqliteStore {
         // The live rows of the scope as they are before the report: the rows it updates (a
         // live row with a drift's fingerprint has the report's cluster and repository) and the
         // candidates for resolution.
-        let open = open_rows(conn, report).await?;
+        let open = open_rows(conn, report, &seen).await?;
         // Each drift's cluster value as stored, serialised once: bound by the upsert, compared
         // with the stored one.
         let values: HashMap<&str, Option<String>> = drifts
@@ -151,18 +153,54 @@ fn dims(report: &ScanReport, d: &Drift, severity: &str, status: &str) -> Dims {
 type OpenRow =
     (i64, String, String, String, String, String, String, String, i64, Option<String>, String, Option<String>);
 
-/// The live rows of the report's cluster and repository (through `drifts_live_scope`).
-async fn open_rows(conn: &mut SqliteConnection, report: &ScanReport) -> Result<Vec<OpenRow>, SqliteError> {
+/// The live rows of the report's cluster and repository that it may update or resolve: all of
+/// them (through `drifts_live_scope`), or, when it may resolve the drifts of its own objects
+/// only ([`resolvable_only`]: a watch's batch), the live rows of the fingerprints it lists
+/// (through `drifts_live_fingerprint`) and of its objects (one probe of `drifts_live_object`
+/// per object; `CROSS JOIN` keeps the objects the outer loop), whatever the number of open
+/// drifts of the scope.
+async fn open_rows(
+    conn: &mut SqliteConnection,
+    report: &ScanReport,
+    seen: &HashSet<String>,
+) -> Result<Vec<OpenRow>, SqliteError> {
+    let Some(keys) = resolvable_only(report) else {
+        return sqlx::query_as(
+            "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, drift_type, severity, \
+             detected_at, desired_digest, status, cluster_value FROM drifts \
+             WHERE status <> 'resolved' AND cluster = ? AND repository = ?",
+        )
+        .bind(&report.cluster)
+        .bind(&report.repository)
+        .fetch_all(&mut *conn)
+        .await
+        .ctx("reading open drifts");
+    };
+    let objects: Vec<[&str; 4]> = keys
+        .iter()
+        .map(|k| [k.group.as_str(), k.kind.as_str(), k.namespace.as_deref().unwrap_or_default(), k.name.as_str()])
+        .collect();
+    let fingerprints: Vec<&str> = seen.iter().map(String::as_str).collect();
     sqlx::query_as(
         "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, drift_type, severity, \
          detected_at, desired_digest, status, cluster_value FROM drifts \
-         WHERE status <> 'resolved' AND cluster = ? AND repository = ?",
+         WHERE status <> 'resolved' AND cluster = ?1 AND repository = ?2 \
+             AND fingerprint IN (SELECT value FROM json_each(?3)) \
+         UNION \
+         SELECT d.id, d.fingerprint, d.api_group, d.resource_kind, d.namespace, d.resource_name, d.drift_type, \
+             d.severity, d.detected_at, d.desired_digest, d.status, d.cluster_value \
+         FROM json_each(?4) AS k CROSS JOIN drifts AS d \
+         WHERE d.status <> 'resolved' AND d.cluster = ?1 AND d.repository = ?2 \
+             AND d.namespace = k.value ->> 2 AND d.resource_name = k.value ->> 3 \
+             AND d.resource_kind = k.value ->> 1 AND d.api_group = k.value ->> 0",
     )
     .bind(&report.cluster)
     .bind(&report.repository)
+    .bind(sqlx::types::Json(fingerprints))
+    .bind(sqlx::types::Json(objects))
     .fetch_all(&mut *conn)
     .await
-    .ctx("reading open drifts")
+    .ctx("reading the open drifts of the report's objects")
 }
 
 /// Adds to `delta` what upserting `drifts` will change in the rollups: a drift without a live

@@ -51,6 +51,7 @@ macro_rules! sink_suite {
             lifecycle,
             resolution_needs_coverage,
             removed_from_git,
+            named_objects_only,
             resolutions,
             listing,
             statistics,
@@ -361,6 +362,89 @@ pub async fn removed_from_git(sink: &dyn DriftSink, store: &dyn DriftStore) {
     // The whole desired state was read and the object is gone from Git: resolved.
     assert_eq!(sink.record(&report("g-3", t(10), &[], vec![])).await.expect("g-3").resolved, 1, "[removed_from_git]");
     assert!(open_rows(store).await.is_empty());
+}
+
+/// A report that did not read the whole desired state and names a few objects (a watch's batch
+/// of the objects that changed) updates and resolves the drifts of those objects, and of no
+/// other: not of an object of another kind, namespace or repository with the same name, nor of
+/// an object Git does not hold.
+pub async fn named_objects_only(sink: &dyn DriftSink, store: &dyn DriftStore) {
+    if !runs("named_objects_only", sink, true) {
+        return;
+    }
+    let web = key("Deployment", "shop", "web");
+    let web_svc = key("Service", "shop", "web");
+    let api = key("Deployment", "billing", "api");
+    let (shop_cm, billing_cm) = (key("ConfigMap", "shop", "settings"), key("ConfigMap", "billing", "settings"));
+    let replicas = |ns, name, v| drift("Deployment", ns, name, DriftType::ReplicasDrift, "spec.replicas", json!(v));
+    let mode = |ns| drift("ConfigMap", ns, "settings", DriftType::ConfigmapDrift, "data.mode", json!("x"));
+    let port = drift("Service", "shop", "web", DriftType::SpecDrift, "spec.ports[0].targetPort", json!(9090));
+    // Not in Git: an object the scan found in the cluster only.
+    let stray = drift("ConfigMap", "shop", "stray", DriftType::ConfigmapDrift, "data.mode", json!("y"));
+    let all = [web.clone(), web_svc.clone(), api.clone(), shop_cm.clone(), billing_cm.clone()];
+    let drifts =
+        vec![replicas("shop", "web", 5), port, replicas("billing", "api", 5), mode("shop"), mode("billing"), stray];
+    let o = sink.record(&report("n-1", t(0), &all, drifts)).await.expect("[named_objects_only] n-1");
+    assert_eq!(o.opened, 6, "[named_objects_only] n-1 opens every drift");
+    let mut elsewhere = report("n-2", t(1), std::slice::from_ref(&api), vec![replicas("billing", "api", 5)]);
+    elsewhere.repository = "other-repo".to_owned();
+    sink.record(&elsewhere).await.expect("[named_objects_only] n-2");
+    let batch = |id: &str, at, objects: &[ResourceKey], drifts| {
+        let mut r = report(id, t(at), objects, drifts);
+        r.desired_complete = false;
+        r
+    };
+    // The Deployment web changed again, api and the shop ConfigMap were put back (Git changed the
+    // ConfigMap meanwhile: accepted).
+    let named = [web.clone(), api.clone(), shop_cm.clone()];
+    let b1 = with_digest(batch("n-3", 10, &named, vec![replicas("shop", "web", 6)]), &shop_cm, "d1");
+    let o = sink.record(&b1).await.expect("[named_objects_only] n-3");
+    assert_eq!((o.opened, o.updated, o.resolved), (0, 1, 2), "[named_objects_only] n-3: {o:?}");
+    let mut open: Vec<(String, String, String, String, String)> = open_rows(store)
+        .await
+        .into_iter()
+        .map(|r| {
+            let value = r.cluster_value.unwrap_or_default().to_string();
+            (r.repository, r.resource_kind, r.namespace, r.resource_name, value)
+        })
+        .collect();
+    open.sort();
+    let row = |repo: &str, kind: &str, ns: &str, name: &str, v: serde_json::Value| {
+        (repo.to_owned(), kind.to_owned(), ns.to_owned(), name.to_owned(), v.to_string())
+    };
+    assert_eq!(
+        open,
+        vec![
+            row("other-repo", "Deployment", "billing", "api", json!(5)),
+            row("test-repo", "ConfigMap", "billing", "settings", json!("x")),
+            row("test-repo", "ConfigMap", "shop", "stray", json!("y")),
+            row("test-repo", "Deployment", "shop", "web", json!(6)),
+            row("test-repo", "Service", "shop", "web", json!(9090)),
+        ],
+        "[named_objects_only] only the named objects' drifts were resolved, web's updated"
+    );
+    let resolved: std::collections::BTreeMap<String, Option<Resolution>> = all_rows(store)
+        .await
+        .into_iter()
+        .filter(|r| r.status == DriftStatus::Resolved)
+        .map(|r| (format!("{}/{}/{}", r.resource_kind, r.namespace, r.resource_name), r.resolution))
+        .collect();
+    assert_eq!(
+        resolved.into_iter().collect::<Vec<_>>(),
+        vec![
+            ("ConfigMap/shop/settings".to_owned(), Some(Resolution::Accepted)),
+            ("Deployment/billing/api".to_owned(), Some(Resolution::Reverted)),
+        ],
+        "[named_objects_only] how each went away"
+    );
+    // An empty batch of the service alone, deleted from the cluster: its drift went with it.
+    let mut missing = drift("Service", "shop", "web", DriftType::MissingResource, "", json!(null));
+    (missing.git_value, missing.cluster_value) = (None, None);
+    let o = sink.record(&batch("n-4", 20, std::slice::from_ref(&web_svc), vec![missing])).await.expect("n-4");
+    assert_eq!((o.opened, o.resolved), (1, 1), "[named_objects_only] n-4: {o:?}");
+    let gone = all_rows(store).await.into_iter().find(|r| r.drift_type == DriftType::SpecDrift).expect("n-4 row");
+    assert_eq!((gone.status, gone.resolution), (DriftStatus::Resolved, Some(Resolution::Removed)));
+    assert_eq!(open_rows(store).await.len(), 5, "[named_objects_only] the rest stays open");
 }
 
 /// How each drift went away: put back in the cluster (Git's object unchanged), accepted into

@@ -1,0 +1,7 @@
+-- The live drifts of given objects: what a report that may resolve only the objects it names
+-- (a watch's batch of changed objects, `drift_sql::resolvable_only`) reads, one probe per
+-- object instead of every live drift of the cluster and repository. Migration 0012 (the
+-- partitioned history) makes it again on the partitioned table; IF NOT EXISTS: a database
+-- that took 0012 first has it already.
+CREATE INDEX IF NOT EXISTS drifts_live_object ON drifts (cluster, repository, namespace, resource_name)
+    WHERE status <> 'resolved';
