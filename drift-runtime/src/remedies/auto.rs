@@ -365,3 +365,43 @@ pub async fn run_auto_accept(
     })
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use drift_core::DriftSink;
+    use drift_core::sink::DriftStore;
+    use drift_testkit::fixtures::{drift, key, report, t};
+
+    async fn stored() -> StoredDrift {
+        let store = drift_core::memory::MemoryStore::new();
+        let d = drift("Deployment", "shop", "web", DriftType::ReplicasDrift, "spec.replicas", serde_json::json!(5));
+        store.record(&report("s1", t(0), &[key("Deployment", "shop", "web")], vec![d])).await.unwrap();
+        store.list(&DriftFilter::default(), PageRequest::default()).await.unwrap().items.remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_rule_with_predicted_matches_only_the_intents_it_names_when_the_prediction_is_used() {
+        let policy: AutoAcceptPolicy = serde_json::from_value(serde_json::json!({
+            "rules": [{"predicted": ["accept"], "min_age": "0s", "classifications": []}]
+        }))
+        .unwrap();
+        assert!(policy.asks_prediction());
+        let d = stored().await;
+        let now = t(10);
+        assert!(policy.matches(&d, None, Some(Intent::Accept), now));
+        assert!(!policy.matches(&d, None, Some(Intent::Revert), now));
+        assert!(!policy.matches(&d, None, Some(Intent::Ignore), now));
+        assert!(!policy.matches(&d, None, None, now), "no used prediction: no match");
+        // A rule without it does not ask.
+        let plain: AutoAcceptPolicy =
+            serde_json::from_value(serde_json::json!({"rules": [{"min_age": "0s", "classifications": []}]})).unwrap();
+        assert!(!plain.asks_prediction());
+        assert!(plain.matches(&d, None, None, now));
+        // An unknown intent is refused when the configuration is read.
+        let err = serde_json::from_value::<AutoAcceptPolicy>(serde_json::json!({"rules": [{"predicted": ["merge"]}]}))
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown variant `merge`"), "{err}");
+    }
+}
