@@ -5,8 +5,10 @@
 //! loop takes what has arrived, folds it in a [`Batch`] (newest state per object), re-compares
 //! each object alone ([`targeted_report`], which may open or resolve drifts of that object
 //! only) and records the reports of a batch as one, one store transaction a batch, through the
-//! [`Scanner`]. When changes come faster than they are recorded, the batches grow (up to
-//! [`WATCH_BATCH`] events) and the reader waits: nothing is dropped. The index is rebuilt every refresh
+//! [`Scanner`]. While one batch is written, the events that arrive are folded into the next (the
+//! queue keeps emptying): when changes come faster than they are recorded, the batches grow with
+//! the time the store takes (up to [`WATCH_BATCH`] events), and only then does the reader wait:
+//! nothing is dropped. The index is rebuilt every refresh
 //! period (new commits) and when the stream ends.
 //!
 //! [`LiveSource::watch`]: drift_core::LiveSource::watch
@@ -28,7 +30,7 @@ use crate::scanner::{Scanner, Version, new_scan_id};
 /// `Applied` holds a full live object: a watch's first list announces every object Git holds
 /// faster than they are re-compared (docs/benchmarks.md, issue 16).
 pub const WATCH_QUEUE: usize = 256;
-/// Most events taken from the queue at once.
+/// Most events one batch folds (taken from the queue while the batch before it is written).
 pub const WATCH_BATCH: usize = 1024;
 /// First pause before a watch whose stream ended starts again; it doubles (with jitter) while
 /// the watch keeps ending, up to [`MAX_RESTART_PAUSE`].
@@ -285,13 +287,17 @@ async fn read_events(mut stream: LiveEventStream, tx: mpsc::Sender<(Instant, dri
 /// The (kind, namespace) pairs whose watch lost sync and has not relisted yet.
 type OutOfSync = std::collections::HashSet<(drift_core::GroupKind, Option<String>)>;
 
+/// A batch being handled: its future gives back the log throttle and the out-of-sync pairs it
+/// updated.
+type Writing<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (LogThrottle, OutOfSync)> + Send + 'a>>;
+
 async fn handle(
     scanner: &Scanner,
     index: &DesiredIndex,
     batch: Batch,
-    throttle: &mut LogThrottle,
-    out_of_sync: &mut OutOfSync,
-) {
+    mut throttle: LogThrottle,
+    mut out_of_sync: OutOfSync,
+) -> (LogThrottle, OutOfSync) {
     let (pending, notes) = batch.finish();
     for note in notes {
         match note {
@@ -322,6 +328,7 @@ async fn handle(
         }
     }
     recompare(scanner, index, &pending).await;
+    (throttle, out_of_sync)
 }
 
 /// How one watch ended.
@@ -362,31 +369,62 @@ async fn watch_once(
         }
     };
     // A new watch lists every pair first: none has lost sync yet.
-    let mut out_of_sync = OutOfSync::new();
     scanner.set_out_of_sync(0);
     let (tx, mut rx) = mpsc::channel(WATCH_QUEUE);
     let reader = tokio::spawn(read_events(stream, tx));
     let refresh = tokio::time::sleep(refresh);
     tokio::pin!(refresh);
+    // Two batches at a time: the one being written and the next, which folds every event that
+    // arrives meanwhile (up to WATCH_BATCH events). The queue is emptied while a batch is written,
+    // so the next batch grows with the time the store takes instead of stopping at the queue's
+    // size; the reader (and the stream behind it) waits only while the next batch is full.
+    let held = |k: &ResourceKey| index.by_key.contains_key(k);
+    let mut kept = Some((std::mem::take(throttle), OutOfSync::new()));
+    let mut writing: Option<Writing<'_>> = None;
+    let mut next = Batch::new();
+    let mut closed = false;
     let ended = loop {
+        if writing.is_none() && !next.is_empty() {
+            while next.events() < WATCH_BATCH {
+                match rx.try_recv() {
+                    Ok((received, event)) => next.push(received, event, held),
+                    Err(_) => break,
+                }
+            }
+            if let Some((throttle, out_of_sync)) = kept.take() {
+                writing = Some(Box::pin(handle(scanner, &index, std::mem::take(&mut next), throttle, out_of_sync)));
+            }
+        }
+        if closed && writing.is_none() && next.is_empty() {
+            break Ended::StreamClosed;
+        }
         tokio::select! {
             _ = stop.changed() => break Ended::Stopped,
             _ = &mut refresh => break Ended::Refresh,
-            first = rx.recv() => {
-                let Some((received, event)) = first else { break Ended::StreamClosed };
-                let held = |k: &ResourceKey| index.by_key.contains_key(k);
-                let mut batch = Batch::new();
-                batch.push(received, event, held);
-                while batch.events() < WATCH_BATCH {
-                    match rx.try_recv() {
-                        Ok((received, event)) => batch.push(received, event, held),
-                        Err(_) => break,
-                    }
+            done = async {
+                match writing.as_mut() {
+                    Some(w) => w.await,
+                    None => std::future::pending().await,
                 }
-                handle(scanner, &index, batch, throttle, &mut out_of_sync).await;
+            }, if writing.is_some() => {
+                writing = None;
+                kept = Some(done);
             }
+            event = rx.recv(), if !closed && next.events() < WATCH_BATCH => match event {
+                Some((received, event)) => next.push(received, event, held),
+                None => closed = true,
+            },
         }
     };
+    // A batch being written is written to the end (its transaction, its lag, its sinks); the
+    // events of the next one are left, as a stopped or refreshed watch leaves its queue (the next
+    // watch lists every object again).
+    if let Some(w) = writing {
+        kept = Some(w.await);
+    }
+    if let Some((kept_throttle, _)) = kept {
+        *throttle = kept_throttle;
+    }
     reader.abort();
     (ended, watched)
 }
