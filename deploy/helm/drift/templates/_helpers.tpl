@@ -252,6 +252,10 @@ heal:
 accept:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- if not (kindIs "invalid" $d.classify) }}
+classify:
+  {{- toYaml $d.classify | nindent 2 }}
+{{- end }}
 {{- if not (kindIs "invalid" $d.audit) }}
 audit:
   {{- toYaml $d.audit | nindent 2 }}
