@@ -435,6 +435,7 @@ fn proposer(config: &Config, r: &crate::config::RepositoryConfig) -> Result<Opti
 /// live read of an accept, the writer of a revert). No notifier is built, so none of their
 /// secrets is needed. An accept runs without a cluster too: when none can be reached, it
 /// proposes the values the last scan recorded.
+/// With `clusters:`, the first of them ([`remedies_on`] names another).
 pub async fn remedies(
     config: &Config,
     store: Store,
@@ -442,19 +443,39 @@ pub async fn remedies(
     repository: &str,
     accept: bool,
 ) -> Result<drift_runtime::Detector> {
+    remedies_on(config, store, hasher, repository, &config.cluster, accept).await
+}
+
+/// [`remedies`] on `cluster`: with `clusters:`, one the configuration names (a drift's cluster).
+pub async fn remedies_on(
+    config: &Config,
+    store: Store,
+    hasher: SecretHasher,
+    repository: &str,
+    cluster: &str,
+    accept: bool,
+) -> Result<drift_runtime::Detector> {
     let r = config.repositories.iter().find(|r| r.name == repository).with_context(|| {
         format!("the drift is of repository {repository:?}, which this configuration does not name")
     })?;
     let sops = sops_keys()?;
     let progress = Progress::default();
-    let (cluster, recorded) = match Cluster::open(config, &progress).await {
+    let opened = match config.clusters.iter().find(|c| c.name == cluster) {
+        Some(entry) => Cluster::open_entry(config, entry, &mut Home::default(), &progress).await,
+        None if !config.clusters.is_empty() => {
+            anyhow::bail!("the drift is of cluster {cluster:?}, which this configuration's `clusters` does not name")
+        }
+        None => Cluster::open(config, &progress).await,
+    };
+    let (cluster, recorded) = match opened {
         Ok(cluster) => (cluster, false),
         // An accept needs the repository; the cluster only to read its values fresh. Without
         // one (no kubeconfig, no service account), the values the last scan recorded are
         // proposed, and the pull request says so.
         Err(e) if accept => {
             eprintln!("note: the cluster cannot be reached ({e:#}); proposing the values the last scan recorded");
-            let unreachable = drift_core::memory::MemoryLiveSource::new(config.cluster.clone(), Vec::new());
+            let name = if config.clusters.is_empty() { config.cluster.clone() } else { cluster.to_owned() };
+            let unreachable = drift_core::memory::MemoryLiveSource::new(name, Vec::new());
             unreachable.set_down(Some(drift_core::Error::unavailable(format!("the cluster cannot be reached: {e:#}"))));
             (Cluster::Snapshot(Arc::new(unreachable)), true)
         }

@@ -190,6 +190,31 @@ fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched()
     assert_eq!(open(&addr, "east"), vec![replicas.clone()]);
     assert_eq!(open(&addr, "west"), vec![replicas.clone()], "still open while west is down");
 
+    // `drift fix` acts on the drift's own cluster: north's revert plan is made on north (reached
+    // through its Secret), west's cannot be while west is down.
+    let id_of = |cluster: &str| -> i64 {
+        let page = get_json(&addr, &format!("/drifts?status=open&cluster={cluster}&limit=500"));
+        page["items"].as_array().unwrap().iter().find(|d| d["path"] == "spec.replicas").unwrap()["id"].as_i64().unwrap()
+    };
+    let fix = |id: i64| {
+        common::drift_command()
+            .args(["fix", &id.to_string(), "--revert", "--dry-run", "--as", "tester", "--config"])
+            .arg(&config)
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    };
+    let out = fix(id_of("north"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "drift fix --revert --dry-run of north's drift: {text}");
+    assert!(!text.contains(CLUSTER_TOKEN), "{text}");
+    let out = fix(id_of("west"));
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "west is down: {text}");
+    assert!(text.contains("cluster=west") && text.contains("unavailable"), "{text}");
+    assert_eq!(open(&addr, "north")[1], replicas, "a dry run changes nothing");
+
     // West comes back (a fresh server on the same address, as Git has it): its next scan reads
     // it and resolves its drift.
     let west = tls_server(west_addr);

@@ -73,15 +73,15 @@ pub async fn run(args: &FixArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let (store, hasher) = compose::open_scanning_store(&config).await?;
     // Only what the fix uses: the repository of the drift, the cluster's one client, no notifier.
-    let repository = match store.read.get(args.ids[0]).await {
-        Ok(d) => d.repository,
+    let (repository, cluster) = match store.read.get(args.ids[0]).await {
+        Ok(d) => (d.repository, d.cluster),
         Err(e) if e.kind() == ErrorKind::NotFound => {
             eprintln!("error: {}", e.message());
             return Ok(ExitCode::from(1));
         }
         Err(e) => return Err(e).context("reading the drift"),
     };
-    let detector = compose::remedies(&config, store, hasher, &repository, args.accept).await?;
+    let detector = compose::remedies_on(&config, store, hasher, &repository, &cluster, args.accept).await?;
     let remedies = detector.remedies().context("this store keeps no audit trail; use sqlite or postgres")?;
     match remedies.close_interrupted(chrono::Utc::now()).await {
         Ok(0) => {}
