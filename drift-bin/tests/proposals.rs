@@ -12,7 +12,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{GitRepo, SHOP, kubectl};
+use common::{GitRepo, SHOP, Serve, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::Value;
 
@@ -24,7 +24,7 @@ struct World {
 }
 
 impl World {
-    fn start() -> World {
+    fn start(extra: &str) -> World {
         let home = tempfile::tempdir().unwrap();
         let server = TestApiServer::start(Options::default()).unwrap();
         let repo = GitRepo::init(home.path().join("repo"));
@@ -39,7 +39,7 @@ impl World {
                 "cluster: home\ninterval: 1h\nwatch: false\ndatabase: sqlite://{db}\n\
                  live:\n  kubeconfig: {kubeconfig}\n\
                  repositories:\n  - name: shop\n    url: file://{repo}\n    ref: main\n    cache_dir: {cache}\n    path: apps\n\
-                 accept:\n  propose:\n    after: 3\n",
+                 accept:\n  propose:\n    after: 3\n{extra}",
                 db = home.path().join("drift.db").display(),
                 repo = repo.dir.display(),
                 cache = home.path().join("cache").display(),
@@ -111,7 +111,7 @@ impl World {
 
 #[test]
 fn three_consistent_accepts_make_one_proposal_naming_the_deciders_and_disagreement_makes_none() {
-    let w = World::start();
+    let w = World::start("");
     // The replicas of web, scaled by hand three times, accepted each time by someone else.
     for (replicas, who) in [(5, "alice"), (6, "bob"), (7, "carol")] {
         w.kubectl(&["scale", "deployment", "web", "-n", "shop", &format!("--replicas={replicas}")]);
@@ -134,6 +134,16 @@ fn three_consistent_accepts_make_one_proposal_naming_the_deciders_and_disagreeme
         w.scan();
         w.decide(&w.id("ConfigMap", "data.mode"), action, who);
     }
+
+    // The prediction, shown (no `classify:`: not used); the replicas drift's own decisions are
+    // not its evidence, the ConfigMap's are.
+    let shown = w.ok(&["drifts", "get", &w.id("Deployment", "spec.replicas")]);
+    assert!(shown.contains("  predicted:  "), "{shown}");
+    let shown = w.ok(&["drifts", "get", &w.id("ConfigMap", "data.mode")]);
+    assert!(
+        shown.contains("learned from 1 decided drift(s); shown only: no `classify:` settings"),
+        "learned from the replicas drift, not from its own decisions: {shown}"
+    );
 
     // The patch, printed: only the Deployment, its annotation added; nothing written.
     let printed = w.ok(&["propose"]);
@@ -184,4 +194,24 @@ fn three_consistent_accepts_make_one_proposal_naming_the_deciders_and_disagreeme
     let (code, out, err) = w.drift(&["propose"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.is_empty() && err.contains("no whitelist proposal"), "{out}{err}");
+}
+
+/// `drift serve` with `accept.propose:` proposes by itself, once, on its own tick.
+#[test]
+fn drift_serve_proposes_by_itself_once() {
+    let w = World::start("    tick: 200ms\napi:\n  listen: 127.0.0.1:0\n  token_env: PROPOSE_TOKEN\n");
+    for (replicas, who) in [(5, "alice"), (6, "bob"), (7, "carol")] {
+        w.kubectl(&["scale", "deployment", "web", "-n", "shop", &format!("--replicas={replicas}")]);
+        w.scan();
+        w.decide(&w.id("Deployment", "spec.replicas"), "accept", who);
+    }
+    let serve = Serve::start(&w.config, &[("PROPOSE_TOKEN", "propose-token-7c1")]);
+    let proposed = wait_for(std::time::Duration::from_secs(30), "a proposal by drift serve", || {
+        w.proposals().into_iter().find(|e| e["status"] == "proposed")
+    });
+    assert!(proposed["detail"]["body"].as_str().unwrap().contains("Decided by: alice, bob, carol."), "{proposed}");
+    // Ten more rounds: nothing new.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!((w.proposals().len(), w.branches().len()), (1, 1), "{}", serve.log());
+    serve.stop();
 }
