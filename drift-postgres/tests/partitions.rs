@@ -146,6 +146,9 @@ async fn a_month_without_partition_waits_in_drifts_live_until_the_store_creates_
     assert_eq!(placed.len(), 1);
     assert_eq!(placed[0].0, "drifts_live");
     let id = placed[0].1;
+    let resolved = DriftFilter { status: Some(DriftStatus::Resolved), ..DriftFilter::default() };
+    let listed = store.list(&resolved, Default::default()).await.unwrap();
+    assert_eq!(listed.items.iter().map(|d| d.id).collect::<Vec<_>>(), [id], "listed from drifts_live");
 
     let done = store.maintain_history(at(2031, 5, 1)).await.unwrap();
     assert_eq!(done.created, 2, "June and July, the months up to two after May");
