@@ -401,6 +401,12 @@ pub(crate) struct Document<'a> {
 /// Splits a YAML stream at `---` marker lines. Block scalars are indented, so a `---` at
 /// column 0 always starts a document.
 pub(crate) fn split_documents(text: &str) -> Vec<Document<'_>> {
+    // Most files are one document with no marker: only a line starting with `---` or `...` can
+    // be one, and a search for both finds that there is none faster than reading line by line.
+    let marker_at_line = |m: &str, after_newline: &str| text.starts_with(m) || text.contains(after_newline);
+    if !marker_at_line("---", "\n---") && !marker_at_line("...", "\n...") {
+        return if text.is_empty() { Vec::new() } else { vec![Document { text, first_line: 1 }] };
+    }
     let mut docs = Vec::new();
     let mut start = 0usize;
     let mut start_line = 1usize;
@@ -514,18 +520,27 @@ fn oversized_integer(text: &str) -> Option<(String, usize)> {
     None
 }
 
-/// Whether `bytes` hold `min` (at least 15) ASCII digits in a row. Such a run covers a whole
-/// 8-byte chunk, so chunks are looked at first (most end at their first byte), and only around
-/// an all-digit chunk is the run measured: the check costs little on every document.
+/// Whether `bytes` hold `min` (at least 15) ASCII digits in a row. Such a run holds one of
+/// every `min` positions, so only those are looked at (most are not digits), and the run is
+/// measured only around one that is; the next position looked at is `min` past the run's end,
+/// so that no byte is read more than twice: the check costs little on every document.
 fn has_digit_run(bytes: &[u8], min: usize) -> bool {
-    debug_assert!(min >= 15, "a shorter run need not cover a whole chunk");
+    debug_assert!(min >= 15, "a run is sought only for numbers of more than 14 digits");
     let digits = |range: &mut dyn Iterator<Item = &u8>| range.take_while(|b| b.is_ascii_digit()).count();
-    bytes.chunks_exact(8).enumerate().any(|(i, chunk)| {
-        chunk.iter().all(u8::is_ascii_digit) && {
-            let (start, end) = (i * 8, i * 8 + 8);
-            digits(&mut bytes[..start].iter().rev()) + 8 + digits(&mut bytes[end..].iter()) >= min
+    let mut at = min - 1;
+    while let Some(b) = bytes.get(at) {
+        if b.is_ascii_digit() {
+            // (A run reaching back to the position looked at before would have been measured
+            // from there and stepped over: this reads back fewer than `min` bytes.)
+            let after = digits(&mut bytes[at..].iter());
+            if digits(&mut bytes[..at].iter().rev()) + after >= min {
+                return true;
+            }
+            at += after;
         }
-    })
+        at += min;
+    }
+    false
 }
 
 /// A YAML document read, with its notes (message, line in the document from 1).
@@ -660,8 +675,8 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
-        /// The chunked pre-check finds a run of digits exactly when a plain scan does, wherever
-        /// the run starts against the chunks.
+        /// The pre-check finds a run of digits exactly when a plain scan does, wherever
+        /// the run starts against the positions it looks at.
         #[test]
         fn digit_runs_are_found_wherever_they_start(
             text in "[0-9a]{0,80}", pad in 0usize..8, min in 15usize..24,
