@@ -216,13 +216,26 @@ impl<'a> Walker<'a, '_> {
                 }
             }
             (Value::Object(dm), Some(Value::Object(lm))) => {
-                for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
+                // Both maps iterate in the order of their keys: each side's fields are paired
+                // with the other's in one pass over both, where a search for each field
+                // compares it with most keys of a map of one node (every map of an object).
+                let mut others = lm.iter().peekable();
+                for (k, v) in dm.iter() {
+                    let lv = same_key(&mut others, k);
+                    if level.drops(k) {
+                        continue;
+                    }
                     let s = self.push_field(k);
-                    self.walk(v, lm.get(k), &[]);
+                    self.walk(v, lv, &[]);
                     self.pop(s);
                 }
-                for (k, lv) in lm.iter().filter(|(k, _)| !level.drops(k)) {
-                    if dm.get(k).is_none_or(Value::is_null) && !level.child(k).is_empty(lv) && !key_fields.contains(k) {
+                let mut others = dm.iter().peekable();
+                for (k, lv) in lm.iter() {
+                    let dv = same_key(&mut others, k);
+                    if level.drops(k) {
+                        continue;
+                    }
+                    if dv.is_none_or(Value::is_null) && !level.child(k).is_empty(lv) && !key_fields.contains(k) {
                         let s = self.push_field(k);
                         self.extra(lv);
                         self.pop(s);
@@ -333,6 +346,25 @@ impl<'a> Walker<'a, '_> {
     }
 }
 
+/// The value of `key` in a map whose entries `others` yields in key order, none of them before
+/// `key` left: the entries up to it are taken.
+fn same_key<'v>(others: &mut std::iter::Peekable<serde_json::map::Iter<'v>>, key: &str) -> Option<&'v Value> {
+    while let Some((k, v)) = others.peek() {
+        match k.as_str().cmp(key) {
+            std::cmp::Ordering::Less => {
+                others.next();
+            }
+            std::cmp::Ordering::Equal => {
+                let v = *v;
+                others.next();
+                return Some(v);
+            }
+            std::cmp::Ordering::Greater => return None,
+        }
+    }
+    None
+}
+
 /// Whether normalisation reaches the value at `path` (it opens mappings, and the mappings in a
 /// list, but not lists in a list), and if so the name its mapping's fields see as their
 /// parent's: the field it is under, or the list's field for a list item; `None` at the root.
@@ -344,5 +376,37 @@ fn reach<'p>(path: &'p [SegRef<'_>]) -> Option<Option<&'p str>> {
         [] => Some(None),
         [.., SegRef::Field(k)] | [.., SegRef::Field(k), SegRef::Item { .. }] => Some(Some(k)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The walk pairs the fields of two mappings in one pass over both, which holds only while
+    /// `serde_json::Map` iterates in key order (no `preserve_order` feature in the build).
+    #[test]
+    fn maps_iterate_in_key_order_and_fields_pair_across_interleaved_keys() {
+        let m: serde_json::Map<String, Value> =
+            [("b", 1), ("a", 2), ("c", 3)].into_iter().map(|(k, v)| (k.to_owned(), json!(v))).collect();
+        assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b", "c"], "serde_json::Map must keep keys sorted");
+        let desired = json!({"spec": {"b": 1, "d": {"x": 1}, "f": 2, "h": null}});
+        let live = json!({"spec": {"a": 0, "b": 1, "c": 5, "d": {"x": 2}, "g": 7, "h": 8}});
+        let found: Vec<(String, bool)> = diff("ConfigMap", &desired, &live, &MergeKeys::default())
+            .iter()
+            .map(|d| (d.path.to_string(), d.extra))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("spec.d.x".to_owned(), false),
+                ("spec.f".to_owned(), false),
+                ("spec.a".to_owned(), true),
+                ("spec.c".to_owned(), true),
+                ("spec.g".to_owned(), true),
+                ("spec.h".to_owned(), true),
+            ]
+        );
     }
 }

@@ -280,18 +280,30 @@ impl<'a> Key<'a> {
 /// integers written as serde_json writes them back, else `None` (and the caller parses the
 /// JSON in full).
 fn flat_pairs(json: &str) -> Option<Vec<(Cow<'_, str>, Cow<'_, str>)>> {
+    flat_pairs_quoted(json, "\"")
+}
+
+/// [`flat_pairs`] of an item key as it stands inside a JSON string of the managedFields text,
+/// its quotes escaped (`{\"name\":\"web\"}`), borrowed from that text without unescaping it
+/// first: `None` when a name or value has any other escape.
+fn flat_pairs_escaped(raw: &str) -> Option<Vec<(Cow<'_, str>, Cow<'_, str>)>> {
+    flat_pairs_quoted(raw, "\\\"")
+}
+
+/// [`flat_pairs`] with strings between `quote`s (`"`, or `\"` within a JSON string).
+fn flat_pairs_quoted<'j>(json: &'j str, quote: &str) -> Option<Vec<(Cow<'j, str>, Cow<'j, str>)>> {
     // The content of a string at the start of `s` and the rest after it; none with escapes.
-    fn string(s: &str) -> Option<(&str, &str)> {
-        let body = s.strip_prefix('"')?;
+    let string = |s: &'j str| -> Option<(&'j str, &'j str)> {
+        let body = s.strip_prefix(quote)?;
         let end = body.find(['"', '\\'])?;
-        (body.as_bytes()[end] == b'"').then(|| (&body[..end], &body[end + 1..]))
-    }
+        body[end..].starts_with(quote).then(|| (&body[..end], &body[end + quote.len()..]))
+    };
     let mut rest = json.strip_prefix('{')?.strip_suffix('}')?;
     let mut pairs = Vec::with_capacity(2);
     loop {
         let (key, after) = string(rest)?;
         rest = after.strip_prefix(':')?;
-        let value = if rest.starts_with('"') {
+        let value = if rest.starts_with(quote) {
             let (v, after) = string(rest)?;
             rest = after;
             v
@@ -549,15 +561,27 @@ fn insert_text<'a>(node: &mut Node<'a>, t: &mut Text<'a>, bit: u64) -> Option<()
         return t.skip();
     }
     let mut leaf = true;
-    t.members(|t, k| {
-        if k == "." {
-            return t.skip();
-        }
-        leaf = false;
-        let key = match k {
-            Cow::Borrowed(k) => Key::of(k),
-            Cow::Owned(k) => Key::of(&k).into_owned(),
+    t.members_raw(|t, raw, escaped| {
+        // An item key's quotes are escaped in the text (`k:{\"name\":\"web\"}`): its fields are
+        // read from the text as they stand; any other name with escapes is unescaped first.
+        let fast = if escaped { raw.strip_prefix("k:").and_then(flat_pairs_escaped).map(Key::Item) } else { None };
+        let key = match fast {
+            Some(key) => key,
+            None if !escaped => {
+                if raw == "." {
+                    return t.skip();
+                }
+                Key::of(raw)
+            }
+            None => {
+                let name = Text::unescaped(raw)?;
+                if name == "." {
+                    return t.skip();
+                }
+                Key::of(&name).into_owned()
+            }
         };
+        leaf = false;
         let i = match node.children.iter().position(|(ck, _)| ck.same(&key)) {
             Some(i) => i,
             None => {
@@ -682,16 +706,21 @@ impl<'a> Text<'a> {
 
     /// A string, borrowed when it has no escapes.
     fn string(&mut self) -> Option<Cow<'a, str>> {
+        let (raw, escaped) = self.raw_string()?;
+        if escaped { Text::unescaped(raw).map(Cow::Owned) } else { Some(Cow::Borrowed(raw)) }
+    }
+
+    /// A string as it stands between its quotes in the text, and whether it has escapes.
+    fn raw_string(&mut self) -> Option<(&'a str, bool)> {
         self.skip_whitespace();
         let start = self.pos;
-        if self.skip_string()? {
-            let quoted = self.text.get(start..self.pos)?;
-            unescape(&quoted[1..quoted.len() - 1])
-                .or_else(|| serde_json::from_str::<String>(quoted).ok())
-                .map(Cow::Owned)
-        } else {
-            self.text.get(start + 1..self.pos - 1).map(Cow::Borrowed)
-        }
+        let escaped = self.skip_string()?;
+        Some((self.text.get(start + 1..self.pos - 1)?, escaped))
+    }
+
+    /// The content of a string whose text between the quotes is `raw`.
+    fn unescaped(raw: &str) -> Option<String> {
+        unescape(raw).or_else(|| serde_json::from_str::<String>(&format!("\"{raw}\"")).ok())
     }
 
     /// A value that counts only as a string (as `Value::as_str` reads it): the string, or
@@ -739,6 +768,15 @@ impl<'a> Text<'a> {
     /// The members of an object (the cursor at its `{`): `each` gets every key with the cursor at
     /// its value, and reads or steps over the value.
     fn members(&mut self, mut each: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
+        self.members_raw(|t, raw, escaped| {
+            let key = if escaped { Cow::Owned(Text::unescaped(raw)?) } else { Cow::Borrowed(raw) };
+            each(t, key)
+        })
+    }
+
+    /// [`Text::members`] with each key as it stands between its quotes, and whether it has
+    /// escapes.
+    fn members_raw(&mut self, mut each: impl FnMut(&mut Self, &'a str, bool) -> Option<()>) -> Option<()> {
         if !self.eat(b'{') {
             return None;
         }
@@ -746,11 +784,11 @@ impl<'a> Text<'a> {
             return Some(());
         }
         loop {
-            let key = self.string()?;
+            let (key, escaped) = self.raw_string()?;
             if !self.eat(b':') {
                 return None;
             }
-            each(self, key)?;
+            each(self, key, escaped)?;
             if !self.eat(b',') {
                 return self.eat(b'}').then_some(());
             }
@@ -810,6 +848,13 @@ mod tests {
                 _ => None,
             };
             let fast = flat_pairs(k);
+            // As the key stands in the managedFields text: its quotes escaped.
+            let written = serde_json::to_string(k).unwrap();
+            let in_text = flat_pairs_escaped(&written[1..written.len() - 1]);
+            assert!(in_text.is_none() || in_text == fast, "{k}: {in_text:?} {fast:?}");
+            if k.bytes().all(|b| b >= 0x20) {
+                assert_eq!(in_text.is_some(), fast.is_some(), "{k}");
+            }
             if let Some(fast) = &fast {
                 let mut fast: Vec<(String, String)> =
                     fast.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
