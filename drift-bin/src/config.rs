@@ -766,6 +766,11 @@ impl Config {
         }
         if let Some(auto) = &self.accept.auto {
             auto.validate().context("`accept.auto`")?;
+            if auto.asks_prediction() && self.classify.is_none() {
+                bail!(
+                    "`accept.auto`: a rule with `predicted` needs the classifier's settings (`classify: {{min_confidence: 0.8}}`)"
+                );
+            }
             if self.live.snapshot.is_some() {
                 bail!("`accept.auto` reads the cluster's values; `live.snapshot` cannot be accepted from");
             }
@@ -1004,6 +1009,25 @@ mod tests {
             .unwrap();
         let err = Config::parse("repositories:\n  - name: p\n    url: /tmp/p\n").unwrap_err();
         assert!(format!("{err:#}").contains("`cluster` is empty"), "{err:#}");
+    }
+
+    #[test]
+    fn the_classifier_and_proposals_settings_are_checked() {
+        let c = parse("classify: {min_confidence: 0.9}\naccept:\n  propose: {after: 4, within: 30d}\n").unwrap();
+        assert_eq!(c.classify.map(|s| (s.min_confidence, s.min_examples, s.quiet_intended)), Some((0.9, 20, true)));
+        assert_eq!(c.accept.propose.map(|p| (p.after, p.within)), Some((4, Duration::from_secs(30 * 86_400))));
+        for (extra, says) in [
+            ("classify: {min_confidence: 1.5}\n", "classify.min_confidence 1.5 is not between 0 and 1"),
+            ("classify: {min_confidence: 0.8, maybe: 1}\n", "unknown field `maybe`"),
+            ("accept:\n  propose: {after: 1}\n", "one decision is not a pattern"),
+            (
+                "accept:\n  auto:\n    rules: [{predicted: [accept]}]\n",
+                "a rule with `predicted` needs the classifier's settings",
+            ),
+        ] {
+            let err = parse(extra).unwrap_err();
+            assert!(format!("{err:#}").contains(says), "{extra}: {err:#}");
+        }
     }
 
     #[test]
