@@ -21,6 +21,16 @@
 -- about a minute per few million rows), their rollups untouched (the triggers are created after
 -- the copy).
 
+-- NULLS NOT DISTINCT is PostgreSQL 15's: on an older server, say so before anything changes.
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int < 150000 THEN
+        RAISE EXCEPTION 'the drift detector needs PostgreSQL 15 or later (this server is %): its history is partitioned with a NULLS NOT DISTINCT unique index (docs/storage.md)',
+            current_setting('server_version');
+    END IF;
+END
+$$;
+
 LOCK TABLE drifts IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE drifts RENAME TO drifts_unpartitioned;
 ALTER TABLE drifts_unpartitioned ALTER COLUMN id DROP IDENTITY IF EXISTS;
