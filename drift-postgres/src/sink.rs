@@ -232,6 +232,10 @@ impl SqlStore for PostgresStore {
     }
 }
 
+/// A live drift that a report may resolve: id, fingerprint, group, kind, namespace, name, and the
+/// digest of Git's object when it was last seen.
+type Candidate = (i64, String, String, String, String, String, Option<String>);
+
 /// Resolves the open drifts of the report's cluster and repository that it does not list, where
 /// the report may resolve them. One query fetches the candidates' keys and digests (of the
 /// report's own objects only when it may resolve no other, [`resolvable_only`]), the
@@ -243,15 +247,17 @@ async fn resolve(
     written: &mut Written,
 ) -> Result<(), PgError> {
     let Some(mut resolver) = Resolver::of(report) else { return Ok(()) };
-    let candidates: Vec<(i64, String, String, String, String, Option<String>)> = match resolvable_only(report) {
+    // The report's own drifts are left out here, by a hash set: `NOT (fingerprint = ANY($n))`
+    // compared each row read with every fingerprint of the report (up to 1,024 for a watch's
+    // batch, every drift for a full pass): seconds of a storm's write (docs/benchmarks.md).
+    let candidates: Vec<Candidate> = match resolvable_only(report) {
         // Every live drift of the scope (through `drifts_live_scope`).
         None => sqlx::query_as(
-            "SELECT id, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
-             WHERE status <> 'resolved' AND cluster = $1 AND repository = $2 AND NOT (fingerprint = ANY($3))",
+            "SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, desired_digest FROM drifts \
+             WHERE status <> 'resolved' AND cluster = $1 AND repository = $2",
         )
         .bind(&report.cluster)
         .bind(&report.repository)
-        .bind(seen)
         .fetch_all(&mut *conn)
         .await
         .ctx("reading open drifts")?,
@@ -266,11 +272,12 @@ async fn resolve(
                 k[3].push(&key.name);
             }
             sqlx::query_as(
-                "SELECT d.id, d.api_group, d.resource_kind, d.namespace, d.resource_name, d.desired_digest \
+                "SELECT d.id, d.fingerprint, d.api_group, d.resource_kind, d.namespace, d.resource_name, \
+                     d.desired_digest \
                  FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[]) AS k(api_group, kind, namespace, name) \
                  JOIN drifts d ON d.cluster = $1 AND d.repository = $2 AND d.namespace = k.namespace \
                      AND d.resource_name = k.name AND d.resource_kind = k.kind AND d.api_group = k.api_group \
-                 WHERE d.status <> 'resolved' AND NOT (d.fingerprint = ANY($7))",
+                 WHERE d.status <> 'resolved'",
             )
             .bind(&report.cluster)
             .bind(&report.repository)
@@ -278,14 +285,17 @@ async fn resolve(
             .bind(&k[1])
             .bind(&k[2])
             .bind(&k[3])
-            .bind(seen)
             .fetch_all(&mut *conn)
             .await
             .ctx("reading the open drifts of the report's objects")?
         }
     };
+    let seen: std::collections::HashSet<&str> = seen.iter().map(String::as_str).collect();
     let (mut ids, mut resolutions) = (Vec::new(), Vec::new());
-    for (id, group, kind, namespace, name, digest) in candidates {
+    for (id, fingerprint, group, kind, namespace, name, digest) in candidates {
+        if seen.contains(fingerprint.as_str()) {
+            continue;
+        }
         if let Some((_, resolution)) = resolver.resolve(group, kind, namespace, name, digest.as_deref()) {
             ids.push(id);
             resolutions.push(resolution.as_str());
