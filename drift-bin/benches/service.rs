@@ -687,19 +687,35 @@ fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
             samples
         })
     };
-    // kubectl makes one change in `kubectl_every`, two at a time.
+    // kubectl makes one change in `kubectl_every`, two at a time. Started by its full path: a
+    // program looked up in a PATH the command sets makes std fork this process (gigabytes: the
+    // test API server's objects) instead of spawning, which cost more CPU than the API server's
+    // requests and stalled them while the page tables were copied.
+    let kubectl_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+        .expect("kubectl on PATH");
     let (ktx, krx) = std::sync::mpsc::channel::<(usize, Vec<String>)>();
     let krx = Arc::new(Mutex::new(krx));
     let kubectls: Vec<_> = (0..2)
         .map(|_| {
             let (krx, kubeconfig, home) = (krx.clone(), server.kubeconfig_path().to_owned(), dir.path().to_owned());
+            let kubectl = kubectl_path.clone();
             std::thread::spawn(move || {
                 let mut made = Vec::new();
                 loop {
                     let next = krx.lock().unwrap().recv();
                     let Ok((k, args)) = next else { return made };
-                    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                    kubectl(&kubeconfig, &home, &args, &[]);
+                    let out = Command::new(&kubectl)
+                        .arg("--kubeconfig")
+                        .arg(&kubeconfig)
+                        .args(&args)
+                        .env_clear()
+                        .env("HOME", &home)
+                        .stdin(std::process::Stdio::null())
+                        .output()
+                        .unwrap();
+                    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
                     made.push((k, Instant::now()));
                 }
             })
