@@ -445,7 +445,7 @@ pub const CLASSIFIER_REFRESH: std::time::Duration = std::time::Duration::from_se
 /// decided drift, so this bounds its cost.
 pub const CLASSIFIER_MAX_EXAMPLES: usize = 20_000;
 
-/// The classifier of a process ([`drift_engine::classify`]), trained from the store's decisions
+/// The classifier of a process (this module's model), trained from the store's decisions
 /// and kept for [`CLASSIFIER_REFRESH`]: every reader (the API, the CLI, the notifier task,
 /// automatic pull requests, whitelist proposals) asks it through [`Classifier::predict`].
 /// `settings: None`: predictions are shown and never used.

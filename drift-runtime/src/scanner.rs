@@ -164,7 +164,8 @@ pub struct Scanner {
     pub(crate) gaps: Arc<WatchGaps>,
 }
 
-/// The pairs each cluster's watch does not see now, by cluster ([`Scanner::set_out_of_sync`]).
+/// The pairs each cluster's watch does not see now, by cluster (set by each scanner as its watch
+/// loses or regains sync).
 #[derive(Debug, Default)]
 pub struct WatchGaps(std::sync::Mutex<std::collections::BTreeMap<String, usize>>);
 
