@@ -69,7 +69,9 @@ pub(crate) async fn decide(
         Ok(d) => {
             tracing::info!(drift_id = id, actor = %d.actor, action = d.action.as_str(), "decision recorded");
             // The next prediction of this process learns from it.
-            state.classifier.retrain();
+            if let Some(p) = &state.predictor {
+                p.retrain();
+            }
             Ok((StatusCode::CREATED, Json(d)).into_response())
         }
         Err(e) if e.kind() == ErrorKind::NotFound => Err(ApiError::not_found(format!("no drift with id {id}"))),

@@ -1,8 +1,8 @@
 //! One drift with what people decided about it, what was sent about it and what similar
 //! decisions teach: the answer of `GET /drifts/{id}` and of `drift drifts get`.
 
-pub use drift_engine::classify::{Classifier, ClassifySettings, PredictionView};
 use drift_model::act::{ActStore, Decision, DeliveryRecord, Learned};
+use drift_model::prediction::{PredictionView, Predictor};
 use drift_model::sink::{DriftStore, PageRequest, StoredDrift};
 use serde::Serialize;
 
@@ -26,7 +26,7 @@ pub struct DriftDetail {
     pub learned: Option<LearnedView>,
     /// What the classifier predicts the team will do (accept, revert, ignore), with its
     /// confidence and reasons, the drift's own decisions left out; `null` before any decision
-    /// (or with a store that keeps no decisions).
+    /// (or with a store that keeps no decisions, or with no predictor).
     pub prediction: Option<PredictionView>,
 }
 
@@ -50,12 +50,12 @@ impl From<Learned> for LearnedView {
 }
 
 /// Reads a drift and, when the store keeps them (`act`), its decisions, its newest
-/// notifications, the learned confidence and the classifier's prediction. `NotFound` for an
-/// unknown id.
+/// notifications, the learned confidence and the prediction of `predictor` (the runtime gives
+/// `drift_engine::classify::Classifier`). `NotFound` for an unknown id.
 pub async fn drift_detail(
     store: &dyn DriftStore,
     act: Option<&dyn ActStore>,
-    classifier: &Classifier,
+    predictor: Option<&dyn Predictor>,
     id: i64,
 ) -> drift_model::Result<DriftDetail> {
     let drift = store.get(id).await?;
@@ -74,6 +74,9 @@ pub async fn drift_detail(
     // A page holds whole events: one event to several notifiers can go past the limit.
     notifications.truncate(DETAIL_NOTIFICATIONS as usize);
     let learned = act.similar(&drift).await?.map(LearnedView::from);
-    let prediction = classifier.predict(store, act, &drift).await?;
+    let prediction = match predictor {
+        Some(p) => p.predict(store, act, &drift).await?,
+        None => None,
+    };
     Ok(DriftDetail { drift, decisions, notifications, learned, prediction })
 }

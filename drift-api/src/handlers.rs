@@ -180,8 +180,11 @@ pub(crate) async fn drift(
 ) -> ApiResult {
     query::pairs(raw.as_deref(), &[])?;
     let id = path_id(id)?;
-    match within(&state, crate::detail::drift_detail(state.store.as_ref(), state.act.as_deref(), &state.classifier, id))
-        .await
+    match within(
+        &state,
+        crate::detail::drift_detail(state.store.as_ref(), state.act.as_deref(), state.predictor.as_deref(), id),
+    )
+    .await
     {
         Ok(d) => Ok(Json(d).into_response()),
         Err(e) if e.kind() == drift_model::ErrorKind::NotFound => {

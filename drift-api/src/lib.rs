@@ -83,13 +83,14 @@ pub mod ui;
 pub use acting::{DecisionRequest, DeliveryPage, NO_ACT_STORE};
 pub use auth::{Actor, ApiToken, check_tokens};
 pub use check::{MergeCheck, NO_MERGE_CHECK};
-pub use detail::{Classifier, ClassifySettings, DriftDetail, LearnedView, PredictionView, drift_detail};
+pub use detail::{DriftDetail, LearnedView, drift_detail};
 /// The scan gate, shared with the runtime ([`drift_metrics::gate`]).
 pub use drift_metrics::gate;
 /// The Prometheus metrics the runtime records and `GET /metrics` renders
 /// ([`drift_metrics::metrics`]).
 pub use drift_metrics::metrics;
 pub use drift_metrics::{Metrics, ScanGate, ScanPermit};
+pub use drift_model::prediction::{PredictionView, Predictor};
 pub use error::ApiError;
 pub use remediation::{NO_REMEDIES, Remediate};
 pub use routes::router;

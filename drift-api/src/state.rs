@@ -117,7 +117,7 @@ pub struct ApiState {
     pub(crate) audit: Option<Arc<dyn drift_model::AuditIntake>>,
     pub(crate) alerts: crate::alerts::AlertSettings,
     pub(crate) merge_check: Option<Arc<dyn crate::check::MergeCheck>>,
-    pub(crate) classifier: Arc<crate::detail::Classifier>,
+    pub(crate) predictor: Option<Arc<dyn drift_model::prediction::Predictor>>,
 }
 
 impl std::fmt::Debug for ApiState {
@@ -160,13 +160,14 @@ impl ApiState {
             audit: None,
             alerts: crate::alerts::AlertSettings::default(),
             merge_check: None,
-            classifier: Arc::default(),
+            predictor: None,
         }
     }
-    /// The classifier whose predictions `GET /drifts/{id}` shows (default: trained from the
-    /// store, never used: no `classify:` settings).
-    pub fn with_classifier(mut self, classifier: Arc<crate::detail::Classifier>) -> Self {
-        self.classifier = classifier;
+    /// What predicts the team's decision about a drift, shown by `GET /drifts/{id}` and told
+    /// of each decision recorded (the runtime gives `drift_engine::classify::Classifier`);
+    /// without it the prediction is `null`.
+    pub fn with_predictor(mut self, predictor: Arc<dyn drift_model::prediction::Predictor>) -> Self {
+        self.predictor = Some(predictor);
         self
     }
     /// What `POST /check` asks what merging a branch would do; without it the endpoint answers

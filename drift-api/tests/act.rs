@@ -226,16 +226,20 @@ async fn a_drift_shows_its_notifications_and_what_similar_decisions_teach() {
     let own = get(&h.app, &format!("/drifts/{web}")).await.json()["prediction"].clone();
     assert_eq!((&own["intent"], &own["examples"]), (&json!("revert"), &json!(1)), "only the reject: {own}");
     // With settings: used at or above the confidence and the number of decided drifts set.
-    let settings = |min_confidence, min_examples| drift_api::ClassifySettings {
+    let settings = |min_confidence, min_examples| drift_engine::classify::ClassifySettings {
         min_confidence,
         min_examples,
         quiet_intended: true,
     };
     for (s, used) in [(settings(0.5, 2), true), (settings(0.5, 3), false), (settings(0.9999, 1), false)] {
-        let app = router(h.state.clone().with_classifier(Arc::new(drift_api::Classifier::new(Some(s)))));
+        let app = router(h.state.clone().with_predictor(Arc::new(drift_engine::classify::Classifier::new(Some(s)))));
         let p = get(&app, &format!("/drifts/{cart}")).await.json()["prediction"].clone();
         assert_eq!((&p["used"], &p["min_confidence"]), (&json!(used), &json!(s.min_confidence)), "{s:?}: {p}");
     }
+    // An API given no predictor (an integrator's, on the model alone) shows none.
+    let bare = router(ApiState::new(h.store.clone(), h.trigger.clone()).with_act(h.store.clone()));
+    let v = get(&bare, &format!("/drifts/{cart}")).await.json();
+    assert_eq!((&v["prediction"], &v["learned"]["accepted"]), (&Value::Null, &json!(1)), "{v}");
 
     // Every drift of scan-1 was announced to the hook: one sent or parked delivery each.
     let v = get(&h.app, &format!("/drifts/{web}")).await.json();

@@ -110,7 +110,7 @@ pub struct Config {
     /// routing, automatic pull requests and whitelist proposals) only as these settings say
     /// (docs/decisions.md, "The classifier, used").
     #[serde(default)]
-    pub classify: Option<drift_api::ClassifySettings>,
+    pub classify: Option<drift_core::drift_engine::classify::ClassifySettings>,
     /// The Kubernetes audit log, joined with the drifts to name the person behind each change
     /// (`drift serve` only; docs/kubernetes.md, "The person behind a change").
     #[serde(default)]

@@ -39,37 +39,14 @@ use drift_model::decision::{Decision, DecisionAction};
 use drift_model::sink::{DriftStatus, DriftStore, PageRequest, StoredDrift};
 use serde::{Deserialize, Serialize};
 
-/// What people did with a drift, the class the model predicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Intent {
-    /// The change was meant: accepted (a waiver, or taken into Git).
-    Accept,
-    /// The change was not meant: rejected, or the cluster put back.
-    Revert,
-    /// Seen and left as it is (acknowledged, and nothing more).
-    Ignore,
-}
+pub use drift_model::prediction::{Intent, PredictionView, Predictor, Probabilities, ReasonView};
 
-impl Intent {
-    /// The three classes, in the order of [`Prediction::probabilities`].
-    pub const ALL: [Intent; 3] = [Intent::Accept, Intent::Revert, Intent::Ignore];
-
-    /// snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Intent::Accept => "accept",
-            Intent::Revert => "revert",
-            Intent::Ignore => "ignore",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Intent::Accept => 0,
-            Intent::Revert => 1,
-            Intent::Ignore => 2,
-        }
+/// The position of an intent in [`Intent::ALL`] (and in a prediction's probabilities).
+fn index(intent: Intent) -> usize {
+    match intent {
+        Intent::Accept => 0,
+        Intent::Revert => 1,
+        Intent::Ignore => 2,
     }
 }
 
@@ -244,7 +221,7 @@ impl Model {
     pub fn train(examples: &[(Features, Intent)]) -> Model {
         let mut model = Model { classes: [0; 3], counts: vec![HashMap::new(); FEATURES] };
         for (features, intent) in examples {
-            let i = intent.index();
+            let i = index(*intent);
             model.classes[i] += 1;
             for (f, (_, value)) in features.values().into_iter().enumerate() {
                 model.counts[f].entry(value).or_default()[i] += 1;
@@ -257,7 +234,7 @@ impl Model {
     /// drift's own decision is left out of its prediction, so that the prediction is not an
     /// echo of it. Forgetting an example never learned leaves counts at zero, never below.
     pub fn forget(&mut self, features: &Features, intent: Intent) {
-        let i = intent.index();
+        let i = index(intent);
         if self.classes[i] == 0 {
             return;
         }
@@ -372,7 +349,7 @@ pub fn evaluate(examples: &[(Features, Intent)], holdout: f64, threshold: f64) -
     let (mut above, mut above_right) = (0u32, 0u32);
     for (features, truth) in &test {
         let Some(p) = model.predict(features) else { continue };
-        confusion[truth.index()][p.intent.index()] += 1;
+        confusion[index(*truth)][index(p.intent)] += 1;
         if p.confidence >= threshold {
             above += 1;
             above_right += u32::from(p.intent == *truth);
@@ -381,7 +358,7 @@ pub fn evaluate(examples: &[(Features, Intent)], holdout: f64, threshold: f64) -
     let tested = test.len() as u32;
     let ratio = |a: u32, b: u32| if b == 0 { 1.0 } else { f64::from(a) / f64::from(b) };
     let classes = Intent::ALL.map(|intent| {
-        let c = intent.index();
+        let c = index(intent);
         let predicted: u32 = (0..3).map(|t| confusion[t][c]).sum();
         let support: u32 = confusion[c].iter().sum();
         ClassScore {
@@ -526,7 +503,23 @@ impl Classifier {
             }
             None => trained.model.predict(&features),
         };
-        Ok(prediction.map(|p| PredictionView::new(p, self.settings.as_ref())))
+        Ok(prediction.map(|p| view(p, self.settings.as_ref())))
+    }
+}
+
+#[async_trait::async_trait]
+impl Predictor for Classifier {
+    async fn predict(
+        &self,
+        store: &dyn DriftStore,
+        act: &dyn ActStore,
+        drift: &StoredDrift,
+    ) -> drift_model::Result<Option<PredictionView>> {
+        Classifier::predict(self, store, act, drift).await
+    }
+
+    fn retrain(&self) {
+        Classifier::retrain(self);
     }
 }
 
@@ -574,95 +567,41 @@ pub async fn train_from_store(store: &dyn DriftStore, act: &dyn ActStore) -> dri
     Ok(Trained { model, examples })
 }
 
-/// One reason of a prediction, as shown.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ReasonView {
-    /// The feature ("field manager").
-    pub feature: String,
-    /// Its value in the drift.
-    pub value: String,
-    /// Decided drifts with that value.
-    pub seen: u32,
-    /// Of them, those with the predicted intent.
-    pub agreeing: u32,
-    /// "field manager kubectl-scale: 18 of 20 such decisions were accept".
-    pub text: String,
-}
-
-/// The probability of each intent.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Probabilities {
-    /// Accept.
-    pub accept: f64,
-    /// Revert.
-    pub revert: f64,
-    /// Ignore.
-    pub ignore: f64,
-}
-
-/// What the classifier predicts for a drift, as shown and as used.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PredictionView {
-    /// `accept`, `revert` or `ignore`.
-    pub intent: Intent,
-    /// Its probability, 0 to 1.
-    pub confidence: f64,
-    /// Every intent's probability.
-    pub probabilities: Probabilities,
-    /// The evidence, strongest first (at most three).
-    pub reasons: Vec<ReasonView>,
-    /// Decided drifts the model learned from (this one's own decisions left out).
-    pub examples: u32,
-    /// The confidence set in `classify.min_confidence`; `null` without `classify:`.
-    pub min_confidence: Option<f64>,
-    /// Whether the detector acts on it: `classify:` is set, the confidence is at least
-    /// `min_confidence` and the model learned from at least `min_examples` decided drifts.
-    pub used: bool,
-    /// "accept (93%): field manager kubectl-scale: 18 of 20 such decisions were accept; ...".
-    pub explanation: String,
-}
-
-impl PredictionView {
-    fn new(p: Prediction, settings: Option<&ClassifySettings>) -> Self {
-        let used = settings.is_some_and(|s| p.confidence >= s.min_confidence && p.examples >= s.min_examples);
-        let reasons: Vec<ReasonView> = p
-            .reasons
-            .iter()
-            .map(|r| ReasonView {
-                feature: r.feature.to_owned(),
-                value: r.value.clone(),
-                seen: r.seen,
-                agreeing: r.agreeing,
-                text: r.to_string(),
-            })
-            .collect();
-        let because: Vec<&str> = reasons.iter().map(|r| r.text.as_str()).collect();
-        let explanation = format!(
-            "{} ({:.0}%){}{}",
-            p.intent.as_str(),
-            p.confidence * 100.0,
-            if because.is_empty() { "" } else { ": " },
-            because.join("; ")
-        );
-        PredictionView {
-            intent: p.intent,
-            confidence: p.confidence,
-            probabilities: Probabilities {
-                accept: p.probabilities[0],
-                revert: p.probabilities[1],
-                ignore: p.probabilities[2],
-            },
-            reasons,
-            examples: p.examples,
-            min_confidence: settings.map(|s| s.min_confidence),
-            used,
-            explanation,
-        }
-    }
-
-    /// Whether it is used and says `intent`.
-    pub fn says(&self, intent: Intent) -> bool {
-        self.used && self.intent == intent
+/// The prediction as shown, and whether it is used under `settings`.
+fn view(p: Prediction, settings: Option<&ClassifySettings>) -> PredictionView {
+    let used = settings.is_some_and(|s| p.confidence >= s.min_confidence && p.examples >= s.min_examples);
+    let reasons: Vec<ReasonView> = p
+        .reasons
+        .iter()
+        .map(|r| ReasonView {
+            feature: r.feature.to_owned(),
+            value: r.value.clone(),
+            seen: r.seen,
+            agreeing: r.agreeing,
+            text: r.to_string(),
+        })
+        .collect();
+    let because: Vec<&str> = reasons.iter().map(|r| r.text.as_str()).collect();
+    let explanation = format!(
+        "{} ({:.0}%){}{}",
+        p.intent.as_str(),
+        p.confidence * 100.0,
+        if because.is_empty() { "" } else { ": " },
+        because.join("; ")
+    );
+    PredictionView {
+        intent: p.intent,
+        confidence: p.confidence,
+        probabilities: Probabilities {
+            accept: p.probabilities[0],
+            revert: p.probabilities[1],
+            ignore: p.probabilities[2],
+        },
+        reasons,
+        examples: p.examples,
+        min_confidence: settings.map(|s| s.min_confidence),
+        used,
+        explanation,
     }
 }
 

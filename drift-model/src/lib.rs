@@ -40,6 +40,7 @@ pub mod lookup;
 pub mod memory;
 pub mod outbox;
 pub mod path;
+pub mod prediction;
 pub mod progress;
 pub mod remedy;
 pub mod report;

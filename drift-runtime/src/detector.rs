@@ -750,7 +750,7 @@ impl Detector {
             Some(c) => state.with_merge_check(c.clone()),
             None => state,
         };
-        let state = state.with_classifier(self.classifier.clone());
+        let state = state.with_predictor(self.classifier.clone());
         match self.remediate() {
             Some(r) => state.with_remedies(r),
             None => state,
@@ -944,6 +944,9 @@ impl Detector {
                                 for t in [Some(sched), watcher, healer].into_iter().flatten() {
                                     t.abort();
                                 }
+                                // An aborted watch never reaches its own reset: what it did not
+                                // see is no longer this replica's to see (nor its 503).
+                                unit.scanner.set_out_of_sync(0);
                                 tracing::warn!(cluster = %unit.scanner.cluster(), "the cluster's lease is gone: its scans, watch and self-heal stop here");
                             }
                         }

@@ -358,7 +358,9 @@ pub async fn sqlite_harness() -> SqliteHarness {
     let state = ApiState::new(store.clone(), trigger.clone())
         .with_tokens(vec![ApiToken::named("alice", ALICE).unwrap(), ApiToken::named("bob", BOB).unwrap()])
         .with_act(store.clone())
-        .with_clock(clock.clone());
+        .with_clock(clock.clone())
+        // As the runtime gives it: learned from the store, shown, used by nothing (no settings).
+        .with_predictor(Arc::new(drift_engine::classify::Classifier::default()));
     SqliteHarness { app: router(state.clone()), store, trigger, clock, state, parked, _dir: dir }
 }
 

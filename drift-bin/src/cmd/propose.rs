@@ -47,7 +47,7 @@ struct Printed {
 pub async fn run(args: &ProposeArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let policy = config.accept.propose.clone().unwrap_or_default();
-    let classifier = drift_api::Classifier::new(config.classify);
+    let classifier = drift_core::drift_engine::classify::Classifier::new(config.classify);
     let now = chrono::Utc::now();
     let mut printed = Vec::new();
     let mut failed = false;

@@ -273,8 +273,8 @@ fn print_finding_table(page: &FindingPage, checked: bool) {
 async fn get(args: &GetArgs) -> Result<ExitCode> {
     let config = Config::load(&args.config)?;
     let (read, act) = compose::open_act_store(&config.store_config()?).await?;
-    let classifier = drift_api::Classifier::new(config.classify);
-    let detail = match drift_api::drift_detail(read.as_ref(), Some(act.as_ref()), &classifier, args.id).await {
+    let classifier = drift_core::drift_engine::classify::Classifier::new(config.classify);
+    let detail = match drift_api::drift_detail(read.as_ref(), Some(act.as_ref()), Some(&classifier), args.id).await {
         Ok(d) => d,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             eprintln!("error: no drift with id {}", args.id);
