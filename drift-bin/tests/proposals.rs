@@ -178,6 +178,10 @@ fn three_consistent_accepts_make_one_proposal_naming_the_deciders_and_disagreeme
         assert!(body.contains(&format!("{who} says accept")), "the comment is evidence: {body}");
     }
     assert!(!body.contains("settings"), "{body}");
+    // A plain git remote has no pull request: the branch's commit holds the evidence.
+    let message = w.repo.git(&["log", "-1", "--format=%B", &branches[0]]);
+    assert!(message.contains("Decided by: alice, bob, carol."), "{message}");
+    assert!(message.contains("| accept | carol |"), "{message}");
 
     // Once per pattern: a second round proposes nothing new.
     let out = w.ok(&["propose", "--open"]);

@@ -95,11 +95,14 @@ impl ChangeProposer for GitProposer {
                 body.push_str(&format!("- {u}\n"));
             }
         }
+        // The body in the commit too: a pushed branch (a remote that is not GitHub) has no pull
+        // request to hold the evidence, and the commit stays when the branch is merged.
+        let commit_message = format!("{}\n\n{}\n\nProposed by the drift detector.", request.title, body.trim_end());
         let proposal = publish::Proposal {
             branch: request.branch.clone(),
             title: request.title.clone(),
             body,
-            commit_message: format!("{}\n\nProposed by the drift detector.", request.title),
+            commit_message,
             edits: plan.edits,
             author: self.author.clone(),
         };

@@ -265,7 +265,12 @@ async fn a_kustomize_overlay_change_is_proposed_updated_merged_and_then_no_longe
     assert_eq!(git(&bare, &["log", "-1", "--format=%an <%ae>", &head]), "Drift Detector <drift@example.com>");
     assert_eq!(
         git(&bare, &["log", "-1", "--format=%B", &head]),
-        format!("{}\n\nProposed by the drift detector.", req.title)
+        format!(
+            "{}\n\n{}\n\nProposed by the drift detector.",
+            req.title,
+            format!("{}{where_section}", req.body).trim_end()
+        ),
+        "the commit holds the pull request's body too"
     );
     assert_eq!(git(&bare, &["rev-parse", "refs/heads/main"]), c1, "the base branch is untouched");
     let pr1 = checkout(&bare, &head);
