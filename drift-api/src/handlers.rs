@@ -1,7 +1,7 @@
 //! The handlers. Each reads its parameters strictly (400 on anything unknown or malformed) and
 //! answers JSON.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
@@ -90,10 +90,33 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
         return Ok(not_ready("no scan has been recorded yet".to_owned(), shown));
     };
     let limit = state.max_scan_age.as_secs();
+    let unseen_pairs = |n: u64| {
+        format!(
+            "the watch does not see {n} (kind, namespace) pair(s): it lost sync and has not relisted yet; \
+             nothing there is resolved until it does"
+        )
+    };
     // A repository whose last scan is older than the limit is no longer scanned (removed from
     // the configuration): its old failure does not count.
-    let failed = scans.iter().find(|s| s.outcome == ScanOutcome::Failed && s.age_seconds as u64 <= limit);
-    if let Some(failed) = failed {
+    let current: Vec<&LastScan<'_>> = scans.iter().filter(|s| s.age_seconds as u64 <= limit).collect();
+    // A detector of several clusters (the runtime names them) judges them one by one: a cluster
+    // whose last scan failed, or whose watch does not see everything, is degraded, and the
+    // service is ready while one of them is not. A detector of one cluster (or one that names
+    // none) is not ready while any scan of the store failed, as before.
+    let own = state.cluster_gaps.as_ref().map(|g| g.clusters()).unwrap_or_default();
+    let fleet: BTreeSet<&str> = if own.len() > 1 { own.iter().map(String::as_str).collect() } else { BTreeSet::new() };
+    let gaps = state.cluster_gaps.as_ref().map(|g| g.out_of_sync()).unwrap_or_default();
+    let mut degraded: BTreeMap<&str, String> = BTreeMap::new();
+    for s in current.iter().filter(|s| s.outcome == ScanOutcome::Failed && fleet.contains(s.cluster)) {
+        degraded.entry(s.cluster).or_insert_with(|| {
+            format!("the last scan of repository {:?} in cluster {:?} failed", s.repository, s.cluster)
+        });
+    }
+    for (cluster, n) in gaps.iter().filter(|(c, _)| fleet.contains(c.as_str())) {
+        degraded.entry(cluster.as_str()).or_insert_with(|| format!("cluster {cluster:?}: {}", unseen_pairs(*n as u64)));
+    }
+    let some_ready = fleet.len() > 1 && degraded.len() < fleet.len();
+    if let Some(failed) = current.iter().find(|s| s.outcome == ScanOutcome::Failed).filter(|_| !some_ready) {
         return Ok(not_ready(
             format!("the last scan of repository {:?} in cluster {:?} failed", failed.repository, failed.cluster),
             shown,
@@ -107,16 +130,16 @@ pub(crate) async fn ready(State(state): State<ApiState>, RawQuery(raw): RawQuery
     }
     // An outage only the watch sees (the API server gone between two passes) shows here too.
     let unseen = state.metrics.watch_out_of_sync();
-    if unseen > 0 {
-        return Ok(not_ready(
-            format!(
-                "the watch does not see {unseen} (kind, namespace) pair(s): it lost sync and has not relisted yet; \
-                 nothing there is resolved until it does"
-            ),
-            shown,
-        ));
+    // Without the clusters' own gaps, a gap anywhere counts.
+    if unseen > 0 && (!some_ready || state.cluster_gaps.is_none()) {
+        return Ok(not_ready(unseen_pairs(unseen), shown));
     }
-    Ok(Json(json!({"status": "ready", "store": "ok", "leader": leader, "scans": shown})).into_response())
+    let mut answer = json!({"status": "ready", "store": "ok", "leader": leader, "scans": shown});
+    if !degraded.is_empty() {
+        answer["degraded"] =
+            degraded.iter().map(|(cluster, reason)| json!({"cluster": cluster, "reason": reason})).collect();
+    }
+    Ok(Json(answer).into_response())
 }
 
 pub(crate) async fn scan(State(state): State<ApiState>, Actor(actor): Actor, RawQuery(raw): RawQuery) -> ApiResult {

@@ -94,7 +94,7 @@ pub use drift_model::prediction::{PredictionView, Predictor};
 pub use error::ApiError;
 pub use remediation::{NO_REMEDIES, Remediate};
 pub use routes::router;
-pub use state::{ApiState, Clock, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};
+pub use state::{ApiState, Clock, ClusterGaps, ManualClock, ScanTrigger, SystemClock, TriggerOutcome};
 
 /// The examples of the crate's README.md, compiled and run as doctests so that it stays true.
 #[cfg(doctest)]

@@ -238,6 +238,8 @@ fn schemas() -> Value {
             "store": {"type": "string", "enum": ["ok"]},
             "error": {"type": "string", "description": "why the service is not ready"},
             "leader": {"type": "boolean", "description": "whether this replica runs the scans (holds the leader lease, or leader election is off)"},
+            "degraded": {"type": "array", "description": "with several clusters, those whose last scan failed or whose watch lost sync while another is fine (the service stays ready)",
+                "items": object(&["cluster", "reason"], json!({"cluster": {"type": "string"}, "reason": {"type": "string"}}))},
             "scans": {"type": "array", "items": object(
                 &["cluster", "repository", "scan_id", "outcome", "finished_at", "age_seconds"],
                 json!({

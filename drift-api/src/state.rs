@@ -118,6 +118,17 @@ pub struct ApiState {
     pub(crate) alerts: crate::alerts::AlertSettings,
     pub(crate) merge_check: Option<Arc<dyn crate::check::MergeCheck>>,
     pub(crate) predictor: Option<Arc<dyn drift_model::prediction::Predictor>>,
+    pub(crate) cluster_gaps: Option<Arc<dyn ClusterGaps>>,
+}
+
+/// The clusters of a detector and what each one's watch does not see now: the (kind,
+/// namespace) pairs it lost, by cluster (the runtime's watch gaps). With several clusters,
+/// `GET /ready` judges them one by one.
+pub trait ClusterGaps: Send + Sync + std::fmt::Debug {
+    /// The names of the clusters this detector reads.
+    fn clusters(&self) -> Vec<String>;
+    /// The clusters whose watch misses pairs now, with how many.
+    fn out_of_sync(&self) -> std::collections::BTreeMap<String, usize>;
 }
 
 impl std::fmt::Debug for ApiState {
@@ -161,6 +172,7 @@ impl ApiState {
             alerts: crate::alerts::AlertSettings::default(),
             merge_check: None,
             predictor: None,
+            cluster_gaps: None,
         }
     }
     /// What predicts the team's decision about a drift, shown by `GET /drifts/{id}` and told
@@ -168,6 +180,14 @@ impl ApiState {
     /// without it the prediction is `null`.
     pub fn with_predictor(mut self, predictor: Arc<dyn drift_model::prediction::Predictor>) -> Self {
         self.predictor = Some(predictor);
+        self
+    }
+    /// What each cluster's watch does not see (the runtime gives its watch gaps): with several
+    /// clusters, `GET /ready` stays ready while one cluster is degraded (its last scan failed, or
+    /// its watch lost sync) and lists it in `degraded`; without it only scans are judged per
+    /// cluster, and a watch gap anywhere makes the service not ready.
+    pub fn with_cluster_gaps(mut self, gaps: Arc<dyn ClusterGaps>) -> Self {
+        self.cluster_gaps = Some(gaps);
         self
     }
     /// What `POST /check` asks what merging a branch would do; without it the endpoint answers

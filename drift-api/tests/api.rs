@@ -111,6 +111,58 @@ async fn ready_is_503_when_the_last_scan_failed() {
 }
 
 #[tokio::test]
+async fn ready_judges_several_clusters_one_by_one() {
+    #[derive(Debug)]
+    struct View(std::collections::BTreeMap<String, usize>);
+    impl drift_api::ClusterGaps for View {
+        fn clusters(&self) -> Vec<String> {
+            vec!["test-cluster".to_owned(), "edge".to_owned()]
+        }
+        fn out_of_sync(&self) -> std::collections::BTreeMap<String, usize> {
+            self.0.clone()
+        }
+    }
+    let view = |gaps: &[(&str, usize)]| Arc::new(View(gaps.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect()));
+    let h = harness().await;
+    let edge = |id: &str, at, outcome| {
+        let mut r = report(id, at, &[], vec![]);
+        r.cluster = "edge".to_owned();
+        r.outcome = outcome;
+        r
+    };
+    h.store.record(&report("home-1", t(93), &[], vec![])).await.unwrap();
+    h.store.record(&edge("edge-1", t(92), drift_model::ScanOutcome::Failed)).await.unwrap();
+    // A detector that names no clusters (or one): any failed scan of the store, as before.
+    let a = get(&h.app, "/ready").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text);
+    // The detector of test-cluster and edge: test-cluster is fine, edge's last scan failed:
+    // ready, edge degraded.
+    let app = router(h.state.clone().with_cluster_gaps(view(&[])));
+    let a = get(&app, "/ready").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    assert_eq!(
+        a.json()["degraded"],
+        serde_json::json!([{"cluster": "edge", "reason": "the last scan of repository \"test-repo\" in cluster \"edge\" failed"}])
+    );
+    // test-cluster's watch lost sync as well: every cluster is degraded, not ready.
+    let app = router(h.state.clone().with_cluster_gaps(view(&[("test-cluster", 3)])));
+    let a = get(&app, "/ready").await;
+    assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE, "{}", a.text);
+    assert!(a.error().contains("cluster \"edge\" failed"), "{}", a.text);
+    // edge scans again: ready, test-cluster's watch named as degraded.
+    h.store.record(&edge("edge-2", t(94), drift_model::ScanOutcome::Success)).await.unwrap();
+    let a = get(&app, "/ready").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.text);
+    let degraded = a.json()["degraded"].clone();
+    assert_eq!(degraded[0]["cluster"], "test-cluster", "{degraded}");
+    assert!(degraded[0]["reason"].as_str().unwrap().contains("does not see 3 (kind, namespace) pair(s)"), "{degraded}");
+    // A gap of a cluster that is not the detector's is not counted.
+    let app = router(h.state.clone().with_cluster_gaps(view(&[("gone", 2)])));
+    let a = get(&app, "/ready").await;
+    assert_eq!((a.status, &a.json()["degraded"]), (StatusCode::OK, &Value::Null), "{}", a.text);
+}
+
+#[tokio::test]
 async fn ready_ignores_the_old_failure_of_a_repository_no_longer_scanned() {
     let h = harness().await;
     let mut failed = report("scan-old", t(70), &[], vec![]);

@@ -390,7 +390,7 @@ impl DetectorBuilder {
             policy.validate()?;
             if clusters.len() > 1 {
                 return Err(drift_core::Error::config(
-                    "accept.propose works with one cluster; `drift propose` prints a cluster's proposals",
+                    "accept.propose works with one cluster (whitelist proposals are not made for several yet)",
                 ));
             }
             if self.proposers.is_empty() {
@@ -750,7 +750,11 @@ impl Detector {
             Some(c) => state.with_merge_check(c.clone()),
             None => state,
         };
-        let state = state.with_predictor(self.classifier.clone());
+        let view = crate::scanner::ClusterView {
+            names: self.units.iter().map(|u| u.scanner.cluster().to_owned()).collect(),
+            gaps: self.gaps.clone(),
+        };
+        let state = state.with_predictor(self.classifier.clone()).with_cluster_gaps(Arc::new(view));
         match self.remediate() {
             Some(r) => state.with_remedies(r),
             None => state,

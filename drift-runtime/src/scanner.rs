@@ -184,6 +184,25 @@ impl WatchGaps {
     }
 }
 
+/// A detector's clusters and their watch gaps, as the API's `/ready` reads them.
+#[cfg(feature = "api")]
+#[derive(Debug)]
+pub(crate) struct ClusterView {
+    pub(crate) names: Vec<String>,
+    pub(crate) gaps: Arc<WatchGaps>,
+}
+
+#[cfg(feature = "api")]
+impl drift_api::ClusterGaps for ClusterView {
+    fn clusters(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn out_of_sync(&self) -> std::collections::BTreeMap<String, usize> {
+        self.gaps.out_of_sync()
+    }
+}
+
 impl Scanner {
     /// One pass over every desired source; `None` when a pass is already running (passes never
     /// overlap). Each report is recorded as soon as it is made; a store that fails does not stop
