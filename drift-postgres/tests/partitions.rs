@@ -232,3 +232,56 @@ async fn retention_drops_whole_months_and_keeps_open_drifts_and_the_rollups() {
         .unwrap();
     assert_eq!(empty_days, 0, "no rollup day left that counts nothing");
 }
+
+/// A decision on a drift that a scan resolves at the same moment: the resolution moves the row to
+/// its month's partition, and the decision's row lock then fails with a serialization error
+/// (40001); the store tries again and says, as before the partitions, that the drift is resolved.
+#[tokio::test]
+async fn a_decision_racing_the_resolution_of_its_drift_says_it_is_resolved() {
+    use drift_model::act::{DecisionAction, Decisions, NewDecision};
+    let server = server();
+    let url = server.create_database().await.unwrap();
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let pool = store.pool().clone();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO drifts (detected_at, last_seen, repository, namespace, resource_kind, resource_name, drift_type, \
+             severity, git_value, cluster_value, status, decision_source, recommended_action, cluster, fingerprint, \
+             classification) \
+         VALUES (now(), now(), 'repo', 'shop', 'Deployment', 'web', 'replicas_drift', 'MEDIUM', '{\"r\": 3}', \
+             '{\"r\": 5}', 'open', 'scanner', 'observe', 'home', 'fp-web', 'unknown') RETURNING id",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    // The resolution, not committed yet: it holds the row, moved to this month's partition.
+    let mut resolving = pool.begin().await.unwrap();
+    sqlx::query("UPDATE drifts SET status = 'resolved', resolved_at = now(), resolution = 'reverted' WHERE id = $1")
+        .bind(id)
+        .execute(&mut *resolving)
+        .await
+        .unwrap();
+    let deciding = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            let decision = NewDecision {
+                action: DecisionAction::Acknowledge,
+                comment: None,
+                expires_at: None,
+                actor: "alice".to_owned(),
+            };
+            store.decide(id, &decision, Utc::now()).await
+        })
+    };
+    // The decision waits on the row's lock (a condition, not a delay), then the resolution commits.
+    wait_for(&url, "SELECT count(*) FROM pg_locks WHERE NOT granted", 1).await;
+    resolving.commit().await.unwrap();
+    let err = deciding.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), drift_model::ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains(&format!("drift {id} is resolved")), "{err}");
+    let partition: String = sqlx::query_scalar("SELECT tableoid::regclass::text FROM drifts WHERE id = $1")
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(partition.starts_with("drifts_p"), "resolved into its month: {partition}");
+}

@@ -804,8 +804,30 @@ where
         Ok(id)
     }
 
-    /// [`Decisions::decide`](drift_model::act::Decisions::decide).
+    /// [`Decisions::decide`](drift_model::act::Decisions::decide). Tried again (up to 3 times)
+    /// when the store says the transaction may succeed on a second try: on PostgreSQL's
+    /// partitioned history, a drift resolved while it is being decided moves to its month's
+    /// partition and the row lock fails with a serialization error (40001, "tuple to be locked
+    /// was already moved to another partition"); the second try reads it resolved and says so.
     pub async fn decide<S: SqlStore<Dialect = D>>(
+        store: &S,
+        drift_id: i64,
+        decision: &NewDecision,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, SqlError<D>> {
+        let mut attempt = 1;
+        loop {
+            match Self::decide_once(store, drift_id, decision, now).await {
+                Err(e) if e.retryable() && attempt < 3 => {
+                    tracing::debug!(drift_id, attempt, error = %e, "a decision met a concurrent write; trying again");
+                    attempt += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    async fn decide_once<S: SqlStore<Dialect = D>>(
         store: &S,
         drift_id: i64,
         decision: &NewDecision,
