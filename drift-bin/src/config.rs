@@ -854,6 +854,9 @@ impl Config {
                     "`audit` joins one API server's audit log; with several clusters it would name people of another cluster"
                 );
             }
+            if self.accept.propose.is_some() {
+                bail!("`accept.propose` works with one cluster (whitelist proposals are not made for several yet)");
+            }
         }
         Ok(())
     }
@@ -999,6 +1002,10 @@ mod tests {
             Config::parse(&format!("clusters:\n{TWO}accept:\n  auto:\n    rules: [{{}}]\nrepositories:\n{repo}"))
                 .unwrap_err();
         assert!(format!("{auto:#}").contains("`accept.auto` works with one cluster"), "{auto:#}");
+        let propose =
+            Config::parse(&format!("clusters:\n{TWO}accept:\n  propose: {{after: 3}}\nrepositories:\n{repo}"))
+                .unwrap_err();
+        assert!(format!("{propose:#}").contains("`accept.propose` works with one cluster"), "{propose:#}");
         // The single-cluster form: a repository may only name that cluster.
         parse("").unwrap();
         let err =

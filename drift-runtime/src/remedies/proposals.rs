@@ -204,17 +204,22 @@ pub struct ProposeRound {
     pub failed: usize,
 }
 
-/// The JSON pointer of a drift path (`spec.template.spec.containers[name=web].image` ->
-/// `/spec/template/spec/containers/name=web/image`): the rest of a path under
-/// `metadata.labels`, `metadata.annotations`, `data`, `binaryData` or `stringData` is one key
-/// (`example.com/team`). `None` for what a pointer cannot say: an item keyed by more than one
+/// The JSON pointer of a drift path of an object of `kind` (`spec.template.spec.containers[name=web].image`
+/// -> `/spec/template/spec/containers/name=web/image`): the rest of a path under
+/// `metadata.labels` or `metadata.annotations`, and under a ConfigMap's `data` or `binaryData`,
+/// is one key (`example.com/team`, `app.properties`); elsewhere (a custom kind's `data` object)
+/// every dot is a level. `None` for what a pointer cannot say: an item keyed by more than one
 /// field, an empty path (the whole object).
-pub fn pointer_of(path: &str) -> Option<String> {
+pub fn pointer_of(kind: &str, path: &str) -> Option<String> {
     if path.is_empty() {
         return None;
     }
     let escape = |t: &str| t.replace('~', "~0").replace('/', "~1");
-    for map in ["metadata.labels.", "metadata.annotations.", "data.", "binaryData.", "stringData."] {
+    let key_maps: &[&str] = match kind {
+        "ConfigMap" | "Secret" => &["metadata.labels.", "metadata.annotations.", "data.", "binaryData.", "stringData."],
+        _ => &["metadata.labels.", "metadata.annotations."],
+    };
+    for map in key_maps {
         if let Some(key) = path.strip_prefix(map).filter(|k| !k.is_empty()) {
             let head: Vec<&str> = map.trim_end_matches('.').split('.').collect();
             return Some(format!("/{}/{}", head.join("/"), escape(key)));
@@ -414,7 +419,7 @@ impl Remedies {
             let listed = before.as_deref().map(pointers_in).unwrap_or_default();
             let mut qualified = Vec::new();
             for (pattern, evidence, d) in patterns {
-                let Some(pointer) = pointer_of(&pattern.path) else {
+                let Some(pointer) = pointer_of(&pattern.kind, &pattern.path) else {
                     tracing::info!(path = %pattern.path, "no whitelist proposal: the path has no JSON pointer");
                     continue;
                 };
@@ -516,7 +521,10 @@ impl Remedies {
             match proposer.propose(request).await {
                 Ok(done) if done.placed.is_empty() => {
                     round.refused += 1;
-                    act.note(&note("refused", json!({"reason": format!("the annotation cannot be placed in Git: {}", done.unplaced.join("; "))})), now).await?;
+                    // Tried again every round (Git may change), audited once per annotation.
+                    if !self.noted(&p.branch, "refused", &p.after).await? {
+                        act.note(&note("refused", json!({"reason": format!("the annotation cannot be placed in Git: {}", done.unplaced.join("; "))})), now).await?;
+                    }
                 }
                 Ok(done) => {
                     let status = if done.updated { "updated" } else { "proposed" };
@@ -618,19 +626,28 @@ mod tests {
 
     #[test]
     fn drift_paths_become_the_pointers_the_annotation_reads() {
-        assert_eq!(pointer_of("spec.replicas").as_deref(), Some("/spec/replicas"));
+        assert_eq!(pointer_of("Deployment", "spec.replicas").as_deref(), Some("/spec/replicas"));
         assert_eq!(
-            pointer_of("spec.template.spec.containers[name=web].image").as_deref(),
+            pointer_of("Deployment", "spec.template.spec.containers[name=web].image").as_deref(),
             Some("/spec/template/spec/containers/name=web/image")
         );
-        assert_eq!(pointer_of("spec.ports[0].port").as_deref(), Some("/spec/ports/0/port"));
+        assert_eq!(pointer_of("Deployment", "spec.ports[0].port").as_deref(), Some("/spec/ports/0/port"));
         assert_eq!(
-            pointer_of("metadata.labels.example.com/team").as_deref(),
+            pointer_of("Deployment", "metadata.labels.example.com/team").as_deref(),
             Some("/metadata/labels/example.com~1team")
         );
-        assert_eq!(pointer_of("data.app.properties").as_deref(), Some("/data/app.properties"));
-        assert_eq!(pointer_of("spec.ports[port=80,protocol=UDP].name"), None, "two key fields: no pointer says it");
-        assert_eq!(pointer_of(""), None);
+        assert_eq!(pointer_of("ConfigMap", "data.app.properties").as_deref(), Some("/data/app.properties"));
+        assert_eq!(
+            pointer_of("Widget", "data.app.properties").as_deref(),
+            Some("/data/app/properties"),
+            "a custom kind's data object"
+        );
+        assert_eq!(
+            pointer_of("Deployment", "spec.ports[port=80,protocol=UDP].name"),
+            None,
+            "two key fields: no pointer says it"
+        );
+        assert_eq!(pointer_of("Deployment", ""), None);
         // Each pointer matches the path it came from.
         let path = Path::root().field("spec").field("template").field("spec").field("containers").item(
             vec![("name".into(), "web".into())],
@@ -638,7 +655,8 @@ mod tests {
             0,
         );
         assert!(
-            path.field("image").matches_pointer(&pointer_of("spec.template.spec.containers[name=web].image").unwrap())
+            path.field("image")
+                .matches_pointer(&pointer_of("Deployment", "spec.template.spec.containers[name=web].image").unwrap())
         );
     }
 
