@@ -1053,3 +1053,46 @@ fn objects_config(home: &Path, values: &[&Path]) -> Value {
     let objects = objects(&template(home, values, &[]).unwrap());
     serde_saphyr::from_str(find(&objects, "ConfigMap", "drift")["data"]["drift.yaml"].as_str().unwrap()).unwrap()
 }
+
+/// `detector.alerts` renders into drift.yaml's `alerts` and `secretHash` names the Secret of the
+/// hash key: the container takes it as DRIFT_SECRET_HASH_KEY and drift.yaml names that
+/// variable; `drift config check` takes both; the defaults render neither; the schema refuses an
+/// unknown key and a Secret name Kubernetes would refuse.
+#[test]
+fn alerts_and_the_secret_hash_key_render_into_the_configuration_and_the_environment() {
+    if !helm_available("alerts_and_the_secret_hash_key_render_into_the_configuration_and_the_environment") {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let values = home.path().join("values-alerts.yaml");
+    std::fs::write(
+        &values,
+        "detector:\n  alerts: {window: 30m, notify: false}\nsecretHash:\n  existingSecret: drift-hash\n  key: hex\n",
+    )
+    .unwrap();
+    let rendered = objects(&template(home.path(), &[&values], &[]).unwrap());
+    let yaml = config_check(&rendered, home.path());
+    let config: Value = serde_saphyr::from_str(&yaml).unwrap();
+    assert_eq!(config["alerts"], serde_json::json!({"window": "30m", "notify": false}), "{yaml}");
+    assert_eq!(config["secret_hash"], serde_json::json!({"key_env": "DRIFT_SECRET_HASH_KEY"}), "{yaml}");
+    let hash_env: Vec<Value> = env_of(&rendered).into_iter().filter(|e| e["name"] == "DRIFT_SECRET_HASH_KEY").collect();
+    assert_eq!(hash_env.len(), 1, "one DRIFT_SECRET_HASH_KEY in the container");
+    assert_eq!(hash_env[0]["valueFrom"]["secretKeyRef"], serde_json::json!({"name": "drift-hash", "key": "hex"}));
+
+    let plain_objects = objects(&template(home.path(), &[], &[]).unwrap());
+    let plain_config: Value =
+        serde_saphyr::from_str(find(&plain_objects, "ConfigMap", "drift")["data"]["drift.yaml"].as_str().unwrap())
+            .unwrap();
+    assert!(plain_config.get("alerts").is_none() && plain_config.get("secret_hash").is_none(), "{plain_config}");
+    assert!(env_of(&plain_objects).iter().all(|e| e["name"] != "DRIFT_SECRET_HASH_KEY"));
+
+    let cases: &[(&[&str], &str)] = &[
+        (&["detector.alerts.surprise=1"], "Additional property surprise is not allowed"),
+        (&["detector.alerts.window=soon"], "detector.alerts.window"),
+        (&["secretHash.existingSecret=Not_A_Name"], "secretHash.existingSecret"),
+    ];
+    for (sets, expected) in cases {
+        let err = template(home.path(), &[], sets).expect_err(&format!("{sets:?} must be refused"));
+        assert!(err.contains(expected), "{sets:?}: the error names {expected:?}: {err}");
+    }
+}

@@ -260,6 +260,14 @@ classify:
 audit:
   {{- toYaml $d.audit | nindent 2 }}
 {{- end }}
+{{- with $d.alerts }}
+alerts:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if .Values.secretHash.existingSecret }}
+secret_hash:
+  key_env: DRIFT_SECRET_HASH_KEY
+{{- end }}
 {{- if .Values.leaderElection.enabled }}
 {{- $le := .Values.leaderElection }}
 leader_election:
