@@ -13,38 +13,18 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::chart::{chart, find, helm, objects};
 use common::{GitRepo, Serve, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
 
-fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/drift")
-}
-
 fn helm_available(test: &str) -> bool {
     drift_testkit::charts::helm_available(test)
-}
-
-/// `helm ARGS` with its configuration, cache and data in `home` and, when given, a kubeconfig.
-fn helm(home: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Output {
-    let mut c = Command::new("helm");
-    c.args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("HELM_CONFIG_HOME", home.join("helm/config"))
-        .env("HELM_CACHE_HOME", home.join("helm/cache"))
-        .env("HELM_DATA_HOME", home.join("helm/data"))
-        .stdin(Stdio::null());
-    if let Some(kc) = kubeconfig {
-        c.env("KUBECONFIG", kc);
-    }
-    c.output().unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -69,31 +49,6 @@ fn template_with(home: &Path, values: &[&Path], sets: &[&str], flags: &[&str]) -
     }
     let out = helm(home, None, &args);
     if out.status.success() { Ok(String::from_utf8(out.stdout).unwrap()) } else { Err(text(&out)) }
-}
-
-/// The objects of a multi-document YAML text, in order.
-fn objects(rendered: &str) -> Vec<Value> {
-    let mut docs = vec![String::new()];
-    for line in rendered.lines() {
-        if line == "---" {
-            docs.push(String::new());
-        } else {
-            let doc = docs.last_mut().unwrap();
-            doc.push_str(line);
-            doc.push('\n');
-        }
-    }
-    docs.iter()
-        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{e}: {d}")))
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name} in {:?}", kinds(objects)))
 }
 
 fn kinds(objects: &[Value]) -> Vec<String> {

@@ -5,9 +5,12 @@
 //! values are refused with a clear message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
 
+use std::path::Path;
+use std::process::Command;
+
+use common::chart::{chart, helm, objects};
 use serde_json::{Value, json};
 
 const VALUES: &str = r#"
@@ -34,24 +37,6 @@ storage:
   type: bundled
 "#;
 
-fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/helm/drift")
-}
-
-fn helm(home: &Path, args: &[&str]) -> Output {
-    Command::new("helm")
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("HELM_CONFIG_HOME", home.join("helm/config"))
-        .env("HELM_CACHE_HOME", home.join("helm/cache"))
-        .env("HELM_DATA_HOME", home.join("helm/data"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 fn template(home: &Path, values: &Path, sets: &[&str]) -> Result<String, String> {
     let chart = chart();
     let mut args = vec!["template", "drift", chart.to_str().unwrap(), "--namespace", "drift", "--values"];
@@ -59,20 +44,12 @@ fn template(home: &Path, values: &Path, sets: &[&str]) -> Result<String, String>
     for s in sets {
         args.extend(["--set", s]);
     }
-    let out = helm(home, &args);
+    let out = helm(home, None, &args);
     if out.status.success() {
         Ok(String::from_utf8(out.stdout).unwrap())
     } else {
         Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
     }
-}
-
-fn objects(rendered: &str) -> Vec<Value> {
-    rendered
-        .split("\n---")
-        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{e}: {d}")))
-        .filter(|v| !v.is_null())
-        .collect()
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str, namespace: &str) -> &'a Value {

@@ -20,8 +20,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
+use common::chart::{find, objects};
 use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
@@ -42,37 +43,6 @@ fn must(cmd: &mut Command) -> String {
     lossy(&out.stdout)
 }
 
-/// `helm ARGS` with its homes in `home`.
-fn helm(home: &Path, args: &[&str]) -> Output {
-    Command::new("helm")
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("HELM_CONFIG_HOME", home.join("helm/config"))
-        .env("HELM_CACHE_HOME", home.join("helm/cache"))
-        .env("HELM_DATA_HOME", home.join("helm/data"))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-/// The objects of a multi-document YAML text.
-fn objects(rendered: &str) -> Vec<Value> {
-    rendered
-        .split("\n---\n")
-        .map(|d| serde_saphyr::from_str::<Value>(d).unwrap_or_else(|e| panic!("{e}: {d}")))
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
-fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
-    objects
-        .iter()
-        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-}
-
 /// `helm template drift deploy/helm/drift -n drift -f VALUES...`.
 fn template(home: &Path, values: &[&str]) -> Vec<Value> {
     let chart = workspace().join("deploy/helm/drift");
@@ -81,7 +51,7 @@ fn template(home: &Path, values: &[&str]) -> Vec<Value> {
     for f in &files {
         args.extend(["--values", f.as_str()]);
     }
-    let out = helm(home, &args);
+    let out = common::chart::helm(home, None, &args);
     assert!(out.status.success(), "helm template {values:?}: {}", lossy(&out.stderr));
     objects(&lossy(&out.stdout))
 }

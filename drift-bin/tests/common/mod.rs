@@ -2,6 +2,8 @@
 //! child process, `kubectl` and `git` run against throwaway homes, and bounded polling.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod chart;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
