@@ -127,8 +127,9 @@ pub async fn cluster(config: K8sConfig) -> Result<drift_kube::K8sSource> {
 /// are read and never written.
 #[derive(Debug, Clone)]
 pub enum Cluster {
-    /// A Kubernetes API server, through one client.
-    Kube(Arc<drift_kube::K8sSource>),
+    /// A Kubernetes API server, through one client; with the `name` of the Argo CD cluster
+    /// Secret its credentials came from, if any (what Argo CD Applications call it).
+    Kube(Arc<drift_kube::K8sSource>, Option<String>),
     /// Snapshot files.
     Snapshot(Arc<dyn LiveSource>),
 }
@@ -146,7 +147,7 @@ impl Cluster {
             return Ok(Cluster::Snapshot(drift_kube::live_source_from_config(live).await?));
         }
         let source = drift_kube::K8sSource::connect(live).await?.with_progress(progress.clone());
-        Ok(Cluster::Kube(Arc::new(source)))
+        Ok(Cluster::Kube(Arc::new(source), None))
     }
 
     /// One cluster of `clusters:`, through its kubeconfig and context, the pod's service
@@ -166,6 +167,7 @@ impl Cluster {
             snapshot: None,
             ..config.live.clone()
         };
+        let mut argo_name = None;
         let source = match &entry.secret {
             None => {
                 let live = K8sConfig {
@@ -190,18 +192,19 @@ impl Cluster {
                 let credentials = drift_kube::credentials::credentials_from_secret(&value, &what)
                     .with_context(|| format!("cluster `{}`", entry.name))?;
                 tracing::info!(cluster = %entry.name, secret = %what, format = ?credentials.format, "cluster credentials read from a Secret");
+                argo_name = credentials.name.clone();
                 drift_kube::K8sSource::connect_kubeconfig(credentials.kubeconfig, entry.context.clone(), reading)
                     .await
                     .with_context(|| format!("cluster `{}` ({what})", entry.name))?
             }
         };
-        Ok(Cluster::Kube(Arc::new(source.with_progress(progress.clone()))))
+        Ok(Cluster::Kube(Arc::new(source.with_progress(progress.clone())), argo_name))
     }
 
     /// The live source.
     pub fn live(&self) -> Arc<dyn LiveSource> {
         match self {
-            Cluster::Kube(k) => k.clone(),
+            Cluster::Kube(k, _) => k.clone(),
             Cluster::Snapshot(s) => s.clone(),
         }
     }
@@ -210,7 +213,7 @@ impl Cluster {
     /// that are not in Git); none for snapshot files. Must be called within the runtime.
     pub fn lookup(&self) -> Option<Arc<dyn drift_core::drift_model::lookup::ObjectLookup>> {
         match self {
-            Cluster::Kube(k) => {
+            Cluster::Kube(k, _) => {
                 Some(Arc::new(drift_kube::ClusterLookup::new(k.clone(), tokio::runtime::Handle::current())))
             }
             Cluster::Snapshot(_) => None,
@@ -220,7 +223,7 @@ impl Cluster {
     /// The writer of reverts: the same client; none for snapshot files.
     pub fn writer(&self) -> Option<Arc<dyn ClusterWriter>> {
         match self {
-            Cluster::Kube(k) => Some(k.clone()),
+            Cluster::Kube(k, _) => Some(k.clone()),
             Cluster::Snapshot(_) => None,
         }
     }
@@ -264,6 +267,47 @@ pub async fn open_clusters(config: &Config, first: &Cluster, progress: &Progress
         all.push((entry.name.clone(), Cluster::open_entry(config, entry, &mut home, progress).await?));
     }
     Ok(all)
+}
+
+/// The clusters as Argo CD Applications' destinations name them: each one's name, the `name`
+/// of its Argo CD cluster Secret, its API server URL, and whether it is the home cluster (what
+/// `https://kubernetes.default.svc` and `in-cluster` mean): the one of `in_cluster: true`, else
+/// the one whose API server is `live:`'s.
+async fn target_clusters(config: &Config, opened: &[(String, Cluster)]) -> Vec<drift_git::TargetCluster> {
+    let server = |c: &Cluster| match c {
+        Cluster::Kube(k, _) => k.server_url().map(str::to_owned),
+        Cluster::Snapshot(_) => None,
+    };
+    let home_server = if config.clusters.iter().any(|c| c.in_cluster) {
+        None
+    } else {
+        // No request is made: the URL of `live:`'s configuration.
+        match drift_kube::K8sSource::connect(kubernetes(config.live.clone())).await {
+            Ok(home) => home.server_url().map(drift_git::normalize_server),
+            Err(e) => {
+                tracing::debug!(error = %e, "the home cluster's API server is not known; `https://kubernetes.default.svc` names no cluster");
+                None
+            }
+        }
+    };
+    opened
+        .iter()
+        .map(|(name, c)| {
+            let entry = config.clusters.iter().find(|e| &e.name == name);
+            let server = server(c);
+            let home = entry.is_some_and(|e| e.in_cluster)
+                || (home_server.is_some() && server.as_deref().map(drift_git::normalize_server) == home_server);
+            drift_git::TargetCluster {
+                name: name.clone(),
+                aliases: match c {
+                    Cluster::Kube(_, Some(argo)) if argo != name => vec![argo.clone()],
+                    _ => Vec::new(),
+                },
+                server,
+                home,
+            }
+        })
+        .collect()
 }
 
 /// A repository's source for a cluster after the first, with a cache folder of its own
@@ -341,17 +385,30 @@ pub async fn detector(
         // Each cluster with the repositories that target it, each read with that cluster's
         // lookups (Flux's value sources are read from the cluster the objects go to).
         let mut builder = base(config, store, hasher, None);
-        for (i, (name, c)) in open_clusters(config, cluster, progress).await?.into_iter().enumerate() {
+        let opened = open_clusters(config, cluster, progress).await?;
+        let all = target_clusters(config, &opened).await;
+        for (i, (name, c)) in opened.into_iter().enumerate() {
             let desired = config
                 .repositories
                 .iter()
                 .filter(|r| r.targets(&name))
                 .map(|r| {
-                    drift_git::source_with(
+                    // Argo CD Applications are compared with the cluster their destination
+                    // names only (docs/sources.md, "Several clusters").
+                    let targeted: Vec<String> =
+                        config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
+                    let targets = drift_git::ClusterTargets {
+                        clusters: all.clone(),
+                        this: name.clone(),
+                        report: targeted.first() == Some(&name),
+                        targeted,
+                    };
+                    drift_git::source_for_cluster(
                         own_cache(r.source_config_for(long_running), &name, i == 0),
                         progress.clone(),
                         sops_opener(&sops),
                         c.lookup(),
+                        Some(Arc::new(targets)),
                     )
                     .with_context(|| format!("repository `{}`", r.name))
                 })
@@ -573,7 +630,7 @@ pub fn elector(config: &Config, cluster: &Cluster) -> Result<Option<drift_runtim
     }
     let namespace = le.namespace_from(std::env::var("POD_NAMESPACE").ok());
     let identity = replica_identity();
-    let Cluster::Kube(source) = cluster else {
+    let Cluster::Kube(source, _) = cluster else {
         anyhow::bail!("`leader_election` needs a cluster to keep its Lease in; `live.snapshot` files have none");
     };
     let lock =

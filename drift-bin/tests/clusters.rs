@@ -238,3 +238,121 @@ fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched()
     assert!(log.contains("cluster credentials read from a Secret"), "{log}");
     drop(west);
 }
+
+/// An Argo CD Application in a repository shown to several clusters is compared with the
+/// cluster its `spec.destination` names only (by the name in drift.yaml, by the API server URL,
+/// `https://kubernetes.default.svc` for the home cluster); one going to no cluster of the
+/// detector is a warning of the first cluster's scan, naming it and its destination.
+#[test]
+fn argo_applications_are_compared_with_the_cluster_their_destination_names_only() {
+    let home = tempfile::tempdir().unwrap();
+    let alpha = TestApiServer::start(Options::default()).unwrap();
+    let beta = TestApiServer::start(Options::default()).unwrap();
+    let gamma = TestApiServer::start(Options::default()).unwrap();
+    let k = |server: &TestApiServer, args: &[&str]| kubectl(server.kubeconfig_path(), home.path(), args, &[]);
+    let repo = GitRepo::init(home.path().join("repo"));
+    let url = format!("file://{}", repo.dir.display());
+    let app = |name: &str, path: &str, destination: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\n\
+             spec:\n  project: default\n  source: {{repoURL: '{url}', path: {path}, targetRevision: HEAD}}\n  \
+             destination: {destination}\n"
+        )
+    };
+    let cm = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: shop}}\ndata: {{mode: fast}}\n")
+    };
+    repo.write("namespace.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n");
+    repo.write("argo/beta.yaml", &app("to-beta", "beta", "{name: beta, namespace: shop}"));
+    // Gamma by its URL, written as people do (a trailing slash).
+    repo.write(
+        "argo/gamma.yaml",
+        &app("to-gamma", "gamma", &format!("{{server: '{}/', namespace: shop}}", gamma.url())),
+    );
+    // The home cluster (`live:` is alpha's API server).
+    repo.write(
+        "argo/home.yaml",
+        &app("to-home", "home", "{server: 'https://kubernetes.default.svc', namespace: shop}"),
+    );
+    repo.write("argo/mars.yaml", &app("to-mars", "mars", "{name: mars, namespace: shop}"));
+    for folder in ["beta", "gamma", "home", "mars"] {
+        repo.write(&format!("{folder}/settings.yaml"), &cm(&format!("{folder}-settings")));
+    }
+    repo.commit("three clusters");
+    // Each cluster holds what goes to it, and nothing of the others.
+    let manifests = home.path().join("live");
+    std::fs::create_dir_all(&manifests).unwrap();
+    let apply = |server: &TestApiServer, name: &str| {
+        let file = manifests.join(format!("{name}.yaml"));
+        std::fs::write(&file, format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n{}", cm(name)))
+            .unwrap();
+        k(server, &["apply", "-f", file.to_str().unwrap()]);
+    };
+    apply(&alpha, "home-settings");
+    apply(&beta, "beta-settings");
+    apply(&gamma, "gamma-settings");
+
+    let config = home.path().join("drift.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "interval: 1h\nstore: sqlite://{db}\napi:\n  listen: 127.0.0.1:0\n  token_env: CL_TOKEN\n\
+             live:\n  kubeconfig: {alpha}\n\
+             clusters:\n  - name: alpha\n    kubeconfig: {alpha}\n  - name: beta\n    kubeconfig: {beta}\n\
+             \x20 - name: gamma\n    kubeconfig: {gamma}\n\
+             repositories:\n  - name: fleet\n    url: {url}\n    ref: main\n    cache_dir: {cache}\n",
+            db = home.path().join("drift.db").display(),
+            alpha = alpha.kubeconfig_path().display(),
+            beta = beta.kubeconfig_path().display(),
+            gamma = gamma.kubeconfig_path().display(),
+            cache = home.path().join("cache").display(),
+        ),
+    )
+    .unwrap();
+    let serve = Serve::start(&config, &[("CL_TOKEN", TOKEN)]);
+    let addr = serve.addr.clone();
+
+    let report = scan(&addr);
+    for c in ["alpha", "beta", "gamma"] {
+        assert_eq!(open(&addr, c), vec![], "{c} holds what its Applications render and nothing else is asked of it");
+    }
+    // A change on beta to an object of the Application going to beta is a drift of beta; the
+    // same object, absent from alpha and gamma, is not missing there.
+    k(
+        &beta,
+        &["patch", "configmap", "beta-settings", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"slow"}}"#],
+    );
+    k(
+        &alpha,
+        &["patch", "configmap", "home-settings", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"slow"}}"#],
+    );
+    scan(&addr);
+    let changed = vec![("configmap_drift".to_owned(), "data.mode".to_owned())];
+    assert_eq!(open(&addr, "beta"), changed, "beta's change");
+    assert_eq!(open(&addr, "alpha"), changed, "the home cluster's (kubernetes.default.svc)");
+    assert_eq!(open(&addr, "gamma"), vec![], "nothing of beta's or the home's Application on gamma");
+
+    // The Application going nowhere: a warning of the first cluster's scan (once per round).
+    let warned = |cluster: &str| -> Vec<String> {
+        let r = report["reports"].as_array().unwrap().iter().find(|r| r["cluster"] == cluster).unwrap();
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w["message"].as_str())
+            .filter(|m| m.contains("destination"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let alpha_warnings = warned("alpha");
+    assert_eq!(alpha_warnings.len(), 1, "{report}");
+    assert!(
+        alpha_warnings[0].contains("Application argocd/to-mars")
+            && alpha_warnings[0].contains("name `mars`")
+            && alpha_warnings[0].contains("compared with no cluster"),
+        "{alpha_warnings:?}"
+    );
+    assert!(warned("beta").is_empty() && warned("gamma").is_empty(), "said once: {report}");
+    let log = serve.stop();
+    assert!(log.contains("to-mars"), "the warning is logged: {log}");
+}

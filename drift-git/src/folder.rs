@@ -85,6 +85,13 @@ impl FolderSource {
         self
     }
 
+    /// With several clusters: the source of `targets.this`, rendering the Argo CD Applications
+    /// that go to that cluster only (docs/sources.md, "Several clusters").
+    pub fn with_targets(self, targets: Arc<crate::gitops::ClusterTargets>) -> Self {
+        self.inner.pipeline.set_targets(targets);
+        self
+    }
+
     /// Counters (fetches, cache hits, files parsed, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()

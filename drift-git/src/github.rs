@@ -132,6 +132,13 @@ impl GitHubSource {
         self
     }
 
+    /// With several clusters: the source of `targets.this`, rendering the Argo CD Applications
+    /// that go to that cluster only (docs/sources.md, "Several clusters").
+    pub fn with_targets(self, targets: Arc<crate::gitops::ClusterTargets>) -> Self {
+        self.inner.pipeline.set_targets(targets);
+        self
+    }
+
     /// Counters (fetches, requests, downloads, cache hits, renders).
     pub fn stats(&self) -> SourceStats {
         self.inner.stats.snapshot()

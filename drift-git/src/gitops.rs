@@ -81,6 +81,151 @@ pub(crate) struct App {
     /// The branch, tag or commit an Argo CD source tracks, when it is not the one being read:
     /// its folder is rendered from that revision.
     pub revision: Option<String>,
+    /// The cluster an Argo CD Application goes to (`spec.destination`); `None` for Flux objects,
+    /// which apply to the cluster they are in.
+    pub destination: Option<Destination>,
+}
+
+/// An Argo CD Application's `spec.destination`: the cluster it is applied to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Destination {
+    pub name: Option<String>,
+    pub server: Option<String>,
+}
+
+impl std::fmt::Display for Destination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.name, &self.server) {
+            (Some(n), Some(s)) => write!(f, "name `{n}` and server `{s}`"),
+            (Some(n), None) => write!(f, "name `{n}`"),
+            (None, Some(s)) => write!(f, "server `{s}`"),
+            (None, None) => write!(f, "no name and no server"),
+        }
+    }
+}
+
+/// The API server URL Argo CD gives the cluster it runs in (`in-cluster`).
+pub const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
+/// The name Argo CD gives the cluster it runs in.
+pub const IN_CLUSTER_NAME: &str = "in-cluster";
+
+/// One cluster of a detector of several clusters (`clusters:`), as an Argo CD Application's
+/// `spec.destination` may name it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetCluster {
+    /// Its name in drift.yaml.
+    pub name: String,
+    /// Other names Argo CD knows it by (the `name` of the Argo CD cluster Secret its
+    /// credentials come from).
+    pub aliases: Vec<String>,
+    /// Its API server URL, when known.
+    pub server: Option<String>,
+    /// Whether it is the home cluster: the one `https://kubernetes.default.svc` and the name
+    /// `in-cluster` mean (Argo CD's names for the cluster it runs in).
+    pub home: bool,
+}
+
+/// The clusters of the detector, for the source of one of them: an Argo CD Application is
+/// rendered by the source of the cluster its destination names only (docs/sources.md, "Several
+/// clusters"). Without it (one cluster), every Application is rendered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterTargets {
+    /// Every cluster of the configuration, in its order.
+    pub clusters: Vec<TargetCluster>,
+    /// The cluster this source reads for.
+    pub this: String,
+    /// The clusters the repository targets (its `clusters:`, default every cluster).
+    pub targeted: Vec<String>,
+    /// Whether this source reports the Applications compared nowhere (the source of the first
+    /// cluster the repository targets does, so that a round of scans says it once).
+    pub report: bool,
+}
+
+/// Where an Application's objects are compared, seen from one cluster's source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// With this cluster.
+    Here,
+    /// With another cluster the repository targets.
+    Elsewhere,
+    /// Nowhere: why.
+    Nowhere(String),
+}
+
+impl ClusterTargets {
+    /// The cluster (its name in drift.yaml) that a destination names: `name` against the
+    /// clusters' names, then their aliases, then `in-cluster` for the home cluster; `server`
+    /// against their API server URLs ([`normalize_server`]), `https://kubernetes.default.svc`
+    /// for the home cluster. With both, they must name the same cluster. `Err` says why none.
+    pub fn resolve(&self, name: Option<&str>, server: Option<&str>) -> Result<&str, String> {
+        let home = || self.clusters.iter().find(|c| c.home);
+        let by_name = |n: &str| {
+            self.clusters
+                .iter()
+                .find(|c| c.name == n)
+                .or_else(|| self.clusters.iter().find(|c| c.aliases.iter().any(|a| a == n)))
+                .or_else(|| if n == IN_CLUSTER_NAME { home() } else { None })
+        };
+        let by_server = |s: &str| {
+            let s = normalize_server(s);
+            self.clusters
+                .iter()
+                .find(|c| c.server.as_deref().is_some_and(|own| normalize_server(own) == s))
+                .or_else(|| if s == normalize_server(IN_CLUSTER_SERVER) { home() } else { None })
+        };
+        let names = || self.clusters.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", ");
+        match (name, server) {
+            (None, None) => Err("the destination names no cluster (no `name`, no `server`)".to_owned()),
+            (Some(n), None) => {
+                by_name(n).map(|c| c.name.as_str()).ok_or_else(|| format!("no cluster is named `{n}` ({})", names()))
+            }
+            (None, Some(s)) => by_server(s)
+                .map(|c| c.name.as_str())
+                .ok_or_else(|| format!("no cluster has the API server `{s}` ({})", names())),
+            (Some(n), Some(s)) => match (by_name(n), by_server(s)) {
+                (Some(a), Some(b)) if a.name == b.name => Ok(a.name.as_str()),
+                _ => Err(format!("`name` {n} and `server` {s} do not name one cluster ({})", names())),
+            },
+        }
+    }
+
+    /// Where the objects of an Application going to `destination` are compared.
+    pub(crate) fn place(&self, destination: &Destination) -> Placement {
+        match self.resolve(destination.name.as_deref(), destination.server.as_deref()) {
+            Ok(c) if c == self.this => Placement::Here,
+            Ok(c) if self.targeted.iter().any(|t| t == c) => Placement::Elsewhere,
+            Ok(c) => Placement::Nowhere(format!(
+                "it goes to cluster `{c}`, which this repository does not target (its `clusters:`)"
+            )),
+            Err(why) => Placement::Nowhere(why),
+        }
+    }
+}
+
+/// An API server URL as destinations are compared: scheme and host in lower case, the
+/// scheme's default port dropped (`:443` for https, `:80` for http), no trailing slash; a path
+/// (a proxy's `/k8s/clusters/c-1`) is kept. Without a scheme, https.
+pub fn normalize_server(url: &str) -> String {
+    let url = url.trim();
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => ("https".to_owned(), url),
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+        None => (rest, ""),
+    };
+    let authority = authority.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "https" => Some(":443"),
+        "http" => Some(":80"),
+        _ => None,
+    };
+    let authority = match default_port {
+        Some(p) => authority.strip_suffix(p).map(str::to_owned).unwrap_or(authority),
+        None => authority,
+    };
+    format!("{scheme}://{authority}{path}")
 }
 
 /// Reads another revision of the repository being read: calls the function with its files and
@@ -220,6 +365,10 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
     }
     let dest_ns = str_at(&spec, &["destination", "namespace"]).map(str::to_owned);
     let namespace = dest_ns.clone().map_or(NamespaceRule::Keep, NamespaceRule::Default);
+    let destination = Destination {
+        name: str_at(&spec, &["destination", "name"]).map(str::to_owned),
+        server: str_at(&spec, &["destination", "server"]).map(str::to_owned),
+    };
     let (ignore, refused) = crate::ignore_rules::argo_ignore_differences(&spec);
     notes.extend(refused.into_iter().map(|m| note(r, format!("{}: {m}", origin_of(r)))));
     // `ref` sources name a repository whose files other sources' values files use (`$ref/...`):
@@ -375,6 +524,7 @@ fn argo_application(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, notes:
             ignore: ignore.clone(),
             post_build: None,
             revision,
+            destination: Some(destination.clone()),
         });
     }
 }
@@ -409,6 +559,7 @@ fn flux_kustomization(r: &Resource, ctx: &Context<'_>, apps: &mut Vec<App>, note
         ignore: Vec::new(),
         post_build,
         revision: None,
+        destination: None,
     });
 }
 
@@ -803,6 +954,7 @@ fn flux_helm_release(
                 ignore: Vec::new(),
                 post_build: None,
                 revision: None,
+                destination: None,
             });
             return;
         }
@@ -839,6 +991,7 @@ fn flux_helm_release(
         ignore,
         post_build: None,
         revision: None,
+        destination: None,
     });
 }
 

@@ -97,6 +97,18 @@ pub fn source_with(
     sops: Option<Arc<dyn drift_model::sops::SopsOpener>>,
     cluster: Option<Arc<dyn drift_model::lookup::ObjectLookup>>,
 ) -> Result<Arc<dyn DesiredSource>> {
+    source_for_cluster(config, progress, sops, cluster, None)
+}
+
+/// [`source_with`], for one cluster of several when `targets` is given: an Argo CD Application
+/// is rendered only when its destination is that cluster (docs/sources.md, "Several clusters").
+pub fn source_for_cluster(
+    config: SourceConfig,
+    progress: Progress,
+    sops: Option<Arc<dyn drift_model::sops::SopsOpener>>,
+    cluster: Option<Arc<dyn drift_model::lookup::ObjectLookup>>,
+    targets: Option<Arc<crate::gitops::ClusterTargets>>,
+) -> Result<Arc<dyn DesiredSource>> {
     macro_rules! finish {
         ($source:expr) => {{
             let mut s = $source;
@@ -105,6 +117,9 @@ pub fn source_with(
             }
             if let Some(c) = cluster {
                 s = s.with_cluster(c);
+            }
+            if let Some(t) = targets {
+                s = s.with_targets(t);
             }
             Arc::new(s) as Arc<dyn DesiredSource>
         }};

@@ -77,6 +77,9 @@ pub struct Credentials {
     pub kubeconfig: kube::config::Kubeconfig,
     /// The format it was read as.
     pub format: SecretFormat,
+    /// The `name` of an Argo CD cluster Secret (what Argo CD Applications' `destination.name`
+    /// calls the cluster); `None` for a Flux Secret or an Argo CD one without it.
+    pub name: Option<String>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -164,7 +167,7 @@ pub fn credentials_from_secret(secret: &Value, what: &str) -> drift_model::Resul
             let yaml = text(&keys, key, what)?;
             let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml)
                 .map_err(|_| config_error(what, format!("key {key:?} does not hold a kubeconfig")))?;
-            return Ok(Credentials { kubeconfig, format: SecretFormat::Flux });
+            return Ok(Credentials { kubeconfig, format: SecretFormat::Flux, name: None });
         }
     }
     Err(config_error(
@@ -238,11 +241,8 @@ fn argocd(keys: &std::collections::BTreeMap<String, Vec<u8>>, what: &str) -> dri
     if config.username.is_some() != config.password.is_some() {
         return Err(config_error(what, "key \"config\" needs both username and password"));
     }
-    let name = keys
-        .get("name")
-        .and_then(|n| String::from_utf8(n.clone()).ok())
-        .filter(|n| !n.trim().is_empty())
-        .unwrap_or_else(|| "argocd".to_owned());
+    let argo_name = keys.get("name").and_then(|n| String::from_utf8(n.clone()).ok()).filter(|n| !n.trim().is_empty());
+    let name = argo_name.clone().unwrap_or_else(|| "argocd".to_owned());
     let tls = &config.tls_client_config;
     let mut cluster = json!({"server": server});
     if let Some(ca) = &tls.ca_data {
@@ -276,7 +276,7 @@ fn argocd(keys: &std::collections::BTreeMap<String, Vec<u8>>, what: &str) -> dri
     });
     let kubeconfig: kube::config::Kubeconfig = serde_json::from_value(kubeconfig)
         .map_err(|_| config_error(what, "the cluster config does not make a kubeconfig"))?;
-    Ok(Credentials { kubeconfig, format: SecretFormat::ArgoCd })
+    Ok(Credentials { kubeconfig, format: SecretFormat::ArgoCd, name: argo_name })
 }
 
 #[cfg(test)]
@@ -303,6 +303,7 @@ mod tests {
         let config = format!(r#"{{"bearerToken":"{TOKEN}","tlsClientConfig":{{"insecure":false,"caData":"Q0E="}}}}"#);
         let c = credentials_from_secret(&argo(&config), "Secret argocd/east").unwrap();
         assert_eq!(c.format, SecretFormat::ArgoCd);
+        assert_eq!(c.name.as_deref(), Some("east"), "the Secret's name, for Argo CD destinations");
         let kc = &c.kubeconfig;
         assert_eq!(kc.current_context.as_deref(), Some("east"));
         let cluster = kc.clusters[0].cluster.as_ref().unwrap();

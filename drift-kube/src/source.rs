@@ -66,6 +66,8 @@ pub type Discovered = BTreeMap<GroupKind, Result<KindInfo, CoverageStatus>>;
 pub struct K8sSource {
     pub(crate) client: kube::Client,
     pub(crate) cluster: String,
+    /// The API server's URL, when connected through a configuration (not [`K8sSource::from_client`]).
+    pub(crate) server: Option<String>,
     pub(crate) config: K8sConfig,
     /// Kinds discovered so far, for [`K8sSource::predict`].
     pub(crate) kinds: Mutex<BTreeMap<GroupKind, KindInfo>>,
@@ -162,10 +164,11 @@ impl K8sSource {
         // outage took minutes to report instead of seconds.
         let mut kube_config = kube_config;
         kube_config.default_retry = false;
+        let server = kube_config.cluster_url.to_string();
         let client = crate::client::build(kube_config)
             .map_err(|e| K8sError::Config(format!("cannot build a client: {}", error_chain(&e))))?;
         let cluster = config.cluster.clone().unwrap_or(default_name);
-        Ok(K8sSource::from_client(client, cluster, config))
+        Ok(K8sSource { server: Some(server), ..K8sSource::from_client(client, cluster, config) })
     }
 
     /// A source on an existing client.
@@ -173,6 +176,7 @@ impl K8sSource {
         K8sSource {
             client,
             cluster: cluster.into(),
+            server: None,
             config,
             kinds: Mutex::new(BTreeMap::new()),
             progress: drift_model::progress::Progress::default(),
@@ -182,6 +186,11 @@ impl K8sSource {
     /// The kube client.
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    /// The API server's URL (`None` for a source made with [`K8sSource::from_client`]).
+    pub fn server_url(&self) -> Option<&str> {
+        self.server.as_deref()
     }
 
     /// The same source, counting the live objects it reads into `progress`.

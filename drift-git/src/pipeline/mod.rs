@@ -112,6 +112,9 @@ pub(crate) struct Pipeline {
     sops: std::sync::OnceLock<Arc<dyn drift_model::sops::SopsOpener>>,
     /// Reads the ConfigMaps and Secrets Flux objects name that are not in Git (set once).
     cluster: std::sync::OnceLock<Arc<dyn drift_model::lookup::ObjectLookup>>,
+    /// With several clusters, the one this source reads for: Argo CD Applications going to
+    /// another cluster are not rendered (set once).
+    targets: std::sync::OnceLock<Arc<gitops::ClusterTargets>>,
     /// Whether the last build read beyond its revision (the cluster, or another revision).
     consulted: std::sync::atomic::AtomicBool,
 }
@@ -124,6 +127,7 @@ impl Pipeline {
             stats,
             sops: std::sync::OnceLock::new(),
             cluster: std::sync::OnceLock::new(),
+            targets: std::sync::OnceLock::new(),
             consulted: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -132,6 +136,12 @@ impl Pipeline {
     /// cluster with `lookup` from now on (the first call wins).
     pub fn set_cluster(&self, lookup: Arc<dyn drift_model::lookup::ObjectLookup>) {
         let _ = self.cluster.set(lookup);
+    }
+
+    /// Renders only the Argo CD Applications whose destination is `targets.this` from now on
+    /// (the first call wins).
+    pub fn set_targets(&self, targets: Arc<gitops::ClusterTargets>) {
+        let _ = self.targets.set(targets);
     }
 
     /// Whether the builds since the last call read the cluster (their snapshot then depends on
@@ -339,6 +349,39 @@ impl Pipeline {
             }
         }
         for app in apps {
+            // With several clusters, an Argo CD Application is rendered by the source of the
+            // cluster its destination names only; elsewhere its folder is not read either.
+            if let (Some(targets), Some(destination)) = (self.targets.get(), &app.destination) {
+                let why = match targets.place(destination) {
+                    gitops::Placement::Here => None,
+                    gitops::Placement::Elsewhere => Some(None),
+                    gitops::Placement::Nowhere(why) => Some(Some(why)),
+                };
+                if let Some(nowhere) = why {
+                    let covered = |u: &Unit| {
+                        within(u.root(), &app.path)
+                            && u.root() != app.declared_in
+                            && u.app.as_deref() != Some(app.path.as_str())
+                    };
+                    results.retain(|(u, _)| !covered(u));
+                    external.retain(|u| !covered(u));
+                    next.retain(|u| !covered(u));
+                    if let Some(why) = nowhere
+                        && targets.report
+                    {
+                        let message = format!(
+                            "{}: destination {destination}: {why}; its objects are compared with no cluster",
+                            app.origin
+                        );
+                        let w = SourceWarning::note(message).at(app.declared_in.clone(), None, None);
+                        if !warnings.contains(&w) {
+                            tracing::warn!(application = %app.origin, destination = %destination, "{}", w.message);
+                            warnings.push(w);
+                        }
+                    }
+                    continue;
+                }
+            }
             if !seen.insert((app.path.clone(), app.render.clone(), app.namespace.clone(), app.post_build.clone())) {
                 continue;
             }
@@ -542,5 +585,150 @@ mod tests {
         pipeline.build(&input).unwrap();
         let stats = pipeline.stats.snapshot();
         assert_eq!((stats.files_parsed, stats.file_cache_hits), (1, 1));
+    }
+
+    fn app(name: &str, path: &str, destination: &str) -> String {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\n\
+             spec:\n  source: {{repoURL: https://git.example/r.git, path: {path}}}\n  destination: {destination}\n"
+        )
+    }
+
+    fn cm_in(name: &str) -> String {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: shop}}\n")
+    }
+
+    /// The three clusters of the tests: `east` (named `east-argo` by its Argo CD Secret),
+    /// `west` and `home` (the one `https://kubernetes.default.svc` means); the repository
+    /// targets every one but `home` unless `targeted` says otherwise.
+    fn targets(this: &str, targeted: &[&str], report: bool) -> Arc<gitops::ClusterTargets> {
+        let cluster = |name: &str, aliases: &[&str], server: &str, home: bool| gitops::TargetCluster {
+            name: name.into(),
+            aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+            server: Some(server.into()),
+            home,
+        };
+        Arc::new(gitops::ClusterTargets {
+            clusters: vec![
+                cluster("east", &["east-argo"], "https://10.0.0.1:6443", false),
+                cluster("west", &[], "http://127.0.0.1:8081", false),
+                cluster("home", &[], "https://10.96.0.1:443", true),
+            ],
+            this: this.into(),
+            targeted: targeted.iter().map(|t| (*t).to_owned()).collect(),
+            report,
+        })
+    }
+
+    fn build_for(tree: &Tree, targets: Option<Arc<gitops::ClusterTargets>>) -> DesiredSnapshot {
+        let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
+        if let Some(t) = targets {
+            pipeline.set_targets(t);
+        }
+        let checkout = tree.checkout();
+        pipeline
+            .build(&BuildInput {
+                checkout: &checkout,
+                repository: "repo",
+                repo_url: Some("git.example/r"),
+                reference: None,
+                other_revision: None,
+                revision: "abc",
+                sub: "",
+            })
+            .unwrap()
+    }
+
+    fn names(snap: &DesiredSnapshot) -> Vec<String> {
+        let mut n: Vec<String> =
+            snap.resources.iter().filter(|r| r.key.kind == "ConfigMap").map(|r| r.key.name.clone()).collect();
+        n.sort();
+        n
+    }
+
+    fn destination_notes(snap: &DesiredSnapshot) -> Vec<String> {
+        snap.warnings.iter().filter(|w| w.message.contains("destination")).map(|w| w.message.clone()).collect()
+    }
+
+    #[test]
+    fn an_argo_application_is_rendered_by_the_source_of_the_cluster_its_destination_names_only() {
+        let e = cm_in("e");
+        let w = cm_in("w");
+        let h = cm_in("h");
+        let lost = cm_in("lost");
+        let to_east = app("to-east", "east", "{name: east-argo, namespace: shop}");
+        let to_west = app("to-west", "west", "{server: 'HTTP://127.0.0.1:8081/', namespace: shop}");
+        let to_home = app("to-home", "home", "{server: 'https://kubernetes.default.svc', namespace: shop}");
+        let to_nowhere = app("to-mars", "mars", "{name: mars, namespace: shop}");
+        let tree = Tree::new(&[
+            ("argo/east.yaml", &to_east),
+            ("argo/west.yaml", &to_west),
+            ("argo/home.yaml", &to_home),
+            ("argo/mars.yaml", &to_nowhere),
+            ("east/cm.yaml", &e),
+            ("west/cm.yaml", &w),
+            ("home/cm.yaml", &h),
+            ("mars/cm.yaml", &lost),
+        ]);
+        // One cluster: every Application is rendered, as before.
+        assert_eq!(names(&build_for(&tree, None)), ["e", "h", "lost", "w"]);
+        assert!(destination_notes(&build_for(&tree, None)).is_empty());
+        // East (by the name of its Argo CD Secret) reports the Application going nowhere.
+        let east = build_for(&tree, Some(targets("east", &["east", "west"], true)));
+        assert_eq!(names(&east), ["e"], "a folder of an Application going elsewhere is not read as plain files");
+        let notes = destination_notes(&east);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("Application argocd/to-mars")
+                && n.contains("name `mars`")
+                && n.contains("no cluster is named `mars` (east, west, home)")
+                && n.contains("compared with no cluster")),
+            "{notes:?}"
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("Application argocd/to-home")
+                && n.contains("cluster `home`, which this repository does not target")),
+            "{notes:?}"
+        );
+        assert!(east.warnings.iter().all(|w| !w.fatal), "a note, not an error: {:?}", east.warnings);
+        // West (by its server URL, normalised) says nothing: the first cluster said it.
+        let west = build_for(&tree, Some(targets("west", &["east", "west"], false)));
+        assert_eq!(names(&west), ["w"]);
+        assert!(destination_notes(&west).is_empty(), "{:?}", west.warnings);
+        // Home (`https://kubernetes.default.svc`), when the repository targets it.
+        let home = build_for(&tree, Some(targets("home", &["east", "west", "home"], false)));
+        assert_eq!(names(&home), ["h"]);
+    }
+
+    #[test]
+    fn applications_generated_by_an_application_set_follow_their_destinations() {
+        let set = "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: envs, namespace: argocd}\n\
+                   spec:\n  generators:\n  - list:\n      elements:\n      - {env: east, cluster: east}\n      - {env: west, cluster: west}\n\
+                   \x20 template:\n    metadata: {name: 'app-{{env}}'}\n    spec:\n      source: {repoURL: https://git.example/r.git, path: '{{env}}'}\n\
+                   \x20     destination: {name: '{{cluster}}', namespace: shop}\n";
+        let (e, w) = (cm_in("e"), cm_in("w"));
+        let tree = Tree::new(&[("argo/set.yaml", set), ("east/cm.yaml", &e), ("west/cm.yaml", &w)]);
+        assert_eq!(names(&build_for(&tree, Some(targets("east", &["east", "west"], true)))), ["e"]);
+        assert_eq!(names(&build_for(&tree, Some(targets("west", &["east", "west"], false)))), ["w"]);
+    }
+
+    #[test]
+    fn destinations_resolve_by_name_alias_normalised_server_and_in_cluster() {
+        let t = targets("east", &["east", "west", "home"], true);
+        assert_eq!(t.resolve(Some("east"), None), Ok("east"));
+        assert_eq!(t.resolve(Some("east-argo"), None), Ok("east"));
+        assert_eq!(t.resolve(Some("in-cluster"), None), Ok("home"));
+        assert_eq!(t.resolve(None, Some("https://10.0.0.1:6443/")), Ok("east"));
+        assert_eq!(t.resolve(None, Some("https://10.96.0.1")), Ok("home"), "the default port");
+        assert_eq!(t.resolve(None, Some("https://kubernetes.default.svc:443")), Ok("home"));
+        assert_eq!(t.resolve(Some("east"), Some("https://10.0.0.1:6443")), Ok("east"));
+        assert!(t.resolve(Some("east"), Some("http://127.0.0.1:8081")).is_err(), "name and server disagree");
+        assert!(t.resolve(None, Some("https://10.0.0.1:6444")).is_err(), "another port");
+        assert!(t.resolve(None, None).is_err());
+        assert_eq!(
+            gitops::normalize_server("HTTPS://Host.Example:443/k8s/clusters/c-1/"),
+            "https://host.example/k8s/clusters/c-1"
+        );
+        assert_eq!(gitops::normalize_server("host:6443"), "https://host:6443");
     }
 }

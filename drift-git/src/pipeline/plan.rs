@@ -452,6 +452,7 @@ mod tests {
             ignore: Vec::new(),
             post_build: None,
             revision: None,
+            destination: None,
         };
         let mut notes = Vec::new();
         let flat = app_units(
