@@ -260,6 +260,31 @@ fn three_replicas_share_five_clusters_and_a_killed_ones_move_with_its_changes_no
             .then_some(())
     });
 
+    // A cluster let go on the rebalance: its tasks stopped before its Lease was released (the
+    // new holder never begins while a write of the old one may still land).
+    let given_up: Vec<&String> =
+        rejoined.iter().filter(|(c, r)| r.as_str() == "r3" && after[c.as_str()] != "r3").map(|(c, _)| c).collect();
+    assert!(!given_up.is_empty(), "{after:?} {rejoined:?}");
+    // `needle` as a whole field value (not a prefix of a longer name).
+    let has = |line: &str, needle: &str| {
+        line.match_indices(needle).any(|(i, _)| {
+            line[i + needle.len()..].chars().next().is_none_or(|ch| !ch.is_ascii_alphanumeric() && ch != '-')
+        })
+    };
+    for cluster in given_up {
+        let log = replicas[&after[cluster]].log();
+        let lines: Vec<&str> = log.lines().collect();
+        let stopped = lines
+            .iter()
+            .rposition(|l| l.contains("the cluster's tasks have stopped") && has(l, &format!("cluster={cluster}")));
+        let released =
+            lines.iter().rposition(|l| l.contains("lease released") && has(l, &format!("/drift-detector-{cluster}")));
+        assert!(
+            matches!((stopped, released), (Some(s), Some(r)) if s < r),
+            "{cluster}: tasks stopped at line {stopped:?}, Lease released at line {released:?}: {log}"
+        );
+    }
+
     // A replica leaves (SIGTERM): it releases its leases and its membership; the others take its
     // clusters at once, without waiting for an expiry.
     let leaving = rejoined.values().next().unwrap().clone();

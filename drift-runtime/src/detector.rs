@@ -24,6 +24,25 @@ use crate::scanner::{Recorded, ScanSettings, Scanner, Store, new_scan_id};
 use drift_core::act::Outlet;
 use drift_core::remedy::{ChangeProposer, ClusterWriter};
 
+/// Waits for a cluster's tasks, told to stop, to end: its running pass finishes (it records
+/// nothing once the cluster's lease is no longer held: the scanner checks before writing, and
+/// a write already under way completes), the watch and self-heal end at their next step. What
+/// has not ended within `limit` (the renew deadline) is aborted, and awaited.
+async fn stop_cluster(cluster: &str, tasks: ClusterTasks, limit: Duration) {
+    let (sched, watcher, healer) = tasks;
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = [Some(sched), watcher, healer].into_iter().flatten().collect();
+    let all = futures::future::join_all(tasks.iter_mut());
+    if tokio::time::timeout(limit, all).await.is_err() {
+        tracing::warn!(%cluster, limit = ?limit, "the cluster's tasks did not stop in time and are aborted");
+        for t in &tasks {
+            t.abort();
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
 /// How long a running pass may take to finish after a stop before it is aborted (its report is
 /// one transaction, so an aborted pass writes nothing).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -919,8 +938,13 @@ impl Detector {
             }));
         }
         drop(changes_tx);
+        // Per cluster: whether its tasks have stopped (its lease is released only then).
+        let stopped: Vec<watch::Sender<bool>> = self.units.iter().map(|_| watch::channel(true).0).collect();
+        let stopped_of =
+            self.units.iter().zip(&stopped).map(|(u, tx)| (u.scanner.cluster().to_owned(), tx.subscribe())).collect();
+        let handover = sharding.timings().renew_deadline;
         let (release_tx, release_rx) = watch::channel(false);
-        let shards = tokio::spawn(sharding.run(leading, release_rx));
+        let shards = tokio::spawn(sharding.run(leading, stopped_of, release_rx));
         let (shared_tx, shared_rx) = watch::channel(false);
         let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, shared_rx.clone())));
         let identifier = self.identifier.clone().map(|i| tokio::spawn(i.run(shared_rx.clone())));
@@ -940,18 +964,20 @@ impl Detector {
                         (true, false) => {
                             tracing::info!(cluster = %unit.scanner.cluster(), "this replica watches the cluster");
                             let (tx, rx) = watch::channel(false);
+                            stopped[i].send_replace(false);
                             held[i] = Some((tx, self.start_cluster(unit, &rx)));
                         }
                         (false, true) => {
-                            if let Some((tx, (sched, watcher, healer))) = held[i].take() {
+                            if let Some((tx, tasks)) = held[i].take() {
+                                let cluster = unit.scanner.cluster();
+                                tracing::warn!(%cluster, "the cluster's lease is gone: its scans, watch and self-heal stop here");
                                 tx.send_replace(true);
-                                for t in [Some(sched), watcher, healer].into_iter().flatten() {
-                                    t.abort();
-                                }
-                                // An aborted watch never reaches its own reset: what it did not
-                                // see is no longer this replica's to see (nor its 503).
+                                stop_cluster(cluster, tasks, handover).await;
+                                // A watch stopped early never reaches its own reset: what it did
+                                // not see is no longer this replica's to see (nor its 503).
                                 unit.scanner.set_out_of_sync(0);
-                                tracing::warn!(cluster = %unit.scanner.cluster(), "the cluster's lease is gone: its scans, watch and self-heal stop here");
+                                tracing::info!(%cluster, "the cluster's tasks have stopped; its lease may go");
+                                stopped[i].send_replace(true);
                             }
                         }
                         _ => {}
@@ -978,6 +1004,9 @@ impl Detector {
             tasks.healer.extend(healer);
         }
         self.finish(tasks).await;
+        for s in &stopped {
+            s.send_replace(true);
+        }
         release_tx.send_replace(true);
         if let Err(e) = shards.await {
             tracing::error!(error = %e, "the sharding task failed");

@@ -87,13 +87,26 @@ impl ElectionTimings {
 pub struct Elector {
     lock: Arc<dyn LeaseLock>,
     timings: ElectionTimings,
+    /// Whether the work `leading` drives has stopped: on release, the lease is given up only
+    /// once it says so (or after the renew deadline).
+    stopped: Option<watch::Receiver<bool>>,
 }
 
 impl Elector {
     /// A candidate on `lock` with these timings (checked by [`ElectionTimings::validate`]).
     pub fn new(lock: Arc<dyn LeaseLock>, timings: ElectionTimings) -> drift_core::Result<Self> {
         timings.validate()?;
-        Ok(Elector { lock, timings })
+        Ok(Elector { lock, timings, stopped: None })
+    }
+
+    /// On release, gives the lease up only once `stopped` is true (whoever acts on `leading`
+    /// sets it when the work it started has stopped), waiting at most the renew deadline: a
+    /// write of that work still in flight then lands before another replica takes the lease.
+    /// Without it, the lease is released right after `leading` turns false.
+    #[must_use]
+    pub fn after_stopped(mut self, stopped: watch::Receiver<bool>) -> Self {
+        self.stopped = Some(stopped);
+        self
     }
 
     /// The lock.
@@ -241,6 +254,16 @@ impl Elector {
         let was_leading = renewed.is_some() || *leading.borrow();
         if was_leading || interrupted {
             leading.send_replace(false);
+            if let Some(mut stopped) = self.stopped.clone() {
+                match tokio::time::timeout(t.renew_deadline, stopped.wait_for(|s| *s)).await {
+                    Ok(Ok(_)) => tracing::debug!(lease = %what, "the work of this lease has stopped; releasing it"),
+                    Ok(Err(_)) => {}
+                    Err(_) => tracing::warn!(
+                        lease = %what, renew_deadline = ?t.renew_deadline,
+                        "the work of this lease did not stop within the renew deadline; the lease is released anyway"
+                    ),
+                }
+            }
             match tokio::time::timeout(t.renew_deadline, self.lock.release(now())).await {
                 Ok(Ok(())) if was_leading => {
                     tracing::info!(lease = %what, "lease released; a standby takes over at once")
@@ -485,6 +508,37 @@ mod tests {
         assert!(!*rx.borrow());
         let s = shared.lock().unwrap();
         assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_release_the_lease_is_given_up_only_once_the_work_has_stopped_or_after_the_deadline() {
+        for stops in [true, false] {
+            let shared = Arc::new(Mutex::new(Shared::default()));
+            let (tx, mut rx) = watch::channel(false);
+            let (release_tx, release_rx) = watch::channel(false);
+            let (stopped_tx, stopped_rx) = watch::channel(true);
+            let elector = Elector::new(MemLock::new("a", &shared), CLIENT_GO).unwrap().after_stopped(stopped_rx);
+            let task = tokio::spawn(elector.run(tx, release_rx));
+            turns(&mut rx, true).await;
+            stopped_tx.send_replace(false); // the work runs
+            release_tx.send_replace(true);
+            let told = turns(&mut rx, false).await;
+            // Told to stop, the work has not stopped yet: the lease is still held.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            assert_eq!(shared.lock().unwrap().releases, 0, "released before the work stopped");
+            if stops {
+                stopped_tx.send_replace(true);
+            }
+            task.await.unwrap();
+            let waited = Instant::now() - told;
+            let s = shared.lock().unwrap();
+            assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None));
+            if stops {
+                assert!(waited < CLIENT_GO.renew_deadline, "released once stopped: {waited:?}");
+            } else {
+                assert!(waited >= CLIENT_GO.renew_deadline, "released at the deadline anyway: {waited:?}");
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -134,6 +134,11 @@ impl Sharding {
         Ok(Sharding { members, locks, timings })
     }
 
+    /// The timings of its elections.
+    pub fn timings(&self) -> ElectionTimings {
+        self.timings
+    }
+
     /// The clusters it shards.
     pub fn clusters(&self) -> impl Iterator<Item = &String> {
         self.locks.keys()
@@ -144,7 +149,17 @@ impl Sharding {
     /// (each through an [`Elector`] that sends on `leading[cluster]` whether this replica holds
     /// it), releasing the others. On stop, every lease held is released and the membership
     /// left, so the other replicas take the clusters at once.
-    pub async fn run(self, leading: BTreeMap<String, watch::Sender<bool>>, mut stop: watch::Receiver<bool>) {
+    ///
+    /// A lease given up (a rebalance, or the stop) is released only once `stopped[cluster]` is
+    /// true: `leading[cluster]` turns false first, the cluster's tasks stop, whoever runs them
+    /// says so, and then the lease goes ([`Elector::after_stopped`], bounded by the renew
+    /// deadline): a store write of those tasks never lands after the new holder began.
+    pub async fn run(
+        self,
+        leading: BTreeMap<String, watch::Sender<bool>>,
+        stopped: BTreeMap<String, watch::Receiver<bool>>,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let clusters: Vec<String> = self.locks.keys().cloned().collect();
         let me = self.members.identity().to_owned();
         let mut standing: BTreeMap<String, Standing> = BTreeMap::new();
@@ -190,7 +205,7 @@ impl Sharding {
             let gone: Vec<String> = standing.keys().filter(|c| !mine.contains(*c)).cloned().collect();
             for cluster in gone {
                 if let Some(s) = standing.remove(&cluster) {
-                    tracing::info!(%cluster, "sharding: this cluster goes to another replica");
+                    tracing::info!(%cluster, "sharding: this cluster goes to another replica; its tasks stop, then its lease is released");
                     s.release.send_replace(true);
                     if let Err(e) = s.task.await {
                         tracing::error!(%cluster, error = %e, "the election task of a cluster failed");
@@ -208,7 +223,10 @@ impl Sharding {
                 }
                 let (Some(lock), Some(tx)) = (self.locks.get(cluster), leading.get(cluster)) else { continue };
                 let elector = match Elector::new(lock.clone(), self.timings) {
-                    Ok(e) => e,
+                    Ok(e) => match stopped.get(cluster) {
+                        Some(s) => e.after_stopped(s.clone()),
+                        None => e,
+                    },
                     Err(e) => {
                         tracing::error!(%cluster, error = %e, "sharding: no election for this cluster");
                         continue;
