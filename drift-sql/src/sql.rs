@@ -212,8 +212,9 @@ where
         let mut stats = DriftStats::default();
 
         let mut q = QueryBuilder::<D::Db>::new(
-            "SELECT status, CAST(sum(n) AS BIGINT) AS n, CAST(sum(ttr_sum_ms) AS BIGINT) AS ttr FROM drift_counts",
+            "SELECT status, CAST(sum(n) AS BIGINT) AS n, CAST(sum(ttr_sum_ms) AS BIGINT) AS ttr FROM ",
         );
+        q.push(S::counts_rollup(filter, &["status"]));
         Self::push_dimensions(&mut q, filter);
         q.push(" GROUP BY status HAVING sum(n) > 0");
         let (mut resolved, mut ttr_sum_ms) = (0, 0);
@@ -228,11 +229,15 @@ where
         }
 
         store.open_breakdown(&mut tx, filter, &mut stats, true).await?;
-        stats.by_cluster = Self::fleet(&mut tx, filter, true).await?;
+        let fleet = S::counts_rollup(filter, &["status", "cluster", "namespace", "severity"]);
+        stats.by_cluster = Self::fleet(&mut tx, filter, Some(fleet)).await?;
         let (first, today) = TrendDay::window(now);
         stats.trend = TrendDay::week(now, store.daily(&mut tx, filter, first, today).await?);
         stats.mean_time_to_resolve_seconds = mean_seconds(ttr_sum_ms, resolved);
-        stats.p95_time_to_resolve_seconds = Self::p95::<S>(&mut tx, filter, resolved).await?;
+        stats.p95_time_to_resolve_seconds = match store.p95_from_rollups(&mut tx, filter, resolved).await? {
+            Some(p95) => p95,
+            None => Self::p95::<S>(&mut tx, filter, resolved).await?,
+        };
         tx.rollback().await.ctx("ending a read")?;
         Ok(stats)
     }
@@ -259,7 +264,7 @@ where
         }
 
         store.open_breakdown(&mut tx, filter, &mut stats, false).await?;
-        stats.by_cluster = Self::fleet(&mut tx, filter, false).await?;
+        stats.by_cluster = Self::fleet(&mut tx, filter, None).await?;
 
         let (first, _) = TrendDay::window(now);
         let start = first.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
@@ -295,18 +300,21 @@ where
     }
 
     /// The fleet overview ([`DriftStats::by_cluster`]): the open drifts the filter keeps by
-    /// cluster, namespace and severity, from the rollup `drift_counts` (keys whose rows are all
-    /// gone have n = 0 and are skipped) or from the rows.
+    /// cluster, namespace and severity, from a rollup of counts (`drift_counts` or a narrower
+    /// one with these columns; keys whose rows are all gone have n = 0 and are skipped) or, with
+    /// no rollup, from the rows.
     pub async fn fleet(
         conn: &mut <D::Db as Database>::Connection,
         filter: &DriftFilter,
-        from_rollup: bool,
+        rollup: Option<&str>,
     ) -> Result<Vec<drift_model::sink::ClusterOpen>, SqlError<D>> {
-        let (count, source) =
-            if from_rollup { ("CAST(sum(n) AS BIGINT)", "drift_counts") } else { ("count(*)", "drifts") };
+        let (count, source) = match rollup {
+            Some(rollup) => ("CAST(sum(n) AS BIGINT)", rollup),
+            None => ("count(*)", "drifts"),
+        };
         let mut q = QueryBuilder::<D::Db>::new("SELECT cluster, namespace, severity, ");
         q.push(count).push(" AS n FROM ").push(source);
-        if from_rollup {
+        if rollup.is_some() {
             Self::push_dimensions(&mut q, filter);
         } else {
             Self::push_filter(&mut q, filter);

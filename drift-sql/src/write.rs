@@ -65,6 +65,24 @@ pub trait SqlStats: Send + Sync {
         stats: &mut DriftStats,
         from_rollup: bool,
     ) -> Result<(), SqlError<Self::Dialect>>;
+    /// The rollup of counts (`n` and `ttr_sum_ms` by rollup dimensions) to read for a figure
+    /// grouped by `columns` under `filter`: the narrowest the store keeps that has both the
+    /// columns and those the filter names. `drift_counts`, all of them, unless the store keeps
+    /// narrower ones.
+    fn counts_rollup(_filter: &DriftFilter, _columns: &[&str]) -> &'static str {
+        "drift_counts"
+    }
+    /// The 95th percentile of the time to resolve of the `n` resolved rows the filter keeps,
+    /// from what the store keeps besides the rows, when it keeps it for this filter; `None` to
+    /// have [`Sql::p95`](crate::Sql::p95) read it from the rows. The same value either way.
+    async fn p95_from_rollups(
+        &self,
+        _conn: &mut Connection<Self::Dialect>,
+        _filter: &DriftFilter,
+        _n: i64,
+    ) -> Result<Option<Option<f64>>, SqlError<Self::Dialect>> {
+        Ok(None)
+    }
     /// Drifts opened and resolved per day from `first` to `today`, from `drift_daily`.
     async fn daily(
         &self,

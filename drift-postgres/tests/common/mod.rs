@@ -144,12 +144,103 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
     .await
     .unwrap();
     assert_eq!(stored, rows, "drift_daily against the rows");
+    // The narrow rollups of migration 0014, each against a recount of the rows.
+    for (table, keys) in [
+        ("drift_counts_scope", "status, cluster, namespace, severity"),
+        ("drift_counts_type", "status, cluster, namespace, severity, drift_type"),
+        ("drift_counts_repo", "status, cluster, namespace, severity, repository"),
+    ] {
+        let stored: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT concat_ws('/', {keys}), n, ttr_sum_ms FROM {table} WHERE n <> 0 OR ttr_sum_ms <> 0 ORDER BY 1"
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT concat_ws('/', {keys}), count(*), \
+             COALESCE(sum(trunc(extract(epoch FROM resolved_at - detected_at) * 1000)::bigint), 0)::bigint \
+             FROM drifts GROUP BY {keys} ORDER BY 1"
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(stored, rows, "{table} against the rows");
+    }
+    let stored: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT concat_ws('/', day, status, cluster, namespace, severity), opened, resolved FROM drift_daily_scope \
+         WHERE opened <> 0 OR resolved <> 0 ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT concat_ws('/', day, status, cluster, namespace, severity), sum(o)::bigint, sum(x)::bigint FROM ( \
+           SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, status, cluster, namespace, severity, 1 AS o, \
+             0 AS x FROM drifts \
+           UNION ALL \
+           SELECT (resolved_at AT TIME ZONE 'UTC')::date, status, cluster, namespace, severity, 0, 1 FROM drifts \
+           WHERE resolved_at IS NOT NULL) AS e \
+         GROUP BY day, status, cluster, namespace, severity ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, rows, "drift_daily_scope against the rows");
+    // The buckets of the times to resolve: the recount takes each resolved row's bucket as
+    // `ttr_bucket` computes it here, not as the database does.
+    let stored: Vec<(String, String, i64, i64)> =
+        sqlx::query_as("SELECT dim, value, bucket, n FROM drift_ttr_buckets WHERE n <> 0 ORDER BY 1, 2, 3")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let resolved: Vec<(i64, String, String, String, String, String, String)> = sqlx::query_as(
+        "SELECT trunc(extract(epoch FROM resolved_at - detected_at) * 1000)::bigint, cluster, namespace, severity, \
+         repository, drift_type, resource_kind FROM drifts WHERE status = 'resolved'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut recount = std::collections::BTreeMap::<(String, String, i64), i64>::new();
+    for (ms, cluster, namespace, severity, repository, drift_type, kind) in resolved {
+        let bucket = ttr_bucket(ms);
+        for (dim, value) in [
+            ("", String::new()),
+            ("cluster", cluster),
+            ("namespace", namespace),
+            ("severity", severity),
+            ("repository", repository),
+            ("drift_type", drift_type),
+            ("resource_kind", kind),
+        ] {
+            *recount.entry((dim.to_owned(), value, bucket)).or_default() += 1;
+        }
+    }
+    let rows: Vec<(String, String, i64, i64)> = recount.into_iter().map(|((d, v, b), n)| (d, v, b, n)).collect();
+    // Same order as the database's (text in the C collation of the test server, or not: sort).
+    let mut stored_sorted = stored.clone();
+    stored_sorted.sort();
+    assert_eq!(stored_sorted, rows, "drift_ttr_buckets against the rows");
     let negative: Vec<String> = sqlx::query_scalar(
         "SELECT c::text FROM drift_counts AS c WHERE n < 0 \
-         UNION ALL SELECT d::text FROM drift_daily AS d WHERE opened < 0 OR resolved < 0",
+         UNION ALL SELECT d::text FROM drift_daily AS d WHERE opened < 0 OR resolved < 0 \
+         UNION ALL SELECT c::text FROM drift_counts_scope AS c WHERE n < 0 \
+         UNION ALL SELECT c::text FROM drift_counts_type AS c WHERE n < 0 \
+         UNION ALL SELECT c::text FROM drift_counts_repo AS c WHERE n < 0 \
+         UNION ALL SELECT d::text FROM drift_daily_scope AS d WHERE opened < 0 OR resolved < 0 \
+         UNION ALL SELECT b::text FROM drift_ttr_buckets AS b WHERE n < 0",
     )
     .fetch_all(pool)
     .await
     .unwrap();
     assert!(negative.is_empty(), "negative rollup figures: {negative:?}");
+}
+
+/// The bucket of a time to resolve in milliseconds, as migration 0014 defines it: the value
+/// below 512, else the value with all but its 9 most significant bits cleared.
+pub fn ttr_bucket(ms: i64) -> i64 {
+    if ms < 512 {
+        return ms;
+    }
+    let cleared = 64 - ms.leading_zeros() - 9;
+    (ms >> cleared) << cleared
 }
