@@ -517,6 +517,7 @@ pub async fn remedies_on(
     })?;
     let sops = sops_keys()?;
     let progress = Progress::default();
+    let name = cluster.to_owned();
     let opened = match config.clusters.iter().find(|c| c.name == cluster) {
         Some(entry) => Cluster::open_entry(config, entry, &mut Home::default(), &progress).await,
         None if !config.clusters.is_empty() => {
@@ -538,9 +539,34 @@ pub async fn remedies_on(
         }
         Err(e) => return Err(e),
     };
-    let source =
-        drift_git::source_with(r.source_config_for(false), progress.clone(), sops_opener(&sops), cluster.lookup())
-            .with_context(|| format!("repository `{}`", r.name))?;
+    // With several clusters, the repository as this cluster's scans read it: an Argo CD
+    // Application going to another cluster renders nothing here.
+    let targets = match config.clusters.iter().find(|c| c.name == name) {
+        Some(_) => {
+            let this = target_clusters(config, &[(name.clone(), cluster.clone())]).await.pop();
+            // The others by name only: their URLs are not needed to tell an Application is not
+            // this cluster's (one naming them then goes nowhere, which is not here either).
+            let clusters = config
+                .clusters
+                .iter()
+                .map(|e| match &this {
+                    Some(t) if e.name == name => t.clone(),
+                    _ => drift_git::TargetCluster { name: e.name.clone(), home: e.in_cluster, ..Default::default() },
+                })
+                .collect();
+            let targeted = config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
+            Some(Arc::new(drift_git::ClusterTargets { clusters, this: name.clone(), targeted, report: false }))
+        }
+        None => None,
+    };
+    let source = drift_git::source_for_cluster(
+        r.source_config_for(false),
+        progress.clone(),
+        sops_opener(&sops),
+        cluster.lookup(),
+        targets,
+    )
+    .with_context(|| format!("repository `{}`", r.name))?;
     let mut builder = base(config, store, hasher, Some((&cluster, vec![source])))
         .settings(scan_settings(config, &progress, &sops))
         .recorded_values(recorded);

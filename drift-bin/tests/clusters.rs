@@ -278,6 +278,14 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     for folder in ["beta", "gamma", "home", "mars"] {
         repo.write(&format!("{folder}/settings.yaml"), &cm(&format!("{folder}-settings")));
     }
+    // One object that beta's and gamma's Applications both render, each its own way.
+    let shared = |mode: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: shared, namespace: shop}}\ndata: {{mode: {mode}}}\n"
+        )
+    };
+    repo.write("beta/shared.yaml", &shared("beta-mode"));
+    repo.write("gamma/shared.yaml", &shared("gamma-mode"));
     repo.commit("three clusters");
     // Each cluster holds what goes to it, and nothing of the others.
     let manifests = home.path().join("live");
@@ -291,6 +299,11 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     apply(&alpha, "home-settings");
     apply(&beta, "beta-settings");
     apply(&gamma, "gamma-settings");
+    for (server, mode) in [(&beta, "beta-mode"), (&gamma, "gamma-mode")] {
+        let file = manifests.join(format!("{mode}.yaml"));
+        std::fs::write(&file, shared(mode)).unwrap();
+        k(server, &["apply", "-f", file.to_str().unwrap()]);
+    }
 
     let config = home.path().join("drift.yaml");
     std::fs::write(
@@ -331,6 +344,30 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     assert_eq!(open(&addr, "beta"), changed, "beta's change");
     assert_eq!(open(&addr, "alpha"), changed, "the home cluster's (kubernetes.default.svc)");
     assert_eq!(open(&addr, "gamma"), vec![], "nothing of beta's or the home's Application on gamma");
+
+    // A revert of beta's change puts back what beta's Application renders, not gamma's version
+    // of the same object (the value beta's scan recorded).
+    k(&beta, &["patch", "configmap", "shared", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"hand"}}"#]);
+    scan(&addr);
+    let page = get_json(&addr, "/drifts?status=open&cluster=beta&limit=500");
+    let id = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["resource_name"] == "shared")
+        .unwrap_or_else(|| panic!("beta's shared drift: {page}"))["id"]
+        .as_i64()
+        .unwrap();
+    let out = common::drift_command()
+        .args(["fix", &id.to_string(), "--revert", "--dry-run", "--as", "tester", "--config"])
+        .arg(&config)
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "drift fix --revert --dry-run of beta's drift: {text}");
+    assert!(text.contains("beta-mode") && !text.contains("gamma-mode"), "{text}");
 
     // The Application going nowhere: a warning of the first cluster's scan (once per round).
     let warned = |cluster: &str| -> Vec<String> {
