@@ -624,7 +624,7 @@ type ClusterTasks =
 
 /// The tasks only a leader runs (all of them without leader election): per cluster, the
 /// scheduler, the watch and self-heal; once, the notifier and the audit join.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct LeaderTasks {
     sched: Vec<tokio::task::JoinHandle<()>>,
     watcher: Vec<tokio::task::JoinHandle<()>>,
@@ -990,13 +990,7 @@ impl Detector {
             "shutting down: the running scans finish or are abandoned, then the clusters' leases are released"
         );
         stop_api.send_replace(true);
-        let mut tasks = LeaderTasks {
-            sched: Vec::new(),
-            watcher: Vec::new(),
-            notifier: None,
-            healer: Vec::new(),
-            identifier: None,
-        };
+        let mut tasks = LeaderTasks::default();
         for (tx, (sched, watcher, healer)) in held.into_iter().flatten() {
             tx.send_replace(true);
             tasks.sched.push(sched);
@@ -1029,13 +1023,7 @@ impl Detector {
     /// Starts the leader's tasks: the scheduler, the watch loop (when enabled and the live
     /// source can watch), the notifier and self-heal, stopped by `stop`.
     fn start_tasks(&self, stop: watch::Receiver<bool>) -> LeaderTasks {
-        let mut tasks = LeaderTasks {
-            sched: Vec::new(),
-            watcher: Vec::new(),
-            notifier: None,
-            healer: Vec::new(),
-            identifier: None,
-        };
+        let mut tasks = LeaderTasks::default();
         for unit in &self.units {
             let (sched, watcher, healer) = self.start_cluster(unit, &stop);
             tasks.sched.push(sched);
