@@ -37,10 +37,26 @@ pub struct KeptResource {
     related: Option<HashSet<ResourceKey>>,
 }
 
-/// The compact JSON text of an object (writing a `Value` to memory cannot fail: its keys are
+/// `with` the compact JSON text of an object, written into a buffer of the thread's that is
+/// kept from one object to the next (writing a `Value` to memory cannot fail: its keys are
 /// strings).
-fn compact_json(r: &Resource) -> Vec<u8> {
-    serde_json::to_vec(&*r.object).unwrap_or_default()
+fn with_compact_json<R>(r: &Resource, with: impl FnOnce(&[u8]) -> R) -> R {
+    thread_local! {
+        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    BUFFER.with(|b| match b.try_borrow_mut() {
+        Ok(mut json) => {
+            json.clear();
+            // (A buffer grown for one large object is not kept for the next.)
+            if json.capacity() > 1 << 20 {
+                json.shrink_to(64 << 10);
+            }
+            let written = serde_json::to_writer(&mut *json, &*r.object);
+            with(if written.is_ok() { &json[..] } else { &[] })
+        }
+        // (Not reached: `with` does not make another object.)
+        Err(_) => with(&serde_json::to_vec(&*r.object).unwrap_or_default()),
+    })
 }
 
 /// An LZ4 block of `json`, its length first.
@@ -63,17 +79,19 @@ fn read_json(json: &[u8]) -> serde_json::Value {
 impl KeptResource {
     /// Keeps `r` compact.
     pub fn new(r: &Resource) -> Self {
-        let json = compact_json(r);
-        let digest = match &r.provenance.sops_digest {
-            Some(d) => d.clone(),
-            // `object_digest` of the same compact JSON text, without writing it twice.
-            None => drift_model::resource::digest_of_json(&json),
-        };
+        let (packed, digest) = with_compact_json(r, |json| {
+            let digest = match &r.provenance.sops_digest {
+                Some(d) => d.clone(),
+                // `object_digest` of the same compact JSON text, without writing it twice.
+                None => drift_model::resource::digest_of_json(json),
+            };
+            (pack(json), digest)
+        });
         KeptResource {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
             provenance: r.provenance.clone(),
-            packed: Some(pack(&json)),
+            packed: Some(packed),
             digest,
             encrypted: drift_model::secret::is_sops_encrypted(&r.object),
             waived: r.waived(),
@@ -155,7 +173,7 @@ impl DesiredObject for KeptResource {
     }
 
     fn restore(&mut self, again: &Resource) {
-        self.packed = Some(pack(&compact_json(again)));
+        self.packed = Some(with_compact_json(again, pack));
     }
 
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]> {

@@ -154,12 +154,12 @@ impl<'a> Reader<'a> {
             }
             let (key, rest) = split_key(line.body)?;
             self.count()?;
-            if map.contains_key(&key) {
+            // (One search of the map for the key: a key given twice is refused.)
+            let serde_json::map::Entry::Vacant(slot) = map.entry(key) else {
                 return None;
-            }
+            };
             self.pos = i + 1;
-            let value = self.value(rest, indent, depth + 1)?;
-            map.insert(key, value);
+            slot.insert(self.value(rest, indent, depth + 1)?);
         }
         Some(Value::Object(map))
     }
@@ -386,33 +386,40 @@ fn plain_value(text: &str) -> Option<Value> {
 /// outside JSON's or a string that does not close.
 fn double_quoted(s: &str) -> Option<(String, &str)> {
     let body = s.strip_prefix('"')?;
-    let mut out = String::new();
-    let mut chars = body.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Some((out, &body[i + 1..])),
-            '\\' => {
-                let (_, e) = chars.next()?;
-                out.push(match e {
-                    '"' => '"',
-                    '\\' => '\\',
-                    '/' => '/',
-                    'n' => '\n',
-                    't' => '\t',
-                    'r' => '\r',
-                    'b' => '\u{8}',
-                    'f' => '\u{c}',
-                    'u' => {
-                        let hex: String = (0..4).map(|_| chars.next().map(|(_, h)| h)).collect::<Option<_>>()?;
-                        char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
-                    }
-                    _ => return None,
-                });
-            }
-            _ => out.push(c),
-        }
+    // The runs between escapes are copied whole (`"` and `\\` are ASCII, so the cuts fall on
+    // character boundaries); a string without escapes is one copy of the right size.
+    let special = |r: &str| r.bytes().position(|b| b == b'"' || b == b'\\');
+    let first = special(body)?;
+    if body.as_bytes()[first] == b'"' {
+        return Some((body[..first].to_owned(), &body[first + 1..]));
     }
-    None
+    let mut out = String::with_capacity(first + 16);
+    let mut rest = body;
+    loop {
+        let stop = special(rest)?;
+        out.push_str(&rest[..stop]);
+        if rest.as_bytes()[stop] == b'"' {
+            return Some((out, &rest[stop + 1..]));
+        }
+        let mut chars = rest[stop + 1..].chars();
+        let e = chars.next()?;
+        out.push(match e {
+            '"' => '"',
+            '\\' => '\\',
+            '/' => '/',
+            'n' => '\n',
+            't' => '\t',
+            'r' => '\r',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'u' => {
+                let hex: String = (0..4).map(|_| chars.next()).collect::<Option<_>>()?;
+                char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
+            }
+            _ => return None,
+        });
+        rest = chars.as_str();
+    }
 }
 
 /// A single-quoted scalar at the start of `s` and the rest after it.
