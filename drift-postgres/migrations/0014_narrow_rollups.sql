@@ -5,9 +5,11 @@
 -- resolved rows' index. This adds narrower rollups, kept by the same statement triggers in the
 -- same transactions, exact like them:
 --
+-- drift_counts_kinds (status, severity, drift_type, repository): n, ttr_sum_ms
 -- drift_counts_scope (status, cluster, namespace, severity): n, ttr_sum_ms
 -- drift_counts_type  (status, cluster, namespace, severity, drift_type): n, ttr_sum_ms
 -- drift_counts_repo  (status, cluster, namespace, severity, repository): n, ttr_sum_ms
+-- drift_daily_status (day, status, severity): opened, resolved
 -- drift_daily_scope  (day, status, cluster, namespace, severity): opened, resolved
 -- drift_ttr_buckets  (dim, value, bucket): n = resolved rows whose time to resolve falls in the
 --     bucket, for the whole history (dim = value = '') and for each value of each dimension
@@ -27,6 +29,16 @@ CREATE FUNCTION drift_ttr_bucket(ms bigint) RETURNS bigint LANGUAGE sql IMMUTABL
         ELSE (ms >> (56 - position('1' IN ms::bit(64)::text))) << (56 - position('1' IN ms::bit(64)::text))
     END
 $fn$;
+
+CREATE TABLE drift_counts_kinds (
+    status     text   NOT NULL,
+    severity   text   NOT NULL,
+    drift_type text   NOT NULL,
+    repository text   NOT NULL,
+    n          bigint NOT NULL,
+    ttr_sum_ms bigint NOT NULL,
+    PRIMARY KEY (status, severity, drift_type, repository)
+);
 
 CREATE TABLE drift_counts_scope (
     status     text   NOT NULL,
@@ -58,6 +70,15 @@ CREATE TABLE drift_counts_repo (
     n          bigint NOT NULL,
     ttr_sum_ms bigint NOT NULL,
     PRIMARY KEY (status, cluster, namespace, severity, repository)
+);
+
+CREATE TABLE drift_daily_status (
+    day      date   NOT NULL,
+    status   text   NOT NULL,
+    severity text   NOT NULL,
+    opened   bigint NOT NULL,
+    resolved bigint NOT NULL,
+    PRIMARY KEY (day, status, severity)
 );
 
 CREATE TABLE drift_daily_scope (
@@ -102,6 +123,7 @@ BEGIN
             SET n = c.n + EXCLUDED.n, ttr_sum_ms = c.ttr_sum_ms + EXCLUDED.ttr_sum_ms
     $q$, src);
     FOR narrow IN SELECT * FROM (VALUES
+        ('drift_counts_kinds', 'status, severity, drift_type, repository', '1, 2, 3, 4'),
         ('drift_counts_scope', 'status, cluster, namespace, severity', '1, 2, 3, 4'),
         ('drift_counts_type', 'status, cluster, namespace, severity, drift_type', '1, 2, 3, 4, 5'),
         ('drift_counts_repo', 'status, cluster, namespace, severity, repository', '1, 2, 3, 4, 5')
@@ -134,23 +156,26 @@ BEGIN
         ON CONFLICT (day, cluster, repository, namespace, resource_kind, drift_type, severity, status) DO UPDATE
             SET opened = r.opened + EXCLUDED.opened, resolved = r.resolved + EXCLUDED.resolved
     $q$, src);
-    RETURN NEXT format($q$
-        WITH d AS (%s)
-        INSERT INTO drift_daily_scope AS r (day, status, cluster, namespace, severity, opened, resolved)
-        SELECT day, status, cluster, namespace, severity, sum(o), sum(x)
-        FROM (
-            SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, status, cluster, namespace, severity,
-                s AS o, 0 AS x FROM d
-            UNION ALL
-            SELECT (resolved_at AT TIME ZONE 'UTC')::date, status, cluster, namespace, severity, 0, s
-            FROM d WHERE resolved_at IS NOT NULL
-        ) AS e
-        GROUP BY 1, 2, 3, 4, 5
-        HAVING sum(o) <> 0 OR sum(x) <> 0
-        ORDER BY 1, 2, 3, 4, 5
-        ON CONFLICT (day, status, cluster, namespace, severity) DO UPDATE
-            SET opened = r.opened + EXCLUDED.opened, resolved = r.resolved + EXCLUDED.resolved
-    $q$, src);
+    FOR narrow IN SELECT * FROM (VALUES
+        ('drift_daily_status', 'status, severity', '1, 2, 3'),
+        ('drift_daily_scope', 'status, cluster, namespace, severity', '1, 2, 3, 4, 5')
+    ) AS t(name, keys, positions) LOOP
+        RETURN NEXT format($q$
+            WITH d AS (%4$s)
+            INSERT INTO %1$I AS r (day, %2$s, opened, resolved)
+            SELECT day, %2$s, sum(o), sum(x)
+            FROM (
+                SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, %2$s, s AS o, 0 AS x FROM d
+                UNION ALL
+                SELECT (resolved_at AT TIME ZONE 'UTC')::date, %2$s, 0, s FROM d WHERE resolved_at IS NOT NULL
+            ) AS e
+            GROUP BY %3$s
+            HAVING sum(o) <> 0 OR sum(x) <> 0
+            ORDER BY %3$s
+            ON CONFLICT (day, %2$s) DO UPDATE
+                SET opened = r.opened + EXCLUDED.opened, resolved = r.resolved + EXCLUDED.resolved
+        $q$, narrow.name, narrow.keys, narrow.positions, src);
+    END LOOP;
     -- GROUPING(...) has a 0 bit for each column the row is grouped by (leftmost = 32).
     RETURN NEXT format($q$
         INSERT INTO drift_ttr_buckets AS b (dim, value, bucket, n)
@@ -193,9 +218,11 @@ CREATE OR REPLACE FUNCTION drifts_rollup_truncate() RETURNS trigger LANGUAGE plp
 BEGIN
     DELETE FROM drift_counts;
     DELETE FROM drift_daily;
+    DELETE FROM drift_counts_kinds;
     DELETE FROM drift_counts_scope;
     DELETE FROM drift_counts_type;
     DELETE FROM drift_counts_repo;
+    DELETE FROM drift_daily_status;
     DELETE FROM drift_daily_scope;
     DELETE FROM drift_ttr_buckets;
     RETURN NULL;
@@ -227,6 +254,7 @@ BEGIN
     END LOOP;
     -- Days before the cutoff that no row contributes to any more.
     DELETE FROM drift_daily WHERE day < (cutoff AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0;
+    DELETE FROM drift_daily_status WHERE day < (cutoff AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0;
     DELETE FROM drift_daily_scope WHERE day < (cutoff AT TIME ZONE 'UTC')::date AND opened = 0 AND resolved = 0;
     RETURN total;
 END
@@ -235,6 +263,9 @@ $fn$;
 -- Backfill: the narrow counts from the exact wide ones (a few hundred thousand rows at most),
 -- the buckets from the resolved rows' index `drifts_resolved_ttr` (it holds every column they
 -- need: an index-only scan of the history, about a second per million resolved rows).
+INSERT INTO drift_counts_kinds (status, severity, drift_type, repository, n, ttr_sum_ms)
+SELECT status, severity, drift_type, repository, sum(n), sum(ttr_sum_ms)
+FROM drift_counts GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
 INSERT INTO drift_counts_scope (status, cluster, namespace, severity, n, ttr_sum_ms)
 SELECT status, cluster, namespace, severity, sum(n), sum(ttr_sum_ms)
 FROM drift_counts GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
@@ -244,6 +275,9 @@ FROM drift_counts GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <
 INSERT INTO drift_counts_repo (status, cluster, namespace, severity, repository, n, ttr_sum_ms)
 SELECT status, cluster, namespace, severity, repository, sum(n), sum(ttr_sum_ms)
 FROM drift_counts GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
+INSERT INTO drift_daily_status (day, status, severity, opened, resolved)
+SELECT day, status, severity, sum(opened), sum(resolved)
+FROM drift_daily GROUP BY 1, 2, 3 HAVING sum(opened) <> 0 OR sum(resolved) <> 0;
 INSERT INTO drift_daily_scope (day, status, cluster, namespace, severity, opened, resolved)
 SELECT day, status, cluster, namespace, severity, sum(opened), sum(resolved)
 FROM drift_daily GROUP BY 1, 2, 3, 4, 5 HAVING sum(opened) <> 0 OR sum(resolved) <> 0;
@@ -258,4 +292,5 @@ BEGIN
     END LOOP;
 END
 $$;
-ANALYZE drift_counts_scope, drift_counts_type, drift_counts_repo, drift_daily_scope, drift_ttr_buckets;
+ANALYZE drift_counts_kinds, drift_counts_scope, drift_counts_type, drift_counts_repo, drift_daily_status,
+    drift_daily_scope, drift_ttr_buckets;

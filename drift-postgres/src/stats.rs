@@ -158,8 +158,7 @@ impl SqlStats for PostgresStore {
         first: NaiveDate,
         today: NaiveDate,
     ) -> Result<Vec<(NaiveDate, i64, i64)>, PgError> {
-        let source =
-            if rollup_for(filter, &["status"]) == "drift_counts_scope" { "drift_daily_scope" } else { "drift_daily" };
+        let source = daily_for(filter);
         let mut q = QueryBuilder::<Postgres>::new(format!(
             "SELECT day, sum(opened)::bigint, sum(resolved)::bigint FROM {source}"
         ));
@@ -169,9 +168,10 @@ impl SqlStats for PostgresStore {
     }
 }
 
-/// The narrow rollups of counts (migration 0014), narrowest first, with their columns; each
+/// The narrow rollups of counts (migration 0014), fewest keys first, with their columns; each
 /// also has `n` and `ttr_sum_ms`. `drift_counts` has every dimension.
-const NARROW: [(&str, &[&str]); 3] = [
+const NARROW: [(&str, &[&str]); 4] = [
+    ("drift_counts_kinds", &["status", "severity", "drift_type", "repository"]),
     ("drift_counts_scope", &["status", "cluster", "namespace", "severity"]),
     ("drift_counts_type", &["status", "cluster", "namespace", "severity", "drift_type"]),
     ("drift_counts_repo", &["status", "cluster", "namespace", "severity", "repository"]),
@@ -183,6 +183,20 @@ pub(crate) fn rollup_for(filter: &DriftFilter, columns: &[&str]) -> &'static str
     let named = filter_columns(filter);
     let needed = || columns.iter().copied().chain(named.iter().map(|(c, _)| *c));
     NARROW.iter().find(|(_, has)| needed().all(|c| has.contains(&c))).map_or("drift_counts", |(name, _)| name)
+}
+
+/// The narrowest rollup of the trend for a filter: `drift_daily_status` (day, status,
+/// severity), `drift_daily_scope` (and cluster, namespace) or `drift_daily`.
+fn daily_for(filter: &DriftFilter) -> &'static str {
+    let named = filter_columns(filter);
+    let within = |has: &[&str]| named.iter().all(|(c, _)| has.contains(c));
+    if within(&["status", "severity"]) {
+        "drift_daily_status"
+    } else if within(&["status", "cluster", "namespace", "severity"]) {
+        "drift_daily_scope"
+    } else {
+        "drift_daily"
+    }
 }
 
 /// The rollup columns a filter names, with their values.
@@ -210,9 +224,16 @@ mod tests {
     #[test]
     fn a_statistic_reads_the_narrowest_rollup_with_its_columns_and_the_filters() {
         let none = DriftFilter::default();
-        assert_eq!(rollup_for(&none, &["status"]), "drift_counts_scope");
-        assert_eq!(rollup_for(&none, &["status", "drift_type"]), "drift_counts_type");
-        assert_eq!(rollup_for(&none, &["status", "repository"]), "drift_counts_repo");
+        assert_eq!(rollup_for(&none, &["status"]), "drift_counts_kinds");
+        assert_eq!(rollup_for(&none, &["status", "drift_type"]), "drift_counts_kinds");
+        assert_eq!(rollup_for(&none, &["status", "repository"]), "drift_counts_kinds");
+        assert_eq!(rollup_for(&none, &["status", "namespace"]), "drift_counts_scope");
+        let cluster = DriftFilter { cluster: Some("c".into()), ..Default::default() };
+        assert_eq!(rollup_for(&cluster, &["status", "severity"]), "drift_counts_scope");
+        assert_eq!(rollup_for(&cluster, &["status", "drift_type"]), "drift_counts_type");
+        assert_eq!(rollup_for(&cluster, &["status", "repository"]), "drift_counts_repo");
+        assert_eq!(daily_for(&none), "drift_daily_status");
+        assert_eq!(daily_for(&cluster), "drift_daily_scope");
         let scoped = DriftFilter {
             status: Some(DriftStatus::Open),
             cluster: Some("c".into()),
@@ -222,8 +243,13 @@ mod tests {
         };
         assert_eq!(rollup_for(&scoped, &["status", "cluster", "namespace", "severity"]), "drift_counts_scope");
         let repo = DriftFilter { repository: Some("r".into()), ..Default::default() };
-        assert_eq!(rollup_for(&repo, &["status"]), "drift_counts_repo");
-        assert_eq!(rollup_for(&repo, &["status", "drift_type"]), "drift_counts", "no narrow rollup has both");
+        assert_eq!(rollup_for(&repo, &["status"]), "drift_counts_kinds");
+        assert_eq!(
+            rollup_for(&repo, &["status", "drift_type", "namespace"]),
+            "drift_counts",
+            "no narrow rollup has all"
+        );
+        assert_eq!(daily_for(&repo), "drift_daily");
         let kind = DriftFilter { kind: Some("Deployment".into()), ..Default::default() };
         assert_eq!(rollup_for(&kind, &["status"]), "drift_counts");
     }

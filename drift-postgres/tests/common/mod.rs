@@ -146,6 +146,7 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
     assert_eq!(stored, rows, "drift_daily against the rows");
     // The narrow rollups of migration 0014, each against a recount of the rows.
     for (table, keys) in [
+        ("drift_counts_kinds", "status, severity, drift_type, repository"),
         ("drift_counts_scope", "status, cluster, namespace, severity"),
         ("drift_counts_type", "status, cluster, namespace, severity, drift_type"),
         ("drift_counts_repo", "status, cluster, namespace, severity, repository"),
@@ -166,26 +167,29 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
         .unwrap();
         assert_eq!(stored, rows, "{table} against the rows");
     }
-    let stored: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT concat_ws('/', day, status, cluster, namespace, severity), opened, resolved FROM drift_daily_scope \
-         WHERE opened <> 0 OR resolved <> 0 ORDER BY 1",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT concat_ws('/', day, status, cluster, namespace, severity), sum(o)::bigint, sum(x)::bigint FROM ( \
-           SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, status, cluster, namespace, severity, 1 AS o, \
-             0 AS x FROM drifts \
-           UNION ALL \
-           SELECT (resolved_at AT TIME ZONE 'UTC')::date, status, cluster, namespace, severity, 0, 1 FROM drifts \
-           WHERE resolved_at IS NOT NULL) AS e \
-         GROUP BY day, status, cluster, namespace, severity ORDER BY 1",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    assert_eq!(stored, rows, "drift_daily_scope against the rows");
+    for (table, keys) in
+        [("drift_daily_status", "status, severity"), ("drift_daily_scope", "status, cluster, namespace, severity")]
+    {
+        let stored: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT concat_ws('/', day, {keys}), opened, resolved FROM {table} \
+             WHERE opened <> 0 OR resolved <> 0 ORDER BY 1"
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT concat_ws('/', day, {keys}), sum(o)::bigint, sum(x)::bigint FROM ( \
+               SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, {keys}, 1 AS o, 0 AS x FROM drifts \
+               UNION ALL \
+               SELECT (resolved_at AT TIME ZONE 'UTC')::date, {keys}, 0, 1 FROM drifts \
+               WHERE resolved_at IS NOT NULL) AS e \
+             GROUP BY day, {keys} ORDER BY 1"
+        )))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(stored, rows, "{table} against the rows");
+    }
     // The buckets of the times to resolve: the recount takes each resolved row's bucket as
     // `ttr_bucket` computes it here, not as the database does.
     let stored: Vec<(String, String, i64, i64)> =
@@ -223,9 +227,11 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
     let negative: Vec<String> = sqlx::query_scalar(
         "SELECT c::text FROM drift_counts AS c WHERE n < 0 \
          UNION ALL SELECT d::text FROM drift_daily AS d WHERE opened < 0 OR resolved < 0 \
+         UNION ALL SELECT c::text FROM drift_counts_kinds AS c WHERE n < 0 \
          UNION ALL SELECT c::text FROM drift_counts_scope AS c WHERE n < 0 \
          UNION ALL SELECT c::text FROM drift_counts_type AS c WHERE n < 0 \
          UNION ALL SELECT c::text FROM drift_counts_repo AS c WHERE n < 0 \
+         UNION ALL SELECT d::text FROM drift_daily_status AS d WHERE opened < 0 OR resolved < 0 \
          UNION ALL SELECT d::text FROM drift_daily_scope AS d WHERE opened < 0 OR resolved < 0 \
          UNION ALL SELECT b::text FROM drift_ttr_buckets AS b WHERE n < 0",
     )
