@@ -388,32 +388,33 @@ pub async fn detector(
         let opened = open_clusters(config, cluster, progress).await?;
         let all = target_clusters(config, &opened).await;
         for (i, (name, c)) in opened.into_iter().enumerate() {
-            let desired = config
-                .repositories
-                .iter()
-                .filter(|r| r.targets(&name))
-                .map(|r| {
-                    // Argo CD Applications are compared with the cluster their destination
-                    // names only (docs/sources.md, "Several clusters").
-                    let targeted: Vec<String> =
-                        config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
-                    let targets = drift_git::ClusterTargets {
-                        clusters: all.clone(),
-                        this: name.clone(),
-                        report: targeted.first() == Some(&name),
-                        targeted,
-                    };
+            let (mut desired, mut proposers) = (Vec::new(), Vec::new());
+            for r in config.repositories.iter().filter(|r| r.targets(&name)) {
+                // Argo CD Applications are compared with the cluster their destination names
+                // only (docs/sources.md, "Several clusters"); an accept of this cluster's drift
+                // edits the repository as this cluster's source reads it.
+                let targeted: Vec<String> =
+                    config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
+                let targets = Arc::new(drift_git::ClusterTargets {
+                    clusters: all.clone(),
+                    this: name.clone(),
+                    report: targeted.first() == Some(&name),
+                    targeted,
+                });
+                desired.push(
                     drift_git::source_for_cluster(
                         own_cache(r.source_config_for(long_running), &name, i == 0),
                         progress.clone(),
                         sops_opener(&sops),
                         c.lookup(),
-                        Some(Arc::new(targets)),
+                        Some(targets.clone()),
                     )
-                    .with_context(|| format!("repository `{}`", r.name))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            builder = builder.cluster(drift_runtime::ClusterParts { live: c.live(), desired, writer: c.writer() });
+                    .with_context(|| format!("repository `{}`", r.name))?,
+                );
+                proposers.extend(proposer(config, r, Some(targets))?);
+            }
+            builder =
+                builder.cluster(drift_runtime::ClusterParts { live: c.live(), desired, writer: c.writer(), proposers });
         }
         builder
     };
@@ -439,8 +440,9 @@ pub async fn detector(
         builder = builder.audit(audit.clone());
     }
     builder = builder.alerts(config.alerts.settings());
-    for r in &config.repositories {
-        if let Some(proposer) = proposer(config, r)? {
+    // With several clusters each cluster has its own (above); these serve one cluster.
+    for r in config.repositories.iter().filter(|_| config.clusters.is_empty()) {
+        if let Some(proposer) = proposer(config, r, None)? {
             builder = builder.proposer(proposer);
         }
     }
@@ -476,14 +478,23 @@ fn base(
 
 /// The proposer of accepted changes of a repository with a remote (git or GitHub), as a
 /// branch or a pull request; a local folder has none.
-fn proposer(config: &Config, r: &crate::config::RepositoryConfig) -> Result<Option<Arc<dyn ChangeProposer>>> {
+/// The proposer of accepted changes of repository `r`; with `targets`, for that one cluster of
+/// several (it reads the repository as that cluster's source does).
+fn proposer(
+    config: &Config,
+    r: &crate::config::RepositoryConfig,
+    targets: Option<Arc<drift_git::ClusterTargets>>,
+) -> Result<Option<Arc<dyn ChangeProposer>>> {
     let source = r.source_config_for(false);
     if matches!(source, drift_git::SourceConfig::Folder(_)) {
         return Ok(None);
     }
     let author = (config.remediation.author_name.clone(), config.remediation.author_email.clone());
-    let proposer = drift_git::GitProposer::new(r.name.clone(), source, author)
+    let mut proposer = drift_git::GitProposer::new(r.name.clone(), source, author)
         .with_context(|| format!("repository `{}`", r.name))?;
+    if let Some(targets) = targets {
+        proposer = proposer.with_targets(targets);
+    }
     Ok(Some(Arc::new(proposer)))
 }
 
@@ -564,13 +575,13 @@ pub async fn remedies_on(
         progress.clone(),
         sops_opener(&sops),
         cluster.lookup(),
-        targets,
+        targets.clone(),
     )
     .with_context(|| format!("repository `{}`", r.name))?;
     let mut builder = base(config, store, hasher, Some((&cluster, vec![source])))
         .settings(scan_settings(config, &progress, &sops))
         .recorded_values(recorded);
-    if accept && let Some(proposer) = proposer(config, r)? {
+    if accept && let Some(proposer) = proposer(config, r, targets)? {
         builder = builder.proposer(proposer);
     }
     Ok(builder.build()?)

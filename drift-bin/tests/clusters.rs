@@ -369,6 +369,47 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     assert!(out.status.success(), "drift fix --revert --dry-run of beta's drift: {text}");
     assert!(text.contains("beta-mode") && !text.contains("gamma-mode"), "{text}");
 
+    // An accept of gamma's change edits the file of the Application going to gamma, not the
+    // first file that renders the object (beta's).
+    k(
+        &gamma,
+        &["patch", "configmap", "shared", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"gamma-hand"}}"#],
+    );
+    scan(&addr);
+    let page = get_json(&addr, "/drifts?status=open&cluster=gamma&limit=500");
+    let id = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["resource_name"] == "shared")
+        .unwrap_or_else(|| panic!("gamma's shared drift: {page}"))["id"]
+        .as_i64()
+        .unwrap();
+    let on_gamma_only = |branch: &str, how: &str| {
+        let changed = repo.git(&["diff", "--name-only", "main", branch]);
+        assert_eq!(changed.trim(), "gamma/shared.yaml", "{how}");
+        assert!(repo.git(&["show", &format!("{branch}:gamma/shared.yaml")]).contains("gamma-hand"), "{how}");
+    };
+    // Through the API of `drift serve` (its proposers of gamma's repositories)...
+    let (status, body) = common::http(&addr, "POST", &format!("/drifts/{id}/accept"), Some(TOKEN));
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let branch = answer["proposal"]["branch"].as_str().unwrap_or_else(|| panic!("a branch: {body}")).to_owned();
+    on_gamma_only(&branch, &body);
+    repo.git(&["branch", "-D", &branch]);
+    // ... and `drift fix` (its own, of the drift's cluster).
+    let out = common::drift_command()
+        .args(["fix", &id.to_string(), "--accept", "--as", "tester", "--config"])
+        .arg(&config)
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "drift fix --accept of gamma's drift: {text}");
+    let branch = String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).unwrap().to_owned();
+    on_gamma_only(&branch, &text);
+
     // The Application going nowhere: a warning of the first cluster's scan (once per round).
     let warned = |cluster: &str| -> Vec<String> {
         let r = report["reports"].as_array().unwrap().iter().find(|r| r["cluster"] == cluster).unwrap();

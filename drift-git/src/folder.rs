@@ -133,10 +133,13 @@ fn list_files(root: &Path, warnings: &mut Vec<SourceWarning>) -> Result<Vec<(Str
 
 /// Where the object `key` of the folder `root` (read from `sub` with `cfg`, as a folder source
 /// would) comes from, rendered the way the source renders it; else the errors of the folder.
+/// With `targets`, as that cluster's source renders it (an Argo CD Application going to another
+/// cluster renders nothing).
 pub(crate) fn locate_in_folder(
     root: &Path,
     sub: &str,
     cfg: &crate::config::RenderConfig,
+    targets: Option<&Arc<crate::gitops::ClusterTargets>>,
     key: &drift_model::ResourceKey,
 ) -> Result<Result<(crate::pipeline::Origin, drift_model::Resource), Vec<SourceWarning>>, SourceError> {
     let mut notes = Vec::new();
@@ -150,6 +153,9 @@ pub(crate) fn locate_in_folder(
     let reader = MemReader(contents);
     let checkout = Checkout::on_disk(files, &reader, root.to_path_buf());
     let pipeline = Pipeline::new(cfg.clone(), Arc::default());
+    if let Some(targets) = targets {
+        pipeline.set_targets(Arc::clone(targets));
+    }
     let sub = normalize_sub(Some(sub));
     let input = BuildInput {
         checkout: &checkout,

@@ -71,7 +71,7 @@ mod render;
 mod source;
 mod tree;
 
-pub use accept::{AcceptPlan, AcceptRequest, FieldChange, Placed, Unplaced, plan_accept};
+pub use accept::{AcceptPlan, AcceptRequest, FieldChange, Placed, Unplaced, plan_accept, plan_accept_for};
 pub use config::{FolderConfig, GitConfig, GitHubConfig, HelmConfig, RenderConfig, RendererKind, Secret, SourceConfig};
 pub use edit::FileEdit;
 pub use folder::FolderSource;

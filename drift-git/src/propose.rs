@@ -2,10 +2,12 @@
 //! its ref ([`Workspace`]), the edits placed by [`plan_accept`], then a branch (and a pull request
 //! on GitHub) by [`Workspace::publish`]. docs/remediation.md describes the whole flow.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use drift_model::remedy::{ChangeProposer, ChangeRequest, Proposal};
 
-use crate::accept::{AcceptRequest, plan_accept};
+use crate::accept::{AcceptRequest, plan_accept_for};
 use crate::config::{RenderConfig, Secret, SourceConfig};
 use crate::publish::{self, Published, Workspace};
 
@@ -17,6 +19,8 @@ pub struct GitProposer {
     author: (String, String),
     /// A token given by the caller; `None`: the configuration's `token_env` is read.
     token: Option<Secret>,
+    /// With several clusters, the cluster whose drifts this proposer accepts.
+    targets: Option<Arc<crate::gitops::ClusterTargets>>,
 }
 
 impl GitProposer {
@@ -29,7 +33,7 @@ impl GitProposer {
             ));
         }
         config.validate()?;
-        Ok(GitProposer { name: name.into(), config, author, token: None })
+        Ok(GitProposer { name: name.into(), config, author, token: None, targets: None })
     }
 
     /// The same proposer with the token given by the caller instead of the configuration's
@@ -37,6 +41,14 @@ impl GitProposer {
     /// token already, and for tests.
     pub fn with_token(mut self, token: Secret) -> Self {
         self.token = Some(token);
+        self
+    }
+
+    /// The same proposer for one of several clusters: it reads the repository as that cluster's
+    /// source does ([`crate::source_for_cluster`]), so an object Argo CD Applications render for
+    /// two clusters is edited in the file of the drift's cluster's Application.
+    pub fn with_targets(mut self, targets: Arc<crate::gitops::ClusterTargets>) -> Self {
+        self.targets = Some(targets);
         self
     }
 
@@ -69,7 +81,8 @@ impl ChangeProposer for GitProposer {
         let root = workspace.root().to_owned();
         let render = render.clone();
         let sub = sub.trim_matches('/').to_owned();
-        let plan = tokio::task::spawn_blocking(move || plan_accept(&root, &sub, &render, &accept))
+        let targets = self.targets.clone();
+        let plan = tokio::task::spawn_blocking(move || plan_accept_for(&root, &sub, &render, targets, &accept))
             .await
             .map_err(|e| drift_model::Error::unavailable(format!("the accept planner stopped: {e}")))??;
         let placed: Vec<String> = plan.placed.iter().map(|p| format!("{}: {}, {}", p.path, p.file, p.how)).collect();

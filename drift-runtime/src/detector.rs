@@ -58,6 +58,11 @@ pub struct ClusterParts {
     pub desired: Vec<Arc<dyn DesiredSource>>,
     /// The writer of reverts and self-heal on this cluster.
     pub writer: Option<Arc<dyn ClusterWriter>>,
+    /// This cluster's own proposers of accepted changes, used before the detector's
+    /// ([`DetectorBuilder::proposer`]) for their repository: with several clusters, one that
+    /// reads the repository as this cluster's source does (an object Argo CD Applications
+    /// render for two clusters is edited in the file of this cluster's Application).
+    pub proposers: Vec<Arc<dyn ChangeProposer>>,
 }
 
 /// Builds a [`Detector`]. A live source, a store and at least one desired source are required;
@@ -336,7 +341,7 @@ impl DetectorBuilder {
     pub fn build(self) -> drift_core::Result<Detector> {
         let mut clusters = Vec::with_capacity(self.clusters.len() + 1);
         if let Some(live) = self.live {
-            clusters.push(ClusterParts { live, desired: self.desired, writer: self.writer });
+            clusters.push(ClusterParts { live, desired: self.desired, writer: self.writer, proposers: Vec::new() });
         } else if !self.desired.is_empty() || self.writer.is_some() {
             return Err(drift_core::Error::config(
                 "desired sources and a writer given to the builder need its live source (or give them with a cluster)",
@@ -507,7 +512,8 @@ impl DetectorBuilder {
                 if let Some(w) = parts.writer {
                     r = r.with_writer(w);
                 }
-                for p in &self.proposers {
+                // The cluster's own first: the first proposer of a repository is the one used.
+                for p in parts.proposers.iter().chain(&self.proposers) {
                     r = r.with_proposer(p.clone());
                 }
                 if let Some(h) = &self.heal {

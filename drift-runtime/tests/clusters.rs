@@ -39,8 +39,13 @@ async fn each_cluster_is_scanned_with_its_repositories_and_one_down_resolves_not
     let west = Arc::new(MemoryLiveSource::new("west", vec![cm("settings", "slow")]));
     let store = Arc::new(MemoryStore::new());
     let detector = Detector::builder()
-        .cluster(ClusterParts { live: east.clone(), desired: vec![repo("platform")], writer: None })
-        .cluster(ClusterParts { live: west.clone(), desired: vec![repo("platform"), repo("edge")], writer: None })
+        .cluster(ClusterParts { live: east.clone(), desired: vec![repo("platform")], writer: None, proposers: vec![] })
+        .cluster(ClusterParts {
+            live: west.clone(),
+            desired: vec![repo("platform"), repo("edge")],
+            writer: None,
+            proposers: vec![],
+        })
         .store(Store::new(store.clone()))
         .build()
         .unwrap();
@@ -80,15 +85,15 @@ fn clusters_need_distinct_names_and_a_repository_each() {
     let live = |name: &str| Arc::new(MemoryLiveSource::new(name, vec![]));
     let store = || Store::new(Arc::new(MemoryStore::new()));
     let err = Detector::builder()
-        .cluster(ClusterParts { live: live("east"), desired: vec![repo("platform")], writer: None })
-        .cluster(ClusterParts { live: live("east"), desired: vec![repo("platform")], writer: None })
+        .cluster(ClusterParts { live: live("east"), desired: vec![repo("platform")], writer: None, proposers: vec![] })
+        .cluster(ClusterParts { live: live("east"), desired: vec![repo("platform")], writer: None, proposers: vec![] })
         .store(store())
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("two clusters are named \"east\""), "{err}");
     let err = Detector::builder()
-        .cluster(ClusterParts { live: live("east"), desired: vec![repo("platform")], writer: None })
-        .cluster(ClusterParts { live: live("west"), desired: vec![], writer: None })
+        .cluster(ClusterParts { live: live("east"), desired: vec![repo("platform")], writer: None, proposers: vec![] })
+        .cluster(ClusterParts { live: live("west"), desired: vec![], writer: None, proposers: vec![] })
         .store(store())
         .build()
         .unwrap_err();

@@ -15,6 +15,7 @@
 //! as the cluster's value. See `docs/remediation.md`.
 
 use std::path::Path as FsPath;
+use std::sync::Arc;
 
 use drift_model::{Error, ResourceKey, Result};
 use serde_json::Value;
@@ -84,6 +85,19 @@ pub struct AcceptPlan {
 /// Nothing is written to `root`. Secrets are refused (the cluster's value must never be
 /// written to Git in the clear), as are files the editor does not understand.
 pub fn plan_accept(root: &FsPath, sub: &str, render: &RenderConfig, request: &AcceptRequest) -> Result<AcceptPlan> {
+    plan_accept_for(root, sub, render, None, request)
+}
+
+/// [`plan_accept`] as the source of one of several clusters reads the repository (`targets`,
+/// as [`crate::source_for_cluster`] takes them): an object two Argo CD Applications render for
+/// two clusters is edited in the file of the Application going to the drift's cluster.
+pub fn plan_accept_for(
+    root: &FsPath,
+    sub: &str,
+    render: &RenderConfig,
+    targets: Option<Arc<crate::gitops::ClusterTargets>>,
+    request: &AcceptRequest,
+) -> Result<AcceptPlan> {
     let key = &request.key;
     if key.group.is_empty() && key.kind == "Secret" {
         return Err(Error::permission_denied(format!(
@@ -93,7 +107,7 @@ pub fn plan_accept(root: &FsPath, sub: &str, render: &RenderConfig, request: &Ac
     if request.changes.is_empty() {
         return Err(Error::invalid_input(format!("{key}: no change to accept")));
     }
-    let (origin, object) = locate_in_folder(root, sub, render, key)?.map_err(|errors| {
+    let (origin, object) = locate_in_folder(root, sub, render, targets.as_ref(), key)?.map_err(|errors| {
         let folder = if sub.is_empty() { "." } else { sub };
         let why: Vec<String> =
             errors.iter().take(3).map(|w| format!("{}: {}", w.path.as_deref().unwrap_or(folder), w.message)).collect();
@@ -106,7 +120,7 @@ pub fn plan_accept(root: &FsPath, sub: &str, render: &RenderConfig, request: &Ac
         Origin::Helm { chart, opts } => helm::plan(root, render, chart, opts, key, &object.object, &request.changes)?,
     };
     if !plan.placed.is_empty() {
-        verify(root, sub, render, request, &mut plan)?;
+        verify(root, sub, render, targets.as_ref(), request, &mut plan)?;
     }
     Ok(plan)
 }
@@ -255,6 +269,7 @@ fn verify(
     root: &FsPath,
     sub: &str,
     render: &RenderConfig,
+    targets: Option<&Arc<crate::gitops::ClusterTargets>>,
     request: &AcceptRequest,
     plan: &mut AcceptPlan,
 ) -> Result<()> {
@@ -272,7 +287,7 @@ fn verify(
         std::fs::write(&target, &e.content).map_err(|err| Error::unexpected(format!("writing {}: {err}", e.path)))?;
     }
     let key = &request.key;
-    let (_, object) = locate_in_folder(copy.path(), sub, render, key)?.map_err(|errors| {
+    let (_, object) = locate_in_folder(copy.path(), sub, render, targets, key)?.map_err(|errors| {
         let why: Vec<&str> = errors.iter().take(3).map(|w| w.message.as_str()).collect();
         Error::unexpected(format!(
             "{key} is no longer rendered after the planned edits ({}); nothing is proposed",
