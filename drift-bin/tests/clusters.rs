@@ -349,24 +349,33 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     // of the same object (the value beta's scan recorded).
     k(&beta, &["patch", "configmap", "shared", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"hand"}}"#]);
     scan(&addr);
-    let page = get_json(&addr, "/drifts?status=open&cluster=beta&limit=500");
-    let id = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["resource_name"] == "shared")
-        .unwrap_or_else(|| panic!("beta's shared drift: {page}"))["id"]
-        .as_i64()
-        .unwrap();
-    let out = common::drift_command()
-        .args(["fix", &id.to_string(), "--revert", "--dry-run", "--as", "tester", "--config"])
-        .arg(&config)
-        .env("NO_COLOR", "1")
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "drift fix --revert --dry-run of beta's drift: {text}");
+    // The open drift of `shared` on a cluster, and `drift fix ID ARGS` of it (success, output).
+    let shared_drift = |cluster: &str| {
+        let page = get_json(&addr, &format!("/drifts?status=open&cluster={cluster}&limit=500"));
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["resource_name"] == "shared")
+            .unwrap_or_else(|| panic!("{cluster}'s shared drift: {page}"))["id"]
+            .as_i64()
+            .unwrap()
+    };
+    let fix = |id: i64, args: &[&str]| {
+        let out = common::drift_command()
+            .args(["fix", &id.to_string()])
+            .args(args)
+            .args(["--as", "tester", "--config"])
+            .arg(&config)
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "drift fix {id} {args:?}: {text}");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), text)
+    };
+    let (_, text) = fix(shared_drift("beta"), &["--revert", "--dry-run"]);
     assert!(text.contains("beta-mode") && !text.contains("gamma-mode"), "{text}");
 
     // An accept of gamma's change edits the file of the Application going to gamma, not the
@@ -376,15 +385,7 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
         &["patch", "configmap", "shared", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"gamma-hand"}}"#],
     );
     scan(&addr);
-    let page = get_json(&addr, "/drifts?status=open&cluster=gamma&limit=500");
-    let id = page["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["resource_name"] == "shared")
-        .unwrap_or_else(|| panic!("gamma's shared drift: {page}"))["id"]
-        .as_i64()
-        .unwrap();
+    let id = shared_drift("gamma");
     let on_gamma_only = |branch: &str, how: &str| {
         let changed = repo.git(&["diff", "--name-only", "main", branch]);
         assert_eq!(changed.trim(), "gamma/shared.yaml", "{how}");
@@ -398,16 +399,8 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     on_gamma_only(&branch, &body);
     repo.git(&["branch", "-D", &branch]);
     // ... and `drift fix` (its own, of the drift's cluster).
-    let out = common::drift_command()
-        .args(["fix", &id.to_string(), "--accept", "--as", "tester", "--config"])
-        .arg(&config)
-        .env("NO_COLOR", "1")
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "drift fix --accept of gamma's drift: {text}");
-    let branch = String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).unwrap().to_owned();
+    let (stdout, text) = fix(id, &["--accept"]);
+    let branch = stdout.split_whitespace().nth(1).unwrap_or_else(|| panic!("a branch: {text}")).to_owned();
     on_gamma_only(&branch, &text);
 
     // The Application going nowhere: a warning of the first cluster's scan (once per round).
