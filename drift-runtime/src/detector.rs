@@ -31,15 +31,49 @@ use drift_core::remedy::{ChangeProposer, ClusterWriter};
 async fn stop_cluster(cluster: &str, tasks: ClusterTasks, limit: Duration) {
     let (sched, watcher, healer) = tasks;
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = [Some(sched), watcher, healer].into_iter().flatten().collect();
-    let all = futures::future::join_all(tasks.iter_mut());
-    if tokio::time::timeout(limit, all).await.is_err() {
+    let aborts: Vec<_> = tasks.iter().map(tokio::task::JoinHandle::abort_handle).collect();
+    // One join of them all, awaited again after the aborts: it remembers the tasks that ended
+    // within the limit (a finished JoinHandle must not be polled again: that panics).
+    let mut all = std::pin::pin!(futures::future::join_all(tasks.iter_mut()));
+    if tokio::time::timeout(limit, all.as_mut()).await.is_err() {
         tracing::warn!(%cluster, limit = ?limit, "the cluster's tasks did not stop in time and are aborted");
-        for t in &tasks {
-            t.abort();
+        for a in &aborts {
+            a.abort();
         }
-        for t in tasks {
-            let _ = t.await;
-        }
+        all.await;
+    }
+}
+
+#[cfg(test)]
+mod stop_tests {
+    use super::*;
+
+    /// A cluster whose scheduler stops at once while its watch does not: the watch is aborted at
+    /// the limit and the stop returns (a first version polled the finished scheduler's handle
+    /// again after the timeout and panicked, taking the replica down on a rebalance).
+    #[tokio::test(start_paused = true)]
+    async fn a_task_that_does_not_stop_is_aborted_at_the_limit_and_the_finished_ones_are_not_polled_again() {
+        let sched = tokio::spawn(async {});
+        let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel::<()>();
+        let watcher = tokio::spawn(async move {
+            let _guard = dropped_tx;
+            std::future::pending::<()>().await;
+        });
+        let healer = tokio::spawn(tokio::time::sleep(Duration::from_millis(10)));
+        tokio::task::yield_now().await;
+        let started = tokio::time::Instant::now();
+        stop_cluster("east", (sched, Some(watcher), Some(healer)), Duration::from_secs(3)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(3), "waited for the limit, no more");
+        assert!(dropped_rx.await.is_err(), "the watch was aborted (its future dropped)");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tasks_that_stop_within_the_limit_are_awaited_without_abort() {
+        let sched = tokio::spawn(tokio::time::sleep(Duration::from_millis(500)));
+        let watcher = tokio::spawn(tokio::time::sleep(Duration::from_secs(1)));
+        let started = tokio::time::Instant::now();
+        stop_cluster("east", (sched, Some(watcher), None), Duration::from_secs(3)).await;
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
     }
 }
 

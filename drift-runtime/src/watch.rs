@@ -351,9 +351,18 @@ async fn watch_once(
     stop: &mut watch::Receiver<bool>,
     throttle: &mut LogThrottle,
 ) -> (Ended, usize) {
-    let index = desired_index(scanner).await;
+    // Reading the desired state and starting the watch (its first lists) take seconds on a big
+    // cluster: a stop (the cluster handed to another replica) ends them at once.
+    let index = tokio::select! {
+        index = desired_index(scanner) => index,
+        _ = stop.changed() => return (Ended::Stopped, 0),
+    };
     let watched = pairs(&index.scope);
-    let stream = match scanner.live().watch(&index.scope).await {
+    let started = tokio::select! {
+        started = scanner.live().watch(&index.scope) => started,
+        _ = stop.changed() => return (Ended::Stopped, watched),
+    };
+    let stream = match started {
         Ok(s) => s,
         Err(e) => {
             if let Some(left_out) = throttle.admit("watch-start", Instant::now()) {
