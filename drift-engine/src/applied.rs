@@ -37,8 +37,8 @@ pub enum Applied<'a> {
 impl<'a> Applied<'a> {
     /// Reads a JSON text; `None` when it is not JSON.
     ///
-    /// Read by [`Fast`] where it can (about a third of what serde_json's visitors cost), by
-    /// serde_json where [`Fast`] leaves the text to it, which gives the same document.
+    /// Read by `Fast` where it can (about a third of what serde_json's visitors cost), by
+    /// serde_json where `Fast` leaves the text to it, which gives the same document.
     pub fn read(text: &'a str) -> Option<Self> {
         Fast::read(text).or_else(|| serde_json::from_str(text).ok())
     }

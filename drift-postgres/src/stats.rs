@@ -46,7 +46,7 @@ impl SqlStats for PostgresStore {
     }
 
     /// From `drifts` (`count(*)`), one pass with grouping sets; from the rollups (`sum(n)`), one
-    /// such pass per rollup chosen by [`rollup_for`] (the narrow ones hold severity and namespace,
+    /// such pass per rollup chosen by `rollup_for` (the narrow ones hold severity and namespace,
     /// type, or repository).
     async fn open_breakdown(
         &self,
