@@ -119,6 +119,24 @@ pub(crate) struct Pipeline {
     consulted: std::sync::atomic::AtomicBool,
 }
 
+/// What `app` renders is no longer read otherwise: the walk's reading of its folder, or an
+/// application's of a folder around it (an app of apps); another application of the same folder
+/// (an environment of one chart) stays. Also for an application going to another cluster, whose
+/// folder is then read by no one here.
+fn drop_covered(
+    app: &gitops::App,
+    results: &mut Vec<(Unit, Arc<Parsed>)>,
+    external: &mut Vec<Unit>,
+    next: &mut Vec<Unit>,
+) {
+    let covered = |u: &Unit| {
+        within(u.root(), &app.path) && u.root() != app.declared_in && u.app.as_deref() != Some(app.path.as_str())
+    };
+    results.retain(|(u, _)| !covered(u));
+    external.retain(|u| !covered(u));
+    next.retain(|u| !covered(u));
+}
+
 impl Pipeline {
     pub fn new(cfg: RenderConfig, stats: Arc<Stats>) -> Self {
         Pipeline {
@@ -358,14 +376,7 @@ impl Pipeline {
                     gitops::Placement::Nowhere(why) => Some(Some(why)),
                 };
                 if let Some(nowhere) = why {
-                    let covered = |u: &Unit| {
-                        within(u.root(), &app.path)
-                            && u.root() != app.declared_in
-                            && u.app.as_deref() != Some(app.path.as_str())
-                    };
-                    results.retain(|(u, _)| !covered(u));
-                    external.retain(|u| !covered(u));
-                    next.retain(|u| !covered(u));
+                    drop_covered(&app, results, external, next);
                     if let Some(why) = nowhere
                         && targets.report
                     {
@@ -386,17 +397,7 @@ impl Pipeline {
                 continue;
             }
             tracing::debug!(origin = %app.origin, path = %app.path, "following a GitOps application");
-            // What the application renders is no longer read otherwise: the walk's reading of
-            // its folder, or an application's of a folder around it (an app of apps); another
-            // application of the same folder (an environment of one chart) stays.
-            let covered = |u: &Unit| {
-                within(u.root(), &app.path)
-                    && u.root() != app.declared_in
-                    && u.app.as_deref() != Some(app.path.as_str())
-            };
-            results.retain(|(u, _)| !covered(u));
-            external.retain(|u| !covered(u));
-            next.retain(|u| !covered(u));
+            drop_covered(&app, results, external, next);
             match (&app.revision, ctx.other_revision) {
                 (Some(revision), Some(other)) => {
                     results.extend(self.render_at(other, revision, &app, warnings));
