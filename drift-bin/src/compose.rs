@@ -503,18 +503,8 @@ fn proposer(
 /// live read of an accept, the writer of a revert). No notifier is built, so none of their
 /// secrets is needed. An accept runs without a cluster too: when none can be reached, it
 /// proposes the values the last scan recorded.
-/// With `clusters:`, the first of them ([`remedies_on`] names another).
-pub async fn remedies(
-    config: &Config,
-    store: Store,
-    hasher: SecretHasher,
-    repository: &str,
-    accept: bool,
-) -> Result<drift_runtime::Detector> {
-    remedies_on(config, store, hasher, repository, &config.cluster, accept).await
-}
-
-/// [`remedies`] on `cluster`: with `clusters:`, one the configuration names (a drift's cluster).
+/// It acts on `cluster`: `cluster:` with one cluster; with `clusters:`, one the configuration
+/// names (a drift's cluster).
 pub async fn remedies_on(
     config: &Config,
     store: Store,
@@ -523,6 +513,19 @@ pub async fn remedies_on(
     cluster: &str,
     accept: bool,
 ) -> Result<drift_runtime::Detector> {
+    Ok(remedies_targeted(config, store, hasher, repository, cluster, accept).await?.0)
+}
+
+/// [`remedies_on`], with the repository as that cluster reads it when there are several
+/// ([`drift_git::plan_accept_for`] takes it): what `drift propose` plans its patches with.
+pub async fn remedies_targeted(
+    config: &Config,
+    store: Store,
+    hasher: SecretHasher,
+    repository: &str,
+    cluster: &str,
+    accept: bool,
+) -> Result<(drift_runtime::Detector, Option<Arc<drift_git::ClusterTargets>>)> {
     let r = config.repositories.iter().find(|r| r.name == repository).with_context(|| {
         format!("the drift is of repository {repository:?}, which this configuration does not name")
     })?;
@@ -550,26 +553,7 @@ pub async fn remedies_on(
         }
         Err(e) => return Err(e),
     };
-    // With several clusters, the repository as this cluster's scans read it: an Argo CD
-    // Application going to another cluster renders nothing here.
-    let targets = match config.clusters.iter().find(|c| c.name == name) {
-        Some(_) => {
-            let this = target_clusters(config, &[(name.clone(), cluster.clone())]).await.pop();
-            // The others by name only: their URLs are not needed to tell an Application is not
-            // this cluster's (one naming them then goes nowhere, which is not here either).
-            let clusters = config
-                .clusters
-                .iter()
-                .map(|e| match &this {
-                    Some(t) if e.name == name => t.clone(),
-                    _ => drift_git::TargetCluster { name: e.name.clone(), home: e.in_cluster, ..Default::default() },
-                })
-                .collect();
-            let targeted = config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
-            Some(Arc::new(drift_git::ClusterTargets { clusters, this: name.clone(), targeted, report: false }))
-        }
-        None => None,
-    };
+    let targets = targets_of(config, r, &name, &cluster).await;
     let source = drift_git::source_for_cluster(
         r.source_config_for(false),
         progress.clone(),
@@ -581,10 +565,35 @@ pub async fn remedies_on(
     let mut builder = base(config, store, hasher, Some((&cluster, vec![source])))
         .settings(scan_settings(config, &progress, &sops))
         .recorded_values(recorded);
-    if accept && let Some(proposer) = proposer(config, r, targets)? {
+    if accept && let Some(proposer) = proposer(config, r, targets.clone())? {
         builder = builder.proposer(proposer);
     }
-    Ok(builder.build()?)
+    Ok((builder.build()?, targets))
+}
+
+/// With several clusters, the repository `r` as the scans of cluster `name` (opened as
+/// `cluster`) read it: an Argo CD Application going to another cluster renders nothing there.
+/// `None` with one cluster.
+async fn targets_of(
+    config: &Config,
+    r: &crate::config::RepositoryConfig,
+    name: &str,
+    cluster: &Cluster,
+) -> Option<Arc<drift_git::ClusterTargets>> {
+    config.clusters.iter().find(|c| c.name == name)?;
+    let this = target_clusters(config, &[(name.to_owned(), cluster.clone())]).await.pop();
+    // The others by name only: their URLs are not needed to tell an Application is not this
+    // cluster's (one naming them then goes nowhere, which is not here either).
+    let clusters = config
+        .clusters
+        .iter()
+        .map(|e| match &this {
+            Some(t) if e.name == name => t.clone(),
+            _ => drift_git::TargetCluster { name: e.name.clone(), home: e.in_cluster, ..Default::default() },
+        })
+        .collect();
+    let targeted = config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
+    Some(Arc::new(drift_git::ClusterTargets { clusters, this: name.to_owned(), targeted, report: false }))
 }
 
 /// This replica's identity among replicas: `$POD_NAME`, else the host name and process id.

@@ -843,20 +843,12 @@ impl Config {
         if let Some(c) = self.clusters.iter().find(|c| !self.repositories.iter().any(|r| r.targets(&c.name))) {
             bail!("cluster `{}`: no repository targets it", c.name);
         }
-        if self.clusters.len() > 1 {
-            if self.accept.auto.is_some() {
-                bail!(
-                    "`accept.auto` works with one cluster; with several, changes are proposed on request (`drift fix --accept`, the API)"
-                );
-            }
-            if self.audit.is_some() {
-                bail!(
-                    "`audit` joins one API server's audit log; with several clusters it would name people of another cluster"
-                );
-            }
-            if self.accept.propose.is_some() {
-                bail!("`accept.propose` works with one cluster (whitelist proposals are not made for several yet)");
-            }
+        // `accept.auto` and `accept.propose` work per cluster (each cluster's drifts, proposed
+        // through its own reading of the repository); `audit` reads one API server's log.
+        if self.clusters.len() > 1 && self.audit.is_some() {
+            bail!(
+                "`audit` joins one API server's audit log; with several clusters it would name people of another cluster"
+            );
         }
         Ok(())
     }
@@ -998,14 +990,12 @@ mod tests {
         assert!(format!("{both:#}").contains("not both"), "{both:#}");
         let snap = Config::parse(&format!("clusters:\n{TWO}live:\n  snapshot: x\nrepositories:\n{repo}")).unwrap_err();
         assert!(format!("{snap:#}").contains("home cluster"), "{snap:#}");
-        let auto =
-            Config::parse(&format!("clusters:\n{TWO}accept:\n  auto:\n    rules: [{{}}]\nrepositories:\n{repo}"))
-                .unwrap_err();
-        assert!(format!("{auto:#}").contains("`accept.auto` works with one cluster"), "{auto:#}");
-        let propose =
-            Config::parse(&format!("clusters:\n{TWO}accept:\n  propose: {{after: 3}}\nrepositories:\n{repo}"))
-                .unwrap_err();
-        assert!(format!("{propose:#}").contains("`accept.propose` works with one cluster"), "{propose:#}");
+        // Automatic pull requests and whitelist proposals are made per cluster.
+        Config::parse(&format!("clusters:\n{TWO}accept:\n  auto:\n    rules: [{{}}]\nrepositories:\n{repo}")).unwrap();
+        Config::parse(&format!("clusters:\n{TWO}accept:\n  propose: {{after: 3}}\nrepositories:\n{repo}")).unwrap();
+        let audit = Config::parse(&format!("clusters:\n{TWO}audit:\n  log: /var/log/audit.log\nrepositories:\n{repo}"))
+            .unwrap_err();
+        assert!(format!("{audit:#}").contains("`audit` joins one API server's audit log"), "{audit:#}");
         // The single-cluster form: a repository may only name that cluster.
         parse("").unwrap();
         let err =

@@ -444,14 +444,12 @@ impl DetectorBuilder {
         if let Some(c) = self.classifier.as_ref().and_then(|c| c.settings()) {
             c.validate()?;
         }
+        // A repository that takes changes: one for every cluster, or one of a cluster's own
+        // (with several clusters, each proposes for its own drifts).
+        let takes_changes = !self.proposers.is_empty() || clusters.iter().any(|c| !c.proposers.is_empty());
         if let Some(policy) = &self.propose {
             policy.validate()?;
-            if clusters.len() > 1 {
-                return Err(drift_core::Error::config(
-                    "accept.propose works with one cluster (whitelist proposals are not made for several yet)",
-                ));
-            }
-            if self.proposers.is_empty() {
+            if !takes_changes {
                 return Err(drift_core::Error::config(
                     "accept.propose needs a repository that takes changes (a git remote or github:OWNER/REPO)",
                 ));
@@ -469,12 +467,7 @@ impl DetectorBuilder {
                     "accept.auto: a rule with `predicted` needs the classifier's settings (`classify: {min_confidence: 0.8}`)",
                 ));
             }
-            if clusters.len() > 1 {
-                return Err(drift_core::Error::config(
-                    "accept.auto works with one cluster; a detector of several clusters proposes changes on request only",
-                ));
-            }
-            if self.proposers.is_empty() {
+            if !takes_changes {
                 return Err(drift_core::Error::config(
                     "accept.auto needs a repository that takes changes (a git remote or github:OWNER/REPO)",
                 ));

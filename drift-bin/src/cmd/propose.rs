@@ -10,10 +10,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use drift_git::{AcceptRequest, SourceConfig, Workspace, plan_accept};
+use drift_git::{AcceptRequest, ClusterTargets, SourceConfig, Workspace, plan_accept_for};
 use serde::Serialize;
 
 use crate::compose;
@@ -51,14 +52,29 @@ pub async fn run(args: &ProposeArgs) -> Result<ExitCode> {
     let now = chrono::Utc::now();
     let mut printed = Vec::new();
     let mut failed = false;
-    for r in &config.repositories {
+    // Each repository on each cluster it targets: a cluster's proposals are of its own drifts,
+    // planned in the files its scans read (with `clusters:`, each cluster has its own).
+    let on: Vec<(&crate::config::RepositoryConfig, &str)> = config
+        .repositories
+        .iter()
+        .flat_map(|r| {
+            let clusters: Vec<&str> = if config.clusters.is_empty() {
+                vec![config.cluster.as_str()]
+            } else {
+                config.clusters.iter().map(|c| c.name.as_str()).filter(|c| r.targets(c)).collect()
+            };
+            clusters.into_iter().map(move |c| (r, c))
+        })
+        .collect();
+    for (r, cluster) in on {
         let (store, hasher) = compose::open_scanning_store(&config).await?;
-        let detector = compose::remedies(&config, store, hasher, &r.name, true).await?;
+        let (detector, targets) = compose::remedies_targeted(&config, store, hasher, &r.name, cluster, true).await?;
         let remedies = detector.remedies().context("this store keeps no audit trail; use sqlite or postgres")?;
+        let whose = if config.clusters.is_empty() { String::new() } else { format!(" on cluster {cluster}") };
         if args.open {
             let round = remedies.propose_round(&policy, Some(&classifier), now).await?;
             println!(
-                "repository {}: {} object(s) qualify; {} proposed, {} updated, {} unchanged, {} held, {} refused, {} failed",
+                "repository {}{whose}: {} object(s) qualify; {} proposed, {} updated, {} unchanged, {} held, {} refused, {} failed",
                 r.name,
                 round.candidates,
                 round.proposed,
@@ -75,7 +91,7 @@ pub async fn run(args: &ProposeArgs) -> Result<ExitCode> {
         let source = r.source_config_for(false);
         for p in proposals.into_iter().filter(|p| p.repository() == r.name) {
             let patch = match p.request() {
-                Some(request) => match patch_of(&source, request).await {
+                Some(request) => match patch_of(&source, targets.clone(), request).await {
                     Ok(patch) => Some(patch),
                     Err(e) => {
                         eprintln!("error: {}: {e:#}", p.object);
@@ -119,7 +135,11 @@ fn print_patches(printed: &[Printed]) {
 }
 
 /// The change planned in the repository as it is now, as a unified diff.
-async fn patch_of(source: &SourceConfig, request: &drift_core::remedy::ChangeRequest) -> Result<String> {
+async fn patch_of(
+    source: &SourceConfig,
+    targets: Option<Arc<ClusterTargets>>,
+    request: &drift_core::remedy::ChangeRequest,
+) -> Result<String> {
     let accept = AcceptRequest {
         key: request.key.clone(),
         api_version: request.api_version.clone(),
@@ -142,7 +162,7 @@ async fn patch_of(source: &SourceConfig, request: &drift_core::remedy::ChangeReq
     };
     let plan = {
         let root = root.clone();
-        tokio::task::spawn_blocking(move || plan_accept(&root, &sub, &render, &accept)).await??
+        tokio::task::spawn_blocking(move || plan_accept_for(&root, &sub, &render, targets, &accept)).await??
     };
     if plan.edits.is_empty() {
         let unplaced: Vec<String> = plan.unplaced.iter().map(|u| format!("{}: {}", u.path, u.hint)).collect();
