@@ -189,6 +189,11 @@ impl ClusterTargets {
         }
     }
 
+    /// The home cluster (where Argo CD runs, what `in-cluster` means), when one is known.
+    pub fn home(&self) -> Option<&str> {
+        self.clusters.iter().find(|c| c.home).map(|c| c.name.as_str())
+    }
+
     /// Where the objects of an Application going to `destination` are compared.
     pub(crate) fn place(&self, destination: &Destination) -> Placement {
         match self.resolve(destination.name.as_deref(), destination.server.as_deref()) {
@@ -299,7 +304,7 @@ fn str_at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v str> {
     cur.as_str().filter(|s| !s.is_empty())
 }
 
-fn origin_of(r: &Resource) -> String {
+pub(crate) fn origin_of(r: &Resource) -> String {
     let path = r.provenance.path.as_deref().unwrap_or("?");
     match &r.key.namespace {
         Some(ns) => format!("{} {}/{} in {}", r.key.kind, ns, r.key.name, path),
@@ -320,6 +325,12 @@ pub fn is_gitops_object(r: &Resource) -> bool {
             | ("kustomize.toolkit.fluxcd.io", "Kustomization")
             | ("helm.toolkit.fluxcd.io", "HelmRelease")
     )
+}
+
+/// Whether `r` is an Argo CD Application or ApplicationSet: an object of the cluster Argo CD
+/// runs in (with several clusters, the home cluster; docs/sources.md, "Several clusters").
+pub(crate) fn is_argo_object(r: &Resource) -> bool {
+    r.key.group == "argoproj.io" && matches!(r.key.kind.as_str(), "Application" | "ApplicationSet")
 }
 
 /// Finds the applications that the objects of `resources` declare.

@@ -40,9 +40,10 @@ pub(crate) enum Origin {
     Helm { chart: String, opts: HelmOptions },
 }
 
-/// An application already followed: its folder, how it is rendered, its namespace rule and its
-/// Flux post-build (two Kustomizations of one folder with other variables are two).
-type AppSeen = (String, AppRender, NamespaceRule, Option<Arc<crate::flux::PostBuild>>);
+/// An application already followed: its folder, how it is rendered, its namespace rule, its
+/// Flux post-build (two Kustomizations of one folder with other variables are two) and whether
+/// it was followed for its Argo CD objects only (an Application going to another cluster).
+type AppSeen = (String, AppRender, NamespaceRule, Option<Arc<crate::flux::PostBuild>>, bool);
 
 /// How deep Argo CD / Flux objects are followed (an app of apps of apps).
 const MAX_APP_DEPTH: usize = 3;
@@ -112,8 +113,8 @@ pub(crate) struct Pipeline {
     sops: std::sync::OnceLock<Arc<dyn drift_model::sops::SopsOpener>>,
     /// Reads the ConfigMaps and Secrets Flux objects name that are not in Git (set once).
     cluster: std::sync::OnceLock<Arc<dyn drift_model::lookup::ObjectLookup>>,
-    /// With several clusters, the one this source reads for: Argo CD Applications going to
-    /// another cluster are not rendered (set once).
+    /// With several clusters, the one this source reads for: the objects of Argo CD
+    /// Applications going to another cluster are not this cluster's (set once).
     targets: std::sync::OnceLock<Arc<gitops::ClusterTargets>>,
     /// Whether the last build read beyond its revision (the cluster, or another revision).
     consulted: std::sync::atomic::AtomicBool,
@@ -122,7 +123,7 @@ pub(crate) struct Pipeline {
 /// What `app` renders is no longer read otherwise: the walk's reading of its folder, or an
 /// application's of a folder around it (an app of apps); another application of the same folder
 /// (an environment of one chart) stays. Also for an application going to another cluster, whose
-/// folder is then read by no one here.
+/// folder is then read here through it only, for the Argo CD objects it renders.
 fn drop_covered(
     app: &gitops::App,
     results: &mut Vec<(Unit, Arc<Parsed>)>,
@@ -156,8 +157,10 @@ impl Pipeline {
         let _ = self.cluster.set(lookup);
     }
 
-    /// Renders only the Argo CD Applications whose destination is `targets.this` from now on
-    /// (the first call wins).
+    /// From now on, keeps only what goes to `targets.this`: the objects of the Argo CD
+    /// Applications whose destination is that cluster (the others are rendered for the child
+    /// Applications they hold only), and the Argo CD objects written in the repository when it
+    /// is the home cluster (the first call wins).
     pub fn set_targets(&self, targets: Arc<gitops::ClusterTargets>) {
         let _ = self.targets.set(targets);
     }
@@ -183,7 +186,7 @@ impl Pipeline {
 
     /// Builds the snapshot of one revision.
     pub fn build(&self, input: &BuildInput<'_>) -> Result<DesiredSnapshot, SourceError> {
-        let (results, warnings) = self.run(input)?;
+        let (results, warnings) = self.placed(input)?;
         Ok(assemble::assemble(input.repository, input.revision, results, warnings, self.cluster_read()))
     }
 
@@ -196,7 +199,7 @@ impl Pipeline {
         input: &BuildInput<'_>,
         key: &ResourceKey,
     ) -> Result<Result<(Origin, Resource), Vec<SourceWarning>>, SourceError> {
-        let (results, mut warnings) = self.run(input)?;
+        let (results, mut warnings) = self.placed(input)?;
         for (unit, parsed) in results {
             warnings.extend(parsed.warnings.iter().cloned());
             for r in &parsed.resources {
@@ -215,6 +218,62 @@ impl Pipeline {
             }
         }
         Ok(Err(warnings.into_iter().filter(|w| w.fatal).collect()))
+    }
+
+    /// [`Self::run`], keeping of each unit what goes to this cluster when there are several
+    /// (docs/sources.md, "Several clusters"): nothing of a unit rendered for another cluster's
+    /// Application; of the units no Application names (the repository's own files), the Argo
+    /// CD Applications and ApplicationSets only on the home cluster, where Argo CD runs. When
+    /// the repository targets no home cluster, those are compared with no cluster, and the
+    /// source that reports says so once.
+    #[allow(clippy::type_complexity)]
+    fn placed(&self, input: &BuildInput<'_>) -> Result<(Vec<(Unit, Arc<Parsed>)>, Vec<SourceWarning>), SourceError> {
+        let (mut results, mut warnings) = self.run(input)?;
+        let Some(targets) = self.targets.get() else { return Ok((results, warnings)) };
+        let home = targets.home();
+        let at_home = home == Some(targets.this.as_str());
+        let mut homeless: Vec<&Resource> = Vec::new();
+        let mut kept: Vec<Option<Parsed>> = Vec::with_capacity(results.len());
+        for (unit, parsed) in &results {
+            let keep = |r: &Resource| !unit.elsewhere && (at_home || unit.app.is_some() || !gitops::is_argo_object(r));
+            if parsed.resources.iter().all(keep) {
+                kept.push(None);
+                continue;
+            }
+            if !unit.elsewhere && !at_home {
+                homeless.extend(parsed.resources.iter().filter(|r| unit.app.is_none() && gitops::is_argo_object(r)));
+            }
+            kept.push(Some(Parsed {
+                resources: parsed.resources.iter().filter(|r| keep(r)).cloned().collect(),
+                warnings: parsed.warnings.clone(),
+            }));
+        }
+        if targets.report
+            && let Some(first) = homeless.first()
+            && !home.is_some_and(|h| targets.targeted.iter().any(|t| t == h))
+        {
+            let why = match home {
+                Some(h) => format!("the home cluster `{h}` is not one this repository targets (its `clusters:`)"),
+                None => {
+                    "no cluster of `clusters:` is the home cluster (`in_cluster: true`, or the one `live:` reaches)"
+                        .to_owned()
+                }
+            };
+            let message = format!(
+                "{} Argo CD Application/ApplicationSet object(s) of the repository, such as {}, are compared with no cluster: they live in the cluster Argo CD runs in, and {why}",
+                homeless.len(),
+                gitops::origin_of(first),
+            );
+            let w = SourceWarning::note(message).at(first.provenance.path.clone().unwrap_or_default(), None, None);
+            tracing::warn!("{}", w.message);
+            warnings.push(w);
+        }
+        for ((_, parsed), kept) in results.iter_mut().zip(kept) {
+            if let Some(k) = kept {
+                *parsed = Arc::new(k);
+            }
+        }
+        Ok((results, warnings))
     }
 
     /// Renders every unit of one revision, following applications.
@@ -288,7 +347,7 @@ impl Pipeline {
         *self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
         drop(old);
         // A chart the walk skipped but an application renders is not worth a note.
-        let followed: Vec<&String> = seen_apps.iter().map(|(path, _, _, _)| path).collect();
+        let followed: Vec<&String> = seen_apps.iter().map(|(path, ..)| path).collect();
         warnings.retain(|w| {
             !(w.message.starts_with(CHART_SKIPPED)
                 && w.path.as_deref().is_some_and(|p| followed.iter().any(|a| within(parent_dir(p), a))))
@@ -347,10 +406,12 @@ impl Pipeline {
         } else {
             Vec::new()
         };
+        // A unit of an Application going to another cluster is followed for its Argo CD
+        // objects only: a Flux object it renders applies to that cluster, not to this one.
         let resources: Vec<&Resource> = results[from..]
             .iter()
             .filter(|(u, _)| u.post_build.is_none())
-            .flat_map(|(_, p)| p.resources.iter())
+            .flat_map(|(u, p)| p.resources.iter().filter(|r| !u.elsewhere || gitops::is_argo_object(r)))
             .chain(&substituted)
             .chain(
                 results[from..]
@@ -367,8 +428,11 @@ impl Pipeline {
             }
         }
         for app in apps {
-            // With several clusters, an Argo CD Application is rendered by the source of the
-            // cluster its destination names only; elsewhere its folder is not read either.
+            // With several clusters, an Argo CD Application's objects are compared with the
+            // cluster its destination names only; elsewhere its folder is not read as plain
+            // files either, and it is rendered for the child Applications it holds only (an
+            // app of apps whose root goes to another cluster than its children).
+            let mut elsewhere = false;
             if let (Some(targets), Some(destination)) = (self.targets.get(), &app.destination) {
                 let why = match targets.place(destination) {
                     gitops::Placement::Here => None,
@@ -376,7 +440,7 @@ impl Pipeline {
                     gitops::Placement::Nowhere(why) => Some(Some(why)),
                 };
                 if let Some(nowhere) = why {
-                    drop_covered(&app, results, external, next);
+                    elsewhere = true;
                     if let Some(why) = nowhere
                         && targets.report
                     {
@@ -390,20 +454,34 @@ impl Pipeline {
                             warnings.push(w);
                         }
                     }
-                    continue;
                 }
             }
-            if !seen.insert((app.path.clone(), app.render.clone(), app.namespace.clone(), app.post_build.clone())) {
+            if !seen.insert((
+                app.path.clone(),
+                app.render.clone(),
+                app.namespace.clone(),
+                app.post_build.clone(),
+                elsewhere,
+            )) {
                 continue;
             }
-            tracing::debug!(origin = %app.origin, path = %app.path, "following a GitOps application");
+            tracing::debug!(origin = %app.origin, path = %app.path, elsewhere, "following a GitOps application");
             drop_covered(&app, results, external, next);
-            match (&app.revision, ctx.other_revision) {
+            let mut units = match (&app.revision, ctx.other_revision) {
                 (Some(revision), Some(other)) => {
-                    results.extend(self.render_at(other, revision, &app, warnings));
+                    let mut rendered = self.render_at(other, revision, &app, warnings);
+                    for (u, _) in &mut rendered {
+                        u.elsewhere = elsewhere;
+                    }
+                    results.extend(rendered);
+                    continue;
                 }
-                _ => next.extend(app_units(checkout, &app, warnings)),
+                _ => app_units(checkout, &app, warnings),
+            };
+            for u in &mut units {
+                u.elsewhere = elsewhere;
             }
+            next.extend(units);
         }
     }
 }
@@ -622,6 +700,10 @@ mod tests {
     }
 
     fn build_for(tree: &Tree, targets: Option<Arc<gitops::ClusterTargets>>) -> DesiredSnapshot {
+        build_sub(tree, "", targets)
+    }
+
+    fn build_sub(tree: &Tree, sub: &str, targets: Option<Arc<gitops::ClusterTargets>>) -> DesiredSnapshot {
         let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
         if let Some(t) = targets {
             pipeline.set_targets(t);
@@ -635,9 +717,25 @@ mod tests {
                 reference: None,
                 other_revision: None,
                 revision: "abc",
-                sub: "",
+                sub,
             })
             .unwrap()
+    }
+
+    /// The Argo CD objects of a snapshot, as `Kind/name`.
+    fn argo(snap: &DesiredSnapshot) -> Vec<String> {
+        let mut n: Vec<String> = snap
+            .resources
+            .iter()
+            .filter(|r| gitops::is_argo_object(r))
+            .map(|r| format!("{}/{}", r.key.kind, r.key.name))
+            .collect();
+        n.sort();
+        n
+    }
+
+    fn homeless_notes(snap: &DesiredSnapshot) -> Vec<String> {
+        snap.warnings.iter().filter(|w| w.message.contains("Argo CD runs in")).map(|w| w.message.clone()).collect()
     }
 
     fn names(snap: &DesiredSnapshot) -> Vec<String> {
@@ -699,6 +797,86 @@ mod tests {
         // Home (`https://kubernetes.default.svc`), when the repository targets it.
         let home = build_for(&tree, Some(targets("home", &["east", "west", "home"], false)));
         assert_eq!(names(&home), ["h"]);
+    }
+
+    /// An app of apps across clusters: the root goes to the home cluster and its folder (read
+    /// through it only: it is outside the source's folder) holds the Applications of east and
+    /// west. Each cluster's source renders the root for those children and compares its own
+    /// child's objects; the root's other objects and the Application objects are the home
+    /// cluster's only.
+    #[test]
+    fn children_that_only_a_root_going_elsewhere_renders_are_followed_by_their_clusters() {
+        let root = app("root", "apps", "{server: 'https://kubernetes.default.svc', namespace: argocd}");
+        let to_east = app("to-east", "east", "{name: east-argo, namespace: shop}");
+        let to_west = app("to-west", "west", "{name: west, namespace: shop}");
+        let (e, w, r) = (cm_in("e"), cm_in("w"), cm_in("root-cm"));
+        let tree = Tree::new(&[
+            ("argo/root.yaml", &root),
+            ("apps/east.yaml", &to_east),
+            ("apps/west.yaml", &to_west),
+            ("apps/cm.yaml", &r),
+            ("east/cm.yaml", &e),
+            ("west/cm.yaml", &w),
+        ]);
+        let all = ["east", "west", "home"];
+        let east = build_sub(&tree, "argo", Some(targets("east", &all, true)));
+        assert_eq!(names(&east), ["e"], "east's child, found in the root's rendering: {:?}", east.warnings);
+        assert!(argo(&east).is_empty(), "Application objects are the home cluster's: {:?}", argo(&east));
+        assert!(destination_notes(&east).is_empty() && homeless_notes(&east).is_empty(), "{:?}", east.warnings);
+        let west = build_sub(&tree, "argo", Some(targets("west", &all, false)));
+        assert_eq!(names(&west), ["w"]);
+        assert!(argo(&west).is_empty());
+        let home = build_sub(&tree, "argo", Some(targets("home", &all, false)));
+        assert_eq!(names(&home), ["root-cm"], "the root's own objects, not its children's");
+        assert_eq!(
+            argo(&home),
+            ["Application/root", "Application/to-east", "Application/to-west"],
+            "the Application objects: the repository's and those the root (going home) renders"
+        );
+        // With one cluster, as before: everything.
+        assert_eq!(names(&build_sub(&tree, "argo", None)), ["e", "root-cm", "w"]);
+        assert_eq!(argo(&build_sub(&tree, "argo", None)).len(), 3);
+    }
+
+    /// The Argo CD objects written in the repository live where Argo CD runs: with a home
+    /// cluster the repository does not target (or none), they are compared with no cluster,
+    /// and the reporting source says so once.
+    #[test]
+    fn argo_objects_of_the_repository_are_compared_with_the_home_cluster_only() {
+        let to_east = app("to-east", "east", "{name: east, namespace: shop}");
+        let set = "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata: {name: none, namespace: argocd}\n\
+                   spec:\n  generators: []\n  template: {metadata: {name: x}, spec: {}}\n";
+        let e = cm_in("e");
+        let tree = Tree::new(&[("argo/east.yaml", &to_east), ("argo/set.yaml", set), ("east/cm.yaml", &e)]);
+        let home = build_for(&tree, Some(targets("home", &["east", "home"], false)));
+        assert_eq!(argo(&home), ["Application/to-east", "ApplicationSet/none"]);
+        assert!(names(&home).is_empty());
+        let east = build_for(&tree, Some(targets("east", &["east", "home"], true)));
+        assert_eq!((names(&east), argo(&east)), (vec!["e".to_owned()], vec![]));
+        assert!(homeless_notes(&east).is_empty(), "the home cluster compares them: {:?}", east.warnings);
+        // The home cluster not targeted: compared nowhere, said by the reporting source only.
+        let east = build_for(&tree, Some(targets("east", &["east", "west"], true)));
+        assert!(argo(&east).is_empty());
+        let notes = homeless_notes(&east);
+        assert_eq!(notes.len(), 1, "{:?}", east.warnings);
+        assert!(
+            notes[0].starts_with("2 Argo CD Application/ApplicationSet object(s)")
+                && notes[0].contains("the home cluster `home` is not one this repository targets"),
+            "{notes:?}"
+        );
+        let west = build_for(&tree, Some(targets("west", &["east", "west"], false)));
+        assert!(argo(&west).is_empty() && homeless_notes(&west).is_empty(), "{:?}", west.warnings);
+        // No home cluster at all.
+        let mut t = (*targets("east", &["east", "west"], true)).clone();
+        for c in &mut t.clusters {
+            c.home = false;
+        }
+        let east = build_for(&tree, Some(Arc::new(t)));
+        assert!(
+            homeless_notes(&east)[0].contains("no cluster of `clusters:` is the home cluster"),
+            "{:?}",
+            east.warnings
+        );
     }
 
     #[test]

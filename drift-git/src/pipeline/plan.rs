@@ -56,11 +56,23 @@ pub(super) struct Unit {
     /// The commit the unit was read from, when it is not the revision being read (an Argo CD
     /// source that tracks another revision).
     pub revision: Option<String>,
+    /// Rendered only for the Argo CD Applications and ApplicationSets it holds: the unit of an
+    /// Application going to another cluster (or to none), whose objects are not this cluster's
+    /// but whose child Applications may be (an app of apps across clusters).
+    pub elsewhere: bool,
 }
 
 impl Unit {
     pub fn new(kind: UnitKind) -> Self {
-        Unit { kind, namespace: NamespaceRule::Keep, ignore: Vec::new(), post_build: None, app: None, revision: None }
+        Unit {
+            kind,
+            namespace: NamespaceRule::Keep,
+            ignore: Vec::new(),
+            post_build: None,
+            app: None,
+            revision: None,
+            elsewhere: false,
+        }
     }
     pub fn root(&self) -> &str {
         unit_root(&self.kind)
