@@ -5,20 +5,35 @@
 -- resolved rows' index. This adds narrower rollups, kept by the same statement triggers in the
 -- same transactions, exact like them:
 --
--- drift_counts_kinds (status, severity, drift_type, repository): n, ttr_sum_ms
+-- drift_counts_kinds (status, severity, drift_type, repository, cluster): n, ttr_sum_ms
 -- drift_counts_scope (status, cluster, namespace, severity): n, ttr_sum_ms
 -- drift_counts_type  (status, cluster, namespace, severity, drift_type): n, ttr_sum_ms
 -- drift_counts_repo  (status, cluster, namespace, severity, repository): n, ttr_sum_ms
--- drift_daily_status (day, status, severity): opened, resolved
+-- drift_daily_status (day, status, severity, cluster): opened, resolved
 -- drift_daily_scope  (day, status, cluster, namespace, severity): opened, resolved
--- drift_ttr_buckets  (dim, value, bucket): n = resolved rows whose time to resolve falls in the
---     bucket, for the whole history (dim = value = '') and for each value of each dimension
---     but status (dim = 'cluster', value = 'cluster-03', ...).
+-- drift_ttr_buckets  (dim, value, bucket, cluster): n = resolved rows of the cluster whose time
+--     to resolve falls in the bucket, for the whole history (dim = value = '') and for each value
+--     of each dimension but status (dim = 'cluster', value = 'cluster-03', ...).
+--
+-- Every narrow key holds the cluster (drift_counts_kinds, drift_daily_status and
+-- drift_ttr_buckets have it last, only for this; readers sum over it): a report writes rows of
+-- its own cluster only, so the writers of different clusters (each cluster written by its own
+-- replica or task in a fleet) never update, hence never lock or wait for, the same rollup row.
 --
 -- A statistic reads the narrowest rollup holding the columns it groups by and the columns the
 -- filter names; `drift_counts`/`drift_daily` remain for the filters no narrow one covers
 -- (drift-postgres/src/stats.rs). Status comes first in the count rollups' keys: the open
 -- breakdown and the fleet overview read the open keys only.
+
+-- No report may commit while the narrow rollups are filled from the wide ones and the rows: a
+-- replica of the version before, still running, writes `drifts`, `drift_counts` and
+-- `drift_daily` through the trigger of 0013, which knows nothing of the new tables, and what it
+-- committed after the backfill's snapshot would be missing from them for good. SHARE conflicts
+-- with every writer's ROW EXCLUSIVE (on a partitioned table the lock covers its partitions):
+-- writers in progress are waited for, new ones wait until this migration commits, and then run
+-- the new trigger. Readers are not blocked. The same order as a writer's (drifts first, then the
+-- rollups its trigger writes).
+LOCK TABLE drifts, drift_counts, drift_daily IN SHARE MODE;
 
 -- The bucket of a time to resolve (ms): the value itself below 512 ms, else the value with all
 -- but its 9 most significant bits cleared, which is the bucket's lowest value: 256 buckets per
@@ -35,9 +50,10 @@ CREATE TABLE drift_counts_kinds (
     severity   text   NOT NULL,
     drift_type text   NOT NULL,
     repository text   NOT NULL,
+    cluster    text   NOT NULL,
     n          bigint NOT NULL,
     ttr_sum_ms bigint NOT NULL,
-    PRIMARY KEY (status, severity, drift_type, repository)
+    PRIMARY KEY (status, severity, drift_type, repository, cluster)
 );
 
 CREATE TABLE drift_counts_scope (
@@ -76,9 +92,10 @@ CREATE TABLE drift_daily_status (
     day      date   NOT NULL,
     status   text   NOT NULL,
     severity text   NOT NULL,
+    cluster  text   NOT NULL,
     opened   bigint NOT NULL,
     resolved bigint NOT NULL,
-    PRIMARY KEY (day, status, severity)
+    PRIMARY KEY (day, status, severity, cluster)
 );
 
 CREATE TABLE drift_daily_scope (
@@ -93,11 +110,12 @@ CREATE TABLE drift_daily_scope (
 );
 
 CREATE TABLE drift_ttr_buckets (
-    dim    text   NOT NULL,
-    value  text   NOT NULL,
-    bucket bigint NOT NULL,
-    n      bigint NOT NULL,
-    PRIMARY KEY (dim, value, bucket)
+    dim     text   NOT NULL,
+    value   text   NOT NULL,
+    bucket  bigint NOT NULL,
+    cluster text   NOT NULL,
+    n       bigint NOT NULL,
+    PRIMARY KEY (dim, value, bucket, cluster)
 );
 
 -- The statements that add the contribution of `src` (rows of drifts with a sign column s, +1
@@ -123,7 +141,7 @@ BEGIN
             SET n = c.n + EXCLUDED.n, ttr_sum_ms = c.ttr_sum_ms + EXCLUDED.ttr_sum_ms
     $q$, src);
     FOR narrow IN SELECT * FROM (VALUES
-        ('drift_counts_kinds', 'status, severity, drift_type, repository', '1, 2, 3, 4'),
+        ('drift_counts_kinds', 'status, severity, drift_type, repository, cluster', '1, 2, 3, 4, 5'),
         ('drift_counts_scope', 'status, cluster, namespace, severity', '1, 2, 3, 4'),
         ('drift_counts_type', 'status, cluster, namespace, severity, drift_type', '1, 2, 3, 4, 5'),
         ('drift_counts_repo', 'status, cluster, namespace, severity, repository', '1, 2, 3, 4, 5')
@@ -157,7 +175,7 @@ BEGIN
             SET opened = r.opened + EXCLUDED.opened, resolved = r.resolved + EXCLUDED.resolved
     $q$, src);
     FOR narrow IN SELECT * FROM (VALUES
-        ('drift_daily_status', 'status, severity', '1, 2, 3'),
+        ('drift_daily_status', 'status, severity, cluster', '1, 2, 3, 4'),
         ('drift_daily_scope', 'status, cluster, namespace, severity', '1, 2, 3, 4, 5')
     ) AS t(name, keys, positions) LOOP
         RETURN NEXT format($q$
@@ -176,21 +194,25 @@ BEGIN
                 SET opened = r.opened + EXCLUDED.opened, resolved = r.resolved + EXCLUDED.resolved
         $q$, narrow.name, narrow.keys, narrow.positions, src);
     END LOOP;
-    -- GROUPING(...) has a 0 bit for each column the row is grouped by (leftmost = 32).
+    -- GROUPING(...) has a 0 bit for each column the row is grouped by (leftmost = 32). `writer`
+    -- is the cluster again, the last column of every key; OFFSET 0 keeps the subquery from being
+    -- pulled up, which would make it the same column as `cluster` for GROUPING.
     RETURN NEXT format($q$
-        INSERT INTO drift_ttr_buckets AS b (dim, value, bucket, n)
+        INSERT INTO drift_ttr_buckets AS b (dim, value, bucket, cluster, n)
         SELECT CASE GROUPING(cluster, namespace, severity, repository, drift_type, resource_kind)
                 WHEN 31 THEN 'cluster' WHEN 47 THEN 'namespace' WHEN 55 THEN 'severity'
                 WHEN 59 THEN 'repository' WHEN 61 THEN 'drift_type' WHEN 62 THEN 'resource_kind' ELSE '' END,
             COALESCE(cluster, namespace, severity, repository, drift_type, resource_kind, ''),
-            bucket, sum(s)
-        FROM (SELECT s, drift_ttr_bucket(ttr_ms) AS bucket, cluster, namespace, severity, repository, drift_type,
-                resource_kind FROM (%s) AS x WHERE status = 'resolved') AS d
-        GROUP BY GROUPING SETS ((bucket), (bucket, cluster), (bucket, namespace), (bucket, severity),
-            (bucket, repository), (bucket, drift_type), (bucket, resource_kind))
+            bucket, writer, sum(s)
+        FROM (SELECT s, drift_ttr_bucket(ttr_ms) AS bucket, cluster AS writer, cluster, namespace, severity,
+                repository, drift_type, resource_kind FROM (%s) AS x WHERE status = 'resolved'
+            OFFSET 0) AS d
+        GROUP BY GROUPING SETS ((bucket, writer), (bucket, writer, cluster), (bucket, writer, namespace),
+            (bucket, writer, severity), (bucket, writer, repository), (bucket, writer, drift_type),
+            (bucket, writer, resource_kind))
         HAVING sum(s) <> 0
-        ORDER BY 1, 2, 3
-        ON CONFLICT (dim, value, bucket) DO UPDATE SET n = b.n + EXCLUDED.n
+        ORDER BY 1, 2, 3, 4
+        ON CONFLICT (dim, value, bucket, cluster) DO UPDATE SET n = b.n + EXCLUDED.n
     $q$, src);
 END
 $fn$;
@@ -263,9 +285,9 @@ $fn$;
 -- Backfill: the narrow counts from the exact wide ones (a few hundred thousand rows at most),
 -- the buckets from the resolved rows' index `drifts_resolved_ttr` (it holds every column they
 -- need: an index-only scan of the history, about a second per million resolved rows).
-INSERT INTO drift_counts_kinds (status, severity, drift_type, repository, n, ttr_sum_ms)
-SELECT status, severity, drift_type, repository, sum(n), sum(ttr_sum_ms)
-FROM drift_counts GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
+INSERT INTO drift_counts_kinds (status, severity, drift_type, repository, cluster, n, ttr_sum_ms)
+SELECT status, severity, drift_type, repository, cluster, sum(n), sum(ttr_sum_ms)
+FROM drift_counts GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
 INSERT INTO drift_counts_scope (status, cluster, namespace, severity, n, ttr_sum_ms)
 SELECT status, cluster, namespace, severity, sum(n), sum(ttr_sum_ms)
 FROM drift_counts GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
@@ -275,9 +297,9 @@ FROM drift_counts GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <
 INSERT INTO drift_counts_repo (status, cluster, namespace, severity, repository, n, ttr_sum_ms)
 SELECT status, cluster, namespace, severity, repository, sum(n), sum(ttr_sum_ms)
 FROM drift_counts GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0 OR sum(ttr_sum_ms) <> 0;
-INSERT INTO drift_daily_status (day, status, severity, opened, resolved)
-SELECT day, status, severity, sum(opened), sum(resolved)
-FROM drift_daily GROUP BY 1, 2, 3 HAVING sum(opened) <> 0 OR sum(resolved) <> 0;
+INSERT INTO drift_daily_status (day, status, severity, cluster, opened, resolved)
+SELECT day, status, severity, cluster, sum(opened), sum(resolved)
+FROM drift_daily GROUP BY 1, 2, 3, 4 HAVING sum(opened) <> 0 OR sum(resolved) <> 0;
 INSERT INTO drift_daily_scope (day, status, cluster, namespace, severity, opened, resolved)
 SELECT day, status, cluster, namespace, severity, sum(opened), sum(resolved)
 FROM drift_daily GROUP BY 1, 2, 3, 4, 5 HAVING sum(opened) <> 0 OR sum(resolved) <> 0;

@@ -124,10 +124,11 @@ impl SqlStats for PostgresStore {
         // bucket is the highest whose count, with those of the buckets above it, reaches
         // skip + take, so both are in it or above it.
         let wanted = p95.skip() + p95.take();
+        // A bucket has a row per cluster (the key ends with it): summed first.
         let found: Option<(i64, i64)> = sqlx::query_as(
             "SELECT bucket, through FROM ( \
-               SELECT bucket, (sum(n) OVER (ORDER BY bucket DESC ROWS UNBOUNDED PRECEDING))::bigint AS through \
-               FROM drift_ttr_buckets WHERE dim = $1 AND value = $2 ORDER BY bucket DESC) AS b \
+               SELECT bucket, (sum(sum(n)) OVER (ORDER BY bucket DESC ROWS UNBOUNDED PRECEDING))::bigint AS through \
+               FROM drift_ttr_buckets WHERE dim = $1 AND value = $2 GROUP BY bucket ORDER BY bucket DESC) AS b \
              WHERE through >= $3 ORDER BY bucket DESC LIMIT 1",
         )
         .bind(dim)
@@ -168,8 +169,11 @@ impl SqlStats for PostgresStore {
     }
 }
 
-/// The narrow rollups of counts (migration 0014), fewest keys first, with their columns; each
-/// also has `n` and `ttr_sum_ms`. `drift_counts` has every dimension.
+/// The narrow rollups of counts (migration 0014), fewest keys first, with the columns a figure
+/// or a filter may use; each also has `n` and `ttr_sum_ms`, and `drift_counts_kinds` the cluster
+/// last in its key, only to keep the writers of different clusters apart (not used to filter:
+/// `drift_counts_scope` leads with it). Every read sums over the columns it does not group by.
+/// `drift_counts` has every dimension.
 const NARROW: [(&str, &[&str]); 4] = [
     ("drift_counts_kinds", &["status", "severity", "drift_type", "repository"]),
     ("drift_counts_scope", &["status", "cluster", "namespace", "severity"]),

@@ -71,11 +71,51 @@ async fn migration_0002_backfills_the_rollups_from_an_existing_history() {
     drift_testkit::store::check_backfill(&drift_sql::testkit::Harness(Pg { server }), &store, t(3300)).await;
 }
 
+/// Migration 0014 fills its tables from the rollups and rows of 0013 while replicas of the
+/// version before may still write: it takes `drifts` in SHARE mode first, so a writer whose
+/// transaction is open (its 0013 trigger has run) is waited for and counted. Without the lock
+/// the migration finished before the writer's commit, and the narrow rollups missed its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_0014_waits_for_a_writer_of_the_version_before() {
+    let server = server();
+    let url = server.create_database().await.unwrap();
+    let store =
+        PostgresStore::from_config(&PostgresConfig { migrate: false, ..PostgresConfig::new(&url) }).await.unwrap();
+    MIGRATOR.run_to(13, store.pool()).await.unwrap();
+    insert_history(store.pool(), 0, 299).await;
+    let mut old = store.pool().begin().await.unwrap();
+    insert_history(&mut *old, 300, 399).await;
+    let pool = store.pool().clone();
+    let migrating = tokio::spawn(async move { MIGRATOR.run(&pool).await });
+    let waited = loop {
+        if migrating.is_finished() {
+            break false;
+        }
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'drifts'::regclass AND mode = 'ShareLock'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    old.commit().await.unwrap();
+    migrating.await.unwrap().expect("migrated");
+    assert!(waited, "the migration waited for the open writer");
+    assert_rollups_match_rows(&store).await;
+    let applied: i64 =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations").fetch_one(store.pool()).await.unwrap();
+    assert!(applied >= 14);
+}
+
 /// Resolved and open rows written by plain SQL (through the triggers): times to resolve crowded
 /// into one bucket with ties (an hour and up to 49 ms), spread over 100 seconds, and an hour
 /// plus up to 997 seconds; over 3 clusters, 7 namespaces, 4 repositories, 3 kinds and types, 4
 /// severities. Every tenth row open.
-async fn insert_history(pool: &sqlx::PgPool, from: i64, to: i64) {
+async fn insert_history(pool: impl sqlx::PgExecutor<'_>, from: i64, to: i64) {
     sqlx::query(
         "INSERT INTO drifts (detected_at, last_seen, repository, namespace, resource_kind, resource_name, drift_type, \
              severity, status, resolved_at, resolution, decision_source, recommended_action, cluster, fingerprint, \

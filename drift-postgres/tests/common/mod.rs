@@ -146,7 +146,7 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
     assert_eq!(stored, rows, "drift_daily against the rows");
     // The narrow rollups of migration 0014, each against a recount of the rows.
     for (table, keys) in [
-        ("drift_counts_kinds", "status, severity, drift_type, repository"),
+        ("drift_counts_kinds", "status, severity, drift_type, repository, cluster"),
         ("drift_counts_scope", "status, cluster, namespace, severity"),
         ("drift_counts_type", "status, cluster, namespace, severity, drift_type"),
         ("drift_counts_repo", "status, cluster, namespace, severity, repository"),
@@ -167,9 +167,10 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
         .unwrap();
         assert_eq!(stored, rows, "{table} against the rows");
     }
-    for (table, keys) in
-        [("drift_daily_status", "status, severity"), ("drift_daily_scope", "status, cluster, namespace, severity")]
-    {
+    for (table, keys) in [
+        ("drift_daily_status", "status, severity, cluster"),
+        ("drift_daily_scope", "status, cluster, namespace, severity"),
+    ] {
         let stored: Vec<(String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT concat_ws('/', day, {keys}), opened, resolved FROM {table} \
              WHERE opened <> 0 OR resolved <> 0 ORDER BY 1"
@@ -192,8 +193,8 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
     }
     // The buckets of the times to resolve: the recount takes each resolved row's bucket as
     // `ttr_bucket` computes it here, not as the database does.
-    let stored: Vec<(String, String, i64, i64)> =
-        sqlx::query_as("SELECT dim, value, bucket, n FROM drift_ttr_buckets WHERE n <> 0 ORDER BY 1, 2, 3")
+    let stored: Vec<(String, String, i64, String, i64)> =
+        sqlx::query_as("SELECT dim, value, bucket, cluster, n FROM drift_ttr_buckets WHERE n <> 0 ORDER BY 1, 2, 3, 4")
             .fetch_all(pool)
             .await
             .unwrap();
@@ -204,22 +205,23 @@ pub async fn assert_rollups_match_rows(store: &PostgresStore) {
     .fetch_all(pool)
     .await
     .unwrap();
-    let mut recount = std::collections::BTreeMap::<(String, String, i64), i64>::new();
+    let mut recount = std::collections::BTreeMap::<(String, String, i64, String), i64>::new();
     for (ms, cluster, namespace, severity, repository, drift_type, kind) in resolved {
         let bucket = ttr_bucket(ms);
         for (dim, value) in [
             ("", String::new()),
-            ("cluster", cluster),
+            ("cluster", cluster.clone()),
             ("namespace", namespace),
             ("severity", severity),
             ("repository", repository),
             ("drift_type", drift_type),
             ("resource_kind", kind),
         ] {
-            *recount.entry((dim.to_owned(), value, bucket)).or_default() += 1;
+            *recount.entry((dim.to_owned(), value, bucket, cluster.clone())).or_default() += 1;
         }
     }
-    let rows: Vec<(String, String, i64, i64)> = recount.into_iter().map(|((d, v, b), n)| (d, v, b, n)).collect();
+    let rows: Vec<(String, String, i64, String, i64)> =
+        recount.into_iter().map(|((d, v, b, c), n)| (d, v, b, c, n)).collect();
     // Same order as the database's (text in the C collation of the test server, or not: sort).
     let mut stored_sorted = stored.clone();
     stored_sorted.sort();
