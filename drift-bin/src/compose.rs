@@ -273,10 +273,12 @@ pub async fn open_clusters(config: &Config, first: &Cluster, progress: &Progress
 /// of its Argo CD cluster Secret, its API server URL, and whether it is the home cluster (what
 /// `https://kubernetes.default.svc` and `in-cluster` mean): the one of `in_cluster: true`, else
 /// the one whose API server is `live:`'s.
-async fn target_clusters(config: &Config, opened: &[(String, Cluster)]) -> Vec<drift_git::TargetCluster> {
-    let server = |c: &Cluster| match c {
-        Cluster::Kube(k, _) => k.server_url().map(str::to_owned),
-        Cluster::Snapshot(_) => None,
+/// A cluster that could not be opened (`drift fix --accept` without its credentials) gets the
+/// API server its kubeconfig context names, read without a request (docs/sources.md).
+async fn target_clusters(config: &Config, opened: &[(&str, Option<&Cluster>)]) -> Vec<drift_git::TargetCluster> {
+    let server = |c: Option<&Cluster>, entry: Option<&ClusterEntry>| match c {
+        Some(Cluster::Kube(k, _)) => k.server_url().map(str::to_owned),
+        Some(Cluster::Snapshot(_)) | None => entry.and_then(offline_server),
     };
     let home_server = if config.clusters.iter().any(|c| c.in_cluster) {
         None
@@ -285,22 +287,30 @@ async fn target_clusters(config: &Config, opened: &[(String, Cluster)]) -> Vec<d
         match drift_kube::K8sSource::connect(kubernetes(config.live.clone())).await {
             Ok(home) => home.server_url().map(drift_git::normalize_server),
             Err(e) => {
-                tracing::debug!(error = %e, "the home cluster's API server is not known; `https://kubernetes.default.svc` names no cluster");
-                None
+                let live = kubernetes(config.live.clone());
+                let read = if live.in_cluster {
+                    None
+                } else {
+                    kubeconfig_server(live.kubeconfig.as_deref(), live.context.as_deref())
+                };
+                if read.is_none() {
+                    tracing::debug!(error = %e, "the home cluster's API server is not known; `https://kubernetes.default.svc` names no cluster");
+                }
+                read.as_deref().map(drift_git::normalize_server)
             }
         }
     };
     opened
         .iter()
-        .map(|(name, c)| {
-            let entry = config.clusters.iter().find(|e| &e.name == name);
-            let server = server(c);
+        .map(|&(name, c)| {
+            let entry = config.clusters.iter().find(|e| e.name == name);
+            let server = server(c, entry);
             let home = entry.is_some_and(|e| e.in_cluster)
                 || (home_server.is_some() && server.as_deref().map(drift_git::normalize_server) == home_server);
             drift_git::TargetCluster {
-                name: name.clone(),
+                name: name.to_owned(),
                 aliases: match c {
-                    Cluster::Kube(_, Some(argo)) if argo != name => vec![argo.clone()],
+                    Some(Cluster::Kube(_, Some(argo))) if argo != name => vec![argo.clone()],
                     _ => Vec::new(),
                 },
                 server,
@@ -308,6 +318,43 @@ async fn target_clusters(config: &Config, opened: &[(String, Cluster)]) -> Vec<d
             }
         })
         .collect()
+}
+
+/// The API server of a cluster entry reached through a kubeconfig, read from the file without
+/// a request and without its credentials; `None` for the other ways (a Secret is read from the
+/// home cluster or holds credentials; the service account needs the pod).
+fn offline_server(entry: &ClusterEntry) -> Option<String> {
+    if entry.in_cluster || entry.secret.is_some() {
+        return None;
+    }
+    kubeconfig_server(entry.kubeconfig.as_deref().map(expand_home).as_deref(), entry.context.as_deref())
+}
+
+/// The `server` of the cluster of a kubeconfig's context (`None`: its current context): of
+/// `path`, else of the files of `$KUBECONFIG` (the first that has the context), else of
+/// `~/.kube/config`. Only names are read: nothing of the credentials.
+fn kubeconfig_server(path: Option<&Path>, context: Option<&str>) -> Option<String> {
+    let files: Vec<PathBuf> = match path {
+        Some(p) => vec![p.to_owned()],
+        None => match std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+            Some(list) => std::env::split_paths(&list).collect(),
+            None => vec![expand_home(Path::new("~/.kube/config"))],
+        },
+    };
+    let parsed: Vec<serde_json::Value> = files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|text| serde_saphyr::from_str(&text).ok())
+        .collect();
+    let current = || parsed.iter().find_map(|k| k.get("current-context")?.as_str().filter(|c| !c.is_empty()));
+    let context = context.or_else(current)?;
+    let named = |k: &serde_json::Value, list: &str, name: &str| -> Option<serde_json::Value> {
+        k.get(list)?.as_array()?.iter().find(|e| e.get("name").and_then(|n| n.as_str()) == Some(name)).cloned()
+    };
+    let cluster = parsed
+        .iter()
+        .find_map(|k| named(k, "contexts", context)?.pointer("/context/cluster")?.as_str().map(str::to_owned))?;
+    parsed.iter().find_map(|k| named(k, "clusters", &cluster)?.pointer("/cluster/server")?.as_str().map(str::to_owned))
 }
 
 /// A repository's source for a cluster after the first, with a cache folder of its own
@@ -386,7 +433,7 @@ pub async fn detector(
         // lookups (Flux's value sources are read from the cluster the objects go to).
         let mut builder = base(config, store, hasher, None);
         let opened = open_clusters(config, cluster, progress).await?;
-        let all = target_clusters(config, &opened).await;
+        let all = target_clusters(config, &opened.iter().map(|(n, c)| (n.as_str(), Some(c))).collect::<Vec<_>>()).await;
         for (i, (name, c)) in opened.into_iter().enumerate() {
             let (mut desired, mut proposers) = (Vec::new(), Vec::new());
             for r in config.repositories.iter().filter(|r| r.targets(&name)) {
@@ -581,17 +628,11 @@ async fn targets_of(
     cluster: &Cluster,
 ) -> Option<Arc<drift_git::ClusterTargets>> {
     config.clusters.iter().find(|c| c.name == name)?;
-    let this = target_clusters(config, &[(name.to_owned(), cluster.clone())]).await.pop();
-    // The others by name only: their URLs are not needed to tell an Application is not this
-    // cluster's (one naming them then goes nowhere, which is not here either).
-    let clusters = config
-        .clusters
-        .iter()
-        .map(|e| match &this {
-            Some(t) if e.name == name => t.clone(),
-            _ => drift_git::TargetCluster { name: e.name.clone(), home: e.in_cluster, ..Default::default() },
-        })
-        .collect();
+    // The others are not opened: their URLs as their kubeconfig names them, with no request
+    // (one named otherwise goes nowhere, which is not here either).
+    let opened: Vec<(&str, Option<&Cluster>)> =
+        config.clusters.iter().map(|e| (e.name.as_str(), (e.name == name).then_some(cluster))).collect();
+    let clusters = target_clusters(config, &opened).await;
     let targeted = config.clusters.iter().map(|c| c.name.clone()).filter(|c| r.targets(c)).collect();
     Some(Arc::new(drift_git::ClusterTargets { clusters, this: name.to_owned(), targeted, report: false }))
 }

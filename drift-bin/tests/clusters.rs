@@ -39,6 +39,38 @@ fn ca_data(kubeconfig: &Path) -> String {
     line.split(':').nth(1).unwrap().trim().trim_matches('"').to_owned()
 }
 
+/// Argo CD's Application, as a CRD.
+const APPLICATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: applications.argoproj.io}
+spec:
+  group: argoproj.io
+  scope: Namespaced
+  names: {plural: applications, singular: application, kind: Application, listKind: ApplicationList}
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+/// The objects of the open drifts of `cluster`, as `Kind/name`.
+fn open_objects(addr: &str, cluster: &str) -> Vec<String> {
+    let page = get_json(addr, &format!("/drifts?status=open&cluster={cluster}&limit=500"));
+    let mut rows: Vec<String> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| format!("{}/{}", d["resource_kind"].as_str().unwrap(), d["resource_name"].as_str().unwrap()))
+        .collect();
+    rows.sort();
+    rows
+}
+
 /// The open drifts of `cluster`, as (type, path).
 fn open(addr: &str, cluster: &str) -> Vec<(String, String)> {
     let page = get_json(addr, &format!("/drifts?status=open&cluster={cluster}&limit=500"));
@@ -242,7 +274,10 @@ fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched()
 /// An Argo CD Application in a repository shown to several clusters is compared with the
 /// cluster its `spec.destination` names only (by the name in drift.yaml, by the API server URL,
 /// `https://kubernetes.default.svc` for the home cluster); one going to no cluster of the
-/// detector is a warning of the first cluster's scan, naming it and its destination.
+/// detector is a warning of the first cluster's scan, naming it and its destination. An app of
+/// apps across clusters: a root going to the home cluster renders, through a kustomization, the
+/// Applications of beta and gamma, whose objects beta and gamma compare. The Application
+/// objects are the home cluster's only (beta serves the CRD too, and holds none).
 #[test]
 fn argo_applications_are_compared_with_the_cluster_their_destination_names_only() {
     let home = tempfile::tempdir().unwrap();
@@ -278,6 +313,21 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     for folder in ["beta", "gamma", "home", "mars"] {
         repo.write(&format!("{folder}/settings.yaml"), &cm(&format!("{folder}-settings")));
     }
+    // The app of apps: the children are in the root's rendering only (a kustomization), their
+    // objects get their namespace from their Application only.
+    repo.write("argo/root.yaml", &app("root", "root", "{name: in-cluster, namespace: argocd}"));
+    repo.write("root/kustomization.yaml", "resources: [beta.yaml, gamma.yaml]\n");
+    repo.write("root/beta.yaml", &app("child-beta", "child-beta", "{name: beta, namespace: shop}"));
+    repo.write(
+        "root/gamma.yaml",
+        &app("child-gamma", "child-gamma", &format!("{{server: '{}', namespace: shop}}", gamma.url())),
+    );
+    for child in ["beta", "gamma"] {
+        repo.write(
+            &format!("child-{child}/settings.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {child}-child}}\ndata: {{mode: fast}}\n"),
+        );
+    }
     // One object that beta's and gamma's Applications both render, each its own way.
     let shared = |mode: &str| {
         format!(
@@ -299,6 +349,19 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     apply(&alpha, "home-settings");
     apply(&beta, "beta-settings");
     apply(&gamma, "gamma-settings");
+    apply(&beta, "beta-child");
+    apply(&gamma, "gamma-child");
+    // Argo CD runs on alpha (the home cluster): the Applications are there, as the repository
+    // and the root write them. Beta serves the CRD too, with no Application.
+    let crd = manifests.join("crd.yaml");
+    std::fs::write(&crd, APPLICATION_CRD).unwrap();
+    k(&beta, &["apply", "-f", crd.to_str().unwrap()]);
+    k(&alpha, &["apply", "-f", crd.to_str().unwrap()]);
+    k(&alpha, &["create", "namespace", "argocd"]);
+    k(&alpha, &["apply", "-f", repo.dir.join("argo").to_str().unwrap()]);
+    for child in ["beta", "gamma"] {
+        k(&alpha, &["apply", "-f", repo.dir.join(format!("root/{child}.yaml")).to_str().unwrap()]);
+    }
     for (server, mode) in [(&beta, "beta-mode"), (&gamma, "gamma-mode")] {
         let file = manifests.join(format!("{mode}.yaml"));
         std::fs::write(&file, shared(mode)).unwrap();
@@ -344,6 +407,22 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     assert_eq!(open(&addr, "beta"), changed, "beta's change");
     assert_eq!(open(&addr, "alpha"), changed, "the home cluster's (kubernetes.default.svc)");
     assert_eq!(open(&addr, "gamma"), vec![], "nothing of beta's or the home's Application on gamma");
+
+    // The children of the root: each compared by its own cluster; an Application object is a
+    // drift of the home cluster.
+    k(&beta, &["patch", "configmap", "beta-child", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"slow"}}"#]);
+    k(
+        &gamma,
+        &["patch", "configmap", "gamma-child", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"slow"}}"#],
+    );
+    k(
+        &alpha,
+        &["patch", "application", "child-beta", "-n", "argocd", "--type=merge", "-p", r#"{"spec":{"project":"hand"}}"#],
+    );
+    scan(&addr);
+    assert_eq!(open_objects(&addr, "beta"), ["ConfigMap/beta-child", "ConfigMap/beta-settings"]);
+    assert_eq!(open_objects(&addr, "gamma"), ["ConfigMap/gamma-child"]);
+    assert_eq!(open_objects(&addr, "alpha"), ["Application/child-beta", "ConfigMap/home-settings"]);
 
     // A revert of beta's change puts back what beta's Application renders, not gamma's version
     // of the same object (the value beta's scan recorded).
@@ -402,6 +481,32 @@ fn argo_applications_are_compared_with_the_cluster_their_destination_names_only(
     let (stdout, text) = fix(id, &["--accept"]);
     let branch = stdout.split_whitespace().nth(1).unwrap_or_else(|| panic!("a branch: {text}")).to_owned();
     on_gamma_only(&branch, &text);
+    // ... and `drift fix` when gamma cannot be opened (its kubeconfig names a CA file that is not
+    // there): the values the last scan recorded are proposed, and gamma's API server, which its
+    // Application names, is read from the kubeconfig without a request.
+    repo.git(&["branch", "-D", &branch]);
+    let gamma_kubeconfig = gamma.kubeconfig_path().display().to_string();
+    let text = std::fs::read_to_string(&gamma_kubeconfig).unwrap();
+    let broken = text.replacen("    server:", "    certificate-authority: /nonexistent/drift-ca.crt\n    server:", 1);
+    assert_ne!(broken, text);
+    let unopenable = home.path().join("gamma-unopenable.kubeconfig");
+    std::fs::write(&unopenable, broken).unwrap();
+    let offline = home.path().join("offline.yaml");
+    let offline_config =
+        std::fs::read_to_string(&config).unwrap().replace(&gamma_kubeconfig, &unopenable.display().to_string());
+    std::fs::write(&offline, offline_config).unwrap();
+    let out = common::drift_command()
+        .args(["fix", &id.to_string(), "--accept", "--as", "tester", "--config"])
+        .arg(&offline)
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("proposing the values the last scan recorded"), "{stderr}");
+    let branch = stdout.split_whitespace().nth(1).unwrap_or_else(|| panic!("a branch: {stdout}")).to_owned();
+    on_gamma_only(&branch, &stdout);
 
     // The Application going nowhere: a warning of the first cluster's scan (once per round).
     let warned = |cluster: &str| -> Vec<String> {
