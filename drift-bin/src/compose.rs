@@ -179,18 +179,7 @@ impl Cluster {
                 drift_kube::K8sSource::connect(live).await.with_context(|| format!("cluster `{}`", entry.name))?
             }
             Some(secret) => {
-                let namespace = secret.namespace.clone().unwrap_or_else(pod_namespace);
-                let what = secret.describe(&namespace);
-                let value = match (&secret.file, &secret.name) {
-                    (Some(file), _) => drift_kube::credentials::secret_from_file(&expand_home(file))?,
-                    (None, Some(name)) => {
-                        let home = home.source(config).await?;
-                        drift_kube::credentials::secret_from_cluster(home.client(), &namespace, name).await?
-                    }
-                    (None, None) => anyhow::bail!("cluster `{}`: `secret` names no file and no Secret", entry.name),
-                };
-                let credentials = drift_kube::credentials::credentials_from_secret(&value, &what)
-                    .with_context(|| format!("cluster `{}`", entry.name))?;
+                let (credentials, what) = read_credentials(&config.live, &entry.name, secret, home).await?;
                 tracing::info!(cluster = %entry.name, secret = %what, format = ?credentials.format, "cluster credentials read from a Secret");
                 argo_name = credentials.name.clone();
                 drift_kube::K8sSource::connect_kubeconfig(credentials.kubeconfig, entry.context.clone(), reading)
@@ -243,16 +232,95 @@ pub struct Home(Option<Arc<drift_kube::K8sSource>>);
 impl Home {
     /// The home cluster (connected the first time).
     pub async fn source(&mut self, config: &Config) -> Result<Arc<drift_kube::K8sSource>> {
+        self.source_of(&config.live).await
+    }
+
+    /// The home cluster of the settings `live` (connected the first time).
+    async fn source_of(&mut self, live: &K8sConfig) -> Result<Arc<drift_kube::K8sSource>> {
         if let Some(c) = &self.0 {
             return Ok(c.clone());
         }
         let source = Arc::new(
-            drift_kube::K8sSource::connect(kubernetes(config.live.clone()))
+            drift_kube::K8sSource::connect(kubernetes(live.clone()))
                 .await
                 .context("the home cluster (`live:`), where credentials Secrets and Leases are")?,
         );
         self.0 = Some(source.clone());
         Ok(source)
+    }
+}
+
+/// The credentials of cluster `cluster` in its credentials Secret (a file, or a Secret of the
+/// home cluster of `live`), with how the Secret is named in messages (never a value).
+async fn read_credentials(
+    live: &K8sConfig,
+    cluster: &str,
+    secret: &drift_kube::credentials::SecretRef,
+    home: &mut Home,
+) -> Result<(drift_kube::credentials::Credentials, String)> {
+    let namespace = secret.namespace.clone().unwrap_or_else(pod_namespace);
+    let what = secret.describe(&namespace);
+    let value = match (&secret.file, &secret.name) {
+        (Some(file), _) => drift_kube::credentials::secret_from_file(&expand_home(file))?,
+        (None, Some(name)) => {
+            let home = home.source_of(live).await?;
+            drift_kube::credentials::secret_from_cluster(home.client(), &namespace, name).await?
+        }
+        (None, None) => anyhow::bail!("cluster `{cluster}`: `secret` names no file and no Secret"),
+    };
+    let credentials = drift_kube::credentials::credentials_from_secret(&value, &what)
+        .with_context(|| format!("cluster `{cluster}`"))?;
+    Ok((credentials, what))
+}
+
+/// For a long-running detector, each cluster reached through a credentials Secret has it read
+/// again every `secret.refresh`: a rotated bearer token (`argocd cluster rotate-auth`, a new
+/// service account token) is taken by the running client ([`drift_kube::K8sSource::rotate`]);
+/// a Secret that changed in more than its token is logged once as needing a restart; one that
+/// cannot be read keeps the credentials in hand (logged when the reason changes). The tasks end
+/// with the process.
+pub fn keep_credentials(config: &Config, opened: &[(String, Cluster)]) {
+    for (name, cluster) in opened {
+        let (Some(entry), Cluster::Kube(source, _)) = (config.clusters.iter().find(|e| &e.name == name), cluster)
+        else {
+            continue;
+        };
+        let Some(secret) = entry.secret.clone().filter(|s| !s.refresh.is_zero()) else { continue };
+        let (live, name, context, source) = (config.live.clone(), name.clone(), entry.context.clone(), source.clone());
+        tokio::spawn(async move {
+            let mut home = Home::default();
+            let (mut restart_said, mut failure) = (false, None::<String>);
+            loop {
+                tokio::time::sleep(secret.refresh).await;
+                match read_credentials(&live, &name, &secret, &mut home).await {
+                    Ok((credentials, what)) => {
+                        failure = None;
+                        match source.rotate(&credentials.kubeconfig, context.as_deref()) {
+                            drift_kube::Rotation::Unchanged => {}
+                            drift_kube::Rotation::TokenReplaced => tracing::info!(
+                                cluster = %name, secret = %what,
+                                "the cluster's token was rotated in its credentials Secret: the new one is used"
+                            ),
+                            drift_kube::Rotation::NeedsRestart if !restart_said => {
+                                restart_said = true;
+                                tracing::warn!(
+                                    cluster = %name, secret = %what,
+                                    "the cluster's credentials Secret changed in more than its bearer token (server, CA, certificate or kind of credentials): the credentials in hand are kept until drift restarts"
+                                );
+                            }
+                            drift_kube::Rotation::NeedsRestart => {}
+                        }
+                    }
+                    Err(e) => {
+                        let message = format!("{e:#}");
+                        if failure.as_deref() != Some(message.as_str()) {
+                            tracing::warn!(cluster = %name, error = %message, "the cluster's credentials Secret could not be read again; the credentials in hand are kept");
+                            failure = Some(message);
+                        }
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -433,6 +501,9 @@ pub async fn detector(
         // lookups (Flux's value sources are read from the cluster the objects go to).
         let mut builder = base(config, store, hasher, None);
         let opened = open_clusters(config, cluster, progress).await?;
+        if long_running {
+            keep_credentials(config, &opened);
+        }
         let all = target_clusters(config, &opened.iter().map(|(n, c)| (n.as_str(), Some(c))).collect::<Vec<_>>()).await;
         for (i, (name, c)) in opened.into_iter().enumerate() {
             let (mut desired, mut proposers) = (Vec::new(), Vec::new());

@@ -17,7 +17,10 @@
 //! detector does not read). With a proxy in the configuration, kube's default stack is used
 //! as it is, proxy support included.
 
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
+
+use http::HeaderValue;
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -30,8 +33,52 @@ pub const READ_BUFFER_MAX: usize = 32 * 1024;
 /// How long an idle connection stays in the pool (hyper's default is 90 s).
 pub const POOL_IDLE: Duration = Duration::from_secs(30);
 
+/// A bearer token the client sends, replaceable while the client runs: the token of a
+/// credentials Secret that is rotated (`K8sSource::rotate`). Never printed (`Debug` shows no
+/// value; the header is marked sensitive).
+#[derive(Clone)]
+pub struct BearerToken(Arc<RwLock<HeaderValue>>);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(..)")
+    }
+}
+
+impl BearerToken {
+    /// The header of `token`; `None` when it cannot be a header value (a control character).
+    fn header(token: &str) -> Option<HeaderValue> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+        value.set_sensitive(true);
+        Some(value)
+    }
+
+    /// A token to send.
+    pub fn new(token: &str) -> Option<BearerToken> {
+        Some(BearerToken(Arc::new(RwLock::new(Self::header(token)?))))
+    }
+
+    /// Sends `token` from the next request on; `false` (the old one kept) when it cannot be a
+    /// header value.
+    pub fn replace(&self, token: &str) -> bool {
+        let Some(value) = Self::header(token) else { return false };
+        *self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = value;
+        true
+    }
+
+    /// Whether both send the same token.
+    pub(crate) fn same(&self, other: &BearerToken) -> bool {
+        self.current() == other.current()
+    }
+
+    fn current(&self) -> HeaderValue {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
 /// A kube client for `config`, its connections' buffers bounded (see the module documentation).
-pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
+/// With `token`, each request carries that token (`config` then has none of its own).
+pub fn build(config: kube::Config, token: Option<BearerToken>) -> Result<kube::Client, kube::Error> {
     if config.proxy_url.is_some() {
         return kube::Client::try_from(config);
     }
@@ -50,6 +97,12 @@ pub fn build(config: kube::Config) -> Result<kube::Client, kube::Error> {
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
+        .option_layer(token.map(|t| {
+            tower::util::MapRequestLayer::new(move |mut request: http::Request<kube::client::Body>| {
+                request.headers_mut().insert(http::header::AUTHORIZATION, t.current());
+                request
+            })
+        }))
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
         .service(hyper_client);

@@ -36,6 +36,14 @@ pub struct SecretRef {
     /// `$POD_NAMESPACE`, else `default`).
     #[serde(default)]
     pub namespace: Option<String>,
+    /// How often a long-running detector reads the Secret again, to take a rotated bearer
+    /// token (default 1 minute; `0s`: never).
+    #[serde(default = "default_refresh", with = "humantime_serde")]
+    pub refresh: std::time::Duration,
+}
+
+fn default_refresh() -> std::time::Duration {
+    std::time::Duration::from_secs(60)
 }
 
 impl SecretRef {
@@ -385,6 +393,7 @@ mod tests {
             file: file.map(PathBuf::from),
             name: name.map(str::to_owned),
             namespace: ns.map(str::to_owned),
+            refresh: default_refresh(),
         };
         r(Some("/s.yaml"), None, None).validate().unwrap();
         r(None, Some("east"), Some("argocd")).validate().unwrap();

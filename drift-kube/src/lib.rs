@@ -68,7 +68,7 @@ pub use error::K8sError;
 pub use lease::{KubeLease, KubeMembers};
 pub use lookup::ClusterLookup;
 pub use snapshot::SnapshotSource;
-pub use source::{Discovered, K8sSource, KindInfo};
+pub use source::{Discovered, K8sSource, KindInfo, Rotation};
 pub use watch::{CacheStats, K8sWatch, cache_form};
 
 /// Locks a mutex, going on with the data if another thread panicked while holding it.

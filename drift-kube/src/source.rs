@@ -73,6 +73,48 @@ pub struct K8sSource {
     pub(crate) kinds: Mutex<BTreeMap<GroupKind, KindInfo>>,
     /// Counts the live objects read, for a progress line.
     pub(crate) progress: drift_model::progress::Progress,
+    /// The bearer token of credentials held in memory, replaceable ([`K8sSource::rotate`]).
+    pub(crate) token: Option<crate::client::BearerToken>,
+    /// What those credentials are besides their token (a fingerprint): a Secret read again
+    /// that differs in more than the token needs a restart.
+    pub(crate) shape: Option<u64>,
+}
+
+/// What [`K8sSource::rotate`] did with credentials read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    /// The same credentials.
+    Unchanged,
+    /// Only the bearer token changed: the next requests carry the new one.
+    TokenReplaced,
+    /// More than the token changed (the server, its CA, a client certificate, the kind of
+    /// credentials): the source keeps the credentials it has; a restart takes the new ones.
+    NeedsRestart,
+}
+
+/// The context's user's static bearer token of a kubeconfig.
+fn selected_token(kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> Option<String> {
+    use secrecy::ExposeSecret as _;
+    let context = context.or(kubeconfig.current_context.as_deref())?;
+    let user = kubeconfig.contexts.iter().find(|c| c.name == context)?.context.as_ref()?.user.as_deref()?;
+    let auth = kubeconfig.auth_infos.iter().find(|a| a.name == user)?.auth_info.as_ref()?;
+    auth.token.as_ref().map(|t| t.expose_secret().to_owned())
+}
+
+/// A fingerprint of a kubeconfig and context without its bearer tokens (compared within this
+/// process only; never shown).
+fn shape_of(kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut bare = kubeconfig.clone();
+    for a in &mut bare.auth_infos {
+        if let Some(auth) = &mut a.auth_info {
+            auth.token = None;
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&bare).unwrap_or_default().hash(&mut h);
+    context.hash(&mut h);
+    h.finish()
 }
 
 impl std::fmt::Debug for K8sSource {
@@ -132,7 +174,7 @@ impl K8sSource {
                 .map_err(|e| K8sError::Config(format!("context {name}: {}", error_chain(&e))))?;
             (c, name)
         };
-        Self::with_kube_config(kube_config, default_name, config)
+        Self::with_kube_config(kube_config, default_name, config, None)
     }
 
     /// Connects with the credentials of a kubeconfig held in memory (read from a Secret,
@@ -147,17 +189,53 @@ impl K8sSource {
         config.validate()?;
         let name =
             context.clone().or_else(|| kubeconfig.current_context.clone()).unwrap_or_else(|| "default".to_owned());
+        let shape = shape_of(&kubeconfig, context.as_deref());
+        let token = selected_token(&kubeconfig, context.as_deref());
         let options = kube::config::KubeConfigOptions { context, ..Default::default() };
-        let c = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        let mut c = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| K8sError::Config(format!("context {name}: {}", error_chain(&e))))?;
-        Self::with_kube_config(c, name, config)
+        // A static bearer token is sent from a cell that a rotated Secret's next token replaces
+        // (not through a proxy: kube's own stack is used then, with the token as it is).
+        let cell = match (token, c.proxy_url.is_none() && c.auth_info.token.is_some()) {
+            (Some(t), true) => crate::client::BearerToken::new(&t),
+            _ => None,
+        };
+        if cell.is_some() {
+            c.auth_info.token = None;
+        }
+        let mut source = Self::with_kube_config(c, name, config, cell.clone())?;
+        source.token = cell;
+        source.shape = Some(shape);
+        Ok(source)
+    }
+
+    /// Takes the credentials of `kubeconfig` and `context` read again (a credentials Secret, as
+    /// [`K8sSource::connect_kubeconfig`] took them): when only the bearer token changed, the
+    /// next requests carry the new one (a watch already open goes on with the connection it has);
+    /// anything else changed is [`Rotation::NeedsRestart`] and the source keeps what it has.
+    /// A source connected otherwise (a kubeconfig file, in-cluster: kube reads their token
+    /// files again by itself) always says `NeedsRestart`.
+    pub fn rotate(&self, kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> Rotation {
+        if self.shape != Some(shape_of(kubeconfig, context)) {
+            return Rotation::NeedsRestart;
+        }
+        match (&self.token, selected_token(kubeconfig, context)) {
+            (None, None) => Rotation::Unchanged,
+            (Some(cell), Some(token)) => match crate::client::BearerToken::new(&token) {
+                Some(new) if new.same(cell) => Rotation::Unchanged,
+                Some(_) if cell.replace(&token) => Rotation::TokenReplaced,
+                _ => Rotation::NeedsRestart,
+            },
+            _ => Rotation::NeedsRestart,
+        }
     }
 
     fn with_kube_config(
         kube_config: kube::Config,
         default_name: String,
         config: K8sConfig,
+        token: Option<crate::client::BearerToken>,
     ) -> drift_model::Result<Self> {
         // One retry policy, ours (bounded, honouring Retry-After, per attempt timeout): kube's
         // own retry layer would retry 429/503 again under each of our attempts, so an API server
@@ -165,7 +243,7 @@ impl K8sSource {
         let mut kube_config = kube_config;
         kube_config.default_retry = false;
         let server = kube_config.cluster_url.to_string();
-        let client = crate::client::build(kube_config)
+        let client = crate::client::build(kube_config, token)
             .map_err(|e| K8sError::Config(format!("cannot build a client: {}", error_chain(&e))))?;
         let cluster = config.cluster.clone().unwrap_or(default_name);
         Ok(K8sSource { server: Some(server), ..K8sSource::from_client(client, cluster, config) })
@@ -180,6 +258,8 @@ impl K8sSource {
             config,
             kinds: Mutex::new(BTreeMap::new()),
             progress: drift_model::progress::Progress::default(),
+            token: None,
+            shape: None,
         }
     }
 

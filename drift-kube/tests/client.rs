@@ -124,3 +124,46 @@ async fn a_server_certificate_the_kubeconfig_does_not_trust_is_refused() {
     assert!(said.to_lowercase().contains("certificate"), "{said}");
     assert!(!said.contains(TOKEN), "the token in: {said}");
 }
+
+/// How a read of the ConfigMaps of `default` covered them.
+async fn listed(source: &K8sSource) -> Option<CoverageStatus> {
+    let snapshot = source.fetch(&configmaps("default")).await.unwrap();
+    snapshot.coverage.status("", "ConfigMap", Some("default")).cloned()
+}
+
+/// Credentials held in memory (a credentials Secret's kubeconfig) whose token is rotated: the
+/// old token is refused from then on, the source takes the new one without a new client, and
+/// credentials that differ in more than the token are left for a restart.
+#[tokio::test]
+async fn a_rotated_token_of_credentials_held_in_memory_is_taken_without_a_new_client() {
+    let cluster = secure();
+    cluster.configmap("default", "one");
+    let read = || {
+        kube::config::Kubeconfig::from_yaml(&std::fs::read_to_string(cluster.server.kubeconfig_path()).unwrap())
+            .unwrap()
+    };
+    let reading = K8sConfig { retry_backoff: Duration::from_millis(20), retries: 1, ..K8sConfig::default() };
+    let source = K8sSource::connect_kubeconfig(read(), None, reading).await.unwrap();
+    assert_eq!(listed(&source).await, Some(CoverageStatus::Complete));
+    let before = read();
+    assert_eq!(source.rotate(&before, None), drift_kube::Rotation::Unchanged);
+
+    let rotated = "canary-rotated-5b7c1d";
+    cluster.server.rotate_token(rotated).unwrap();
+    let said = failure(&source).await;
+    assert!(said.contains("401") || said.to_lowercase().contains("unauthorized"), "the old token refused: {said}");
+    assert!(!said.contains(TOKEN) && !said.contains(rotated), "a token in: {said}");
+    let after = read();
+    assert_eq!(source.rotate(&after, None), drift_kube::Rotation::TokenReplaced);
+    assert_eq!(listed(&source).await, Some(CoverageStatus::Complete), "the new token is sent");
+    assert_eq!(source.rotate(&after, None), drift_kube::Rotation::Unchanged);
+
+    // Another server in the Secret: kept as it is, for a restart to take.
+    let mut moved = after.clone();
+    moved.clusters[0].cluster.as_mut().unwrap().server = Some("https://127.0.0.1:1".to_owned());
+    assert_eq!(source.rotate(&moved, None), drift_kube::Rotation::NeedsRestart);
+    assert_eq!(listed(&source).await, Some(CoverageStatus::Complete), "the source keeps what it has");
+    // A source connected from a file: kube reads the file's credentials itself; never rotated here.
+    let from_file = cluster.source().await;
+    assert_eq!(from_file.rotate(&after, None), drift_kube::Rotation::NeedsRestart);
+}

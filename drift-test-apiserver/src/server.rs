@@ -100,8 +100,8 @@ pub struct Shared {
     pub state: Mutex<State>,
     /// Changes, for watches.
     pub tx: broadcast::Sender<Arc<Change>>,
-    /// Required bearer token.
-    pub token: Option<String>,
+    /// Required bearer token (replaced by [`TestApiServer::rotate_token`]).
+    pub token: Mutex<Option<String>>,
     /// Named users by token.
     pub users: Vec<StaticUser>,
     /// The audit log, when one is written.
@@ -153,7 +153,7 @@ fn authenticate(shared: &Shared, authorization: &str) -> Option<UserInfo> {
     if let Some(user) = bearer.and_then(|t| shared.users.iter().find(|u| u.token == t)) {
         return Some(user.info());
     }
-    match &shared.token {
+    match &*lock(&shared.token) {
         Some(token) if bearer == Some(token.as_str()) => Some(UserInfo {
             username: "drift-test-admin".into(),
             uid: String::new(),
@@ -545,7 +545,7 @@ impl TestApiServer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(opts.history_limit.max(1))),
             tx,
-            token: opts.token.clone(),
+            token: Mutex::new(opts.token.clone()),
             users: opts.users.clone(),
             audit: opts.audit_log.as_deref().map(|p| AuditLog::open(p, opts.audit_level)).transpose()?,
             faults: Mutex::new(opts.faults.clone()),
@@ -616,6 +616,19 @@ impl TestApiServer {
     /// The audit log file, when `Options::audit_log` asked for one.
     pub fn audit_log_path(&self) -> Option<&Path> {
         self.shared.audit.as_ref().map(AuditLog::path)
+    }
+
+    /// Replaces the administrator's bearer token ([`Options::token`]), as a rotated service
+    /// account token: requests with the old one are refused (401) from now on, watches already
+    /// open go on; the kubeconfig is written again with the new one.
+    pub fn rotate_token(&self, token: &str) -> std::io::Result<()> {
+        *lock(&self.shared.token) = Some(token.to_owned());
+        crate::kubeconfig::write(
+            &self.kubeconfig,
+            &self.url(),
+            Some(token),
+            (self.scheme == "https").then_some(crate::tls::CA_PEM),
+        )
     }
 
     /// Replace the active faults.
