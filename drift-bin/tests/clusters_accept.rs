@@ -82,11 +82,6 @@ impl World {
         let argo = world.home.path().join("argo.yaml");
         std::fs::write(&argo, APPLICATION_CRD).unwrap();
         world.kubectl(&world.east, &["apply", "-f", argo.to_str().unwrap()]);
-        // West serves the CRD and holds the Applications too: the Application objects are
-        // compared on every cluster the repository targets (docs/sources.md, "Several clusters").
-        world.kubectl(&world.west, &["apply", "-f", argo.to_str().unwrap()]);
-        world.kubectl(&world.west, &["create", "namespace", "argocd"]);
-        world.kubectl(&world.west, &["apply", "-f", world.repo.dir.join("argo").to_str().unwrap()]);
         world.kubectl(&world.east, &["create", "namespace", "argocd"]);
         world.kubectl(&world.east, &["apply", "-f", world.repo.dir.join("argo").to_str().unwrap()]);
         world
