@@ -67,6 +67,124 @@ mod stop_tests {
         assert!(dropped_rx.await.is_err(), "the watch was aborted (its future dropped)");
     }
 
+    /// A live source whose reads never end; when one is dropped (its pass aborted), the time.
+    #[derive(Debug)]
+    struct Stuck {
+        name: String,
+        aborted: std::sync::Mutex<Option<tokio::time::Instant>>,
+    }
+
+    struct OnDrop<'a>(&'a std::sync::Mutex<Option<tokio::time::Instant>>);
+
+    impl Drop for OnDrop<'_> {
+        fn drop(&mut self) {
+            if let Ok(mut at) = self.0.lock() {
+                at.get_or_insert_with(tokio::time::Instant::now);
+            }
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl LiveSource for Stuck {
+        fn cluster(&self) -> &str {
+            &self.name
+        }
+        async fn fetch(&self, _scope: &drift_core::Scope) -> drift_core::Result<drift_core::LiveSnapshot> {
+            let _guard = OnDrop(&self.aborted);
+            std::future::pending().await
+        }
+    }
+
+    /// A membership whose view the test sets.
+    #[derive(Debug)]
+    struct Members(std::sync::Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl crate::shard::Membership for Members {
+        fn identity(&self) -> &str {
+            "a"
+        }
+        async fn heartbeat(&self) -> drift_core::Result<Vec<String>> {
+            Ok(self.0.lock().map(|v| v.clone()).unwrap_or_default())
+        }
+        async fn leave(&self) -> drift_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The review's finding: the clusters a replica let go were stopped one after another (each
+    /// up to the limit), so a second busy cluster's tasks were still running when its elector
+    /// stopped waiting and released its Lease. Stopped together, each is aborted within the
+    /// limit, before its Lease goes.
+    #[tokio::test(start_paused = true)]
+    #[allow(clippy::unwrap_used, clippy::expect_used)]
+    async fn clusters_let_go_together_stop_together_each_before_its_lease_is_released() {
+        use crate::leader::tests::{MemLock, Shared, Watching};
+        let t = crate::leader::ElectionTimings::default();
+        let cm = drift_core::Resource::from_object(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "shop"}, "data": {"mode": "fast"}}))
+        .unwrap();
+        let desired = Arc::new(drift_core::memory::MemoryDesiredSource::new("platform", vec![cm]));
+        let members = Arc::new(Members(std::sync::Mutex::new(vec!["a".to_owned()])));
+        let mut builder = Detector::builder()
+            .store(crate::Store::new(Arc::new(drift_core::memory::MemoryStore::new())))
+            .watch(false)
+            .interval(Duration::from_secs(300));
+        let (mut sources, mut shared, mut locks) = (Vec::new(), Vec::new(), std::collections::BTreeMap::new());
+        for name in ["east", "west"] {
+            let live = Arc::new(Stuck { name: name.to_owned(), aborted: Default::default() });
+            builder = builder.cluster(ClusterParts {
+                live: live.clone(),
+                desired: vec![desired.clone()],
+                writer: None,
+                proposers: vec![],
+            });
+            let s = Arc::new(std::sync::Mutex::new(Shared::default()));
+            let lock: Arc<dyn drift_core::lease::LeaseLock> = MemLock::with("a", &s, t.lease_duration, Watching::No);
+            locks.insert(name.to_owned(), lock);
+            sources.push(live);
+            shared.push(s);
+        }
+        let detector =
+            builder.sharding(crate::shard::Sharding::new(members.clone(), locks, t).unwrap()).build().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serve = tokio::spawn(detector.run(async move {
+            let _ = stopped.await;
+        }));
+        // Both held, both passes reading (and never done).
+        while sources.iter().any(|s| s.aborted.lock().unwrap().is_some())
+            || shared.iter().any(|s| s.lock().unwrap().record.as_ref().and_then(|r| r.holder()) != Some("a"))
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Both go at once.
+        members.0.lock().unwrap().clear();
+        let let_go = tokio::time::Instant::now();
+        let mut released: Vec<Option<tokio::time::Instant>> = vec![None, None];
+        while released.iter().any(Option::is_none) && let_go.elapsed() < Duration::from_secs(30) {
+            for (i, s) in shared.iter().enumerate() {
+                if released[i].is_none() && s.lock().unwrap().releases > 0 {
+                    released[i] = Some(tokio::time::Instant::now());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for (i, source) in sources.iter().enumerate() {
+            let aborted = source.aborted.lock().unwrap().expect("the pass was aborted");
+            let released = released[i].expect("the lease was released");
+            assert!(aborted <= released, "{}: its lease went before its pass was aborted", source.name);
+            assert!(
+                released - let_go <= t.retry_period * 11 / 10 + t.handover_limit() + Duration::from_millis(100),
+                "{}: released {:?} after it was let go",
+                source.name,
+                released - let_go
+            );
+        }
+        stop.send(()).unwrap();
+        serve.await.unwrap();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn tasks_that_stop_within_the_limit_are_awaited_without_abort() {
         let sched = tokio::spawn(tokio::time::sleep(Duration::from_millis(500)));
@@ -971,48 +1089,80 @@ impl Detector {
             }));
         }
         drop(changes_tx);
-        // Per cluster: whether its tasks have stopped (its lease is released only then).
-        let stopped: Vec<watch::Sender<bool>> = self.units.iter().map(|_| watch::channel(true).0).collect();
-        let stopped_of =
-            self.units.iter().zip(&stopped).map(|(u, tx)| (u.scanner.cluster().to_owned(), tx.subscribe())).collect();
-        let handover = sharding.timings().renew_deadline;
+        // Per cluster: the terms of its lease, and which term's tasks have stopped (its lease is
+        // released, or taken again, only once the tasks of the term before have stopped).
+        let terms: Vec<Arc<crate::leader::Terms>> = self.units.iter().map(|_| crate::leader::Terms::new()).collect();
+        let terms_of =
+            self.units.iter().zip(&terms).map(|(u, t)| (u.scanner.cluster().to_owned(), t.clone())).collect();
+        // Shorter than the elector's wait for them: what has not stopped is aborted before it.
+        let handover = sharding.timings().handover_limit();
+        let leading_now: Vec<Option<watch::Receiver<bool>>> =
+            self.units.iter().map(|u| leading.get(u.scanner.cluster()).map(watch::Sender::subscribe)).collect();
         let (release_tx, release_rx) = watch::channel(false);
-        let shards = tokio::spawn(sharding.run(leading, stopped_of, release_rx));
+        let shards = tokio::spawn(sharding.run(leading, terms_of, release_rx));
         let (shared_tx, shared_rx) = watch::channel(false);
         let notifier = self.dispatcher.clone().map(|d| tokio::spawn(d.run(self.notify_tick, shared_rx.clone())));
         let identifier = self.identifier.clone().map(|i| tokio::spawn(i.run(shared_rx.clone())));
-        type Held = (watch::Sender<bool>, ClusterTasks);
+        // A cluster's tasks while it is held: the stop of this term's task set, the term, the tasks.
+        type Held = (watch::Sender<bool>, u64, ClusterTasks);
         let mut held: Vec<Option<Held>> = self.units.iter().map(|_| None).collect();
+        // The clusters whose tasks are stopping, each stop on its own (several clusters let go at
+        // once stop together, each within the limit): (cluster, term) when done.
+        let mut stopping: tokio::task::JoinSet<(usize, u64)> = tokio::task::JoinSet::new();
+        let mut is_stopping: Vec<bool> = self.units.iter().map(|_| false).collect();
+        let start = |i: usize, held: &mut Vec<Option<Held>>| {
+            let unit = &self.units[i];
+            tracing::info!(cluster = %unit.scanner.cluster(), "this replica watches the cluster");
+            let (tx, rx) = watch::channel(false);
+            held[i] = Some((tx, terms[i].current(), self.start_cluster(unit, &rx)));
+        };
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
+                Some(done) = stopping.join_next(), if !stopping.is_empty() => {
+                    let Ok((i, term)) = done else {
+                        tracing::error!("a cluster's stop failed");
+                        continue;
+                    };
+                    let unit = &self.units[i];
+                    let cluster = unit.scanner.cluster();
+                    is_stopping[i] = false;
+                    // A watch stopped early never reaches its own reset: what it did not see is
+                    // no longer this replica's to see (nor its 503).
+                    unit.scanner.set_out_of_sync(0);
+                    tracing::info!(%cluster, term, "the cluster's tasks have stopped; its lease may go");
+                    terms[i].stopped(term);
+                    // Taken again meanwhile (the elector stopped waiting): start that term now.
+                    if leading_now[i].as_ref().is_some_and(|l| *l.borrow()) {
+                        start(i, &mut held);
+                    } else {
+                        terms[i].stopped(terms[i].current());
+                    }
+                    metrics.set_leader(held.iter().any(Option::is_some));
+                }
                 change = changes.recv() => {
                     let Some((i, now)) = change else {
                         (&mut shutdown).await;
                         break;
                     };
-                    let unit = &self.units[i];
-                    match (now, held[i].is_some()) {
-                        (true, false) => {
-                            tracing::info!(cluster = %unit.scanner.cluster(), "this replica watches the cluster");
-                            let (tx, rx) = watch::channel(false);
-                            stopped[i].send_replace(false);
-                            held[i] = Some((tx, self.start_cluster(unit, &rx)));
-                        }
-                        (false, true) => {
-                            if let Some((tx, tasks)) = held[i].take() {
-                                let cluster = unit.scanner.cluster();
+                    match (now, held[i].is_some(), is_stopping[i]) {
+                        (true, false, false) => start(i, &mut held),
+                        (false, true, _) => {
+                            if let Some((tx, term, tasks)) = held[i].take() {
+                                let cluster = self.units[i].scanner.cluster().to_owned();
                                 tracing::warn!(%cluster, "the cluster's lease is gone: its scans, watch and self-heal stop here");
                                 tx.send_replace(true);
-                                stop_cluster(cluster, tasks, handover).await;
-                                // A watch stopped early never reaches its own reset: what it did
-                                // not see is no longer this replica's to see (nor its 503).
-                                unit.scanner.set_out_of_sync(0);
-                                tracing::info!(%cluster, "the cluster's tasks have stopped; its lease may go");
-                                stopped[i].send_replace(true);
+                                is_stopping[i] = true;
+                                stopping.spawn(async move {
+                                    stop_cluster(&cluster, tasks, handover).await;
+                                    (i, term)
+                                });
                             }
                         }
+                        // A term whose tasks never started (its turn to true and back seen as
+                        // one change): nothing to stop.
+                        (false, false, false) => terms[i].stopped(terms[i].current()),
                         _ => {}
                     }
                     metrics.set_leader(held.iter().any(Option::is_some));
@@ -1024,15 +1174,16 @@ impl Detector {
         );
         stop_api.send_replace(true);
         let mut tasks = LeaderTasks::default();
-        for (tx, (sched, watcher, healer)) in held.into_iter().flatten() {
+        for (tx, _, (sched, watcher, healer)) in held.into_iter().flatten() {
             tx.send_replace(true);
             tasks.sched.push(sched);
             tasks.watcher.extend(watcher);
             tasks.healer.extend(healer);
         }
         self.finish(tasks).await;
-        for s in &stopped {
-            s.send_replace(true);
+        while stopping.join_next().await.is_some() {}
+        for t in &terms {
+            t.stopped(t.current());
         }
         release_tx.send_replace(true);
         if let Err(e) = shards.await {

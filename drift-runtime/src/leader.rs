@@ -80,6 +80,70 @@ impl ElectionTimings {
         }
         Ok(())
     }
+
+    /// How long the work of a term given up or lost is awaited before the lease is released or
+    /// taken again: the lease duration. Whoever stops the work aborts what has not stopped
+    /// sooner, within [`ElectionTimings::handover_limit`].
+    pub fn handover_wait(&self) -> Duration {
+        self.lease_duration
+    }
+
+    /// How long the work of a term is given to stop before it is aborted: the renew deadline,
+    /// shorter than [`ElectionTimings::handover_wait`] (validated), so it is aborted before the
+    /// elector stops waiting for it.
+    pub fn handover_limit(&self) -> Duration {
+        self.renew_deadline
+    }
+}
+
+/// The terms of one lease and the work done in each, for a handover that waits for the work:
+/// the [`Elector`] numbers every term in which it takes the lease (before `leading` turns true);
+/// whoever runs the work reads that number when it starts ([`Terms::current`]) and says when the
+/// work of that term has stopped ([`Terms::stopped`]). One flag shared by every term would let a
+/// term be released on the word of an earlier one (a `stopped` still true from before the work
+/// of a new term started), so each term is acknowledged by its own number.
+#[derive(Debug)]
+pub struct Terms {
+    term: std::sync::atomic::AtomicU64,
+    stopped: watch::Sender<u64>,
+}
+
+impl Terms {
+    /// No term yet (term 0, stopped).
+    pub fn new() -> Arc<Terms> {
+        Arc::new(Terms { term: std::sync::atomic::AtomicU64::new(0), stopped: watch::channel(0).0 })
+    }
+
+    /// The term `leading` last turned true for (0 before the first).
+    pub fn current(&self) -> u64 {
+        self.term.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The work of `term` (and of every term before it) has stopped.
+    pub fn stopped(&self, term: u64) {
+        self.stopped.send_if_modified(|s| {
+            let newer = term > *s;
+            if newer {
+                *s = term;
+            }
+            newer
+        });
+    }
+
+    /// The last term whose work said it stopped.
+    pub fn last_stopped(&self) -> u64 {
+        *self.stopped.borrow()
+    }
+
+    fn begin(&self) -> u64 {
+        self.term.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
+
+    /// Waits until the work of `term` has stopped, at most `limit`; whether it did.
+    async fn wait(&self, term: u64, limit: Duration) -> bool {
+        let mut rx = self.stopped.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|s| *s >= term)).await.is_ok()
+    }
 }
 
 /// One candidate's election loop.
@@ -87,25 +151,30 @@ impl ElectionTimings {
 pub struct Elector {
     lock: Arc<dyn LeaseLock>,
     timings: ElectionTimings,
-    /// Whether the work `leading` drives has stopped: on release, the lease is given up only
-    /// once it says so (or after the renew deadline).
-    stopped: Option<watch::Receiver<bool>>,
+    /// The terms of the work `leading` drives: a term given up (a release) or lost is followed
+    /// by a wait for its work to stop (at most [`ElectionTimings::handover_wait`]) before the
+    /// lease is released or taken again.
+    terms: Option<Arc<Terms>>,
 }
 
 impl Elector {
     /// A candidate on `lock` with these timings (checked by [`ElectionTimings::validate`]).
     pub fn new(lock: Arc<dyn LeaseLock>, timings: ElectionTimings) -> drift_core::Result<Self> {
         timings.validate()?;
-        Ok(Elector { lock, timings, stopped: None })
+        Ok(Elector { lock, timings, terms: None })
     }
 
-    /// On release, gives the lease up only once `stopped` is true (whoever acts on `leading`
-    /// sets it when the work it started has stopped), waiting at most the renew deadline: a
-    /// write of that work still in flight then lands before another replica takes the lease.
-    /// Without it, the lease is released right after `leading` turns false.
+    /// Hands over only once the work has stopped: on release, after `leading` turned false, the
+    /// lease is kept (renewed every retry period) until the work of the term says it stopped
+    /// ([`Terms::stopped`]), at most [`ElectionTimings::handover_wait`], and only then released,
+    /// so a write of that work still in flight lands before another replica may take the lease.
+    /// A term lost (another holder, or no renewal within the renew deadline) is not followed by
+    /// another until its work stopped (same bound), so the work of a lost term never sees
+    /// `leading` true again. Without it, the lease is released right after `leading` turns
+    /// false.
     #[must_use]
-    pub fn after_stopped(mut self, stopped: watch::Receiver<bool>) -> Self {
-        self.stopped = Some(stopped);
+    pub fn after_stopped(mut self, terms: Arc<Terms>) -> Self {
+        self.terms = Some(terms);
         self
     }
 
@@ -132,6 +201,9 @@ impl Elector {
         let mut renewed: Option<Instant> = None;
         let mut logged_holder: Option<String> = None;
         let mut interrupted = false;
+        // The term held now (with `terms`), and a lost one whose work has not said it stopped.
+        let mut term: u64 = 0;
+        let mut lost: Option<u64> = None;
         // After the watch failed: poll until then.
         let mut watch_failed: Option<Instant> = None;
         // The time given to the lock follows the monotonic clock from here (a wall clock that
@@ -143,6 +215,16 @@ impl Elector {
         'election: loop {
             if *release.borrow() {
                 break;
+            }
+            // A term lost: its work stops before this candidate may lead again (else that work,
+            // still running, would see `leading` true again and write under the next term).
+            if let (Some(old), Some(terms)) = (lost.take(), &self.terms) {
+                tokio::select! {
+                    done = terms.wait(old, t.handover_wait()) => if !done {
+                        tracing::warn!(lease = %what, wait = ?t.handover_wait(), "the work of a lost term did not say it stopped in time");
+                    },
+                    _ = release.changed() => break,
+                }
             }
             let started = Instant::now();
             // A leader's attempt may last until its deadline; a standby's, one renew deadline.
@@ -164,6 +246,9 @@ impl Elector {
                 Ok(Ok(Attempt::Leading { acquired })) => {
                     if renewed.is_none() {
                         tracing::info!(lease = %what, %identity, acquired, "this replica leads: it runs the scans");
+                        if let Some(terms) = &self.terms {
+                            term = terms.begin();
+                        }
                         leading.send_replace(true);
                         logged_holder = None;
                     }
@@ -173,6 +258,7 @@ impl Elector {
                     if renewed.take().is_some() {
                         tracing::warn!(lease = %what, %holder, "the lease was taken by another replica; this one stops scanning");
                         leading.send_replace(false);
+                        lost = Some(term);
                     } else if logged_holder.as_deref() != Some(holder.as_str()) {
                         tracing::info!(lease = %what, %holder, "standing by: another replica leads");
                     }
@@ -199,6 +285,7 @@ impl Elector {
                 );
                 renewed = None;
                 leading.send_replace(false);
+                lost = Some(term);
             }
             // The next attempt: a leader's after one retry period, never past its deadline (the
             // next attempt is its last chance); a polling standby's after one retry period, or
@@ -254,14 +341,39 @@ impl Elector {
         let was_leading = renewed.is_some() || *leading.borrow();
         if was_leading || interrupted {
             leading.send_replace(false);
-            if let Some(mut stopped) = self.stopped.clone() {
-                match tokio::time::timeout(t.renew_deadline, stopped.wait_for(|s| *s)).await {
-                    Ok(Ok(_)) => tracing::debug!(lease = %what, "the work of this lease has stopped; releasing it"),
-                    Ok(Err(_)) => {}
-                    Err(_) => tracing::warn!(
-                        lease = %what, renew_deadline = ?t.renew_deadline,
-                        "the work of this lease did not stop within the renew deadline; the lease is released anyway"
-                    ),
+            if was_leading && let Some(terms) = &self.terms {
+                // The lease is kept, renewed every retry period, until the work of this term
+                // says it stopped (or the wait ends): it must not expire under that work.
+                let until = Instant::now() + t.handover_wait();
+                let mut stopped = std::pin::pin!(terms.wait(term, t.handover_wait()));
+                let mut renewing = renewed.is_some();
+                loop {
+                    let next = (Instant::now() + t.retry_period).min(until);
+                    tokio::select! {
+                        done = &mut stopped => {
+                            if done {
+                                tracing::debug!(lease = %what, "the work of this lease has stopped; releasing it");
+                            } else {
+                                tracing::warn!(
+                                    lease = %what, wait = ?t.handover_wait(),
+                                    "the work of this lease did not say it stopped in time; the lease is released anyway"
+                                );
+                            }
+                            break;
+                        }
+                        () = tokio::time::sleep_until(next), if renewing => {
+                            let budget = until.saturating_duration_since(Instant::now()).min(t.renew_deadline);
+                            match tokio::time::timeout(budget, self.lock.try_acquire_or_renew(now())).await {
+                                Ok(Ok(Attempt::Leading { .. })) => {}
+                                Ok(Ok(Attempt::Standby { holder, .. })) => {
+                                    tracing::warn!(lease = %what, %holder, "the lease was taken while its work stopped");
+                                    renewing = false;
+                                }
+                                Ok(Err(e)) => tracing::warn!(lease = %what, error = %e, "renewing the lease while its work stops failed"),
+                                Err(_) => tracing::warn!(lease = %what, "renewing the lease while its work stops did not answer in time"),
+                            }
+                        }
+                    }
                 }
             }
             match tokio::time::timeout(t.renew_deadline, self.lock.release(now())).await {
@@ -281,7 +393,7 @@ impl Elector {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use std::sync::Mutex;
@@ -303,12 +415,12 @@ mod tests {
     /// hang (an API server that is down or partitioned from this replica), and a version that
     /// every write bumps (what a watch sees).
     #[derive(Debug)]
-    struct Shared {
-        record: Option<LeaseRecord>,
+    pub(crate) struct Shared {
+        pub(crate) record: Option<LeaseRecord>,
         down: bool,
         /// The candidate whose requests hang (cut off from the API server).
         cut: Option<String>,
-        releases: u32,
+        pub(crate) releases: u32,
         /// Attempts made by each candidate.
         attempts: std::collections::BTreeMap<String, u32>,
         /// Every write that took or renewed the lease: by whom, when.
@@ -343,7 +455,7 @@ mod tests {
 
     /// How a [`MemLock`] watches.
     #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Watching {
+    pub(crate) enum Watching {
         No,
         Yes,
         /// It can, but every watch fails (RBAC without `watch`).
@@ -351,7 +463,7 @@ mod tests {
     }
 
     #[derive(Debug)]
-    struct MemLock {
+    pub(crate) struct MemLock {
         id: String,
         shared: Arc<Mutex<Shared>>,
         duration: Duration,
@@ -366,7 +478,12 @@ mod tests {
             MemLock::with(id, shared, CLIENT_GO.lease_duration, Watching::No)
         }
 
-        fn with(id: &str, shared: &Arc<Mutex<Shared>>, duration: Duration, watching: Watching) -> Arc<MemLock> {
+        pub(crate) fn with(
+            id: &str,
+            shared: &Arc<Mutex<Shared>>,
+            duration: Duration,
+            watching: Watching,
+        ) -> Arc<MemLock> {
             let seen = tokio::sync::Mutex::new(shared.lock().unwrap().changes.subscribe());
             Arc::new(MemLock {
                 id: id.to_owned(),
@@ -510,35 +627,135 @@ mod tests {
         assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None));
     }
 
+    /// An elector with terms on the default timings (a 4 s lease, renewed every second).
+    fn start_with_terms(
+        lock: Arc<MemLock>,
+    ) -> (watch::Receiver<bool>, watch::Sender<bool>, Arc<Terms>, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = watch::channel(false);
+        let (release_tx, release_rx) = watch::channel(false);
+        let terms = Terms::new();
+        let elector = Elector::new(lock, ElectionTimings::default()).unwrap().after_stopped(terms.clone());
+        (rx, release_tx, terms, tokio::spawn(elector.run(tx, release_rx)))
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn on_release_the_lease_is_given_up_only_once_the_work_has_stopped_or_after_the_deadline() {
+    async fn on_release_the_lease_is_given_up_only_once_the_work_has_stopped_or_after_the_wait() {
+        let t = ElectionTimings::default();
         for stops in [true, false] {
             let shared = Arc::new(Mutex::new(Shared::default()));
-            let (tx, mut rx) = watch::channel(false);
-            let (release_tx, release_rx) = watch::channel(false);
-            let (stopped_tx, stopped_rx) = watch::channel(true);
-            let elector = Elector::new(MemLock::new("a", &shared), CLIENT_GO).unwrap().after_stopped(stopped_rx);
-            let task = tokio::spawn(elector.run(tx, release_rx));
+            let (mut rx, release_tx, terms, task) =
+                start_with_terms(MemLock::with("a", &shared, t.lease_duration, Watching::No));
             turns(&mut rx, true).await;
-            stopped_tx.send_replace(false); // the work runs
+            let term = terms.current();
+            assert_eq!(term, 1);
             release_tx.send_replace(true);
             let told = turns(&mut rx, false).await;
             // Told to stop, the work has not stopped yet: the lease is still held.
             tokio::time::sleep(Duration::from_secs(1)).await;
             assert_eq!(shared.lock().unwrap().releases, 0, "released before the work stopped");
             if stops {
-                stopped_tx.send_replace(true);
+                terms.stopped(term);
             }
             task.await.unwrap();
             let waited = Instant::now() - told;
             let s = shared.lock().unwrap();
             assert_eq!((s.releases, s.record.as_ref().unwrap().holder()), (1, None));
             if stops {
-                assert!(waited < CLIENT_GO.renew_deadline, "released once stopped: {waited:?}");
+                assert!(waited < t.handover_wait(), "released once stopped: {waited:?}");
             } else {
-                assert!(waited >= CLIENT_GO.renew_deadline, "released at the deadline anyway: {waited:?}");
+                assert!(waited >= t.handover_wait(), "released at the end of the wait anyway: {waited:?}");
             }
         }
+    }
+
+    /// The review's finding: the lease was not renewed while the work was awaited, so with the
+    /// defaults it could end (4 s after its last renewal) before the work stopped and a standby
+    /// take it under that work.
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_is_renewed_while_the_work_stops_so_no_standby_takes_it_before_the_release() {
+        let t = ElectionTimings::default();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (mut a, release_a, terms, task_a) =
+            start_with_terms(MemLock::with("a", &shared, t.lease_duration, Watching::Yes));
+        turns(&mut a, true).await;
+        let (mut b, _rb, _tb) = start_with(MemLock::with("b", &shared, t.lease_duration, Watching::Yes), t);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        release_a.send_replace(true);
+        let told = turns(&mut a, false).await;
+        // The work takes 3.9 s to stop (within the renew deadline, plus the time to say so):
+        // past the lease duration after the last renewal before the release.
+        tokio::time::sleep(Duration::from_millis(3_900)).await;
+        assert!(!*b.borrow(), "the standby took the lease while the work was stopping");
+        assert_eq!(shared.lock().unwrap().releases, 0);
+        assert!(shared.lock().unwrap().last_write_by("a") > told, "renewed while the work stopped");
+        terms.stopped(terms.current());
+        task_a.await.unwrap();
+        let released = Instant::now();
+        let took_over = turns(&mut b, true).await;
+        assert_eq!(shared.lock().unwrap().releases, 1);
+        assert!(took_over - released < Duration::from_millis(50), "taken on the release: {:?}", took_over - released);
+    }
+
+    /// The review's finding: a flag shared by every term was still true from the term before (or
+    /// from the start) when a new term began, so a release right after an acquisition did not
+    /// wait for the work the new term had started.
+    #[tokio::test(start_paused = true)]
+    async fn a_release_right_after_an_acquisition_waits_for_the_work_of_that_term() {
+        let t = ElectionTimings::default();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (mut rx, release_tx, terms, task) =
+            start_with_terms(MemLock::with("a", &shared, t.lease_duration, Watching::No));
+        turns(&mut rx, true).await;
+        release_tx.send_replace(true);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert_eq!(shared.lock().unwrap().releases, 0, "released without the work of term 1 saying it stopped");
+        terms.stopped(1);
+        task.await.unwrap();
+        assert_eq!(shared.lock().unwrap().releases, 1);
+    }
+
+    /// The review's finding: the work of a lost term (not given up) still running when the lease
+    /// was won back saw `leading` true again and could write under the new term.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_term_is_not_followed_by_another_until_its_work_stopped() {
+        let t = ElectionTimings::default();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (mut a, _release, terms, _task) =
+            start_with_terms(MemLock::with("a", &shared, t.lease_duration, Watching::No));
+        turns(&mut a, true).await;
+        // Another holder for a moment, then the lease is free again.
+        {
+            let mut s = shared.lock().unwrap();
+            let r = s.record.clone().unwrap();
+            s.set(LeaseRecord { holder: Some("intruder".into()), transitions: r.transitions + 1, ..r });
+        }
+        turns(&mut a, false).await;
+        {
+            let mut s = shared.lock().unwrap();
+            let r = s.record.clone().unwrap();
+            s.set(r.released(Utc::now()));
+        }
+        // The work of term 1 does not stop for 2 s: a does not lead meanwhile.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!*a.borrow(), "led again while the work of the lost term still ran");
+        terms.stopped(1);
+        turns(&mut a, true).await;
+        assert_eq!(terms.current(), 2);
+        // Unacknowledged, a lost term holds the next one back at most the wait.
+        {
+            let mut s = shared.lock().unwrap();
+            let r = s.record.clone().unwrap();
+            s.set(LeaseRecord { holder: Some("intruder".into()), transitions: r.transitions + 1, ..r });
+        }
+        let lost = turns(&mut a, false).await;
+        {
+            let mut s = shared.lock().unwrap();
+            let r = s.record.clone().unwrap();
+            s.set(r.released(Utc::now()));
+        }
+        let again = turns(&mut a, true).await;
+        assert!(again - lost >= t.handover_wait(), "{:?}", again - lost);
+        assert!(again - lost <= t.handover_wait() + 2 * t.retry_period, "{:?}", again - lost);
     }
 
     #[tokio::test(start_paused = true)]

@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use drift_core::lease::LeaseLock;
 use tokio::sync::watch;
 
-use crate::leader::{ElectionTimings, Elector};
+use crate::leader::{ElectionTimings, Elector, Terms};
 
 /// The replicas that share a detector's clusters, as this replica sees them.
 #[async_trait]
@@ -150,24 +150,42 @@ impl Sharding {
     /// it), releasing the others. On stop, every lease held is released and the membership
     /// left, so the other replicas take the clusters at once.
     ///
-    /// A lease given up (a rebalance, or the stop) is released only once `stopped[cluster]` is
-    /// true: `leading[cluster]` turns false first, the cluster's tasks stop, whoever runs them
-    /// says so, and then the lease goes ([`Elector::after_stopped`], bounded by the renew
-    /// deadline): a store write of those tasks never lands after the new holder began.
+    /// A lease given up (a rebalance, or the stop) is released only once the work of its term
+    /// has stopped (`terms[cluster]`, [`Elector::after_stopped`]: `leading[cluster]` turns false
+    /// first, the cluster's tasks stop, whoever runs them says so; the lease is renewed
+    /// meanwhile, for at most [`ElectionTimings::handover_wait`]). The clusters let go are
+    /// released together, each by its own elector, while this loop goes on renewing the
+    /// membership (a replica busy letting clusters go is not counted out by the others).
+    ///
+    /// **Join grace.** A replica that has just started stands for no cluster until its view of
+    /// the members has not changed for a lease duration (at most three lease durations after its
+    /// start): the replicas started together have then seen each other, and none takes every
+    /// cluster (and the memory of their first passes) to hand most of them over seconds later.
+    /// A replica alone takes every cluster after that grace. Later, a member counts in the
+    /// assignment once this replica has seen it for a lease duration: the clusters that go to a
+    /// newcomer are released when it stands for them (its own grace), not before.
     pub async fn run(
         self,
         leading: BTreeMap<String, watch::Sender<bool>>,
-        stopped: BTreeMap<String, watch::Receiver<bool>>,
+        terms: BTreeMap<String, Arc<Terms>>,
         mut stop: watch::Receiver<bool>,
     ) {
         let clusters: Vec<String> = self.locks.keys().cloned().collect();
         let me = self.members.identity().to_owned();
+        let settle = self.timings.lease_duration;
+        let started = tokio::time::Instant::now();
         let mut standing: BTreeMap<String, Standing> = BTreeMap::new();
+        // The elections of the clusters let go, releasing (after their work stopped).
+        let mut releasing: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
         // The leases of the other replicas' clusters, watched: each lock then knows when its
         // lease last changed, so that a replica given a dead one's cluster takes it when the
         // holder's claim ends, not a lease duration after it first looks.
         let mut observing: BTreeMap<String, tokio::task::JoinHandle<()>> = BTreeMap::new();
         let mut view: Option<Vec<String>> = None;
+        // Since when this replica has seen each member, and its view unchanged.
+        let mut seen_since: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
+        let mut view_since = started;
+        let mut joined = false;
         let mut failing_since: Option<tokio::time::Instant> = None;
         loop {
             if *stop.borrow() {
@@ -175,8 +193,14 @@ impl Sharding {
             }
             match tokio::time::timeout(self.timings.renew_deadline, self.members.heartbeat()).await {
                 Ok(Ok(members)) => {
+                    let now = tokio::time::Instant::now();
                     if view.as_ref() != Some(&members) {
                         tracing::info!(replica = %me, members = ?members, "sharding: the replicas alive");
+                        view_since = now;
+                    }
+                    seen_since.retain(|m, _| members.contains(m));
+                    for m in &members {
+                        seen_since.entry(m.clone()).or_insert(now);
                     }
                     view = Some(members);
                     failing_since = None;
@@ -195,26 +219,46 @@ impl Sharding {
             if failing_since.is_some_and(|at| at.elapsed() >= self.timings.renew_deadline) {
                 view = Some(Vec::new());
             }
-            let mine: BTreeSet<String> = match &view {
-                Some(members) => {
-                    assign(&clusters, members).into_iter().filter(|(_, m)| *m == me).map(|(c, _)| c).collect()
+            if !joined && view.as_ref().is_some_and(|v| !v.is_empty()) {
+                let stable = view_since.elapsed() >= settle;
+                if stable || started.elapsed() >= 3 * settle {
+                    joined = true;
+                    tracing::info!(replica = %me, members = ?view, stable, "sharding: joined; standing for this replica's clusters");
                 }
-                None => BTreeSet::new(),
+            }
+            let mine: BTreeSet<String> = match &view {
+                Some(members) if joined && !members.is_empty() => {
+                    let counted: Vec<String> = members
+                        .iter()
+                        .filter(|m| **m == me || seen_since.get(*m).is_some_and(|at| at.elapsed() >= settle))
+                        .cloned()
+                        .collect();
+                    assign(&clusters, &counted).into_iter().filter(|(_, m)| *m == me).map(|(c, _)| c).collect()
+                }
+                _ => BTreeSet::new(),
             };
-            // Release what is no longer this replica's (its elector releases the lease it holds).
+            // Release what is no longer this replica's: each elector stops leading, waits for the
+            // work of its term to stop (renewing the lease), then releases it, all at once.
             let gone: Vec<String> = standing.keys().filter(|c| !mine.contains(*c)).cloned().collect();
             for cluster in gone {
                 if let Some(s) = standing.remove(&cluster) {
                     tracing::info!(%cluster, "sharding: this cluster goes to another replica; its tasks stop, then its lease is released");
                     s.release.send_replace(true);
-                    if let Err(e) = s.task.await {
-                        tracing::error!(%cluster, error = %e, "the election task of a cluster failed");
-                    }
+                    releasing.insert(cluster, s.task);
                 }
             }
-            // Stand for this replica's clusters (again, after an election that ended).
+            let done: Vec<String> = releasing.iter().filter(|(_, t)| t.is_finished()).map(|(c, _)| c.clone()).collect();
+            for cluster in done {
+                if let Some(t) = releasing.remove(&cluster)
+                    && let Err(e) = t.await
+                {
+                    tracing::error!(%cluster, error = %e, "the election task of a cluster failed");
+                }
+            }
+            // Stand for this replica's clusters (again, after an election that ended; not while
+            // its last election here is still releasing: that release would end the new term).
             for cluster in &mine {
-                if standing.get(cluster).is_some_and(|s| !s.task.is_finished()) {
+                if standing.get(cluster).is_some_and(|s| !s.task.is_finished()) || releasing.contains_key(cluster) {
                     continue;
                 }
                 if let Some(o) = observing.remove(cluster) {
@@ -223,8 +267,8 @@ impl Sharding {
                 }
                 let (Some(lock), Some(tx)) = (self.locks.get(cluster), leading.get(cluster)) else { continue };
                 let elector = match Elector::new(lock.clone(), self.timings) {
-                    Ok(e) => match stopped.get(cluster) {
-                        Some(s) => e.after_stopped(s.clone()),
+                    Ok(e) => match terms.get(cluster) {
+                        Some(t) => e.after_stopped(t.clone()),
                         None => e,
                     },
                     Err(e) => {
@@ -253,9 +297,13 @@ impl Sharding {
         for (_, o) in std::mem::take(&mut observing) {
             o.abort();
         }
-        for (_, s) in std::mem::take(&mut standing) {
+        // Every lease held is let go at once; then each release is awaited.
+        for (cluster, s) in std::mem::take(&mut standing) {
             s.release.send_replace(true);
-            let _ = s.task.await;
+            releasing.insert(cluster, s.task);
+        }
+        for (_, t) in std::mem::take(&mut releasing) {
+            let _ = t.await;
         }
         match tokio::time::timeout(self.timings.renew_deadline, self.members.leave()).await {
             Ok(Ok(())) => tracing::info!(replica = %me, "sharding: left; the other replicas take the clusters"),
@@ -324,6 +372,177 @@ mod tests {
         // The dead member's clusters all move; a survivor's move only when the balance needs it.
         assert!(orphans > 0);
         assert!(moved_from_survivors <= c.len() / 3, "{moved_from_survivors} of the survivors' clusters moved");
+    }
+
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use crate::leader::tests::{MemLock, Shared, Watching};
+    use tokio::time::Instant;
+
+    /// A membership whose view the test sets, with the time of every heartbeat.
+    #[derive(Debug)]
+    struct Members {
+        view: Mutex<Vec<String>>,
+        beats: Mutex<Vec<Instant>>,
+    }
+
+    #[async_trait]
+    impl Membership for Members {
+        fn identity(&self) -> &str {
+            "a"
+        }
+        async fn heartbeat(&self) -> drift_core::Result<Vec<String>> {
+            self.beats.lock().unwrap().push(Instant::now());
+            Ok(self.view.lock().unwrap().clone())
+        }
+        async fn leave(&self) -> drift_core::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Replica `a` sharding `n` clusters (a lease each, in memory), with a worker per cluster
+    /// whose tasks take `stops_in` to stop after a term ends, counting the clusters held.
+    struct Fleet {
+        members: Arc<Members>,
+        shared: BTreeMap<String, Arc<Mutex<Shared>>>,
+        leading: BTreeMap<String, watch::Receiver<bool>>,
+        held: Arc<Mutex<(usize, usize)>>,
+        stop: watch::Sender<bool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    fn fleet(n: usize, view: &[&str], stops_in: Duration) -> Fleet {
+        let t = ElectionTimings::default();
+        let members = Arc::new(Members {
+            view: Mutex::new(view.iter().map(|m| (*m).to_owned()).collect()),
+            beats: Mutex::default(),
+        });
+        let (mut shared, mut locks, mut senders, mut leading, mut terms) =
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        // (held now, most held at once)
+        let held = Arc::new(Mutex::new((0, 0)));
+        for c in names("c", n) {
+            let s = Arc::new(Mutex::new(Shared::default()));
+            let lock: Arc<dyn LeaseLock> = MemLock::with("a", &s, t.lease_duration, Watching::No);
+            let (tx, mut rx) = watch::channel(false);
+            let term = Terms::new();
+            leading.insert(c.clone(), rx.clone());
+            let (held, terms_c) = (held.clone(), term.clone());
+            tokio::spawn(async move {
+                while rx.changed().await.is_ok() {
+                    if *rx.borrow_and_update() {
+                        let mut h = held.lock().unwrap();
+                        h.0 += 1;
+                        h.1 = h.1.max(h.0);
+                    } else {
+                        let ended = terms_c.current();
+                        tokio::time::sleep(stops_in).await;
+                        held.lock().unwrap().0 -= 1;
+                        terms_c.stopped(ended);
+                    }
+                }
+            });
+            shared.insert(c.clone(), s);
+            locks.insert(c.clone(), lock);
+            senders.insert(c.clone(), tx);
+            terms.insert(c, term);
+        }
+        let sharding = Sharding::new(members.clone(), locks, t).unwrap();
+        let (stop, stop_rx) = watch::channel(false);
+        let task = tokio::spawn(sharding.run(senders, terms, stop_rx));
+        Fleet { members, shared, leading, held, stop, task }
+    }
+
+    impl Fleet {
+        fn leading(&self) -> BTreeSet<String> {
+            self.leading.iter().filter(|(_, rx)| *rx.borrow()).map(|(c, _)| c.clone()).collect()
+        }
+        async fn until_leading(&self, want: &BTreeSet<String>) -> Instant {
+            while self.leading() != *want {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Instant::now()
+        }
+        fn released(&self, c: &str) -> bool {
+            self.shared[c].lock().unwrap().releases > 0
+        }
+        fn set_view(&self, view: &[&str]) {
+            *self.members.view.lock().unwrap() = view.iter().map(|m| (*m).to_owned()).collect();
+        }
+    }
+
+    fn mine(clusters: usize, view: &[&str]) -> BTreeSet<String> {
+        let members: Vec<String> = view.iter().map(|m| (*m).to_owned()).collect();
+        assign(&names("c", clusters), &members).into_iter().filter(|(_, m)| m == "a").map(|(c, _)| c).collect()
+    }
+
+    /// The review's finding: clusters let go were released one after another inline, each
+    /// waiting for its tasks, and the membership was not renewed meanwhile (a replica letting
+    /// several busy clusters go could be counted out, its other clusters moved).
+    #[tokio::test(start_paused = true)]
+    async fn clusters_let_go_are_released_together_while_the_membership_is_renewed() {
+        let t = ElectionTimings::default();
+        let stops_in = Duration::from_millis(2_500);
+        let f = fleet(6, &["a"], stops_in);
+        f.until_leading(&mine(6, &["a"])).await;
+        assert_eq!(f.leading().len(), 6);
+        let joined = Instant::now();
+        f.set_view(&["a", "b", "c"]);
+        let keep = mine(6, &["a", "b", "c"]);
+        let gone: Vec<String> = names("c", 6).into_iter().filter(|c| !keep.contains(c)).collect();
+        assert_eq!(gone.len(), 4);
+        while f.leading().len() == 6 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let let_go = Instant::now();
+        // A newcomer counts once seen for a lease duration: its clusters are not let go before
+        // it stands for them (after its own grace).
+        assert!(let_go - joined >= t.lease_duration, "let go {:?} after the view changed", let_go - joined);
+        while !gone.iter().all(|c| f.released(c)) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let all_released = Instant::now() - let_go;
+        assert!(
+            all_released < stops_in + t.retry_period,
+            "four clusters whose tasks take 2.5 s to stop released together: {all_released:?}"
+        );
+        assert!(keep.iter().all(|c| !f.released(c)));
+        let beats = f.members.beats.lock().unwrap().clone();
+        let longest = beats.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+        assert!(longest <= t.retry_period * 11 / 10, "the membership went {longest:?} without a heartbeat");
+        f.stop.send_replace(true);
+        let Fleet { task, shared, .. } = f;
+        task.await.unwrap();
+        let f = |c: &String| shared[c].lock().unwrap().releases > 0;
+        assert!(names("c", 6).iter().all(f), "every lease released on stop");
+    }
+
+    /// The start-up memory spike of the fleet bench: the first replica took every cluster
+    /// before the others had joined, then handed most of them over.
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_started_with_others_does_not_take_every_cluster_first() {
+        let f = fleet(6, &["a"], Duration::from_millis(500));
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        f.set_view(&["a", "b"]);
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        f.set_view(&["a", "b", "c"]);
+        f.until_leading(&mine(6, &["a", "b", "c"])).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(f.leading(), mine(6, &["a", "b", "c"]));
+        let most = f.held.lock().unwrap().1;
+        assert_eq!(most, 2, "held {most} clusters at once, its share is 2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_replica_takes_every_cluster_after_the_grace() {
+        let t = ElectionTimings::default();
+        let started = Instant::now();
+        let f = fleet(6, &["a"], Duration::from_millis(500));
+        tokio::time::sleep(t.lease_duration - Duration::from_millis(100)).await;
+        assert!(f.leading().is_empty(), "stood before its view was stable for a lease duration");
+        let all = f.until_leading(&names("c", 6).into_iter().collect()).await;
+        assert!(all - started <= t.lease_duration + 2 * t.retry_period, "{:?}", all - started);
     }
 
     #[test]
