@@ -16,7 +16,9 @@
 //! 2. detection: RATE changes a second (default 10) for SECONDS (default 60), each by `kubectl
 //!    scale` or `kubectl patch` of another object, spread over all clusters; the time from
 //!    kubectl's return to the new value readable in `GET /drifts` of one replica (polled every
-//!    20 ms; all replicas share the store): median, p90, p99, max;
+//!    20 ms; all replicas share the store): median, p90, p99, max, over every change, over every
+//!    change outside the handover window (the killed replica's clusters from the kill to their
+//!    new holder's first pass), and split by cluster and time;
 //! 3. halfway through the stream, `kill -9` of the replica holding the most clusters: the time
 //!    until the survivors hold its clusters' Leases, until each of those clusters has a first
 //!    pass by its new holder, and what became of the changes made meanwhile;
@@ -582,7 +584,11 @@ fn fleet(clusters: usize, objects: usize, replicas: usize, rate: usize, seconds:
         percentile(&cycles, 99.0),
     );
     println!("kubectl returned -> value in GET /drifts:");
-    stats("every change", made.iter().filter_map(lag).collect());
+    stats("every change, those made while their cluster had no holder included", made.iter().filter_map(lag).collect());
+    stats(
+        "every change outside the handover window (all but the killed replica's clusters' changes from the kill to their new holder's first pass)",
+        made.iter().filter(|c| !during(c)).filter_map(lag).collect(),
+    );
     stats(
         "changes of clusters no replica lost",
         made.iter().filter(|c| !moved.contains(&c.cluster)).filter_map(lag).collect(),
