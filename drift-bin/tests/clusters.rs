@@ -3,9 +3,10 @@
 //! a file, a Flux kubeconfig Secret read from the home cluster), one SQLite store.
 //!
 //! - Each cluster's hand changes open drifts under its name, seen by its own watch.
-//! - One API server stopped: its drifts stay open through scans that cannot read it, its scan
-//!   record says why (coverage failed, the reason), `/ready` names it; a change on another
-//!   cluster meanwhile is still detected within seconds.
+//! - One API server stopped for a minute: its drifts stay open through scans that cannot read
+//!   it, its scan record says why (coverage failed, the reason), `/ready` names it and stays
+//!   200; changes on the other clusters meanwhile (one at once, one 55 s in) are still detected
+//!   within seconds.
 //! - Started again: its next scan reads it and resolves what was put back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +16,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{GitRepo, Serve, get_json, http, kubectl, wait_for};
+use common::{APPLICATION_CRD, GitRepo, Serve, get_json, http, kubectl, wait_for};
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::Value;
 
@@ -38,25 +39,6 @@ fn ca_data(kubeconfig: &Path) -> String {
     let line = text.lines().find(|l| l.contains("certificate-authority-data")).expect("a CA in the kubeconfig");
     line.split(':').nth(1).unwrap().trim().trim_matches('"').to_owned()
 }
-
-/// Argo CD's Application, as a CRD.
-const APPLICATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: applications.argoproj.io}
-spec:
-  group: argoproj.io
-  scope: Namespaced
-  names: {plural: applications, singular: application, kind: Application, listKind: ApplicationList}
-  versions:
-    - name: v1alpha1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-";
 
 /// The objects of the open drifts of `cluster`, as `Kind/name`.
 fn open_objects(addr: &str, cluster: &str) -> Vec<String> {
@@ -178,9 +160,10 @@ fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched()
         });
     }
 
-    // West's API server stops.
+    // West's API server stops, for a minute.
     let west_addr = west.addr();
     west.shutdown();
+    let down = std::time::Instant::now();
     let report = scan(&addr);
     let west_report = report["reports"]
         .as_array()
@@ -251,13 +234,29 @@ fn one_cluster_down_keeps_its_drifts_and_says_why_while_the_others_are_watched()
     assert!(text.contains("cluster=west") && text.contains("unavailable"), "{text}");
     assert_eq!(open(&addr, "north")[1], replicas, "a dry run changes nothing");
 
+    // The rest of the minute: west's watch keeps failing (its restarts back off), and a change
+    // on east made near its end is still seen within seconds, west's drift still open.
+    std::thread::sleep(Duration::from_secs(55).saturating_sub(down.elapsed()));
+    k(&east, &["patch", "configmap", "settings", "-n", "shop", "--type=merge", "-p", r#"{"data":{"mode":"late"}}"#]);
+    wait_for(Duration::from_secs(20), "east's change detected a minute into west's outage", || {
+        (open(&addr, "east") == vec![configmap.clone(), replicas.clone()]).then_some(())
+    });
+    assert!(down.elapsed() >= Duration::from_secs(55), "{:?}", down.elapsed());
+    std::thread::sleep(Duration::from_secs(60).saturating_sub(down.elapsed()));
+    let report = scan(&addr);
+    let west_report = report["reports"].as_array().unwrap().iter().find(|r| r["cluster"] == "west").unwrap().clone();
+    assert_ne!(west_report["outcome"], "success", "still down after a minute: {west_report}");
+    assert_eq!(open(&addr, "west"), vec![replicas.clone()], "still open after a minute of outage");
+    let (status, body) = http(&addr, "GET", "/ready", None);
+    assert_eq!(status, 200, "one cluster down a minute is not the service down: {body}");
+
     // West comes back (a fresh server on the same address, as Git has it): its next scan reads
     // it and resolves its drift.
     let west = tls_server(west_addr);
     apply(&west);
     scan(&addr);
     assert_eq!(open(&addr, "west"), vec![], "resolved once west is read again");
-    assert_eq!(open(&addr, "east"), vec![replicas.clone()]);
+    assert_eq!(open(&addr, "east"), vec![configmap.clone(), replicas.clone()]);
     assert_eq!(open(&addr, "north"), vec![configmap, replicas]);
 
     // Each cluster after the first reads the repository through a clone of its own (their

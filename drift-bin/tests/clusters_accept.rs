@@ -12,28 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{GitRepo, Serve, kubectl};
+use common::{APPLICATION_CRD, GitRepo, Serve, kubectl};
 use drift_test_apiserver::{Options, TestApiServer};
 use serde_json::Value;
-
-/// Argo CD's Application, as a CRD of the home cluster.
-const APPLICATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: applications.argoproj.io}
-spec:
-  group: argoproj.io
-  scope: Namespaced
-  names: {plural: applications, singular: application, kind: Application, listKind: ApplicationList}
-  versions:
-    - name: v1alpha1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-";
 
 struct World {
     east: TestApiServer,

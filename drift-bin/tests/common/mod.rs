@@ -32,6 +32,25 @@ pub const SHOP: &[(&str, &str)] = &[
     ),
 ];
 
+/// Argo CD's Application, as a CRD (of the cluster Argo CD runs on).
+pub const APPLICATION_CRD: &str = r"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: applications.argoproj.io}
+spec:
+  group: argoproj.io
+  scope: Namespaced
+  names: {plural: applications, singular: application, kind: Application, listKind: ApplicationList}
+  versions:
+    - name: v1alpha1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
 /// One HTTP/1.1 request; the status and the body.
 pub fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
