@@ -324,8 +324,9 @@ fn fleet(clusters: usize, objects: usize, replicas: usize, rate: usize, seconds:
         })
     };
 
-    // 1. Every cluster held where the replicas compute it (the first replica up holds all of
-    // them until the others join), and its first pass by that holder recorded.
+    // 1. Every cluster held where the replicas compute it (each replica stands for its clusters
+    // once its view of the members has not changed for a lease duration, the join grace of
+    // docs/kubernetes.md), and its first pass by that holder recorded.
     let cluster_names: Vec<String> = (0..clusters).map(|c| format!("c{c}")).collect();
     let expected = drift_runtime::shard::assign(&cluster_names, &names);
     let mut held_at = None;
