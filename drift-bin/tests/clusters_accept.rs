@@ -49,6 +49,15 @@ impl World {
             repo.write(&format!("{cluster}/settings.yaml"), &settings("fast"));
         }
         repo.commit("two clusters");
+        // A second repository, a folder (no remote: nothing is proposed to it), on both
+        // clusters: `drift propose` looks at each repository on each cluster.
+        let local = home.path().join("local");
+        std::fs::create_dir_all(&local).unwrap();
+        std::fs::write(
+            local.join("extra.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra, namespace: shop}\ndata: {a: b}\n",
+        )
+        .unwrap();
         let world = World { east, west, home, repo };
         let live = world.home.path().join("live.yaml");
         std::fs::write(
@@ -78,7 +87,9 @@ impl World {
                 "interval: 1h\nwatch: false\nstore: sqlite://{db}\n{api}live:\n  kubeconfig: {east}\n\
                  clusters:\n  - name: east\n    kubeconfig: {east}\n  - name: west\n    kubeconfig: {west}\n\
                  repositories:\n  - name: fleet\n    url: file://{repo}\n    ref: main\n    cache_dir: {cache}\n\
+                 \x20 - name: local\n    url: {local}\n\
                  accept:\n{accept}",
+                local = self.home.path().join("local").display(),
                 db = self.home.path().join("drift.db").display(),
                 east = self.east.kubeconfig_path().display(),
                 west = self.west.kubeconfig_path().display(),

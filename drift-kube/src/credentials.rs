@@ -25,6 +25,7 @@ pub const ARGOCD_SECRET_TYPE: (&str, &str) = ("argocd.argoproj.io/secret-type", 
 /// Where a credentials Secret is: a file, or a Secret of the home cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SecretRef {
     /// A file holding the Secret's manifest (YAML or JSON).
     #[serde(default)]

@@ -82,6 +82,7 @@ pub struct K8sSource {
 
 /// What [`K8sSource::rotate`] did with credentials read again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Rotation {
     /// The same credentials.
     Unchanged,

@@ -486,6 +486,11 @@ impl Remedies {
         let act = self.act().map_err(super::auto::fault_error)?.clone();
         let mut round = ProposeRound::default();
         for p in self.whitelist_proposals(policy, classifier, now).await? {
+            // Only the repositories this detector proposes to (`drift propose` builds one per
+            // repository and cluster; a folder source has no proposer): the others are not its.
+            let Some(proposer) = self.proposers.iter().find(|x| x.repository() == p.repository()) else {
+                continue;
+            };
             round.candidates += 1;
             let patterns = serde_json::to_value(&p.patterns).unwrap_or_default();
             let note = |status: &str, extra: serde_json::Value| {
@@ -514,10 +519,6 @@ impl Remedies {
                 round.unchanged += 1;
                 continue;
             }
-            let Some(proposer) = self.proposers.iter().find(|x| x.repository() == p.repository()) else {
-                round.refused += 1;
-                continue;
-            };
             match proposer.propose(request).await {
                 Ok(done) if done.placed.is_empty() => {
                     round.refused += 1;
