@@ -308,7 +308,7 @@ pub fn keep_credentials(config: &Config, opened: &[(String, Cluster)]) {
                                     "the cluster's credentials Secret changed in more than its bearer token (server, CA, certificate or kind of credentials): the credentials in hand are kept until drift restarts"
                                 );
                             }
-                            drift_kube::Rotation::NeedsRestart => {}
+                            _ => {}
                         }
                     }
                     Err(e) => {
