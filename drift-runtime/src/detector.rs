@@ -28,6 +28,37 @@ use drift_core::remedy::{ChangeProposer, ClusterWriter};
 /// nothing once the cluster's lease is no longer held: the scanner checks before writing, and
 /// a write already under way completes), the watch and self-heal end at their next step. What
 /// has not ended within `limit` (the renew deadline) is aborted, and awaited.
+/// What the sharded detector does about one cluster (see [`settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// Nothing now (a stop is under way: settled again when it ends; or the tasks run for the
+    /// term held).
+    Wait,
+    /// Start the cluster's tasks for this term.
+    Start(u64),
+    /// Stop the tasks running (their term ended, or another began: the elector stopped waiting
+    /// for them); a term held then starts once they have stopped.
+    Stop,
+    /// Say this term stopped: it ended with no task of it running here (never started, or
+    /// stopped already).
+    Stopped(u64),
+}
+
+/// Compares a cluster's lease as its elector published it (the term and whether it is held,
+/// read together) with the term of the tasks running here and whether they are stopping. Only a
+/// term read as ended is said to have stopped: never one that may have begun since (a term read
+/// apart from the state, e.g. the last one begun while `leading` still said false, could be a
+/// new term whose tasks are about to start, and its release would then not wait for them).
+fn settle(lead: crate::leader::Lead, running: Option<u64>, stopping: bool) -> Settle {
+    match (lead.held, running, stopping) {
+        (_, _, true) => Settle::Wait,
+        (true, None, false) => Settle::Start(lead.term),
+        (true, Some(t), false) if t == lead.term => Settle::Wait,
+        (_, Some(_), false) => Settle::Stop,
+        (false, None, false) => Settle::Stopped(lead.term),
+    }
+}
+
 async fn stop_cluster(cluster: &str, tasks: ClusterTasks, limit: Duration) {
     let (sched, watcher, healer) = tasks;
     let mut tasks: Vec<tokio::task::JoinHandle<()>> = [Some(sched), watcher, healer].into_iter().flatten().collect();
@@ -183,6 +214,43 @@ mod stop_tests {
         }
         stop.send(()).unwrap();
         serve.await.unwrap();
+    }
+
+    /// The review's finding: the detector read `leading` (false) and the term (`Terms::current`)
+    /// apart; between the elector's start of a new term and its `leading` turning true, it said
+    /// the new term stopped before starting its tasks, so that term's release did not wait for
+    /// them. Read together, a term begun meanwhile is started, and said stopped only once its
+    /// tasks have stopped. (The elector begins a term and sends `true` with no await between:
+    /// a paused single-threaded clock never runs the detector in between, so the interleaving
+    /// is replayed here step by step on the real `Terms`.)
+    #[tokio::test(start_paused = true)]
+    async fn a_term_begun_while_the_last_ones_tasks_stop_is_said_stopped_only_after_its_own_tasks() {
+        let terms = crate::leader::Terms::new();
+        assert_eq!(settle(terms.lead(), None, false), Settle::Stopped(0), "nothing began");
+        terms.begin();
+        assert_eq!(settle(terms.lead(), None, false), Settle::Start(1));
+        assert_eq!(settle(terms.lead(), Some(1), false), Settle::Wait, "running for the term held");
+        terms.end();
+        assert_eq!(settle(terms.lead(), Some(1), false), Settle::Stop);
+        assert_eq!(settle(terms.lead(), None, true), Settle::Wait, "settled when the stop ends");
+        // The tasks of term 1 stopped; the elector takes the lease again at once (term 2) and
+        // the detector looks before `leading` turned true.
+        terms.stopped(1);
+        terms.begin();
+        assert_eq!(settle(terms.lead(), None, false), Settle::Start(2), "term 2 starts, not said stopped");
+        assert_eq!(terms.last_stopped(), 1);
+        // Term 2 given up: its release waits for its tasks.
+        terms.end();
+        assert_eq!(settle(terms.lead(), Some(2), false), Settle::Stop);
+        assert!(!terms.wait(2, Duration::from_secs(1)).await, "term 2 said stopped before its tasks stopped");
+        terms.stopped(2);
+        assert!(terms.wait(2, Duration::from_secs(1)).await);
+        // The elector stopped waiting for the tasks of term 2 and began term 3: they stop first.
+        terms.begin();
+        assert_eq!(settle(terms.lead(), Some(2), false), Settle::Stop);
+        // A term begun and ended while nothing ran here (seen as one change): said stopped.
+        terms.end();
+        assert_eq!(settle(terms.lead(), None, false), Settle::Stopped(3));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1073,31 +1141,34 @@ impl Detector {
         stop_api: &watch::Sender<bool>,
     ) {
         let metrics = self.scanner().metrics.clone();
-        let (changes_tx, mut changes) = tokio::sync::mpsc::channel::<(usize, bool)>(64);
+        // Per cluster: the terms of its lease, and which term's tasks have stopped (its lease is
+        // released, or taken again, only once the tasks of the term before have stopped).
+        let terms: Vec<Arc<crate::leader::Terms>> = self.units.iter().map(|_| crate::leader::Terms::new()).collect();
+        let terms_of =
+            self.units.iter().zip(&terms).map(|(u, t)| (u.scanner.cluster().to_owned(), t.clone())).collect();
+        // Each cluster's lease as its elector publishes it, term and state in one value (after
+        // `leading`, so the scanner already sees what the tasks are started or stopped for):
+        // which cluster changed; the loop reads the value itself.
+        let (changes_tx, mut changes) = tokio::sync::mpsc::channel::<usize>(64);
         let mut forwarders = Vec::new();
         for (i, unit) in self.units.iter().enumerate() {
-            let Some(tx) = leading.get(unit.scanner.cluster()) else { continue };
-            let mut rx = tx.subscribe();
+            if !leading.contains_key(unit.scanner.cluster()) {
+                continue;
+            }
+            let mut rx = terms[i].subscribe();
             let changes_tx = changes_tx.clone();
             forwarders.push(tokio::spawn(async move {
                 while rx.changed().await.is_ok() {
-                    let now = *rx.borrow_and_update();
-                    if changes_tx.send((i, now)).await.is_err() {
+                    rx.borrow_and_update();
+                    if changes_tx.send(i).await.is_err() {
                         return;
                     }
                 }
             }));
         }
         drop(changes_tx);
-        // Per cluster: the terms of its lease, and which term's tasks have stopped (its lease is
-        // released, or taken again, only once the tasks of the term before have stopped).
-        let terms: Vec<Arc<crate::leader::Terms>> = self.units.iter().map(|_| crate::leader::Terms::new()).collect();
-        let terms_of =
-            self.units.iter().zip(&terms).map(|(u, t)| (u.scanner.cluster().to_owned(), t.clone())).collect();
         // Shorter than the elector's wait for them: what has not stopped is aborted before it.
         let handover = sharding.timings().handover_limit();
-        let leading_now: Vec<Option<watch::Receiver<bool>>> =
-            self.units.iter().map(|u| leading.get(u.scanner.cluster()).map(watch::Sender::subscribe)).collect();
         let (release_tx, release_rx) = watch::channel(false);
         let shards = tokio::spawn(sharding.run(leading, terms_of, release_rx));
         let (shared_tx, shared_rx) = watch::channel(false);
@@ -1107,67 +1178,76 @@ impl Detector {
         type Held = (watch::Sender<bool>, u64, ClusterTasks);
         let mut held: Vec<Option<Held>> = self.units.iter().map(|_| None).collect();
         // The clusters whose tasks are stopping, each stop on its own (several clusters let go at
-        // once stop together, each within the limit): (cluster, term) when done.
-        let mut stopping: tokio::task::JoinSet<(usize, u64)> = tokio::task::JoinSet::new();
+        // once stop together, each within the limit); by task: the cluster, the term, and the
+        // tasks' abort handles (a stop that fails leaves none running).
+        let mut stopping: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
+        let mut stops: std::collections::HashMap<tokio::task::Id, (usize, u64, Vec<tokio::task::AbortHandle>)> =
+            std::collections::HashMap::new();
         let mut is_stopping: Vec<bool> = self.units.iter().map(|_| false).collect();
-        let start = |i: usize, held: &mut Vec<Option<Held>>| {
-            let unit = &self.units[i];
-            tracing::info!(cluster = %unit.scanner.cluster(), "this replica watches the cluster");
-            let (tx, rx) = watch::channel(false);
-            held[i] = Some((tx, terms[i].current(), self.start_cluster(unit, &rx)));
-        };
         tokio::pin!(shutdown);
         loop {
-            tokio::select! {
+            let i = tokio::select! {
                 () = &mut shutdown => break,
-                Some(done) = stopping.join_next(), if !stopping.is_empty() => {
-                    let Ok((i, term)) = done else {
-                        tracing::error!("a cluster's stop failed");
-                        continue;
+                Some(done) = stopping.join_next_with_id(), if !stopping.is_empty() => {
+                    let (id, failed) = match done {
+                        Ok((id, ())) => (id, None),
+                        Err(e) => (e.id(), Some(e)),
                     };
+                    let Some((i, term, aborts)) = stops.remove(&id) else { continue };
                     let unit = &self.units[i];
                     let cluster = unit.scanner.cluster();
+                    if let Some(e) = failed {
+                        tracing::error!(%cluster, error = %e, "a cluster's stop failed; its tasks are aborted");
+                        for a in aborts {
+                            a.abort();
+                        }
+                    }
                     is_stopping[i] = false;
                     // A watch stopped early never reaches its own reset: what it did not see is
                     // no longer this replica's to see (nor its 503).
                     unit.scanner.set_out_of_sync(0);
                     tracing::info!(%cluster, term, "the cluster's tasks have stopped; its lease may go");
                     terms[i].stopped(term);
-                    // Taken again meanwhile (the elector stopped waiting): start that term now.
-                    if leading_now[i].as_ref().is_some_and(|l| *l.borrow()) {
-                        start(i, &mut held);
-                    } else {
-                        terms[i].stopped(terms[i].current());
-                    }
-                    metrics.set_leader(held.iter().any(Option::is_some));
+                    i
                 }
                 change = changes.recv() => {
-                    let Some((i, now)) = change else {
+                    let Some(i) = change else {
                         (&mut shutdown).await;
                         break;
                     };
-                    match (now, held[i].is_some(), is_stopping[i]) {
-                        (true, false, false) => start(i, &mut held),
-                        (false, true, _) => {
-                            if let Some((tx, term, tasks)) = held[i].take() {
-                                let cluster = self.units[i].scanner.cluster().to_owned();
-                                tracing::warn!(%cluster, "the cluster's lease is gone: its scans, watch and self-heal stop here");
-                                tx.send_replace(true);
-                                is_stopping[i] = true;
-                                stopping.spawn(async move {
-                                    stop_cluster(&cluster, tasks, handover).await;
-                                    (i, term)
-                                });
-                            }
-                        }
-                        // A term whose tasks never started (its turn to true and back seen as
-                        // one change): nothing to stop.
-                        (false, false, false) => terms[i].stopped(terms[i].current()),
-                        _ => {}
-                    }
-                    metrics.set_leader(held.iter().any(Option::is_some));
+                    i
                 }
+            };
+            // What the cluster's lease is now against what runs here: tasks run only for the
+            // term they were started for, and only a term read as ended with no tasks of it here
+            // is said to have stopped (never one that may have begun since).
+            match settle(terms[i].lead(), held[i].as_ref().map(|h| h.1), is_stopping[i]) {
+                Settle::Wait => {}
+                Settle::Start(term) => {
+                    let unit = &self.units[i];
+                    tracing::info!(cluster = %unit.scanner.cluster(), term, "this replica watches the cluster");
+                    let (tx, rx) = watch::channel(false);
+                    held[i] = Some((tx, term, self.start_cluster(unit, &rx)));
+                }
+                Settle::Stop => {
+                    if let Some((tx, term, tasks)) = held[i].take() {
+                        let cluster = self.units[i].scanner.cluster().to_owned();
+                        tracing::warn!(%cluster, term, "the cluster's lease is gone: its scans, watch and self-heal stop here");
+                        tx.send_replace(true);
+                        is_stopping[i] = true;
+                        let (sched, watcher, healer) = &tasks;
+                        let aborts = std::iter::once(sched)
+                            .chain(watcher)
+                            .chain(healer)
+                            .map(tokio::task::JoinHandle::abort_handle)
+                            .collect();
+                        let id = stopping.spawn(async move { stop_cluster(&cluster, tasks, handover).await }).id();
+                        stops.insert(id, (i, term, aborts));
+                    }
+                }
+                Settle::Stopped(term) => terms[i].stopped(term),
             }
+            metrics.set_leader(held.iter().any(Option::is_some));
         }
         tracing::info!(
             "shutting down: the running scans finish or are abandoned, then the clusters' leases are released"
@@ -1181,9 +1261,17 @@ impl Detector {
             tasks.healer.extend(healer);
         }
         self.finish(tasks).await;
-        while stopping.join_next().await.is_some() {}
+        while let Some(done) = stopping.join_next_with_id().await {
+            if let Err(e) = done
+                && let Some((_, _, aborts)) = stops.remove(&e.id())
+            {
+                aborts.iter().for_each(tokio::task::AbortHandle::abort);
+            }
+        }
+        // No task of any cluster runs here any more, nor starts again: every term, up to any
+        // begun until the electors stop, has stopped.
         for t in &terms {
-            t.stopped(t.current());
+            t.stopped(u64::MAX);
         }
         release_tx.send_replace(true);
         if let Err(e) = shards.await {

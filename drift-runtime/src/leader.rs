@@ -97,26 +97,49 @@ impl ElectionTimings {
 }
 
 /// The terms of one lease and the work done in each, for a handover that waits for the work:
-/// the [`Elector`] numbers every term in which it takes the lease (before `leading` turns true);
-/// whoever runs the work reads that number when it starts ([`Terms::current`]) and says when the
-/// work of that term has stopped ([`Terms::stopped`]). One flag shared by every term would let a
-/// term be released on the word of an earlier one (a `stopped` still true from before the work
-/// of a new term started), so each term is acknowledged by its own number.
+/// the [`Elector`] numbers every term in which it takes the lease and publishes, in one value,
+/// the term and whether it is held ([`Terms::lead`], [`Terms::subscribe`]: after `leading`
+/// turned true, and after it turned false); whoever runs the work starts it for the term it
+/// read there and says when the work of that term has stopped ([`Terms::stopped`]). One flag
+/// shared by every term would let a term be released on the word of an earlier one (a `stopped`
+/// still true from before the work of a new term started), so each term is acknowledged by its
+/// own number; and the number travels with the state, so a term read as ended is never one
+/// that began meanwhile.
 #[derive(Debug)]
 pub struct Terms {
-    term: std::sync::atomic::AtomicU64,
+    lead: watch::Sender<Lead>,
     stopped: watch::Sender<u64>,
+}
+
+/// A lease's last term and whether it is held now (see [`Terms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lead {
+    /// The last term begun (0 before the first).
+    pub term: u64,
+    /// Whether that term is held now (false: it ended, or none began yet).
+    pub held: bool,
 }
 
 impl Terms {
     /// No term yet (term 0, stopped).
     pub fn new() -> Arc<Terms> {
-        Arc::new(Terms { term: std::sync::atomic::AtomicU64::new(0), stopped: watch::channel(0).0 })
+        Arc::new(Terms { lead: watch::channel(Lead::default()).0, stopped: watch::channel(0).0 })
     }
 
     /// The term `leading` last turned true for (0 before the first).
     pub fn current(&self) -> u64 {
-        self.term.load(std::sync::atomic::Ordering::SeqCst)
+        self.lead.borrow().term
+    }
+
+    /// The last term and whether it is held, read together.
+    pub fn lead(&self) -> Lead {
+        *self.lead.borrow()
+    }
+
+    /// Follows [`Terms::lead`]: changes when a term begins (after `leading` turned true for it)
+    /// and when it ends (after `leading` turned false).
+    pub fn subscribe(&self) -> watch::Receiver<Lead> {
+        self.lead.subscribe()
     }
 
     /// The work of `term` (and of every term before it) has stopped.
@@ -135,12 +158,21 @@ impl Terms {
         *self.stopped.borrow()
     }
 
-    fn begin(&self) -> u64 {
-        self.term.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    pub(crate) fn begin(&self) -> u64 {
+        let mut begun = 0;
+        self.lead.send_modify(|l| {
+            *l = Lead { term: l.term + 1, held: true };
+            begun = l.term;
+        });
+        begun
+    }
+
+    pub(crate) fn end(&self) {
+        self.lead.send_if_modified(|l| std::mem::replace(&mut l.held, false));
     }
 
     /// Waits until the work of `term` has stopped, at most `limit`; whether it did.
-    async fn wait(&self, term: u64, limit: Duration) -> bool {
+    pub(crate) async fn wait(&self, term: u64, limit: Duration) -> bool {
         let mut rx = self.stopped.subscribe();
         tokio::time::timeout(limit, rx.wait_for(|s| *s >= term)).await.is_ok()
     }
@@ -186,6 +218,13 @@ impl Elector {
     /// The timings.
     pub fn timings(&self) -> ElectionTimings {
         self.timings
+    }
+
+    /// The term held ended (after `leading` turned false): published with its number.
+    fn end_term(&self) {
+        if let Some(terms) = &self.terms {
+            terms.end();
+        }
     }
 
     /// Runs until `release` turns true (or its sender is dropped): sends `true` on `leading`
@@ -246,10 +285,10 @@ impl Elector {
                 Ok(Ok(Attempt::Leading { acquired })) => {
                     if renewed.is_none() {
                         tracing::info!(lease = %what, %identity, acquired, "this replica leads: it runs the scans");
+                        leading.send_replace(true);
                         if let Some(terms) = &self.terms {
                             term = terms.begin();
                         }
-                        leading.send_replace(true);
                         logged_holder = None;
                     }
                     renewed = Some(started);
@@ -258,6 +297,7 @@ impl Elector {
                     if renewed.take().is_some() {
                         tracing::warn!(lease = %what, %holder, "the lease was taken by another replica; this one stops scanning");
                         leading.send_replace(false);
+                        self.end_term();
                         lost = Some(term);
                     } else if logged_holder.as_deref() != Some(holder.as_str()) {
                         tracing::info!(lease = %what, %holder, "standing by: another replica leads");
@@ -285,6 +325,7 @@ impl Elector {
                 );
                 renewed = None;
                 leading.send_replace(false);
+                self.end_term();
                 lost = Some(term);
             }
             // The next attempt: a leader's after one retry period, never past its deadline (the
@@ -341,13 +382,18 @@ impl Elector {
         let was_leading = renewed.is_some() || *leading.borrow();
         if was_leading || interrupted {
             leading.send_replace(false);
+            self.end_term();
             if was_leading && let Some(terms) = &self.terms {
                 // The lease is kept, renewed every retry period, until the work of this term
-                // says it stopped (or the wait ends): it must not expire under that work.
+                // says it stopped (or the wait ends): it must not expire under that work. Only
+                // within the renew deadline after the last renewal, as while leading: past it
+                // the lease may have expired and been taken, and an attempt then would take it
+                // afresh (a new term) rather than renew it.
                 let until = Instant::now() + t.handover_wait();
                 let mut stopped = std::pin::pin!(terms.wait(term, t.handover_wait()));
-                let mut renewing = renewed.is_some();
+                let mut last_renewal = renewed;
                 loop {
+                    let renewing = last_renewal.is_some_and(|at| Instant::now() < at + t.renew_deadline);
                     let next = (Instant::now() + t.retry_period).min(until);
                     tokio::select! {
                         done = &mut stopped => {
@@ -362,12 +408,23 @@ impl Elector {
                             break;
                         }
                         () = tokio::time::sleep_until(next), if renewing => {
-                            let budget = until.saturating_duration_since(Instant::now()).min(t.renew_deadline);
+                            let Some(deadline) = last_renewal.map(|at| at + t.renew_deadline) else { continue };
+                            let started = Instant::now();
+                            let budget = until.min(deadline).saturating_duration_since(started);
+                            if budget.is_zero() {
+                                continue;
+                            }
                             match tokio::time::timeout(budget, self.lock.try_acquire_or_renew(now())).await {
-                                Ok(Ok(Attempt::Leading { .. })) => {}
+                                Ok(Ok(Attempt::Leading { acquired: false })) => last_renewal = Some(started),
+                                Ok(Ok(Attempt::Leading { acquired: true })) => {
+                                    // The lease had expired and nobody took it: this attempt took
+                                    // it again. Not renewed any more; released below.
+                                    tracing::warn!(lease = %what, "the lease expired while its work stopped");
+                                    last_renewal = None;
+                                }
                                 Ok(Ok(Attempt::Standby { holder, .. })) => {
                                     tracing::warn!(lease = %what, %holder, "the lease was taken while its work stopped");
-                                    renewing = false;
+                                    last_renewal = None;
                                 }
                                 Ok(Err(e)) => tracing::warn!(lease = %what, error = %e, "renewing the lease while its work stops failed"),
                                 Err(_) => tracing::warn!(lease = %what, "renewing the lease while its work stops did not answer in time"),
@@ -694,6 +751,36 @@ pub(crate) mod tests {
         let took_over = turns(&mut b, true).await;
         assert_eq!(shared.lock().unwrap().releases, 1);
         assert!(took_over - released < Duration::from_millis(50), "taken on the release: {:?}", took_over - released);
+    }
+
+    /// The review's finding: while its work stopped, a released leader went on renewing past the
+    /// renew deadline (the lease possibly expired meanwhile: an attempt then takes it afresh, a
+    /// new transition, just before it is released). It renews only within the deadline after its
+    /// last renewal, as while leading.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_given_up_is_not_renewed_past_the_renew_deadline_while_its_work_stops() {
+        let t = ElectionTimings::default();
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let (mut rx, release_tx, _terms, task) =
+            start_with_terms(MemLock::with("a", &shared, t.lease_duration, Watching::No));
+        turns(&mut rx, true).await;
+        // Half a second after a renewal, the release; the API server is down from then on.
+        let writes = shared.lock().unwrap().writes.len();
+        while shared.lock().unwrap().writes.len() == writes {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let last = shared.lock().unwrap().last_write_by("a");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        shared.lock().unwrap().down = true;
+        release_tx.send_replace(true);
+        turns(&mut rx, false).await;
+        // Back just before the renew deadline; the work never says it stopped.
+        tokio::time::sleep_until(last + t.renew_deadline - Duration::from_millis(300)).await;
+        shared.lock().unwrap().down = false;
+        task.await.unwrap();
+        let s = shared.lock().unwrap();
+        assert_eq!(s.last_write_by("a"), last, "renewed after the renew deadline had passed");
+        assert_eq!((s.releases, s.record.as_ref().unwrap().transitions), (1, 0));
     }
 
     /// The review's finding: a flag shared by every term was still true from the term before (or
