@@ -194,6 +194,13 @@ impl ClusterTargets {
         self.clusters.iter().find(|c| c.home).map(|c| c.name.as_str())
     }
 
+    /// Whether `destination` names the home cluster, where Argo CD runs: the Application is
+    /// then applied where Argo CD reconciles the child Applications it renders.
+    pub(crate) fn goes_home(&self, destination: &Destination) -> bool {
+        let home = self.home();
+        home.is_some() && self.resolve(destination.name.as_deref(), destination.server.as_deref()).ok() == home
+    }
+
     /// Where the objects of an Application going to `destination` are compared.
     pub(crate) fn place(&self, destination: &Destination) -> Placement {
         match self.resolve(destination.name.as_deref(), destination.server.as_deref()) {

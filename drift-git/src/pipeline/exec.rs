@@ -33,7 +33,9 @@ impl Pipeline {
         let Some(entry) = checkout.files.get(path) else {
             return (unit, Arc::new(Parsed::default()));
         };
-        let key = (path.clone(), entry.id.clone());
+        // A file read for its Argo CD objects only is kept apart from the same file read whole.
+        let key =
+            (if unit.elsewhere.is_some() { format!("{path}\0argo-only") } else { path.clone() }, entry.id.clone());
         if let Some(kept) = fresh.files.get(&key).or_else(|| old.files.get(&key)) {
             Stats::inc(&self.stats.file_cache_hits);
             let kept = Arc::clone(kept);
@@ -86,6 +88,7 @@ impl Pipeline {
                 },
             }
         };
+        let parsed = argo_only(&unit, parsed);
         if self.cfg.keep_between_fetches {
             fresh.files.insert(key, Arc::new(Kept::of(&parsed)));
         }
@@ -97,6 +100,10 @@ impl Pipeline {
     fn render_key(&self, checkout: &Checkout<'_>, unit: &Unit) -> String {
         let mut h = Sha256::new();
         h.update(format!("{:?}\n", unit.kind).as_bytes());
+        // A render kept for its Argo CD objects only is not the same folder's render kept whole.
+        if unit.elsewhere.is_some() {
+            h.update(b"argo-only\n");
+        }
         h.update(format!("{:?}\n{:?}\n", self.cfg.kustomize_binary, self.cfg.helm.binary).as_bytes());
         let mut files = closure(checkout, unit.root()).files;
         if let UnitKind::Helm { opts, .. } = &unit.kind {
@@ -180,6 +187,7 @@ impl Pipeline {
                 }
             });
             for (slot, unit, key, parsed, ok) in done.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner) {
+                let parsed = argo_only(&unit, parsed);
                 if ok && self.cfg.keep_between_fetches && !matches!(unit.kind, UnitKind::RemoteHelm { .. }) {
                     // Failures are not cached: a missing program may be installed before the next commit.
                     fresh.renders.insert(key, Arc::new(Kept::of(&parsed)));
@@ -283,6 +291,16 @@ impl Pipeline {
             }
         }
     }
+}
+
+/// Of a unit rendered for another cluster's Application, only what is followed there: its Argo
+/// CD Applications and ApplicationSets (docs/sources.md, "Several clusters"), before anything
+/// keeps the parse.
+fn argo_only(unit: &Unit, mut parsed: Parsed) -> Parsed {
+    if unit.elsewhere.is_some() {
+        parsed.resources.retain(crate::gitops::is_argo_object);
+    }
+    parsed
 }
 
 /// Writes, beside the tree in `root`, the kustomization kustomize-controller (or Argo CD's repo

@@ -235,12 +235,19 @@ impl Pipeline {
         let mut homeless: Vec<&Resource> = Vec::new();
         let mut kept: Vec<Option<Parsed>> = Vec::with_capacity(results.len());
         for (unit, parsed) in &results {
-            let keep = |r: &Resource| !unit.elsewhere && (at_home || unit.app.is_some() || !gitops::is_argo_object(r));
+            if let Some(why) = &unit.elsewhere {
+                kept.push(Some(Parsed {
+                    resources: Vec::new(),
+                    warnings: parsed.warnings.iter().map(|w| explained(w.clone(), why)).collect(),
+                }));
+                continue;
+            }
+            let keep = |r: &Resource| at_home || unit.app.is_some() || !gitops::is_argo_object(r);
             if parsed.resources.iter().all(keep) {
                 kept.push(None);
                 continue;
             }
-            if !unit.elsewhere && !at_home {
+            if !at_home {
                 homeless.extend(parsed.resources.iter().filter(|r| unit.app.is_none() && gitops::is_argo_object(r)));
             }
             kept.push(Some(Parsed {
@@ -386,8 +393,10 @@ impl Pipeline {
         // substituted (a HelmRelease's values, a nested Kustomization's path). The results keep
         // their objects as rendered; `assemble` substitutes them once.
         let substituted: Vec<Resource> = if results[from..].iter().any(|(u, _)| u.post_build.is_some()) {
+            // Not those of an Application going to another cluster (its Argo CD objects only).
             let sources: Vec<Resource> = results
                 .iter()
+                .filter(|(u, _)| u.elsewhere.is_none())
                 .flat_map(|(_, p)| p.resources.iter())
                 .filter(|r| r.key.group.is_empty() && (r.key.kind == "ConfigMap" || r.key.kind == "Secret"))
                 .cloned()
@@ -407,19 +416,33 @@ impl Pipeline {
             Vec::new()
         };
         // A unit of an Application going to another cluster is followed for its Argo CD
-        // objects only: a Flux object it renders applies to that cluster, not to this one.
+        // objects only: a Flux object it renders applies to that cluster, not to this one. The
+        // Argo CD objects of a unit whose Application goes to a cluster Argo CD does not run in
+        // are plain objects there, not followed.
+        let followed = |u: &Unit, r: &Resource| {
+            let argo = gitops::is_argo_object(r);
+            (u.elsewhere.is_none() || argo) && (u.live_apps || !argo)
+        };
         let resources: Vec<&Resource> = results[from..]
             .iter()
             .filter(|(u, _)| u.post_build.is_none())
-            .flat_map(|(u, p)| p.resources.iter().filter(|r| !u.elsewhere || gitops::is_argo_object(r)))
+            .flat_map(|(u, p)| p.resources.iter().filter(|r| followed(u, r)))
             .chain(&substituted)
             .chain(
                 results[from..]
                     .iter()
                     .filter(|(u, _)| u.post_build.is_some())
-                    .flat_map(|(_, p)| p.resources.iter())
-                    .filter(|r| !gitops::is_gitops_object(r)),
+                    .flat_map(|(u, p)| p.resources.iter().map(move |r| (u, r)))
+                    .filter(|(u, r)| !gitops::is_gitops_object(r) && followed(u, r))
+                    .map(|(_, r)| r),
             )
+            .collect();
+        // A Flux object applies its objects where it is: its units' Argo CD objects are live
+        // as those of the unit it is in (files of units whose Argo CD objects are not).
+        let dead: HashSet<&str> = results[from..]
+            .iter()
+            .filter(|(u, _)| !u.live_apps)
+            .flat_map(|(_, p)| p.resources.iter().filter_map(|r| r.provenance.path.as_deref()))
             .collect();
         let (apps, notes) = gitops::discover(&resources, ctx);
         for n in notes {
@@ -427,20 +450,25 @@ impl Pipeline {
                 warnings.push(n);
             }
         }
+        let dead: HashSet<String> = dead.into_iter().map(str::to_owned).collect();
         for app in apps {
             // With several clusters, an Argo CD Application's objects are compared with the
             // cluster its destination names only; elsewhere its folder is not read as plain
-            // files either, and it is rendered for the child Applications it holds only (an
-            // app of apps whose root goes to another cluster than its children).
-            let mut elsewhere = false;
+            // files either. An Application going to the home cluster (where Argo CD runs) is
+            // still rendered by the other clusters' sources for the child Applications it holds
+            // (an app of apps whose root goes to another cluster than its children); one going
+            // to another cluster is not rendered here at all: its child Applications are plain
+            // objects of that cluster, and that cluster's source reports its problems.
+            let mut elsewhere: Option<Arc<str>> = None;
+            let mut live_apps = !dead.contains(&app.declared_in);
             if let (Some(targets), Some(destination)) = (self.targets.get(), &app.destination) {
+                live_apps = targets.goes_home(destination);
                 let why = match targets.place(destination) {
                     gitops::Placement::Here => None,
                     gitops::Placement::Elsewhere => Some(None),
                     gitops::Placement::Nowhere(why) => Some(Some(why)),
                 };
                 if let Some(nowhere) = why {
-                    elsewhere = true;
                     if let Some(why) = nowhere
                         && targets.report
                     {
@@ -454,6 +482,16 @@ impl Pipeline {
                             warnings.push(w);
                         }
                     }
+                    if !live_apps {
+                        drop_covered(&app, results, external, next);
+                        continue;
+                    }
+                    elsewhere = Some(Arc::from(format!(
+                        "{} goes to the home cluster `{}`, not to `{}`: it is rendered here only for the child Applications it may hold, which may go to this cluster; until it renders, this cluster's desired state may lack them",
+                        app.origin,
+                        targets.home().unwrap_or("?"),
+                        targets.this,
+                    )));
                 }
             }
             if !seen.insert((
@@ -461,29 +499,47 @@ impl Pipeline {
                 app.render.clone(),
                 app.namespace.clone(),
                 app.post_build.clone(),
-                elsewhere,
+                elsewhere.is_some(),
             )) {
                 continue;
             }
-            tracing::debug!(origin = %app.origin, path = %app.path, elsewhere, "following a GitOps application");
+            tracing::debug!(origin = %app.origin, path = %app.path, elsewhere = elsewhere.is_some(), "following a GitOps application");
             drop_covered(&app, results, external, next);
-            let mut units = match (&app.revision, ctx.other_revision) {
-                (Some(revision), Some(other)) => {
-                    let mut rendered = self.render_at(other, revision, &app, warnings);
-                    for (u, _) in &mut rendered {
-                        u.elsewhere = elsewhere;
-                    }
-                    results.extend(rendered);
-                    continue;
-                }
-                _ => app_units(checkout, &app, warnings),
+            // Problems of an Application rendered here for its children only say so.
+            let mut own = Vec::new();
+            let mark = |u: &mut Unit| {
+                u.elsewhere.clone_from(&elsewhere);
+                u.live_apps = live_apps;
             };
-            for u in &mut units {
-                u.elsewhere = elsewhere;
+            match (&app.revision, ctx.other_revision) {
+                (Some(revision), Some(other)) => {
+                    let rendered = self.render_at(other, revision, &app, &mark, &mut own);
+                    results.extend(rendered);
+                }
+                _ => {
+                    let mut units = app_units(checkout, &app, &mut own);
+                    units.iter_mut().for_each(mark);
+                    next.extend(units);
+                }
             }
-            next.extend(units);
+            for w in own {
+                let w = match &elsewhere {
+                    Some(why) => explained(w, why),
+                    None => w,
+                };
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
         }
     }
+}
+
+/// A warning of a unit rendered for another cluster's Application (its child Applications
+/// only), prefixed with `why`.
+fn explained(mut w: SourceWarning, why: &str) -> SourceWarning {
+    w.message = format!("{why}: {}", w.message);
+    w
 }
 
 impl Pipeline {
@@ -497,6 +553,7 @@ impl Pipeline {
         other: &gitops::OtherRevision<'_>,
         revision: &str,
         app: &gitops::App,
+        mark: &dyn Fn(&mut Unit),
         warnings: &mut Vec<SourceWarning>,
     ) -> Vec<(Unit, Arc<Parsed>)> {
         self.consulted.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -507,6 +564,7 @@ impl Pipeline {
                 .into_iter()
                 .map(|mut u| {
                     u.revision = Some(commit.to_owned());
+                    mark(&mut u);
                     u
                 })
                 .collect();
@@ -836,6 +894,137 @@ mod tests {
         // With one cluster, as before: everything.
         assert_eq!(names(&build_sub(&tree, "argo", None)), ["e", "root-cm", "w"]);
         assert_eq!(argo(&build_sub(&tree, "argo", None)).len(), 3);
+    }
+
+    fn fatal(snap: &DesiredSnapshot) -> Vec<String> {
+        snap.warnings.iter().filter(|w| w.fatal).map(|w| w.message.clone()).collect()
+    }
+
+    /// A broken file in the folder of an Application going to `west` is west's problem: the
+    /// other clusters do not render it (its child Applications would be plain objects of west)
+    /// and their scans stay complete. In the folder of a root going to the home cluster, it is
+    /// every cluster's problem (the children it may hold are unknown), and says why.
+    #[test]
+    fn a_broken_render_of_another_clusters_application_is_fatal_only_where_its_children_may_go() {
+        let broken = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [unclosed\n";
+        let to_west = app("to-west", "west", "{name: west, namespace: shop}");
+        let to_east = app("to-east", "east", "{name: east-argo, namespace: shop}");
+        let e = cm_in("e");
+        let tree = Tree::new(&[
+            ("argo/west.yaml", &to_west),
+            ("argo/east.yaml", &to_east),
+            ("west/bad.yaml", broken),
+            ("east/cm.yaml", &e),
+        ]);
+        let all = ["east", "west", "home"];
+        let east = build_for(&tree, Some(targets("east", &all, true)));
+        assert_eq!(names(&east), ["e"]);
+        assert!(fatal(&east).is_empty(), "west's broken file is not east's: {:?}", east.warnings);
+        let west = build_for(&tree, Some(targets("west", &all, false)));
+        let errors = fatal(&west);
+        assert!(
+            !errors.is_empty() && errors.iter().all(|m| !m.contains("rendered here only")),
+            "west reports its own file plainly: {errors:?}"
+        );
+        // A root going home: its broken file may hide east's child.
+        let root = app("root", "apps", "{server: 'https://kubernetes.default.svc', namespace: argocd}");
+        let tree = Tree::new(&[
+            ("argo/root.yaml", &root),
+            ("apps/east.yaml", &to_east),
+            ("apps/bad.yaml", broken),
+            ("east/cm.yaml", &e),
+        ]);
+        let east = build_for(&tree, Some(targets("east", &all, true)));
+        assert_eq!(names(&east), ["e"]);
+        let errors = fatal(&east);
+        assert!(!errors.is_empty(), "{:?}", east.warnings);
+        for m in &errors {
+            assert!(
+                m.starts_with(
+                    "Application argocd/root in argo/root.yaml goes to the home cluster `home`, not to `east`: it is rendered here only for the child Applications it may hold"
+                ),
+                "{m}"
+            );
+        }
+        let home = build_for(&tree, Some(targets("home", &all, false)));
+        assert!(fatal(&home).iter().all(|m| !m.contains("rendered here only")), "{:?}", home.warnings);
+    }
+
+    /// A root going to west applies the Application objects it renders to west, where no Argo
+    /// CD reconciles them: they are plain objects of west, and their destinations are not
+    /// followed (east does not compare the child's objects). The source reads `argo/` only:
+    /// the other folders are read through the Applications only.
+    #[test]
+    fn child_applications_a_root_sends_to_another_cluster_than_argo_cds_are_plain_objects_there() {
+        let root = app("root", "apps", "{name: west, namespace: argocd}");
+        let child = app("child", "east", "{name: east-argo, namespace: shop}");
+        let (e, w) = (cm_in("e"), cm_in("w"));
+        let tree = Tree::new(&[
+            ("argo/root.yaml", &root),
+            ("apps/child.yaml", &child),
+            ("apps/cm.yaml", &w),
+            ("east/cm.yaml", &e),
+        ]);
+        let all = ["east", "west", "home"];
+        let east = build_sub(&tree, "argo", Some(targets("east", &all, true)));
+        assert!(names(&east).is_empty() && argo(&east).is_empty(), "{:?} {:?}", names(&east), argo(&east));
+        let west = build_sub(&tree, "argo", Some(targets("west", &all, false)));
+        assert_eq!((names(&west), argo(&west)), (vec!["w".to_owned()], vec!["Application/child".to_owned()]));
+        let home = build_sub(&tree, "argo", Some(targets("home", &all, false)));
+        assert_eq!((names(&home), argo(&home)), (vec![], vec!["Application/root".to_owned()]));
+        // With one cluster, as before: everything followed.
+        assert_eq!(names(&build_sub(&tree, "argo", None)), ["e", "w"]);
+    }
+
+    /// One folder, two Applications: `root` goes home (rendered on east for its children only,
+    /// its Argo CD objects kept), `shop` goes to east (all its objects). The parses kept for
+    /// the next fetch keep the two apart: the one for the children holds only Application
+    /// objects, and the one here is never truncated by it, in this build or the next.
+    #[test]
+    fn a_folder_rendered_here_and_for_the_children_of_a_root_going_home_keeps_all_its_objects_here() {
+        let root = app("root", "apps", "{server: 'https://kubernetes.default.svc', namespace: argocd}");
+        let shop = app("shop", "apps", "{name: east-argo, namespace: shop}");
+        let child = app("child", "east", "{name: east-argo, namespace: shop}");
+        let (e, a) = (cm_in("e"), cm_in("apps-cm"));
+        let tree = Tree::new(&[
+            ("argo/root.yaml", &root),
+            ("argo/shop.yaml", &shop),
+            ("apps/child.yaml", &child),
+            ("apps/cm.yaml", &a),
+            ("east/cm.yaml", &e),
+        ]);
+        let pipeline = Pipeline::new(RenderConfig::default(), Arc::default());
+        pipeline.set_targets(targets("east", &["east", "west", "home"], true));
+        let checkout = tree.checkout();
+        let input = BuildInput {
+            checkout: &checkout,
+            repository: "repo",
+            repo_url: Some("git.example/r"),
+            reference: None,
+            other_revision: None,
+            revision: "abc",
+            sub: "",
+        };
+        for round in 0..2 {
+            let east = pipeline.build(&input).unwrap();
+            assert_eq!(names(&east), ["apps-cm", "e"], "round {round}: {:?}", east.warnings);
+            assert_eq!(argo(&east), ["Application/child"], "shop's own object, plain on east");
+            let cache = pipeline.cache.lock().unwrap();
+            let kinds = |path: &str| -> Vec<String> {
+                let mut k: Vec<String> = cache
+                    .files
+                    .iter()
+                    .filter(|((p, _), _)| p == path)
+                    .flat_map(|(_, kept)| kept.expand().resources)
+                    .map(|r| r.key.kind)
+                    .collect();
+                k.sort();
+                k
+            };
+            assert_eq!(kinds("apps/cm.yaml"), ["ConfigMap"], "the folder read whole, for shop");
+            assert!(kinds("apps/cm.yaml\0argo-only").is_empty(), "read for root's children: no ConfigMap kept");
+            assert_eq!(kinds("apps/child.yaml\0argo-only"), ["Application"]);
+        }
     }
 
     /// The Argo CD objects written in the repository live where Argo CD runs: with a home

@@ -57,9 +57,17 @@ pub(super) struct Unit {
     /// source that tracks another revision).
     pub revision: Option<String>,
     /// Rendered only for the Argo CD Applications and ApplicationSets it holds: the unit of an
-    /// Application going to another cluster (or to none), whose objects are not this cluster's
-    /// but whose child Applications may be (an app of apps across clusters).
-    pub elsewhere: bool,
+    /// Application going to the home cluster when this source reads for another one, whose
+    /// objects are not this cluster's but whose child Applications may be (an app of apps
+    /// across clusters). Holds what its warnings are prefixed with here (which Application it
+    /// is, and why it is rendered here at all); only its Argo CD objects are kept, even in the
+    /// caches.
+    pub elsewhere: Option<std::sync::Arc<str>>,
+    /// Whether the Argo CD Applications and ApplicationSets the unit renders are followed
+    /// (live Applications): those of the repository's own files and of the Applications going
+    /// to the home cluster, where Argo CD runs. Those an Application sends to another cluster
+    /// are plain objects of that cluster, which no Argo CD reconciles. Always with one cluster.
+    pub live_apps: bool,
 }
 
 impl Unit {
@@ -71,7 +79,8 @@ impl Unit {
             post_build: None,
             app: None,
             revision: None,
-            elsewhere: false,
+            elsewhere: None,
+            live_apps: true,
         }
     }
     pub fn root(&self) -> &str {
