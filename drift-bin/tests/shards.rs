@@ -3,7 +3,8 @@
 //! and one per replica in the home cluster (the first server), a signed webhook receiver.
 //!
 //! - Every cluster is watched by exactly one replica (its Lease's holder, and the only replica
-//!   whose log says it watches it), and the five are spread 2, 2, 1.
+//!   whose log says it watches it), and the five are spread 2, 2, 1; started together, no
+//!   replica watched a cluster beyond its share first (the join grace).
 //! - `kill -9` of a replica watching two clusters: both move to the survivors within the lease
 //!   time (how long it took is printed, not asserted beyond a bound of twice the lease);
 //!   a change made on one of them during the handover is detected and its notification is
@@ -165,6 +166,18 @@ fn three_replicas_share_five_clusters_and_a_killed_ones_move_with_its_changes_no
             })
             .then_some(())
     });
+    // The join grace: started together, no replica stood for a cluster beyond its share first
+    // (before it, the first replica up took every cluster and handed most of them over).
+    for (name, serve) in &replicas {
+        let mine: BTreeSet<String> = spread.iter().filter(|(_, r)| *r == name).map(|(c, _)| c.clone()).collect();
+        let ever: BTreeSet<String> = serve
+            .log()
+            .lines()
+            .filter(|l| l.contains("this replica watches the cluster"))
+            .filter_map(|l| l.split("cluster=").nth(1).and_then(|r| r.split([' ', ',', '}']).next()).map(str::to_owned))
+            .collect();
+        assert_eq!(ever, mine, "{name} watched clusters beyond its share at the start");
+    }
     // Each cluster's first pass is in the store under its name (by its one replica).
     for (cluster, replica) in &spread {
         wait_for(Duration::from_secs(20), &format!("a scan of {cluster}"), || {
