@@ -162,8 +162,11 @@ impl Sharding {
     /// start): the replicas started together have then seen each other, and none takes every
     /// cluster (and the memory of their first passes) to hand most of them over seconds later.
     /// A replica alone takes every cluster after that grace. Later, a member counts in the
-    /// assignment once this replica has seen it for a lease duration: the clusters that go to a
-    /// newcomer are released when it stands for them (its own grace), not before.
+    /// assignment once this replica has seen it for a lease duration, and the clusters that go
+    /// to a newcomer are released then. That clock is not the newcomer's (its view stable for a
+    /// lease duration, restarted at each change): when its view keeps changing, its clusters can
+    /// be released up to about two lease durations before it stands for them, and have no holder
+    /// meanwhile (its first pass of each, once it takes the lease, finds what changed).
     pub async fn run(
         self,
         leading: BTreeMap<String, watch::Sender<bool>>,
