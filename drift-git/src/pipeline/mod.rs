@@ -976,6 +976,36 @@ mod tests {
         assert_eq!(names(&build_sub(&tree, "argo", None)), ["e", "w"]);
     }
 
+    /// The same through a Flux Kustomization that a root going to west renders: Flux on west
+    /// applies the child Application to west, where no Argo CD runs; west keeps it as a plain
+    /// object and does not follow it (its destination, which names no cluster, is not looked
+    /// at), and east's source never reads it.
+    #[test]
+    fn child_applications_of_a_flux_kustomization_under_a_root_going_to_west_are_plain_objects_there() {
+        let root = app("root", "apps", "{name: west, namespace: argocd}");
+        let flux = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\n\
+                    metadata: {name: inner, namespace: flux-system}\n\
+                    spec: {path: ./inner, sourceRef: {kind: GitRepository, name: flux-system}}\n";
+        let child = app("child", "mars", "{name: mars, namespace: shop}");
+        let m = cm_in("m");
+        let tree = Tree::new(&[
+            ("argo/root.yaml", &root),
+            ("apps/flux.yaml", flux),
+            ("inner/child.yaml", &child),
+            ("mars/cm.yaml", &m),
+        ]);
+        let all = ["east", "west", "home"];
+        let west = build_sub(&tree, "argo", Some(targets("west", &all, true)));
+        assert_eq!(argo(&west), ["Application/child"], "{:?}", west.warnings);
+        assert!(destination_notes(&west).is_empty(), "the child is not followed: {:?}", west.warnings);
+        let east = build_sub(&tree, "argo", Some(targets("east", &all, true)));
+        assert!(argo(&east).is_empty() && destination_notes(&east).is_empty(), "{:?}", east.warnings);
+        // Applied by a Flux Kustomization of the repository's own files, it is followed.
+        let tree = Tree::new(&[("argo/flux.yaml", flux), ("inner/child.yaml", &child), ("mars/cm.yaml", &m)]);
+        let west = build_sub(&tree, "argo", Some(targets("west", &all, true)));
+        assert_eq!(destination_notes(&west).len(), 1, "{:?}", west.warnings);
+    }
+
     /// One folder, two Applications: `root` goes home (rendered on east for its children only,
     /// its Argo CD objects kept), `shop` goes to east (all its objects). The parses kept for
     /// the next fetch keep the two apart: the one for the children holds only Application
