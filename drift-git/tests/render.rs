@@ -1149,3 +1149,64 @@ async fn flux_value_sources_that_are_only_in_the_cluster_are_read_from_it() {
         keys(&snap)
     );
 }
+
+/// With several clusters, one kustomization folder of two Applications: `root` goes to the home
+/// cluster (rendered on east for the child Applications it holds only, and kept with its Argo CD
+/// objects only, docs/sources.md "Several clusters"), `shop` goes to east (all its objects).
+/// Their renders are kept apart between fetches: shop, added after root's render was kept, is
+/// rendered anew, never given the render cut down to root's Application objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_folder_rendered_for_a_root_going_home_and_for_an_application_here_keeps_two_renders() {
+    require_kubectl();
+    let repo = tempfile::tempdir().unwrap();
+    let w = |p: &str, t: &str| put(repo.path(), p, t);
+    let app = |name: &str, path: &str, destination: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\n\
+             spec:\n  source: {{repoURL: https://git.example/r.git, path: {path}}}\n  destination: {destination}\n"
+        )
+    };
+    let cm = |name: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: shop}}\n");
+    w("argo/root.yaml", &app("root", "apps", "{server: 'https://kubernetes.default.svc', namespace: argocd}"));
+    w("apps/kustomization.yaml", "resources: [cm.yaml, child.yaml]\n");
+    w("apps/cm.yaml", &cm("apps-cm"));
+    w("apps/child.yaml", &app("child", "east", "{name: east, namespace: shop}"));
+    w("east/cm.yaml", &cm("e"));
+    let cluster = |name: &str, home: bool| drift_git::TargetCluster {
+        name: name.into(),
+        aliases: Vec::new(),
+        server: Some(format!("https://{name}.example:6443")),
+        home,
+    };
+    let targets = drift_git::ClusterTargets {
+        clusters: vec![cluster("east", false), cluster("home", true)],
+        this: "east".into(),
+        targeted: vec!["east".into(), "home".into()],
+        report: true,
+    };
+    let mut cfg = FolderConfig::new(repo.path());
+    cfg.path = Some("argo".into());
+    let source = FolderSource::new(cfg).unwrap().with_targets(std::sync::Arc::new(targets));
+    let objects = |snap: &drift_core::DesiredSnapshot| {
+        let mut got = keys(snap);
+        got.retain(|k| k.starts_with("ConfigMap") || k.contains("Application"));
+        got
+    };
+    let snap = source.fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert_eq!(objects(&snap), ["ConfigMap shop/e"], "root's own objects are home's: {:?}", snap.warnings);
+    let first = source.stats();
+    assert_eq!((first.renders, first.render_cache_hits), (1, 0), "{first:?}");
+    // shop, going to east, renders the same folder: a render of its own, whole.
+    w("argo/shop.yaml", &app("shop", "apps", "{name: east, namespace: shop}"));
+    let snap = source.fetch().await.unwrap();
+    assert!(!has_errors(&snap), "{:?}", snap.warnings);
+    assert_eq!(
+        objects(&snap),
+        ["ConfigMap shop/apps-cm", "ConfigMap shop/e", "argoproj.io/Application argocd/child"],
+        "shop's objects, its child Application a plain object of east: {:?}",
+        snap.warnings
+    );
+    let second = source.stats();
+    assert_eq!((second.renders, second.render_cache_hits), (2, 1), "root's render from the cache: {second:?}");
+}
