@@ -67,15 +67,7 @@ fn open(addr: &str, cluster: &str) -> Vec<(String, String)> {
 }
 
 fn scan(addr: &str) -> Value {
-    let (status, body) = loop {
-        let (status, body) = http(addr, "POST", "/scan?wait=true", Some(TOKEN));
-        if status != 409 {
-            break (status, body);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(status, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
+    common::scan_now(addr, TOKEN)
 }
 
 #[test]

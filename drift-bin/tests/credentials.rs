@@ -12,9 +12,8 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{GitRepo, Serve, http, kubectl};
+use common::{GitRepo, Serve, kubectl};
 use drift_test_apiserver::{Options, TestApiServer};
-use serde_json::Value;
 
 const API_TOKEN: &str = "credentials-api-token-3b8e";
 const FIRST: &str = "cluster-token-first-9a41c7";
@@ -32,17 +31,9 @@ fn write_secret(path: &Path, kubeconfig: &str) {
 
 /// A pass over every cluster; the outcome of east's.
 fn pass(addr: &str) -> String {
-    let (status, body) = loop {
-        let (status, body) = http(addr, "POST", "/scan?wait=true", Some(API_TOKEN));
-        if status != 409 {
-            break (status, body);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(status, 200, "{body}");
-    let report: Value = serde_json::from_str(&body).unwrap();
+    let report = common::scan_now(addr, API_TOKEN);
     let east = report["reports"].as_array().unwrap().iter().find(|r| r["cluster"] == "east").cloned();
-    east.unwrap_or_else(|| panic!("a report of east: {body}"))["outcome"].as_str().unwrap().to_owned()
+    east.unwrap_or_else(|| panic!("a report of east: {report}"))["outcome"].as_str().unwrap().to_owned()
 }
 
 #[test]

@@ -103,8 +103,8 @@ fn selected_token(kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) 
 }
 
 /// A fingerprint of a kubeconfig and context without its bearer tokens (compared within this
-/// process only; never shown).
-fn shape_of(kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> u64 {
+/// process only; never shown); `None` if it cannot be written out (then nothing is rotated).
+fn shape_of(kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> Option<u64> {
     use std::hash::{Hash as _, Hasher as _};
     let mut bare = kubeconfig.clone();
     for a in &mut bare.auth_infos {
@@ -113,9 +113,9 @@ fn shape_of(kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> u64
         }
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_string(&bare).unwrap_or_default().hash(&mut h);
+    serde_json::to_string(&bare).ok()?.hash(&mut h);
     context.hash(&mut h);
-    h.finish()
+    Some(h.finish())
 }
 
 impl std::fmt::Debug for K8sSource {
@@ -207,7 +207,7 @@ impl K8sSource {
         }
         let mut source = Self::with_kube_config(c, name, config, cell.clone())?;
         source.token = cell;
-        source.shape = Some(shape);
+        source.shape = shape;
         Ok(source)
     }
 
@@ -218,7 +218,7 @@ impl K8sSource {
     /// A source connected otherwise (a kubeconfig file, in-cluster: kube reads their token
     /// files again by itself) always says `NeedsRestart`.
     pub fn rotate(&self, kubeconfig: &kube::config::Kubeconfig, context: Option<&str>) -> Rotation {
-        if self.shape != Some(shape_of(kubeconfig, context)) {
+        if self.shape.is_none() || self.shape != shape_of(kubeconfig, context) {
             return Rotation::NeedsRestart;
         }
         match (&self.token, selected_token(kubeconfig, context)) {

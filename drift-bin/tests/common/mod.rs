@@ -83,6 +83,19 @@ pub fn post_json(addr: &str, path: &str, token: &str, body: &Value) -> (u16, Str
     (status, out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }
 
+/// `POST /scan?wait=true` with `token`, again while another pass runs (409): the pass's answer.
+pub fn scan_now(addr: &str, token: &str) -> Value {
+    let (status, body) = loop {
+        let (status, body) = http(addr, "POST", "/scan?wait=true", Some(token));
+        if status != 409 {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
 /// `GET path`, which must answer 200 with JSON.
 pub fn get_json(addr: &str, path: &str) -> Value {
     let (status, body) = http(addr, "GET", path, None);
