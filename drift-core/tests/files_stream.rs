@@ -150,6 +150,19 @@ proptest! {
         let mut threads_compact = compare_files_streamed(threads_kept, read_threads, None, namespace, &engine, &options());
         let mut threads_released =
             compare_files_streamed(threads_let_go, read_threads, Some(&reload), namespace, &engine, &options());
+        // Kept with a fingerprint instead of a digest, as `drift diff` keeps them: the same
+        // report but for the digests.
+        let fingerprinted = DesiredSnapshot {
+            repository: "desired".into(),
+            revision: None,
+            resources: originals.iter().map(|r| KeptResource::comparing(r, &engine)).collect(),
+            warnings: Vec::new(),
+        };
+        let mut printed =
+            compare_files_streamed(fingerprinted, read_threads, Some(&reload), namespace, &engine, &options());
+        printed.live_versions.clear();
+        prop_assert_eq!(printed.desired_digests.len(), whole.desired_digests.len());
+        printed.desired_digests.clone_from(&whole.desired_digests);
         // (Versions are kept for the watch's ordering, which files do not have; a whole read
         // also notes those of objects Git does not hold.)
         whole.live_versions.clear();
@@ -162,6 +175,7 @@ proptest! {
         prop_assert_eq!(&threads, &whole);
         prop_assert_eq!(&threads_compact, &whole);
         prop_assert_eq!(&threads_released, &whole);
+        prop_assert_eq!(&printed, &whole);
         prop_assert_eq!(&streamed, &whole);
         prop_assert_eq!(&compact, &whole);
         prop_assert_eq!(released, whole);
@@ -232,10 +246,27 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
         }
         Vec::new()
     };
+    for fingerprinted in [false, true] {
+        read_again_when_asked(&engine, &desired, &live, read_live, fingerprinted);
+    }
+}
+
+/// The body of the test above, with the desired objects kept with their digest or (as `drift
+/// diff` keeps them) a fingerprint.
+fn read_again_when_asked(
+    engine: &Engine,
+    desired: &[Resource; 2],
+    live: &[Resource; 3],
+    read_live: impl Fn(&LiveSink<'_>) -> Vec<drift_core::SourceWarning> + Copy,
+    fingerprinted: bool,
+) {
     let snapshot = |d: &[Resource]| DesiredSnapshot {
         repository: "d".into(),
         revision: None,
-        resources: d.iter().map(KeptResource::new).collect(),
+        resources: d
+            .iter()
+            .map(|r| if fingerprinted { KeptResource::comparing(r, engine) } else { KeptResource::new(r) })
+            .collect(),
         warnings: Vec::new(),
     };
     let asked = std::sync::Mutex::new(Vec::new());
@@ -243,12 +274,12 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
         asked.lock().unwrap().push(p.path.clone().unwrap());
         desired.iter().filter(|r| r.provenance == *p).cloned().collect()
     };
-    let report = compare_files_streamed(snapshot(&desired), read_live, Some(&reload), None, &engine, &options());
+    let report = compare_files_streamed(snapshot(desired), read_live, Some(&reload), None, engine, &options());
     assert_eq!(*asked.lock().unwrap(), ["desired/0.yaml"], "read again for the second ConfigMap only");
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     let trees =
         DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
-    let whole = compare_files(trees, live.to_vec(), Vec::new(), None, &engine, &options());
+    let whole = compare_files(trees, live.to_vec(), Vec::new(), None, engine, &options());
     assert_eq!(report.drifts, whole.drifts);
     assert!(report.drifts.iter().any(|d| d.resource.kind == "ConfigMap"), "the later, drifted one counts");
 
@@ -261,7 +292,7 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
         }
         found
     };
-    let report = compare_files_streamed(snapshot(&desired), read_live, Some(&changed), None, &engine, &options());
+    let report = compare_files_streamed(snapshot(desired), read_live, Some(&changed), None, engine, &options());
     let w = report.warnings.iter().find(|w| w.fatal).expect("a fatal warning");
     assert_eq!(w.path.as_deref(), Some("desired/0.yaml"));
     assert!(w.message.contains("changed or is gone"), "{}", w.message);
@@ -276,11 +307,11 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
         Vec::new()
     };
     asked.lock().unwrap().clear();
-    let report = compare_files_streamed(snapshot(&desired), read_placed, Some(&reload), Some("x"), &engine, &options());
+    let report = compare_files_streamed(snapshot(desired), read_placed, Some(&reload), Some("x"), engine, &options());
     assert_eq!(*asked.lock().unwrap(), ["desired/0.yaml"]);
     let trees =
         DesiredSnapshot { repository: "d".into(), revision: None, resources: desired.to_vec(), warnings: Vec::new() };
-    let whole = compare_files(trees, placed.to_vec(), Vec::new(), Some("x"), &engine, &options());
+    let whole = compare_files(trees, placed.to_vec(), Vec::new(), Some("x"), engine, &options());
     assert_eq!(report.drifts, whole.drifts);
     assert!(report.drifts.iter().any(|d| d.resource.kind == "ConfigMap" && d.path == "data.k"));
 }

@@ -13,6 +13,13 @@ use drift_model::{Provenance, Resource, ResourceKey};
 /// [`drift_model::CompactResource`] keeps it), LZ4-compressed, which for a manifest is about a third
 /// of the text; expanding one costs microseconds.
 ///
+/// [`KeptResource::new`] and [`KeptResource::asking`] make the digest a report carries
+/// ([`drift_model::object_digest`], a SHA-256 of the compact JSON); [`KeptResource::comparing`],
+/// for a front end whose reports are never stored nor checked (`drift diff`), keeps a
+/// fingerprint of the object instead, which tells an object read again from its file apart from
+/// the one held ([`DesiredObject::same_as`]) at a fraction of the cost, and is what
+/// [`DesiredObject::digest`] answers then.
+///
 /// ```
 /// use drift_manifest::KeptResource;
 /// use drift_model::DesiredObject;
@@ -30,11 +37,56 @@ pub struct KeptResource {
     provenance: Provenance,
     /// The object's compact JSON, LZ4 block with its length first; `None` once let go.
     packed: Option<Box<[u8]>>,
-    digest: String,
+    /// The digest reported ([`KeptResource::new`]), or the fingerprint ([`KeptResource::comparing`]).
+    digest: Identity,
     encrypted: bool,
     waived: bool,
     /// [`Comparator::relations`] of this object alone, once asked, while its key is unchanged.
     related: Option<HashSet<ResourceKey>>,
+}
+
+/// What a kept object says it is: the digest a report carries, or (for comparing only) a
+/// fingerprint of its compact JSON.
+#[derive(Debug, Clone, PartialEq)]
+enum Identity {
+    Digest(String),
+    Fingerprint(u64),
+}
+
+impl Identity {
+    /// The identity of `r`, whose compact JSON is `json`: its SOPS digest when it was opened from
+    /// SOPS (that of its encrypted document, whichever way it is kept).
+    fn of(r: &Resource, json: &[u8], digest: bool) -> Self {
+        match &r.provenance.sops_digest {
+            Some(d) => Identity::Digest(d.clone()),
+            // `object_digest` of the same compact JSON text, without writing it twice.
+            None if digest => Identity::Digest(drift_model::resource::digest_of_json(json)),
+            None => Identity::Fingerprint(fingerprint(json)),
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Identity::Digest(d) => d.len(),
+            Identity::Fingerprint(_) => 0,
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Identity::Digest(d) => d.clone(),
+            Identity::Fingerprint(f) => format!("{f:016x}"),
+        }
+    }
+}
+
+/// A 64-bit fingerprint of a compact JSON text (SipHash with fixed keys: the same text gives the
+/// same fingerprint in every run), to tell whether an object read again changed.
+fn fingerprint(json: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::hash::DefaultHasher::new();
+    h.write(json);
+    h.finish()
 }
 
 /// `with` the compact JSON text of an object, written into a buffer of the thread's that is
@@ -77,16 +129,13 @@ fn read_json(json: &[u8]) -> serde_json::Value {
 }
 
 impl KeptResource {
-    /// Keeps `r` compact.
+    /// Keeps `r` compact, with its digest.
     pub fn new(r: &Resource) -> Self {
-        let (packed, digest) = with_compact_json(r, |json| {
-            let digest = match &r.provenance.sops_digest {
-                Some(d) => d.clone(),
-                // `object_digest` of the same compact JSON text, without writing it twice.
-                None => drift_model::resource::digest_of_json(json),
-            };
-            (pack(json), digest)
-        });
+        KeptResource::keep(r, true)
+    }
+
+    fn keep(r: &Resource, digest: bool) -> Self {
+        let (packed, digest) = with_compact_json(r, |json| (pack(json), Identity::of(r, json, digest)));
         KeptResource {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
@@ -103,6 +152,34 @@ impl KeptResource {
     /// tree is in hand (what [`DesiredObject::relations`] would otherwise expand it for).
     pub fn asking(r: &Resource, comparator: &dyn Comparator) -> Self {
         let mut kept = KeptResource::new(r);
+        kept.related = comparator.relations(std::slice::from_ref(r));
+        kept
+    }
+
+    /// [`KeptResource::asking`] for a scan whose report only shows drifts (`drift diff`): no
+    /// digest is made (a SHA-256 of each object, the largest single cost of keeping it), a
+    /// fingerprint is kept instead (see the type's documentation). The report's
+    /// `desired_digests` then hold fingerprints, which are not digests: such a report is not for
+    /// storing nor for checking an apply ([`drift_engine::check`](https://docs.rs/drift-engine)).
+    ///
+    /// ```
+    /// use drift_manifest::KeptResource;
+    /// use drift_model::{DesiredObject, Resource, compare::Comparator, drift::Drift};
+    /// #[derive(Debug)]
+    /// struct Nothing;
+    /// impl Comparator for Nothing {
+    ///     fn compare(&self, _: &Resource, _: Option<&Resource>) -> Vec<Drift> { Vec::new() }
+    /// }
+    /// let mut r = Resource::from_object(serde_json::json!({"apiVersion": "v1",
+    ///     "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"a": "1"}})).unwrap();
+    /// let kept = KeptResource::comparing(&r, &Nothing);
+    /// assert_eq!(kept.tree().as_ref(), &r);
+    /// assert!(kept.same_as(&r));
+    /// std::sync::Arc::make_mut(&mut r.object)["data"]["a"] = "2".into();
+    /// assert!(!kept.same_as(&r), "read again changed");
+    /// ```
+    pub fn comparing(r: &Resource, comparator: &dyn Comparator) -> Self {
+        let mut kept = KeptResource::keep(r, false);
         kept.related = comparator.relations(std::slice::from_ref(r));
         kept
     }
@@ -125,7 +202,10 @@ impl KeptResource {
     /// Bytes held on the heap: the compressed object, the key, apiVersion and digest (the
     /// provenance's paths and rules are not counted).
     pub fn heap_bytes(&self) -> usize {
-        self.packed.as_ref().map_or(0, |p| p.len()) + self.api_version.len() + self.key.heap_bytes() + self.digest.len()
+        self.packed.as_ref().map_or(0, |p| p.len())
+            + self.api_version.len()
+            + self.key.heap_bytes()
+            + self.digest.heap_bytes()
     }
 }
 
@@ -157,7 +237,16 @@ impl DesiredObject for KeptResource {
     }
 
     fn digest(&self) -> String {
-        self.digest.clone()
+        self.digest.text()
+    }
+
+    fn same_as(&self, again: &Resource) -> bool {
+        match &self.digest {
+            Identity::Digest(d) => again.digest() == *d,
+            Identity::Fingerprint(f) => {
+                again.provenance.sops_digest.is_none() && with_compact_json(again, |json| fingerprint(json) == *f)
+            }
+        }
     }
 
     fn waived(&self) -> bool {

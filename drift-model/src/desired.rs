@@ -35,6 +35,11 @@ pub trait DesiredObject {
     /// The digest reported for it: of its encrypted document when it was opened from SOPS, of
     /// the object otherwise ([`crate::object_digest`]).
     fn digest(&self) -> String;
+    /// Whether `again`, this object read again from where it came from, is the object held
+    /// (the same digest, by default).
+    fn same_as(&self, again: &Resource) -> bool {
+        again.digest() == self.digest()
+    }
     /// Whether it carries the waivers annotation ([`crate::waiver::WAIVERS_ANNOTATION`]).
     fn waived(&self) -> bool;
     /// Lets go of what its tree is made from, once its pair is compared and nothing else will

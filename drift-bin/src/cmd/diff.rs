@@ -108,8 +108,9 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
         return run_cluster(args, &engine, policy, opener.as_deref(), recipients, line, progress);
     };
     // Each desired object is kept compact until it is compared (`drift_core::desired`); the
-    // engine is asked for its relations while its tree is in hand.
-    let keep = |r: drift_core::Resource| KeptResource::asking(&r, &engine);
+    // engine is asked for its relations while its tree is in hand. No digest is made: the
+    // report is printed, never stored nor checked (a fingerprint tells a file read again apart).
+    let keep = |r: drift_core::Resource| KeptResource::comparing(&r, &engine);
     let (desired, render) = load_desired(&args.desired, &progress, opener.as_deref(), None, &keep)?;
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
