@@ -41,7 +41,6 @@ pub(crate) fn read_with(text: &str, live: bool, managed_text: bool) -> Option<(V
         live,
         managed_text: live && managed_text,
         in_metadata: false,
-        skipping: false,
         entries: Vec::with_capacity(32),
         items: Vec::with_capacity(32),
     };
@@ -63,8 +62,6 @@ struct Reader<'a> {
     managed_text: bool,
     /// Reading the top-level `metadata`.
     in_metadata: bool,
-    /// Reading a value only to check it: nothing is kept.
-    skipping: bool,
     /// The entries of the mappings being read, innermost last.
     entries: Vec<(String, Value)>,
     /// The items of the lists being read, innermost last.
@@ -172,7 +169,7 @@ impl Reader<'_> {
                 }
                 self.pos += 1;
                 self.skip_whitespace();
-                if self.skipping || (self.live && self.level == 1 && key == "status") {
+                if self.live && self.level == 1 && key == "status" {
                     self.skip()?;
                 } else if self.managed_text
                     && self.in_metadata
@@ -197,9 +194,6 @@ impl Reader<'_> {
             }
         }
         self.level -= 1;
-        if self.skipping {
-            return Some(Value::Null);
-        }
         // Inserted last first: a map's search runs from its smallest key, and the keys of
         // Kubernetes' maps (labels, FieldsV1) come in ascending order, so each key is placed
         // after one comparison. Of two equal keys the later is kept, as serde_json keeps it.
@@ -219,9 +213,7 @@ impl Reader<'_> {
         } else {
             loop {
                 let value = self.value()?;
-                if !self.skipping {
-                    self.items.push(value);
-                }
+                self.items.push(value);
                 if !self.more(b']')? {
                     break;
                 }
@@ -231,12 +223,87 @@ impl Reader<'_> {
         Some(Value::Array(self.items.drain(mark..).collect()))
     }
 
-    /// A value read only to check it (what serde_json would refuse is refused), not built.
+    /// A value read only to check it (what serde_json would refuse is refused, what [`Reader::value`]
+    /// leaves to serde_json is left), nothing built; the depth counts it as if built. One loop
+    /// over the value's tokens, the containers open kept as bits (an object's bit set), since
+    /// [`MAX_NESTING`] is under 128.
     fn skip(&mut self) -> Option<()> {
-        let outer = std::mem::replace(&mut self.skipping, true);
-        let value = self.value();
-        self.skipping = outer;
-        value.map(drop)
+        const _: () = assert!(MAX_NESTING < 128);
+        let mut objects: u128 = 0;
+        let mut depth = 0;
+        loop {
+            // At a value.
+            self.deepest = self.deepest.max(self.level);
+            match self.peek()? {
+                open @ (b'{' | b'[') => {
+                    self.open()?;
+                    let object = open == b'{';
+                    if object {
+                        objects |= 1 << depth;
+                    } else {
+                        objects &= !(1 << depth);
+                    }
+                    depth += 1;
+                    self.skip_whitespace();
+                    if self.peek()? != if object { b'}' } else { b']' } {
+                        if object {
+                            self.skip_member_name()?;
+                        }
+                        continue;
+                    }
+                    // Empty: closed at once.
+                    self.pos += 1;
+                    self.level -= 1;
+                    depth -= 1;
+                }
+                b'"' => {
+                    self.pos += 1;
+                    self.skip_string()?;
+                }
+                b't' => self.skip_literal("true")?,
+                b'f' => self.skip_literal("false")?,
+                b'n' => self.skip_literal("null")?,
+                b'-' | b'0'..=b'9' => {
+                    self.number()?;
+                }
+                _ => return None,
+            }
+            // After a value: the containers it closes, up to one that goes on.
+            loop {
+                if depth == 0 {
+                    return Some(());
+                }
+                let object = objects >> (depth - 1) & 1 == 1;
+                if self.more(if object { b'}' } else { b']' })? {
+                    if object {
+                        self.skip_member_name()?;
+                    }
+                    break;
+                }
+                self.level -= 1;
+                depth -= 1;
+            }
+        }
+    }
+
+    /// A member's name and its colon, checked, up to its value.
+    fn skip_member_name(&mut self) -> Option<()> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.pos += 1;
+        self.skip_string()?;
+        self.skip_whitespace();
+        if self.peek()? != b':' {
+            return None;
+        }
+        self.pos += 1;
+        self.skip_whitespace();
+        Some(())
+    }
+
+    fn skip_literal(&mut self, word: &str) -> Option<()> {
+        self.literal(word, Value::Null).map(drop)
     }
 
     /// The first `"`, `\` or control character at or after `at`, or the end.
@@ -263,9 +330,6 @@ impl Reader<'_> {
         match self.peek_at(end)? {
             b'"' => {
                 self.pos = end + 1;
-                if self.skipping {
-                    return Some(String::new());
-                }
                 // Both ends are ASCII bytes, so on character boundaries.
                 self.text.get(start..end).map(str::to_owned)
             }
@@ -277,6 +341,33 @@ impl Reader<'_> {
                 self.escaped(out)
             }
             _ => None,
+        }
+    }
+
+    /// A string whose opening quote is read, checked as [`Reader::string`] reads it (its escapes
+    /// too), nothing built.
+    fn skip_string(&mut self) -> Option<()> {
+        loop {
+            self.pos = self.special(self.pos);
+            match self.peek()? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                b'\\' => {
+                    self.pos += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            self.unicode()?;
+                        }
+                        _ => return None,
+                    }
+                    // Past the escape's last byte.
+                    self.pos += 1;
+                }
+                _ => return None,
+            }
         }
     }
 
@@ -683,6 +774,20 @@ mod tests {
                 (Some(_), None) => panic!("read what serde_json refuses: {text:?}"),
                 (None, Some(_)) => assert!(left.contains(&text), "left to serde_json: {text:?}"),
                 (None, None) => {}
+            }
+            // The same document as a live object's status, which is checked and not built:
+            // refused exactly where serde_json refuses it.
+            let live = format!("{{\"kind\":\"Pod\",\"status\":{text}}}");
+            let skipped = read(&live, true);
+            match serde(&live) {
+                Some((mut tree, _)) => {
+                    tree.as_object_mut().map(|o| o.remove("status"));
+                    match skipped {
+                        Some((ours, _)) => assert_eq!(ours, tree, "{live:?}"),
+                        None => assert!(left.contains(&text), "left to serde_json: {live:?}"),
+                    }
+                }
+                None => assert_eq!(skipped, None, "read what serde_json refuses: {live:?}"),
             }
         }
     }
