@@ -38,7 +38,7 @@ pub struct KeptResource {
     /// The object's compact JSON, LZ4 block with its length first; `None` once let go.
     packed: Option<Box<[u8]>>,
     /// The digest reported ([`KeptResource::new`]), or the fingerprint ([`KeptResource::comparing`]).
-    digest: Identity,
+    identity: Identity,
     encrypted: bool,
     waived: bool,
     /// [`Comparator::relations`] of this object alone, once asked, while its key is unchanged.
@@ -135,13 +135,13 @@ impl KeptResource {
     }
 
     fn keep(r: &Resource, digest: bool) -> Self {
-        let (packed, digest) = with_compact_json(r, |json| (pack(json), Identity::of(r, json, digest)));
+        let (packed, identity) = with_compact_json(r, |json| (pack(json), Identity::of(r, json, digest)));
         KeptResource {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
             provenance: r.provenance.clone(),
             packed: Some(packed),
-            digest,
+            identity,
             encrypted: drift_model::secret::is_sops_encrypted(&r.object),
             waived: r.waived(),
             related: None,
@@ -205,7 +205,7 @@ impl KeptResource {
         self.packed.as_ref().map_or(0, |p| p.len())
             + self.api_version.len()
             + self.key.heap_bytes()
-            + self.digest.heap_bytes()
+            + self.identity.heap_bytes()
     }
 }
 
@@ -237,11 +237,11 @@ impl DesiredObject for KeptResource {
     }
 
     fn digest(&self) -> String {
-        self.digest.text()
+        self.identity.text()
     }
 
     fn same_as(&self, again: &Resource) -> bool {
-        match &self.digest {
+        match &self.identity {
             Identity::Digest(d) => again.digest() == *d,
             Identity::Fingerprint(f) => {
                 again.provenance.sops_digest.is_none() && with_compact_json(again, |json| fingerprint(json) == *f)
