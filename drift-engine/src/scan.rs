@@ -539,7 +539,7 @@ fn read_again<T: DesiredObject>(d: &mut T, reload: Option<Reload<'_>>, warnings:
     }
     let again = reload.map(|f| f(d.provenance())).unwrap_or_default();
     match again.into_iter().find(|r| r.key == *d.key()) {
-        // (The digest as the object's own: of its encrypted document when opened from SOPS.)
+        // (Checked as the object's own: its encrypted document when opened from SOPS.)
         Some(r) if d.same_as(&r) => {
             d.restore(&r);
             true
