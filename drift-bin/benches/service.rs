@@ -59,7 +59,8 @@ use drift_test_apiserver::{Options, TestApiServer};
 use drift_testkit_pg::PgServer;
 use serde_json::Value;
 use shared::{
-    all_drifts, database, durable_pg, fill, fill_split, object, percentile, rss_kib, storm_change, storm_seen,
+    all_drifts, database, durable_pg, durable_pg_with, fill, fill_split, object, percentile, psql, rss_kib,
+    storm_change, storm_seen,
 };
 
 fn config(dir: &Path, repo: &GitRepo, server: &TestApiServer, watch: bool) -> std::path::PathBuf {
@@ -447,14 +448,229 @@ impl Conn {
     }
 }
 
+/// How often the storm's sweeper reads every open drift, to find a value whose batch committed
+/// later than the polls looked back.
+const SWEEP: Duration = Duration::from_secs(5);
+
+/// What the storm's poller gives back: the time each poll took, the longest look-back it used,
+/// how many full reads the sweeper made.
+struct Polled {
+    cycles: Vec<Duration>,
+    lookback: Duration,
+    sweeps: usize,
+}
+
+/// When each (object, round) was first seen in the API, and whether only the sweeper saw it.
+type Seen = Mutex<std::collections::HashMap<(usize, usize), (Instant, bool)>>;
+
+/// The value of a drift of the storm, and how long after its `last_seen` stamp it was read.
+fn stamped(item: &Value, read: chrono::DateTime<chrono::Utc>) -> Option<((usize, usize), Option<Duration>)> {
+    let key = storm_seen(item)?;
+    let stamp = item["last_seen"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    Some((key, stamp.and_then(|t| (read - t.with_timezone(&chrono::Utc)).to_std().ok())))
+}
+
+/// Polls `GET /drifts?status=open&since=` every `poll` and notes when each (object, round) was
+/// first seen, until `stop`; a sweeper thread beside it reads every open drift every [`SWEEP`].
+///
+/// A row's `last_seen` is stamped when its batch is built, before the batch's transaction
+/// commits, so a poll that asked only for rows seen since its previous poll would never see a
+/// batch that took longer to commit than it looked back. Each poll looks back from the start of
+/// the previous one by at least half a second and twice the longest time any value took from
+/// its `last_seen` to the poll that first saw it. The sweeper finds whatever a slower commit
+/// still hid from the polls: a value no poll will read any more (stamped before the window of
+/// the next poll) is noted with the sweeper's time and marked (the look-back grows to cover it);
+/// the others are left to the polls, so a sweep never delays a poll. Values are deduplicated by
+/// (object, round): reading a row again changes nothing.
+fn poll_storm(addr: &str, poll: Duration, stop: &AtomicBool, seen: &Seen) -> Polled {
+    // The look-back, and the window's start of the next poll.
+    let window = Mutex::new((Duration::from_millis(500), chrono::Utc::now() - chrono::Duration::seconds(5)));
+    std::thread::scope(|scope| {
+        let sweeper = scope.spawn(|| {
+            let mut sweeps = 0;
+            let mut next = Instant::now() + SWEEP;
+            while !stop.load(Ordering::Relaxed) {
+                if Instant::now() < next {
+                    std::thread::sleep(poll);
+                    continue;
+                }
+                next = Instant::now() + SWEEP;
+                sweeps += 1;
+                let items = all_drifts(addr, "&status=open");
+                let (at, read) = (Instant::now(), chrono::Utc::now());
+                let mut seen = seen.lock().unwrap();
+                let mut window = window.lock().unwrap();
+                for (key, late) in items.iter().filter_map(|i| stamped(i, read)) {
+                    let polls_will_read =
+                        late.is_some_and(|l| read - chrono::Duration::from_std(l).unwrap() >= window.1);
+                    if seen.contains_key(&key) || polls_will_read {
+                        continue;
+                    }
+                    seen.insert(key, (at, true));
+                    if let Some(late) = late {
+                        window.0 = window.0.max(late);
+                    }
+                }
+            }
+            sweeps
+        });
+        let mut cycles = Vec::new();
+        let mut last = chrono::Utc::now() - chrono::Duration::seconds(5);
+        while !stop.load(Ordering::Relaxed) {
+            let begun = Instant::now();
+            let now = chrono::Utc::now();
+            let since = {
+                let mut window = window.lock().unwrap();
+                window.1 = last - chrono::Duration::from_std(window.0).unwrap();
+                window.1
+            };
+            let query = format!("&status=open&since={}", since.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+            let items = all_drifts(addr, &query);
+            let (at, read) = (Instant::now(), chrono::Utc::now());
+            let mut seen = seen.lock().unwrap();
+            let mut window = window.lock().unwrap();
+            for (key, late) in items.iter().filter_map(|i| stamped(i, read)) {
+                if seen.contains_key(&key) {
+                    continue;
+                }
+                seen.insert(key, (at, false));
+                // How long after its stamp the value became readable, at most: the look-back
+                // must exceed it.
+                if let Some(late) = late {
+                    window.0 = window.0.max(late * 2);
+                }
+            }
+            // The next poll looks back from this one's start.
+            last = now;
+            window.1 = last - chrono::Duration::from_std(window.0).unwrap();
+            drop((seen, window));
+            cycles.push(begun.elapsed());
+            std::thread::sleep(poll);
+        }
+        let sweeps = sweeper.join().unwrap();
+        let lookback = window.lock().unwrap().0;
+        Polled { cycles, lookback, sweeps }
+    })
+}
+
+/// What `drift serve` logged of its watch batches (`watch: re-compared`): how many, the objects
+/// each held, the time re-comparing them took and the time the store took to record them.
+fn batches(log: &str) {
+    let field = |line: &str, name: &str| -> Option<u64> {
+        line.split_whitespace().find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+    };
+    let (mut objects, mut compare, mut write) = (Vec::new(), Vec::new(), Vec::new());
+    for line in log.lines().filter(|l| l.contains("watch: re-compared")) {
+        objects.extend(field(line, "objects"));
+        compare.extend(field(line, "compare_ms"));
+        write.extend(field(line, "write_ms"));
+    }
+    let show = |name: &str, v: &mut Vec<u64>| {
+        if v.is_empty() {
+            return;
+        }
+        v.sort_unstable();
+        let at = |p: f64| v[(((p / 100.0) * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+        println!(
+            "    {name}: median {}, p90 {}, p99 {}, max {}, sum {}",
+            at(50.0),
+            at(90.0),
+            at(99.0),
+            v[v.len() - 1],
+            v.iter().sum::<u64>()
+        );
+    };
+    println!("  watch batches written from the storm's start: {}", objects.len());
+    show("objects a batch", &mut objects);
+    show("re-comparing a batch (ms)", &mut compare);
+    show("writing a batch to the store (ms)", &mut write);
+}
+
+/// PostgreSQL's settings of a traced storm (`DRIFT_STORM_PG_TRACE=1`): statement statistics
+/// (those the triggers run too), plans of slow statements with their row counts (not their
+/// timings, which cost every statement), lock waits over 100 ms, checkpoints, autovacuum.
+const PG_TRACE: &[(&str, &str)] = &[
+    ("shared_preload_libraries", "pg_stat_statements,auto_explain"),
+    ("pg_stat_statements.track", "all"),
+    ("auto_explain.log_min_duration", "300ms"),
+    ("auto_explain.log_nested_statements", "on"),
+    ("auto_explain.log_analyze", "on"),
+    ("auto_explain.log_timing", "off"),
+    ("auto_explain.log_buffers", "on"),
+    ("log_min_duration_statement", "300ms"),
+    ("log_lock_waits", "on"),
+    ("deadlock_timeout", "100ms"),
+    ("log_checkpoints", "on"),
+    ("log_autovacuum_min_duration", "0"),
+    ("track_io_timing", "on"),
+    ("track_wal_io_timing", "on"),
+];
+
+/// What PostgreSQL did during a traced storm: its busiest statements, the tables' updates (HOT
+/// or not) and dead rows, WAL and fsyncs, commits, and its log of slow statements and lock waits.
+fn pg_report(db: &str, log: &str) {
+    let show = |title: &str, sql: &str| {
+        println!("  PostgreSQL, {title}:");
+        for line in psql(db, sql).lines() {
+            println!("    {line}");
+        }
+    };
+    show(
+        "statements by total time (calls|total ms|mean ms|max ms|rows|top level|query)",
+        "SELECT calls, round(total_exec_time), round(mean_exec_time::numeric, 2), round(max_exec_time), rows, \
+         toplevel, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) FROM pg_stat_statements \
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         ORDER BY total_exec_time DESC LIMIT 30",
+    );
+    show(
+        "statements by their first 40 characters (calls|total ms|rows|statements)",
+        "SELECT sum(calls), round(sum(total_exec_time)), sum(rows), count(*), \
+         left(regexp_replace(query, '\\s+', ' ', 'g'), 40) AS q FROM pg_stat_statements \
+         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND toplevel \
+         GROUP BY q ORDER BY 2 DESC LIMIT 15",
+    );
+    show(
+        "tables (name|inserted|updated|HOT updated|deleted|live|dead|autovacuums|autoanalyzes|seq scans|rows seq read|index scans)",
+        "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, n_live_tup, n_dead_tup, autovacuum_count, \
+         autoanalyze_count, seq_scan, seq_tup_read, idx_scan FROM pg_stat_user_tables \
+         WHERE n_tup_ins + n_tup_upd + n_tup_del + seq_scan > 0 ORDER BY n_tup_ins + n_tup_upd DESC LIMIT 20",
+    );
+    show(
+        "WAL (records|full pages|bytes|writes|syncs|write ms|sync ms)",
+        "SELECT wal_records, wal_fpi, pg_size_pretty(wal_bytes), wal_write, wal_sync, round(wal_write_time), \
+         round(wal_sync_time) FROM pg_stat_wal",
+    );
+    show(
+        "this database (commits|rollbacks|blocks read|blocks hit|rows returned|rows fetched|rows updated)",
+        "SELECT xact_commit, xact_rollback, blks_read, blks_hit, tup_returned, tup_fetched, tup_updated \
+         FROM pg_stat_database WHERE datname = current_database()",
+    );
+    let slow: Vec<&str> = log.lines().filter(|l| l.contains("duration:")).collect();
+    let waits: Vec<&str> = log.lines().filter(|l| l.contains("still waiting") || l.contains("acquired")).collect();
+    let other: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("checkpoint") || l.contains("automatic vacuum") || l.contains("automatic analyze"))
+        .collect();
+    println!(
+        "  PostgreSQL log during the storm: {} slow statements (over 300 ms), {} lock-wait lines, {} checkpoint/autovacuum lines",
+        slow.len(),
+        waits.len(),
+        other.len()
+    );
+    for l in slow.iter().take(15).chain(waits.iter().take(10)).chain(other.iter().take(10)) {
+        println!("    {}", l.chars().take(300).collect::<String>());
+    }
+}
+
 /// `storm LIVE DESIRED RATE SECONDS` (see the crate docs).
 fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
     let kubectl_every: usize = std::env::var("DRIFT_STORM_KUBECTL").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let clients: usize = std::env::var("DRIFT_STORM_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    let trace = std::env::var("DRIFT_STORM_PG_TRACE").is_ok_and(|v| v == "1");
     let poll = Duration::from_millis(20);
     let dir = tempfile::tempdir().unwrap();
     let server = TestApiServer::start(api_options()).unwrap();
-    let pg = durable_pg();
+    let pg = if trace { durable_pg_with(PG_TRACE) } else { durable_pg() };
     let repo = GitRepo::init(dir.path().join("repo"));
     let started = Instant::now();
     // Nothing differs at the start: every drift of the run is a change of the storm.
@@ -462,6 +678,10 @@ fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
     repo.commit("bench fixture");
     println!("fixture: {live} live objects, {desired} of them in git, in {:.1?}", started.elapsed());
     let db = database(&pg);
+    if trace {
+        psql(&db, "CREATE EXTENSION pg_stat_statements");
+        println!("PostgreSQL traced: {db}, log {}", pg.dir().join("postgres.log").display());
+    }
     let cfg = config(dir.path(), &repo, &server, true);
     let serve = Serve::start(&cfg, &[("BENCH_DATABASE_URL", &db), ("RUST_LOG", "warn")]);
     let pid = serve.pid();
@@ -475,35 +695,22 @@ fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
     let (rss_before, peak_before) = rss_kib(pid);
     println!("before the storm: RSS {} MiB, peak so far {} MiB", rss_before / 1024, peak_before / 1024);
 
+    if trace {
+        psql(
+            &db,
+            "SELECT pg_stat_statements_reset(); SELECT pg_stat_reset(); SELECT pg_stat_reset_shared('wal'); \
+             SELECT pg_stat_reset_shared('bgwriter')",
+        );
+    }
+    let (log_before, pg_log_before) = (serve.log().len(), pg.log().len());
+
     let total = rate * seconds;
     let stop = Arc::new(AtomicBool::new(false));
-    // When each (object, round) was first seen in the API.
-    let seen: Arc<Mutex<std::collections::HashMap<(usize, usize), Instant>>> = Arc::default();
+    // When each (object, round) was first seen in the API, and whether only the sweeper saw it.
+    let seen: Arc<Seen> = Arc::default();
     let poller = {
         let (addr, stop, seen) = (serve.addr.clone(), stop.clone(), seen.clone());
-        std::thread::spawn(move || {
-            let mut cycles = Vec::new();
-            let mut last = chrono::Utc::now() - chrono::Duration::seconds(5);
-            while !stop.load(Ordering::Relaxed) {
-                let begun = Instant::now();
-                let now = chrono::Utc::now();
-                // A row's last_seen is stamped before its commit: look back a second.
-                let since = (last - chrono::Duration::seconds(1)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-                let items = all_drifts(&addr, &format!("&status=open&since={since}"));
-                let at = Instant::now();
-                let mut seen = seen.lock().unwrap();
-                for item in &items {
-                    if let Some(key) = storm_seen(item) {
-                        seen.entry(key).or_insert(at);
-                    }
-                }
-                drop(seen);
-                last = now;
-                cycles.push(begun.elapsed());
-                std::thread::sleep(poll);
-            }
-            cycles
-        })
+        std::thread::spawn(move || poll_storm(&addr, poll, &stop, &seen))
     };
     let sampler = {
         let stop = stop.clone();
@@ -623,17 +830,20 @@ fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
     }
     println!("the last change was seen {:.1?} after the storm", waited.elapsed());
     stop.store(true, Ordering::Relaxed);
-    let mut cycles = poller.join().unwrap();
+    let Polled { mut cycles, lookback, sweeps } = poller.join().unwrap();
     let samples = sampler.join().unwrap();
     let (_, peak) = rss_kib(pid);
     // Every change: seen with its own value, or superseded by a later change of its object
     // that was seen (taken together in one batch), or missed.
     let seen = seen.lock().unwrap().clone();
-    let (mut exact, mut superseded, mut missed) = (Vec::new(), 0usize, Vec::new());
+    let (mut exact, mut superseded, mut missed, mut by_sweep) = (Vec::new(), 0usize, Vec::new(), 0usize);
     for &(k, at) in &made {
         let (i, round) = (k % desired, k / desired);
         match seen.get(&(i, round)) {
-            Some(s) => exact.push(s.saturating_duration_since(at)),
+            Some(&(s, swept)) => {
+                by_sweep += usize::from(swept);
+                exact.push(s.saturating_duration_since(at));
+            }
             None if seen.keys().any(|&(j, r)| j == i && r > round) => superseded += 1,
             None => missed.push(k),
         }
@@ -655,6 +865,9 @@ fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
         made.len(),
         missed.len(),
         if missed.is_empty() { String::new() } else { format!(" (first: {:?})", &missed[..missed.len().min(10)]) }
+    );
+    println!(
+        "  the polls looked back up to {lookback:.1?} before the previous poll; {by_sweep} of the values seen were missed by the polls and found by the sweeper's read of every open drift ({sweeps} reads, one every {SWEEP:?}; their time is an upper bound)"
     );
     println!(
         "end state: {right} of {} changed objects show their newest value in GET /drifts ({} open drifts)",
@@ -692,7 +905,19 @@ fn storm(live: usize, desired: usize, rate: usize, seconds: usize) {
     }) {
         println!("  {line}");
     }
+    if trace {
+        pg_report(&db, &pg.log()[pg_log_before..]);
+    }
     let log = serve.stop();
+    batches(&log[log_before.min(log.len())..]);
+    // The logs whole, to read afterwards (the run's folders are removed at its end).
+    if let Some(keep) = std::env::var_os("DRIFT_STORM_LOGS") {
+        let keep = Path::new(&keep);
+        std::fs::create_dir_all(keep).unwrap();
+        std::fs::write(keep.join("serve.log"), &log).unwrap();
+        std::fs::write(keep.join("postgres.log"), pg.log()).unwrap();
+        println!("  logs kept in {}", keep.display());
+    }
     let warnings: Vec<&str> = log
         .lines()
         .filter(|l| (l.contains("WARN") || l.contains("ERROR")) && !l.contains("/ready") && !l.contains("API token"))

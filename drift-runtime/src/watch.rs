@@ -174,6 +174,7 @@ async fn desired_index(scanner: &Scanner) -> DesiredIndex {
 /// time, never by leaving changes out). The watch lag of each object is observed when the
 /// store has its report; the extra sinks get the reports afterwards.
 async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &[Pending]) {
+    let begun = Instant::now();
     let mut by_repo: Vec<Vec<drift_core::ScanReport>> = index.all.iter().map(|_| Vec::new()).collect();
     let mut compared = Vec::with_capacity(pending.len());
     for p in pending {
@@ -191,16 +192,23 @@ async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &[Pending])
         }
         compared.push(p.since);
     }
+    // Where a batch's time goes: re-comparing (this process's CPU) and the store's write.
+    let compare_ms = millis(begun.elapsed());
     let mut reports = Vec::new();
     for reports_of_repo in by_repo {
         let objects = reports_of_repo.len();
         let Some(report) = merge(reports_of_repo) else { continue };
-        match scanner.record_in_store(&report).await {
+        let writing = Instant::now();
+        let recorded = scanner.record_in_store(&report).await;
+        let write_ms = millis(writing.elapsed());
+        match recorded {
             Ok(o) => tracing::info!(
                 objects, repository = %report.repository, drifts = report.drifts.len(), opened = o.opened,
-                resolved = o.resolved, "watch: re-compared"
+                resolved = o.resolved, compare_ms, write_ms, "watch: re-compared"
             ),
-            Err(e) => tracing::error!(objects, repository = %report.repository, error = %e, "watch: store unavailable"),
+            Err(e) => {
+                tracing::error!(objects, repository = %report.repository, error = %e, write_ms, "watch: store unavailable")
+            }
         }
         reports.push(report);
     }
@@ -210,6 +218,11 @@ async fn recompare(scanner: &Scanner, index: &DesiredIndex, pending: &[Pending])
     for report in &reports {
         scanner.deliver(report).await;
     }
+}
+
+/// Whole milliseconds of a duration, for a log field.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The reports of one object each (of one repository, [`targeted_report`]) as one report: its

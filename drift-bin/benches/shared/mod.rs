@@ -46,7 +46,29 @@ pub fn object(i: usize, changed: bool) -> Value {
 
 /// A throwaway PostgreSQL that writes as a real one does (the test harness turns durability off).
 pub fn durable_pg() -> PgServer {
-    PgServer::start_with_settings(&[("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")]).unwrap()
+    durable_pg_with(&[])
+}
+
+/// [`durable_pg`] with extra settings (what a run is traced with: `pg_stat_statements`,
+/// `auto_explain`, slow statements and lock waits logged); durability as a real server's.
+pub fn durable_pg_with(extra: &[(&str, &str)]) -> PgServer {
+    let mut settings = vec![("fsync", "on"), ("synchronous_commit", "on"), ("full_page_writes", "on")];
+    settings.extend_from_slice(extra);
+    PgServer::start_with_settings(&settings).unwrap()
+}
+
+/// The answer of `psql` to `sql` on the database at `url`: rows of `|`-separated fields. Started
+/// by its full path (spawned, not forked: see [`kubectl_path`]).
+pub fn psql(url: &str, sql: &str) -> String {
+    let bin = drift_testkit_pg::find_bin_dir().expect("PostgreSQL installed").join("psql");
+    let out = std::process::Command::new(bin)
+        .args(["-X", "-q", "-A", "-t", "-F", "|", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "psql {sql:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 pub fn database(pg: &PgServer) -> String {
