@@ -80,6 +80,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub struct PostgresStore {
     pool: PgPool,
     retention_days: Option<u32>,
+    growth: std::sync::Arc<sink::Growth>,
 }
 
 drift_sql::impl_drift_store!(PostgresStore);
@@ -129,7 +130,7 @@ impl PostgresStore {
             .connect_with(options)
             .await
             .ctx::<dialect::PgDialect>("connecting")?;
-        let sink = PostgresStore { pool, retention_days: config.retention_days };
+        let sink = PostgresStore { pool, retention_days: config.retention_days, growth: Default::default() };
         if config.migrate {
             sink.migrate().await?;
         }
@@ -144,7 +145,7 @@ impl PostgresStore {
 
     /// Wraps an existing pool (no migration is run; call [`PostgresStore::migrate`]).
     pub fn from_pool(pool: PgPool, retention_days: Option<u32>) -> Self {
-        PostgresStore { pool, retention_days }
+        PostgresStore { pool, retention_days, growth: Default::default() }
     }
 
     /// Applies the embedded migrations that are not applied yet (`drift migrate`). Safe to run
@@ -161,6 +162,17 @@ impl PostgresStore {
     /// calls it when it connects and every hour.
     pub async fn maintain_history(&self, now: chrono::DateTime<chrono::Utc>) -> Result<HistoryMaintenance> {
         Ok(history::maintain(&self.pool, now, self.retention_days).await?)
+    }
+
+    /// Waits for the store's own upkeep started by the writes so far to end: the refresh of the
+    /// planner's statistics that a write which opened many rows starts beside the next ones
+    /// (docs/storage.md). For tests and benchmarks that read plans.
+    pub async fn settled(&self) {
+        let running = self.growth.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(task) = running {
+            // A task that panicked or was cancelled has nothing left to wait for.
+            let _ = task.await;
+        }
     }
 
     /// The connection pool (for operators' own queries and tests).

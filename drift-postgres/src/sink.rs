@@ -67,8 +67,13 @@ impl Columns {
 /// each row what it was before: `old` reads the live rows of the report's fingerprints in the
 /// statement's snapshot (before the upsert), `up` is the upsert; a new row has no `old` row. A
 /// waived row whose cluster value changed is open again (its waiver ends).
+///
+/// `old` is `MATERIALIZED`, read once: inlined, the planner was free to read it once per
+/// upserted row (a nested loop whose inner side matched the whole fingerprint array each time:
+/// 3.1 million buffers and 1.6 s for a watch batch of 1,024 rows, on a table analyzed while it
+/// was empty, docs/benchmarks.md "Change storms").
 const UPSERT: &str = r#"
-WITH old AS (
+WITH old AS MATERIALIZED (
     SELECT id, status, cluster_value, severity FROM drifts
     WHERE status <> 'resolved' AND fingerprint = ANY($1::text[])
 ), up AS (
@@ -206,6 +211,25 @@ impl SqlStore for PostgresStore {
         Ok(written)
     }
 
+    /// Refreshes the planner's statistics of `drifts_live` when enough rows were opened since
+    /// it last did ([`Growth`]), beside the writes that follow (it blocks none of them).
+    async fn recorded(&self, outcome: &drift_model::sink::RecordOutcome) {
+        if !self.growth.add(outcome.opened) {
+            return;
+        }
+        let pool = self.pool.clone();
+        let mut running = self.growth.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if running.as_ref().is_some_and(|r| !r.is_finished()) {
+            return; // the one running reads the rows opened meanwhile too
+        }
+        *running = Some(tokio::spawn(async move {
+            // SKIP_LOCKED: an ANALYZE or VACUUM running already (autovacuum) does it.
+            if let Err(e) = sqlx::query("ANALYZE (SKIP_LOCKED) drifts_live").execute(&pool).await {
+                tracing::warn!(error = %e, "refreshing the planner's statistics of drifts_live failed");
+            }
+        }));
+    }
+
     async fn prune_drifts(&self, conn: &mut PgConnection, cutoff: DateTime<Utc>) -> Result<u64, PgError> {
         // Row by row only before the first month partition (rows in drifts_live); the months go
         // whole (PostgresStore::maintain_history).
@@ -229,6 +253,53 @@ impl SqlStore for PostgresStore {
             .ctx("deleting empty rollup days")?;
         }
         Ok(drifts)
+    }
+}
+
+/// Rows opened before the store first refreshes the planner's statistics of `drifts_live`.
+pub(crate) const ANALYZE_FIRST: u64 = 500;
+
+/// When the store refreshes the planner's statistics of `drifts_live` itself: after
+/// [`ANALYZE_FIRST`] rows opened, then each time the rows opened since it started have doubled.
+///
+/// The migrations analyze `drifts` while it is empty, and autovacuum analyzes it again only
+/// after its next nap (a minute): a new database that a storm fills (10,000 drifts opened in
+/// its first seconds) is planned meanwhile as an empty table, and the plans of a watch batch's
+/// statements compared every object of the batch with every live row (seconds a batch,
+/// docs/benchmarks.md "Change storms"). Doubling keeps the statistics within a factor of two of
+/// the rows opened, with a handful of ANALYZEs (of a table of live rows only: tens of
+/// milliseconds) in a store's life.
+#[derive(Debug)]
+pub(crate) struct Growth {
+    /// Rows opened since the store started, and the count at which to analyze next.
+    state: std::sync::Mutex<(u64, u64)>,
+    /// The ANALYZE started last.
+    pub(crate) running: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Default for Growth {
+    fn default() -> Self {
+        Growth { state: std::sync::Mutex::new((0, ANALYZE_FIRST)), running: std::sync::Mutex::default() }
+    }
+}
+
+impl Growth {
+    /// Counts `opened` rows; whether to analyze now.
+    pub(crate) fn add(&self, opened: usize) -> bool {
+        if opened == 0 {
+            return false;
+        }
+        // A poisoned lock only means another write panicked while counting: the counts stand.
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (total, next) = &mut *state;
+        *total += opened as u64;
+        if *total < *next {
+            return false;
+        }
+        while *next <= *total {
+            *next = next.saturating_mul(2);
+        }
+        true
     }
 }
 
@@ -263,6 +334,12 @@ async fn resolve(
         .ctx("reading open drifts")?,
         // Only the live drifts of the report's objects (a watch's batch): one probe of
         // `drifts_live_object` per object, whatever the number of open drifts of the scope.
+        // The probe is a LATERAL subquery kept apart (`OFFSET 0`) so that the planner cannot
+        // turn the join around: with the table analyzed while it was empty and a generic plan
+        // made for short arrays, it scanned every live row of the scope and compared each with
+        // every object of the batch (4.9 million comparisons, 1.5 s for a batch of 488 objects
+        // during a storm; docs/benchmarks.md "Change storms"). `resolved_at IS NULL` (the same
+        // rows: a constraint) confines the probes to `drifts_live`.
         Some(keys) => {
             let mut k: [Vec<&str>; 4] = Default::default();
             for key in keys {
@@ -275,9 +352,13 @@ async fn resolve(
                 "SELECT d.id, d.fingerprint, d.api_group, d.resource_kind, d.namespace, d.resource_name, \
                      d.desired_digest \
                  FROM UNNEST($3::text[], $4::text[], $5::text[], $6::text[]) AS k(api_group, kind, namespace, name) \
-                 JOIN drifts d ON d.cluster = $1 AND d.repository = $2 AND d.namespace = k.namespace \
-                     AND d.resource_name = k.name AND d.resource_kind = k.kind AND d.api_group = k.api_group \
-                 WHERE d.status <> 'resolved'",
+                 CROSS JOIN LATERAL ( \
+                     SELECT id, fingerprint, api_group, resource_kind, namespace, resource_name, desired_digest \
+                     FROM drifts WHERE cluster = $1 AND repository = $2 AND namespace = k.namespace \
+                         AND resource_name = k.name AND resource_kind = k.kind AND api_group = k.api_group \
+                         AND status <> 'resolved' AND resolved_at IS NULL \
+                     OFFSET 0 \
+                 ) AS d",
             )
             .bind(&report.cluster)
             .bind(&report.repository)
@@ -324,4 +405,24 @@ async fn resolve(
 /// A stored enumeration name read back.
 fn parse<T: std::str::FromStr>(id: i64, column: &str, value: &str) -> Result<T, PgError> {
     value.parse().map_err(|_| PgError::corrupt(id, column, format!("unknown value {value:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_statistics_are_refreshed_as_the_opened_rows_double() {
+        let g = Growth::default();
+        assert!(!g.add(0));
+        assert!(!g.add(499), "below the first threshold");
+        assert!(g.add(1), "500 opened");
+        assert!(!g.add(499));
+        assert!(g.add(1), "1,000 opened");
+        assert!(g.add(5_000), "6,000 opened, past 2,000 and 4,000: once");
+        assert!(!g.add(1_000), "7,000: the next is 8,000");
+        assert!(g.add(1_000));
+        let analyzed = (0..10_000).filter(|_| g.add(100)).count();
+        assert!(analyzed <= 7, "a handful of ANALYZEs for a million more rows: {analyzed}");
+    }
 }

@@ -386,6 +386,7 @@ where
         // Last: the outbox lock it takes is held until the commit.
         outcome.events = Self::enqueue(&mut tx, report, &written.changes, &outcome).await?;
         tx.commit().await.ctx("committing the scan report")?;
+        store.recorded(&outcome).await;
         Ok(outcome)
     }
 

@@ -191,6 +191,12 @@ pub trait SqlStore: SqlStats {
         report: &ScanReport,
     ) -> Result<Written, SqlError<Self::Dialect>>;
 
+    /// Called once a report's transaction has committed, with what it did: a store may keep
+    /// its database fit for the writes to come (the PostgreSQL store refreshes the planner's
+    /// statistics of its live rows when many were opened since it last did). Never fails the
+    /// write, which is committed already. Does nothing by default.
+    async fn recorded(&self, _outcome: &RecordOutcome) {}
+
     /// Keeps the rollups right around a change of status of rows `ids` outside a report (a
     /// decision, a waiver's end): called with `-1` before the change and `+1` after, in its
     /// transaction. Stores whose database keeps the rollups itself (triggers) do nothing.
