@@ -101,6 +101,9 @@ where
         if let Some(lock) = D::OUTBOX_LOCK {
             sqlx::query(lock).execute(&mut *conn).await.ctx("locking the outbox")?;
         }
+        if let Some(written) = D::insert_events(&mut *conn, events) {
+            return Ok(written.await? as usize);
+        }
         let mut new = 0;
         for chunk in events.chunks(ROWS) {
             let mut q =

@@ -1,12 +1,19 @@
 //! What differs between the databases in the shared code: the driver, how a time and a JSON
 //! value are stored, and what a database error code means.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use chrono::{DateTime, Utc};
 use drift_model::ErrorKind;
+use drift_model::act::DriftEvent;
 use serde_json::Value;
 use sqlx::{Database, Decode, Encode, QueryBuilder, Type};
 
 use crate::error::SqlError;
+
+/// A write the dialect does itself ([`Dialect::insert_events`]): how many rows were new.
+pub type Writing<'c, D> = Pin<Box<dyn Future<Output = Result<u64, SqlError<D>>> + Send + 'c>>;
 
 /// One SQL database as the shared store code sees it. Implemented by a unit type in each store
 /// crate (`drift_postgres`, `drift_sqlite`).
@@ -47,6 +54,19 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// of one notifier's deliveries wait for each other until their transactions end, so that a
     /// batch is claimed whole by one worker; `None` where writers are serialised already.
     const CLAIM_LOCK: Option<&'static str>;
+
+    /// Writes `events` to the outbox in one statement where the database takes column arrays
+    /// (PostgreSQL's `UNNEST`): one statement text whatever their number, prepared once per
+    /// connection, where rows of `VALUES` made a new statement (parsed and planned, a round
+    /// trip more) for every number of events. Returns how many were new (an id stored already
+    /// is skipped); `None` where the database cannot, and the shared code writes rows of
+    /// `VALUES`. Called with the outbox lock held.
+    fn insert_events<'c>(
+        _conn: &'c mut <Self::Db as Database>::Connection,
+        _events: &'c [DriftEvent],
+    ) -> Option<Writing<'c, Self>> {
+        None
+    }
 
     /// Appends a condition that `column` is one of `ids` (one bind parameter).
     fn push_ids(q: &mut QueryBuilder<Self::Db>, column: &str, ids: Vec<i64>);

@@ -54,7 +54,7 @@ mod sql;
 pub mod testkit;
 mod write;
 
-pub use dialect::Dialect;
+pub use dialect::{Dialect, Writing};
 pub use error::{SqlContext, SqlError, classify};
 pub use findings::{FINDING_COLUMNS, FindingsWritten};
 pub use sql::{COLUMNS, DIMENSIONS, Sql};
