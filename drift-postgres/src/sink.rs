@@ -212,7 +212,8 @@ impl SqlStore for PostgresStore {
     }
 
     /// Refreshes the planner's statistics of `drifts_live` when enough rows were opened since
-    /// it last did ([`Growth`]), beside the writes that follow (it blocks none of them).
+    /// it last did (after 500 rows opened, then each time the rows opened since the store
+    /// started have doubled), beside the writes that follow (it blocks none of them).
     async fn recorded(&self, outcome: &drift_model::sink::RecordOutcome) {
         if !self.growth.add(outcome.opened) {
             return;
