@@ -140,9 +140,10 @@ impl Live {
 struct Compared {
     coverage: Coverage,
     /// The drifts of each desired object whose live object was read, compared alone (those
-    /// that depend on no other object). Whether they count is decided at the end, from the
-    /// whole coverage, as for a read whole.
-    early: HashMap<ResourceKey, Vec<Drift>>,
+    /// that depend on no other object), with the place of that live object in the files (files,
+    /// [`compare_files_streamed`]; 0 for a cluster's). Whether they count is decided at the end,
+    /// from the whole coverage, as for a read whole.
+    early: HashMap<ResourceKey, (u64, Vec<Drift>)>,
     /// The objects whose drifts depend on others ([`Comparator::relations`]) ...
     related: HashSet<ResourceKey>,
     /// ... the objects that make those relations (for a desired side kept compact, the trees
@@ -152,21 +153,25 @@ struct Compared {
     /// files, the live objects whose pairing waited for the namespace rules).
     held: HashMap<ResourceKey, Resource>,
     /// The `resourceVersion` of each live object read that Git holds.
-    versions: HashMap<ResourceKey, String>,
+    /// The `resourceVersion` of each live object read that Git holds, with the place of the
+    /// object in the files (files; 0 for a cluster's).
+    versions: HashMap<ResourceKey, (u64, String)>,
 }
 
 impl Compared {
     /// The drifts of the comparable objects: what [`Comparator::compare_all`] gives them with
     /// the live objects read (for each object, the same drifts in the same order).
     fn drifts<T: DesiredObject>(&mut self, comparable: &[T], comparator: &dyn Comparator) -> Vec<Drift> {
-        let mut drifts = Vec::new();
+        // (Room for the drifts found so far at once: a vector grown by doubling would hold up
+        // to twice the report, and copy it, at the largest moment of a scan.)
+        let mut drifts = Vec::with_capacity(self.early.values().map(|(_, found)| found.len()).sum());
         let mut late = false;
         for d in comparable {
             if self.related.contains(d.key()) {
                 late = true;
             } else {
                 match self.early.remove(d.key()) {
-                    Some(found) => drifts.extend(found),
+                    Some((_, found)) => drifts.extend(found),
                     // Not compared as it was read: with the live object kept for the end, if
                     // any (files, [`compare_files_streamed`]), else none.
                     None => drifts.extend(comparator.compare(&d.tree(), self.held.get(d.key()))),
@@ -221,7 +226,7 @@ async fn fetch_compared(
         for r in part.resources {
             let Some(d) = index.get(&r.key) else { continue };
             if let Some(v) = resource_version(&r) {
-                out.versions.entry(r.key.clone()).or_insert_with(|| v.to_owned());
+                out.versions.entry(r.key.clone()).or_insert_with(|| (0, v.to_owned()));
             }
             // An object read twice: the first one counts, as in `fetch`.
             if out.related.contains(&r.key) {
@@ -232,7 +237,7 @@ async fn fetch_compared(
         }
         let drifts = compare_pairs(comparator, &pairs);
         for ((_, r), found) in pairs.into_iter().zip(drifts) {
-            out.early.insert(r.key, found);
+            out.early.insert(r.key, (0, found));
         }
     })
     .await?;
@@ -402,7 +407,8 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     // of its key come.
     let desired_policy = options.policy.as_ref().is_some_and(|p| p.checks(crate::policy::Side::Desired));
     let letting_go = reload.is_some() && !desired_policy;
-    let shared = Mutex::new(Shared::default());
+    // (A version is noted for each live object Git holds: sized for them at once.)
+    let shared = Mutex::new(Shared { versions: HashMap::with_capacity(certain.len()), ..Shared::default() });
     let read = std::sync::atomic::AtomicU64::new(0);
     let live_warnings = read_live(&|order, r| {
         read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -444,14 +450,20 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     // (In the order of the files, whatever the order the threads met them in.)
     reread.sort_by_key(|(order, _)| *order);
     let mut reread: Vec<SourceWarning> = reread.into_iter().map(|(_, w)| w).collect();
-    let mut early: HashMap<ResourceKey, (u64, Vec<Drift>)> = HashMap::new();
-    for slot in slots {
-        let Slot { desired: d, early: compared } = slot.into_inner().unwrap_or_else(PoisonError::into_inner);
-        if let Some(compared) = compared {
-            early.insert(d.key().clone(), compared);
-        }
-        desired.resources.push(d);
-    }
+    // (Sized once, and the objects collected into the slots' own buffer: grown as they came,
+    // both would hold twice their size, copied, at the largest moment of the run.)
+    let mut early: HashMap<ResourceKey, (u64, Vec<Drift>)> =
+        HashMap::with_capacity(slots.iter().filter(|s| locked(s).early.is_some()).count());
+    desired.resources = slots
+        .into_iter()
+        .map(|slot| {
+            let Slot { desired: d, early: compared } = slot.into_inner().unwrap_or_else(PoisonError::into_inner);
+            if let Some(compared) = compared {
+                early.insert(d.key().clone(), compared);
+            }
+            d
+        })
+        .collect();
     let read = read.into_inner();
     options.progress.live_read(read);
     kept.sort_by_key(|(order, _)| *order);
@@ -488,9 +500,9 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
         coverage,
         related: settled.related.into_iter().filter(|k| !early.contains_key(k)).collect(),
         holders: settled.holders,
-        early: early.into_iter().map(|(k, (_, drifts))| (k, drifts)).collect(),
+        early,
         held,
-        versions: versions.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+        versions,
     };
     let report = compare_into(report, desired, Live::Compared(compared), comparator, &options);
     with_live_warnings(report, live_warnings)
@@ -708,7 +720,10 @@ fn compare_into<T: DesiredObject>(
     // Only objects whose (kind, namespace) was read completely can be compared: an object that
     // could not be read is not "missing".
     // A SOPS-encrypted manifest holds ciphertext: listed as uncomparable, never compared.
-    let (encrypted, readable): (Vec<T>, Vec<T>) = snapshot.resources.into_iter().partition(|r| r.encrypted());
+    // (Taken out of the objects' own buffer: partitioned into two new vectors grown as they
+    // came, the objects would be held twice over at the largest moment of a scan of files.)
+    let mut readable = snapshot.resources;
+    let encrypted: Vec<T> = readable.extract_if(.., |r| r.encrypted()).collect();
     for r in &encrypted {
         report.warnings.push(drift_model::sops::note(&r.tree(), options.sops_recipients.as_deref()));
     }
@@ -771,7 +786,10 @@ fn resource_version(r: &Resource) -> Option<&str> {
 /// [`ScanReport::live_versions`]: for each desired key, the version of the live object read
 /// (the first one, as compared); empty when no live object had one.
 fn live_versions(desired: &[ResourceKey], live: &Live) -> Vec<String> {
-    let found: HashMap<&ResourceKey, &str> = match live {
+    let versions_of = |found: &dyn Fn(&ResourceKey) -> Option<String>| -> Vec<String> {
+        desired.iter().map(|k| found(k).unwrap_or_default()).collect()
+    };
+    match live {
         Live::Whole(l) => {
             let mut found = HashMap::new();
             for r in &l.resources {
@@ -779,14 +797,15 @@ fn live_versions(desired: &[ResourceKey], live: &Live) -> Vec<String> {
                     found.entry(&r.key).or_insert(v);
                 }
             }
-            found
+            if found.is_empty() {
+                return Vec::new();
+            }
+            versions_of(&|k| found.get(k).map(|v| (*v).to_owned()))
         }
-        Live::Compared(c) => c.versions.iter().map(|(k, v)| (k, v.as_str())).collect(),
-    };
-    if found.is_empty() {
-        return Vec::new();
+        // (Read where the compared versions are: a second map of them all would be as large.)
+        Live::Compared(c) if c.versions.is_empty() => Vec::new(),
+        Live::Compared(c) => versions_of(&|k| c.versions.get(k).map(|(_, v)| v.clone())),
     }
-    desired.iter().map(|k| found.get(k).map_or_else(String::new, |v| (*v).to_owned())).collect()
 }
 
 /// The policy findings of a scan: each readable desired object on the desired side, and the
