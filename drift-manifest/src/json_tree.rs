@@ -24,6 +24,7 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 /// deepest level a value sits at (the document is at 0, its members at 1); or `None`. With
 /// `live`, the `status` of a document that is a mapping is checked but not built, nor kept (the
 /// depth still counts it).
+#[cfg(test)]
 pub(crate) fn read(text: &str, live: bool) -> Option<(Value, usize)> {
     read_with(text, live, false)
 }
@@ -503,7 +504,7 @@ impl Reader<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
@@ -586,7 +587,7 @@ mod tests {
         ]
     }
 
-    fn value() -> impl Strategy<Value = Value> {
+    pub(crate) fn value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),

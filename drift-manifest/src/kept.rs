@@ -9,9 +9,10 @@ use drift_model::desired::{DesiredObject, Relations};
 use drift_model::{Provenance, Resource, ResourceKey};
 
 /// A desired object kept compact, with its digest, its SOPS mark and whether it carries waivers
-/// worked out when it was read (see the module documentation): its compact JSON text (as
-/// [`drift_model::CompactResource`] keeps it), LZ4-compressed, which for a manifest is about a third
-/// of the text; expanding one costs microseconds.
+/// worked out when it was read (see the module documentation): its tree written as bytes that
+/// read back with nothing to scan (a tag and a length or 8 bytes a value, the strings as they
+/// are), LZ4-compressed, which for a manifest is about two fifths of its compact JSON; expanding
+/// one costs microseconds.
 ///
 /// [`KeptResource::new`] and [`KeptResource::asking`] make the digest a report carries
 /// ([`drift_model::object_digest`], a SHA-256 of the compact JSON); [`KeptResource::comparing`],
@@ -35,7 +36,7 @@ pub struct KeptResource {
     key: ResourceKey,
     api_version: String,
     provenance: Provenance,
-    /// The object's compact JSON, LZ4 block with its length first; `None` once let go.
+    /// The object's bytes (`value_bytes`), LZ4 block with its length first; `None` once let go.
     packed: Option<Box<[u8]>>,
     /// The digest reported ([`KeptResource::new`]), or the fingerprint ([`KeptResource::comparing`]).
     identity: Identity,
@@ -46,7 +47,7 @@ pub struct KeptResource {
 }
 
 /// What a kept object says it is: the digest a report carries, or (for comparing only) a
-/// fingerprint of its compact JSON.
+/// fingerprint of its bytes.
 #[derive(Debug, Clone, PartialEq)]
 enum Identity {
     Digest(String),
@@ -54,14 +55,14 @@ enum Identity {
 }
 
 impl Identity {
-    /// The identity of `r`, whose compact JSON is `json`: its SOPS digest when it was opened from
-    /// SOPS (that of its encrypted document, whichever way it is kept).
-    fn of(r: &Resource, json: &[u8], digest: bool) -> Self {
-        match &r.provenance.sops_digest {
-            Some(d) => Identity::Digest(d.clone()),
-            // `object_digest` of the same compact JSON text, without writing it twice.
-            None if digest => Identity::Digest(drift_model::resource::digest_of_json(json)),
-            None => Identity::Fingerprint(fingerprint(json)),
+    /// The identity of `r`, whose bytes' fingerprint is `fingerprint` (when one was made): its
+    /// SOPS digest when it was opened from SOPS (that of its encrypted document, whichever way it
+    /// is kept).
+    fn of(r: &Resource, fingerprint: Option<u64>) -> Self {
+        match (&r.provenance.sops_digest, fingerprint) {
+            (Some(d), _) => Identity::Digest(d.clone()),
+            (None, Some(f)) => Identity::Fingerprint(f),
+            (None, None) => Identity::Digest(drift_model::object_digest(&r.object)),
         }
     }
 
@@ -80,52 +81,43 @@ impl Identity {
     }
 }
 
-/// A 64-bit fingerprint of a compact JSON text (SipHash with fixed keys: the same text gives the
+/// A 64-bit fingerprint of an object's bytes (SipHash with fixed keys: the same tree gives the
 /// same fingerprint in every run), to tell whether an object read again changed.
-fn fingerprint(json: &[u8]) -> u64 {
+fn fingerprint(bytes: &[u8]) -> u64 {
     use std::hash::Hasher;
     let mut h = std::hash::DefaultHasher::new();
-    h.write(json);
+    h.write(bytes);
     h.finish()
 }
 
-/// `with` the compact JSON text of an object, written into a buffer of the thread's that is
-/// kept from one object to the next (writing a `Value` to memory cannot fail: its keys are
-/// strings).
-fn with_compact_json<R>(r: &Resource, with: impl FnOnce(&[u8]) -> R) -> R {
+/// `with` the bytes of an object ([`crate::value_bytes`]), written into a buffer of the
+/// thread's that is kept from one object to the next.
+fn with_bytes<R>(r: &Resource, with: impl FnOnce(&[u8]) -> R) -> R {
     thread_local! {
         static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     BUFFER.with(|b| match b.try_borrow_mut() {
-        Ok(mut json) => {
-            json.clear();
+        Ok(mut bytes) => {
+            bytes.clear();
             // (A buffer grown for one large object is not kept for the next.)
-            if json.capacity() > 1 << 20 {
-                json.shrink_to(64 << 10);
+            if bytes.capacity() > 1 << 20 {
+                bytes.shrink_to(64 << 10);
             }
-            let written = serde_json::to_writer(&mut *json, &*r.object);
-            with(if written.is_ok() { &json[..] } else { &[] })
+            crate::value_bytes::write(&r.object, &mut bytes);
+            with(&bytes)
         }
         // (Not reached: `with` does not make another object.)
-        Err(_) => with(&serde_json::to_vec(&*r.object).unwrap_or_default()),
+        Err(_) => {
+            let mut bytes = Vec::new();
+            crate::value_bytes::write(&r.object, &mut bytes);
+            with(&bytes)
+        }
     })
 }
 
-/// An LZ4 block of `json`, its length first.
-fn pack(json: &[u8]) -> Box<[u8]> {
-    lz4_flex::block::compress_prepend_size(json).into_boxed_slice()
-}
-
-/// The tree of the compact JSON `pack` kept: read by [`crate::json_tree`] (about half of what
-/// serde_json's visitors cost), serde_json for whatever it leaves (a number beyond 64 bits, a
-/// deep nesting), which gives the same tree.
-fn read_json(json: &[u8]) -> serde_json::Value {
-    std::str::from_utf8(json)
-        .ok()
-        .and_then(|text| crate::json_tree::read(text, false))
-        .map(|(value, _)| value)
-        .or_else(|| serde_json::from_slice(json).ok())
-        .unwrap_or(serde_json::Value::Null)
+/// An LZ4 block of `bytes`, its length first.
+fn pack(bytes: &[u8]) -> Box<[u8]> {
+    lz4_flex::block::compress_prepend_size(bytes).into_boxed_slice()
 }
 
 impl KeptResource {
@@ -135,7 +127,8 @@ impl KeptResource {
     }
 
     fn keep(r: &Resource, digest: bool) -> Self {
-        let (packed, identity) = with_compact_json(r, |json| (pack(json), Identity::of(r, json, digest)));
+        let (packed, fingerprint) = with_bytes(r, |bytes| (pack(bytes), (!digest).then(|| fingerprint(bytes))));
+        let identity = Identity::of(r, fingerprint);
         KeptResource {
             key: r.key.clone(),
             api_version: r.api_version.clone(),
@@ -188,13 +181,17 @@ impl KeptResource {
     /// tree only of objects it holds, [`DesiredObject::held`]).
     fn expand(&self) -> Resource {
         debug_assert!(self.packed.is_some(), "{}: the tree of an object let go of was asked for", self.key);
-        // The block and its text were written by `pack`: they read back.
-        let json =
-            self.packed.as_deref().and_then(|p| lz4_flex::block::decompress_size_prepended(p).ok()).unwrap_or_default();
+        // The block and its bytes were written by `pack` and `value_bytes`: they read back.
+        let object = self
+            .packed
+            .as_deref()
+            .and_then(|p| lz4_flex::block::decompress_size_prepended(p).ok())
+            .and_then(|bytes| crate::value_bytes::read(&bytes));
+        debug_assert!(object.is_some() || self.packed.is_none(), "{}: its kept bytes did not read back", self.key);
         Resource {
             key: self.key.clone(),
             api_version: self.api_version.clone(),
-            object: std::sync::Arc::new(read_json(&json)),
+            object: std::sync::Arc::new(object.unwrap_or(serde_json::Value::Null)),
             provenance: self.provenance.clone(),
         }
     }
@@ -244,7 +241,7 @@ impl DesiredObject for KeptResource {
         match &self.identity {
             Identity::Digest(d) => again.digest() == *d,
             Identity::Fingerprint(f) => {
-                again.provenance.sops_digest.is_none() && with_compact_json(again, |json| fingerprint(json) == *f)
+                again.provenance.sops_digest.is_none() && with_bytes(again, |bytes| fingerprint(bytes) == *f)
             }
         }
     }
@@ -262,7 +259,7 @@ impl DesiredObject for KeptResource {
     }
 
     fn restore(&mut self, again: &Resource) {
-        self.packed = Some(with_compact_json(again, pack));
+        self.packed = Some(with_bytes(again, pack));
     }
 
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]> {

@@ -4,8 +4,8 @@
 //! A desired object as a `serde_json::Value` tree costs about twelve times its YAML text (a
 //! B-tree node with room for eleven entries per mapping). A scan that holds every desired
 //! object whole for the time of a live read (`drift diff` over 10,000 real-sized Deployments:
-//! 605 MiB for the desired side alone) keeps them as `drift_manifest::KeptResource` instead: compressed JSON
-//! text with the few facts a scan needs of every object worked out once (its digest, or a
+//! 605 MiB for the desired side alone) keeps them as `drift_manifest::KeptResource` instead: the tree
+//! written as compressed bytes that read back with nothing to scan, with the few facts a scan needs of every object worked out once (its digest, or a
 //! fingerprint where the report is only printed, whether it is SOPS-encrypted, whether it carries waivers), expanded into a tree only while it is
 //! compared or checked, and dropped again. The scan functions that take a
 //! [`crate::DesiredSnapshot`] of either kind (`drift_engine::scan::compare_files_streamed`) give the

@@ -1,0 +1,217 @@
+//! A [`serde_json::Value`] written as bytes that read back into the same tree with nothing to
+//! scan: what a kept desired object holds ([`crate::KeptResource`]), LZ4-compressed.
+//!
+//! Compact JSON, which a kept object held before, must be escaped when written and scanned for
+//! quotes, escapes and numbers when read; here each value is a tag byte, then its length as a
+//! LEB128 number (a string, a list, a map) or its 8 bytes (a number), so reading is copying.
+//! Maps are written in their keys' order (a `serde_json::Map` iterates sorted, and its keys are
+//! unique), so the same tree always gives the same bytes (a fingerprint of them tells a changed
+//! object apart) and a map is rebuilt by inserting its keys from the last, each placed after one
+//! comparison. Only this crate writes and reads these bytes, in one process: they are not a
+//! format to store or to send.
+
+use serde_json::{Map, Number, Value};
+
+const NULL: u8 = 0;
+const FALSE: u8 = 1;
+const TRUE: u8 = 2;
+const UNSIGNED: u8 = 3;
+const SIGNED: u8 = 4;
+const FLOAT: u8 = 5;
+const STRING: u8 = 6;
+const ARRAY: u8 = 7;
+const OBJECT: u8 = 8;
+
+/// Appends the bytes of `v` to `out`.
+pub(crate) fn write(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Null => out.push(NULL),
+        Value::Bool(b) => out.push(if *b { TRUE } else { FALSE }),
+        Value::Number(n) => {
+            let (tag, bits) = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => (UNSIGNED, u),
+                (None, Some(i)) => (SIGNED, i as u64),
+                // (Not a `u64` nor an `i64`: an `f64`, which a `Number` always holds then.)
+                (None, None) => (FLOAT, n.as_f64().unwrap_or_default().to_bits()),
+            };
+            out.push(tag);
+            out.extend_from_slice(&bits.to_le_bytes());
+        }
+        Value::String(s) => {
+            out.push(STRING);
+            text(s, out);
+        }
+        Value::Array(items) => {
+            out.push(ARRAY);
+            length(items.len(), out);
+            for item in items {
+                write(item, out);
+            }
+        }
+        Value::Object(map) => {
+            out.push(OBJECT);
+            length(map.len(), out);
+            for (key, value) in map {
+                text(key, out);
+                write(value, out);
+            }
+        }
+    }
+}
+
+fn text(s: &str, out: &mut Vec<u8>) {
+    length(s.len(), out);
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn length(mut n: usize, out: &mut Vec<u8>) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+/// The tree `write` wrote into `bytes` (and nothing else); `None` for bytes it did not write.
+pub(crate) fn read(bytes: &[u8]) -> Option<Value> {
+    let mut reader = Reader { bytes, pos: 0, entries: Vec::new() };
+    let value = reader.value()?;
+    (reader.pos == bytes.len()).then_some(value)
+}
+
+struct Reader<'b> {
+    bytes: &'b [u8],
+    pos: usize,
+    /// The entries of the maps being read, innermost last (one stack for all of them).
+    entries: Vec<(String, Value)>,
+}
+
+impl Reader<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.bytes.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let end = self.pos.checked_add(n)?;
+        let taken = self.bytes.get(self.pos..end)?;
+        self.pos = end;
+        Some(taken)
+    }
+
+    fn length(&mut self) -> Option<usize> {
+        let mut n = 0usize;
+        for shift in (0..usize::BITS).step_by(7) {
+            let b = self.byte()?;
+            n |= usize::from(b & 0x7f).checked_shl(shift)?;
+            if b < 0x80 {
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// A count of items, each of which takes at least one byte: no larger than what is left.
+    fn count(&mut self) -> Option<usize> {
+        self.length().filter(|n| *n <= self.bytes.len() - self.pos)
+    }
+
+    fn text(&mut self) -> Option<String> {
+        let n = self.length()?;
+        std::str::from_utf8(self.take(n)?).ok().map(str::to_owned)
+    }
+
+    fn bits(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn value(&mut self) -> Option<Value> {
+        Some(match self.byte()? {
+            NULL => Value::Null,
+            FALSE => Value::Bool(false),
+            TRUE => Value::Bool(true),
+            UNSIGNED => Value::Number(Number::from(self.bits()?)),
+            SIGNED => Value::Number(Number::from(self.bits()? as i64)),
+            FLOAT => Value::Number(Number::from_f64(f64::from_bits(self.bits()?))?),
+            STRING => Value::String(self.text()?),
+            ARRAY => {
+                let n = self.count()?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(self.value()?);
+                }
+                Value::Array(items)
+            }
+            OBJECT => {
+                let n = self.count()?;
+                let mark = self.entries.len();
+                for _ in 0..n {
+                    let key = self.text()?;
+                    let value = self.value()?;
+                    self.entries.push((key, value));
+                }
+                // Written in ascending order: inserted from the last, each key is placed before
+                // the smallest so far, after one comparison (a map's search runs from its
+                // smallest key).
+                let mut map = Map::new();
+                for (key, value) in self.entries.drain(mark..).rev() {
+                    map.insert(key, value);
+                }
+                Value::Object(map)
+            }
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn bytes_of(v: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        write(v, &mut out);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// Every tree reads back as itself, and equal trees have the same bytes.
+        #[test]
+        fn a_tree_reads_back_as_itself(v in crate::json_tree::tests::value()) {
+            let bytes = bytes_of(&v);
+            prop_assert_eq!(read(&bytes), Some(v.clone()));
+            let again: Value = serde_json::from_str(&v.to_string()).unwrap();
+            prop_assert_eq!(bytes_of(&again), bytes);
+        }
+
+        /// Bytes cut short or followed by more are refused, never read as another tree.
+        #[test]
+        fn bytes_cut_or_lengthened_are_refused(v in crate::json_tree::tests::value(), at in any::<prop::sample::Index>()) {
+            let bytes = bytes_of(&v);
+            let cut = at.index(bytes.len());
+            prop_assert_eq!(read(&bytes[..cut]), None);
+            let mut longer = bytes.clone();
+            longer.push(NULL);
+            prop_assert_eq!(read(&longer), None);
+        }
+    }
+
+    #[test]
+    fn numbers_keep_their_kind_and_lengths_take_several_bytes() {
+        let v = serde_json::json!({
+            "u": u64::MAX, "i": i64::MIN, "f": 1.0, "g": -0.5, "zero": 0, "minus": -1,
+            "long": "x".repeat(300), "list": vec![1; 200],
+        });
+        let bytes = bytes_of(&v);
+        let back = read(&bytes).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(back.to_string(), v.to_string(), "1.0 stays a float, 0 an integer");
+        assert_eq!(read(&[OBJECT, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]), None);
+        assert_eq!(read(&[9]), None, "an unknown tag");
+        assert_eq!(read(&[STRING, 2, 0xc3, 0x28]), None, "text that is not UTF-8");
+    }
+}
