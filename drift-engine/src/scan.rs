@@ -152,7 +152,6 @@ struct Compared {
     /// ... and their live objects, compared at the end with the whole comparable set (and, for
     /// files, the live objects whose pairing waited for the namespace rules).
     held: HashMap<ResourceKey, Resource>,
-    /// The `resourceVersion` of each live object read that Git holds.
     /// The `resourceVersion` of each live object read that Git holds, with the place of the
     /// object in the files (files; 0 for a cluster's).
     versions: HashMap<ResourceKey, (u64, String)>,
