@@ -101,6 +101,43 @@ fn dechunk(reader: &mut impl BufRead) -> Vec<u8> {
     }
 }
 
+/// chromedriver started on a free port, with that port. A chromedriver that ends before saying
+/// its port is started again (twice at most; one did once, on a loaded machine in CI, and what it
+/// said was not kept): the failure names what each said on standard error and how it ended.
+fn driver_on_a_port(chromedriver: &Path) -> (Child, String) {
+    let mut said = Vec::new();
+    for _ in 0..3 {
+        let mut driver =
+            Command::new(chromedriver).arg("--port=0").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut out = BufReader::new(driver.stdout.take().unwrap());
+        let mut err = driver.stderr.take().unwrap();
+        let port = loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                break None;
+            }
+            if let Some(rest) = line.split("started successfully on port ").nth(1) {
+                break Some(rest.trim().trim_end_matches('.').to_owned());
+            }
+        };
+        match port {
+            Some(port) => {
+                // Keep reading (and dropping) what chromedriver prints, so that it never blocks.
+                std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+                std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+                return (driver, port);
+            }
+            None => {
+                let mut text = String::new();
+                let _ = err.read_to_string(&mut text);
+                let status = driver.wait().map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                said.push(format!("{status}: {}", text.trim()));
+            }
+        }
+    }
+    panic!("chromedriver ended before saying its port, three times: {said:?}");
+}
+
 /// chromedriver with one headless Chromium session; both end on drop.
 pub struct Browser {
     driver: Child,
@@ -115,18 +152,7 @@ impl Browser {
     /// (see [`tools`]).
     pub fn start(test: &str, width: u32, height: u32, phone: bool) -> Option<Browser> {
         let (chromium, chromedriver) = tools(test)?;
-        let mut driver =
-            Command::new(chromedriver).arg("--port=0").stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        let mut out = BufReader::new(driver.stdout.take().unwrap());
-        let port = loop {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "chromedriver ended before saying its port");
-            if let Some(rest) = line.split("started successfully on port ").nth(1) {
-                break rest.trim().trim_end_matches('.').to_owned();
-            }
-        };
-        // Keep reading (and dropping) what chromedriver prints, so that it never blocks.
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let (mut driver, port) = driver_on_a_port(&chromedriver);
         let addr = format!("127.0.0.1:{port}");
         let profile = tempfile::tempdir().unwrap();
         let mut caps = json!({"capabilities": {"alwaysMatch": {
