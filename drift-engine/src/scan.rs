@@ -758,7 +758,11 @@ fn compare_into<T: DesiredObject>(
         report.drifts.extend(candidates.into_iter().filter_map(|r| comparator.unmanaged(r)));
     }
     options.progress.compared(comparable.len() as u64);
-    report.drifts.sort_by(|a, b| (a.key(), &a.path, a.drift_type).cmp(&(b.key(), &b.path, b.drift_type)));
+    // In the order of `ResourceKey` (group, kind, namespace, name), its fields borrowed.
+    fn order(d: &Drift) -> (&str, &str, Option<&str>, &str, &str, drift_model::DriftType) {
+        (&d.api_group, &d.resource.kind, d.resource.namespace.as_deref(), &d.resource.name, &d.path, d.drift_type)
+    }
+    report.drifts.sort_by(|a, b| order(a).cmp(&order(b)));
     let now = (options.clock)();
     for r in comparable.iter().filter(|r| r.waived()) {
         crate::waiver::apply(&mut report, std::slice::from_ref(&*r.tree()), now);
