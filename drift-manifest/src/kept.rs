@@ -90,34 +90,73 @@ fn fingerprint(bytes: &[u8]) -> u64 {
     h.finish()
 }
 
-/// `with` the bytes of an object ([`crate::value_bytes`]), written into a buffer of the
-/// thread's that is kept from one object to the next.
-fn with_bytes<R>(r: &Resource, with: impl FnOnce(&[u8]) -> R) -> R {
-    thread_local! {
-        static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    BUFFER.with(|b| match b.try_borrow_mut() {
+/// `with` a buffer of the thread's that is kept from one object to the next, with the bytes the
+/// last use left in it (one grown past 1 MiB for a large object is emptied and shrunk first), or
+/// a new one when the thread's is in use.
+fn with_scratch<R>(
+    buffer: &'static std::thread::LocalKey<std::cell::RefCell<Vec<u8>>>,
+    with: impl FnOnce(&mut Vec<u8>) -> R,
+) -> R {
+    buffer.with(|b| match b.try_borrow_mut() {
         Ok(mut bytes) => {
-            bytes.clear();
-            // (A buffer grown for one large object is not kept for the next.)
             if bytes.capacity() > 1 << 20 {
+                bytes.clear();
                 bytes.shrink_to(64 << 10);
             }
-            crate::value_bytes::write(&r.object, &mut bytes);
-            with(&bytes)
+            with(&mut bytes)
         }
-        // (Not reached: `with` does not make another object.)
-        Err(_) => {
-            let mut bytes = Vec::new();
-            crate::value_bytes::write(&r.object, &mut bytes);
-            with(&bytes)
+        // (Not reached: no caller makes or expands another object within `with`.)
+        Err(_) => with(&mut Vec::new()),
+    })
+}
+
+thread_local! {
+    /// An object's bytes, as written to be kept.
+    static BYTES: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Their LZ4 block, as written before it is copied out at its size.
+    static BLOCK: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `with` the bytes of an object ([`crate::value_bytes`]).
+fn with_bytes<R>(r: &Resource, with: impl FnOnce(&[u8]) -> R) -> R {
+    with_scratch(&BYTES, |bytes| {
+        bytes.clear();
+        crate::value_bytes::write(&r.object, bytes);
+        with(bytes)
+    })
+}
+
+/// An LZ4 block of `bytes`, its length first as a little-endian `u32` (the layout of
+/// `lz4_flex::block::compress_prepend_size`, which `unpack` reads), compressed into a buffer of
+/// the thread's and copied out at its size: no block of the largest size zeroed and then shrunk
+/// for each object.
+fn pack(bytes: &[u8]) -> Box<[u8]> {
+    let Ok(len) = u32::try_from(bytes.len()) else {
+        // (Not reached: a document is bounded far below 4 GiB. The crate's own call refuses
+        // nothing either.)
+        return lz4_flex::block::compress_prepend_size(bytes).into_boxed_slice();
+    };
+    // (Resized, not cleared: only room the buffer did not have is zeroed.)
+    with_scratch(&BLOCK, |block| {
+        block.resize(4 + lz4_flex::block::get_maximum_output_size(bytes.len()), 0);
+        block[..4].copy_from_slice(&len.to_le_bytes());
+        match lz4_flex::block::compress_into(bytes, &mut block[4..]) {
+            Ok(n) => Box::from(&block[..4 + n]),
+            // (Not reached: the block has the room the crate says the worst case needs.)
+            Err(_) => lz4_flex::block::compress_prepend_size(bytes).into_boxed_slice(),
         }
     })
 }
 
-/// An LZ4 block of `bytes`, its length first.
-fn pack(bytes: &[u8]) -> Box<[u8]> {
-    lz4_flex::block::compress_prepend_size(bytes).into_boxed_slice()
+/// `with` the bytes of a block `pack` made, decompressed into a buffer of the thread's; `None`
+/// when the block does not decompress to the length written before it.
+fn unpack<R>(packed: &[u8], with: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    let (len, block) = lz4_flex::block::uncompressed_size(packed).ok()?;
+    with_scratch(&BYTES, |bytes| {
+        bytes.resize(len, 0);
+        let n = lz4_flex::block::decompress_into(block, bytes).ok()?;
+        (n == len).then(|| with(bytes))
+    })
 }
 
 impl KeptResource {
@@ -182,11 +221,7 @@ impl KeptResource {
     fn expand(&self) -> Resource {
         debug_assert!(self.packed.is_some(), "{}: the tree of an object let go of was asked for", self.key);
         // The block and its bytes were written by `pack` and `value_bytes`: they read back.
-        let object = self
-            .packed
-            .as_deref()
-            .and_then(|p| lz4_flex::block::decompress_size_prepended(p).ok())
-            .and_then(|bytes| crate::value_bytes::read(&bytes));
+        let object = self.packed.as_deref().and_then(|p| unpack(p, crate::value_bytes::read)).flatten();
         debug_assert!(object.is_some() || self.packed.is_none(), "{}: its kept bytes did not read back", self.key);
         Resource {
             key: self.key.clone(),
