@@ -17,8 +17,7 @@ use serde_json::{Map, Number, Value};
 /// Containers nested deeper than this are left to serde_json (which stops at 128).
 const MAX_NESTING: usize = 120;
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGHS: u64 = 0x8080_8080_8080_8080;
+use crate::swar::{HIGHS, ONES, chunk, zero_bytes};
 
 /// The tree of one JSON document (`text` holds it and nothing else but whitespace), with the
 /// deepest level a value sits at (the document is at 0, its members at 1); or `None`. With
@@ -67,17 +66,6 @@ struct Reader<'a> {
     entries: Vec<(String, Value)>,
     /// The items of the lists being read, innermost last.
     items: Vec<Value>,
-}
-
-/// Eight bytes from `bytes[at..]`, or `None` near the end.
-fn chunk(bytes: &[u8], at: usize) -> Option<u64> {
-    let eight: [u8; 8] = bytes.get(at..at.checked_add(8)?)?.try_into().ok()?;
-    Some(u64::from_le_bytes(eight))
-}
-
-/// The high bit of each byte of `x` that is zero, exact up to the first such byte.
-fn zero_bytes(x: u64) -> u64 {
-    x.wrapping_sub(ONES) & !x & HIGHS
 }
 
 impl Reader<'_> {

@@ -25,6 +25,7 @@ pub mod kept;
 pub mod parse;
 mod resolve;
 pub mod sops;
+mod swar;
 mod value_bytes;
 pub mod walk;
 mod yaml;

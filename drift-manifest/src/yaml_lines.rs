@@ -39,7 +39,7 @@ pub(crate) fn read(text: &str, max_depth: usize, max_nodes: usize) -> Option<Val
     if odd_text(text, odd) {
         return None;
     }
-    let lines: Vec<Line<'_>> = text.lines().map(Line::of).collect();
+    let lines = lines_of(text);
     // The reader bounds the comments it buffers while it looks ahead (32): a long run of them
     // is its to judge.
     let mut run = 0;
@@ -81,10 +81,28 @@ struct Line<'a> {
     raw: &'a str,
 }
 
+/// The lines of a text, as [`str::lines`] gives them to a text without carriage returns (the
+/// reader leaves those to the parser): split at each `\n`, none after a last `\n`.
+fn lines_of(text: &str) -> Vec<Line<'_>> {
+    let bytes = text.as_bytes();
+    // About 28 bytes a line in real manifests: room for most documents at once.
+    let mut lines = Vec::with_capacity(bytes.len() / 24 + 4);
+    let mut start = 0;
+    while start < bytes.len() {
+        let end = crate::swar::find_byte(bytes, start, b'\n');
+        lines.push(Line::of(&text[start..end]));
+        start = end + 1;
+    }
+    lines
+}
+
 impl<'a> Line<'a> {
     fn of(raw: &'a str) -> Self {
-        let body = raw.trim_start_matches(' ');
-        Line { indent: raw.len() - body.len(), body: body.trim_end_matches(' '), raw }
+        // Spaces are ASCII: the body starts and ends on character boundaries.
+        let bytes = raw.as_bytes();
+        let indent = bytes.iter().position(|&b| b != b' ').unwrap_or(bytes.len());
+        let end = bytes.iter().rposition(|&b| b != b' ').map_or(indent, |i| i + 1);
+        Line { indent, body: &raw[indent..end], raw }
     }
 
     /// Blank or a comment alone.
@@ -301,33 +319,70 @@ enum Chomp {
 }
 
 /// Characters that start something other than a plain scalar (YAML's indicators).
-const INDICATORS: &[u8] = b"-?:,[]{}#&*!|>'\"%@`";
+///
+/// A `match`, not a search of a list: a library search costs more to set up than the one byte
+/// it is asked about (every key and value of a document is).
+fn is_indicator(c: u8) -> bool {
+    matches!(
+        c,
+        b'-' | b'?'
+            | b':'
+            | b','
+            | b'['
+            | b']'
+            | b'{'
+            | b'}'
+            | b'#'
+            | b'&'
+            | b'*'
+            | b'!'
+            | b'|'
+            | b'>'
+            | b'\''
+            | b'"'
+            | b'%'
+            | b'@'
+            | b'`'
+    )
+}
 
 /// `key: rest` with the key a plain or quoted string, `rest` trimmed (empty when the value is on
 /// the following lines).
 fn split_key(body: &str) -> Option<(String, &str)> {
+    // An implicit key is at most 1024 characters long: a longer one is the reader's.
+    let first_colon_within = |body: &str| body.find(':').is_some_and(|colon| colon <= 1000);
     let (key, after) = match body.as_bytes().first()? {
-        // An implicit key is at most 1024 characters long: a longer one is the reader's.
-        _ if body.find(':').is_none_or(|colon| colon > 1000) => return None,
-        b'"' => {
-            let (k, after) = double_quoted(body)?;
-            (k, after)
-        }
-        b'\'' => {
-            let (k, after) = single_quoted(body)?;
-            (k, after)
-        }
-        c if INDICATORS.contains(c) => return None,
+        b'"' if first_colon_within(body) => double_quoted(body)?,
+        b'\'' if first_colon_within(body) => single_quoted(body)?,
+        c if is_indicator(*c) => return None,
         _ => {
-            // The first `: `, or a `:` that ends the line (byte by byte: a substring search
-            // costs more to set up than these few bytes to scan).
+            // In one pass, byte by byte (a library search, or one eight bytes at a time, costs
+            // more to set up than these few bytes take to scan): the first `: ` or `:` that
+            // ends the line, if the first `:` is within the bound; a ` #` before it starts a
+            // comment, so the line is no key.
             let bytes = body.as_bytes();
-            let colon = (0..bytes.len()).find(|&i| bytes[i] == b':' && bytes.get(i + 1).is_none_or(|&b| b == b' '))?;
-            let text = body[..colon].trim_end_matches(' ');
-            if text.as_bytes().windows(2).any(|w| w == b" #") {
-                return None;
+            let mut seen_colon = false;
+            let mut colon = None;
+            for (i, &b) in bytes.iter().enumerate() {
+                match b {
+                    b':' => {
+                        if !seen_colon && i > 1000 {
+                            return None;
+                        }
+                        seen_colon = true;
+                        if bytes.get(i + 1).is_none_or(|&b| b == b' ') {
+                            colon = Some(i);
+                            break;
+                        }
+                    }
+                    b'#' if i > 0 && bytes[i - 1] == b' ' => return None,
+                    _ => {}
+                }
             }
-            match crate::yaml::plain(text)? {
+            let colon = colon?;
+            // Spaces are ASCII: the key ends on a character boundary.
+            let end = bytes[..colon].iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+            match crate::yaml::plain(&body[..end])? {
                 Value::String(k) => (k, &body[colon..]),
                 _ => return None,
             }
@@ -340,7 +395,8 @@ fn split_key(body: &str) -> Option<(String, &str)> {
     if !(rest.is_empty() || rest.starts_with(' ')) {
         return None;
     }
-    Some((key, rest.trim_start_matches(' ')))
+    let spaces = rest.bytes().position(|b| b != b' ').unwrap_or(rest.len());
+    Some((key, &rest[spaces..]))
 }
 
 /// A one-line scalar (the rest of a line), with an optional comment after it.
@@ -364,7 +420,7 @@ fn scalar(text: &str) -> Option<Value> {
         }
         // `-x` is a plain scalar; `- x` would be a sequence.
         b'-' if text.len() > 1 && text.as_bytes()[1] != b' ' => return plain_value(text),
-        c if INDICATORS.contains(c) => return None,
+        c if is_indicator(*c) => return None,
         _ => return plain_value(text),
     };
     // Nothing after it but a comment, which needs a space before its `#`.
