@@ -4,6 +4,10 @@
 //! Compact JSON, which a kept object held before, must be escaped when written and scanned for
 //! quotes, escapes and numbers when read; here each value is a tag byte, then its length as a
 //! LEB128 number (a string, a list, a map) or its 8 bytes (a number), so reading is copying.
+//! The strings (map keys and string values) are not among the tags: they stand together before
+//! them, in the order the tags use them, so that they are checked as UTF-8 once for the whole
+//! object, not once each. The layout: the strings' length (a little-endian `u32`), the
+//! strings, the tags.
 //! Maps are written in their keys' order (a `serde_json::Map` iterates sorted, and its keys are
 //! unique), so the same tree always gives the same bytes (a fingerprint of them tells a changed
 //! object apart) and a map is rebuilt by inserting its keys from the last, each placed after one
@@ -24,9 +28,40 @@ const OBJECT: u8 = 8;
 
 /// Appends the bytes of `v` to `out`.
 pub(crate) fn write(v: &Value, out: &mut Vec<u8>) {
+    thread_local! {
+        /// The tags of the object being written, kept from one object to the next.
+        static TAGS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    TAGS.with(|t| match t.try_borrow_mut() {
+        Ok(mut tags) => {
+            tags.clear();
+            if tags.capacity() > 1 << 20 {
+                tags.shrink_to(64 << 10);
+            }
+            write_parts(v, out, &mut tags);
+        }
+        // (Not reached: writing does not write another tree.)
+        Err(_) => write_parts(v, out, &mut Vec::new()),
+    });
+}
+
+/// [`write`], the tags written into `tags` first.
+fn write_parts(v: &Value, out: &mut Vec<u8>, tags: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    value(v, out, tags);
+    // (A tree whose strings are 4 GiB or more is not an object this crate reads: documents
+    // are bounded far below that. Its bytes would not read back, and expanding it would say so.)
+    let strings = u32::try_from(out.len() - start - 4).unwrap_or(u32::MAX);
+    out[start..start + 4].copy_from_slice(&strings.to_le_bytes());
+    out.extend_from_slice(tags);
+}
+
+/// The strings of `v` appended to `strings`, its tags to `tags`.
+fn value(v: &Value, strings: &mut Vec<u8>, tags: &mut Vec<u8>) {
     match v {
-        Value::Null => out.push(NULL),
-        Value::Bool(b) => out.push(if *b { TRUE } else { FALSE }),
+        Value::Null => tags.push(NULL),
+        Value::Bool(b) => tags.push(if *b { TRUE } else { FALSE }),
         Value::Number(n) => {
             let (tag, bits) = match (n.as_u64(), n.as_i64()) {
                 (Some(u), _) => (UNSIGNED, u),
@@ -34,34 +69,35 @@ pub(crate) fn write(v: &Value, out: &mut Vec<u8>) {
                 // (Not a `u64` nor an `i64`: an `f64`, which a `Number` always holds then.)
                 (None, None) => (FLOAT, n.as_f64().unwrap_or_default().to_bits()),
             };
-            out.push(tag);
-            out.extend_from_slice(&bits.to_le_bytes());
+            tags.push(tag);
+            tags.extend_from_slice(&bits.to_le_bytes());
         }
         Value::String(s) => {
-            out.push(STRING);
-            text(s, out);
+            tags.push(STRING);
+            text(s, strings, tags);
         }
         Value::Array(items) => {
-            out.push(ARRAY);
-            length(items.len(), out);
+            tags.push(ARRAY);
+            length(items.len(), tags);
             for item in items {
-                write(item, out);
+                value(item, strings, tags);
             }
         }
         Value::Object(map) => {
-            out.push(OBJECT);
-            length(map.len(), out);
-            for (key, value) in map {
-                text(key, out);
-                write(value, out);
+            tags.push(OBJECT);
+            length(map.len(), tags);
+            for (key, v) in map {
+                text(key, strings, tags);
+                value(v, strings, tags);
             }
         }
     }
 }
 
-fn text(s: &str, out: &mut Vec<u8>) {
-    length(s.len(), out);
-    out.extend_from_slice(s.as_bytes());
+/// A string: its length among the tags, its bytes among the strings.
+fn text(s: &str, strings: &mut Vec<u8>, tags: &mut Vec<u8>) {
+    length(s.len(), tags);
+    strings.extend_from_slice(s.as_bytes());
 }
 
 fn length(mut n: usize, out: &mut Vec<u8>) {
@@ -74,14 +110,21 @@ fn length(mut n: usize, out: &mut Vec<u8>) {
 
 /// The tree `write` wrote into `bytes` (and nothing else); `None` for bytes it did not write.
 pub(crate) fn read(bytes: &[u8]) -> Option<Value> {
-    let mut reader = Reader { bytes, pos: 0, entries: Vec::new() };
+    let n = usize::try_from(u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?)).ok()?;
+    let strings = std::str::from_utf8(bytes.get(4..4usize.checked_add(n)?)?).ok()?;
+    let tags = &bytes[4 + n..];
+    let mut reader = Reader { bytes: tags, pos: 0, strings, at: 0, entries: Vec::new() };
     let value = reader.value()?;
-    (reader.pos == bytes.len()).then_some(value)
+    (reader.pos == tags.len() && reader.at == strings.len()).then_some(value)
 }
 
 struct Reader<'b> {
+    /// The tags.
     bytes: &'b [u8],
     pos: usize,
+    /// The strings, and where the next one starts.
+    strings: &'b str,
+    at: usize,
     /// The entries of the maps being read, innermost last (one stack for all of them).
     entries: Vec<(String, Value)>,
 }
@@ -118,8 +161,11 @@ impl Reader<'_> {
     }
 
     fn text(&mut self) -> Option<String> {
-        let n = self.length()?;
-        std::str::from_utf8(self.take(n)?).ok().map(str::to_owned)
+        let end = self.at.checked_add(self.length()?)?;
+        // (`None` past the strings' end, or off a character's boundary.)
+        let s = self.strings.get(self.at..end)?;
+        self.at = end;
+        Some(s.to_owned())
     }
 
     fn bits(&mut self) -> Option<u64> {
