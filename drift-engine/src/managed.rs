@@ -331,14 +331,62 @@ fn flat_pairs_quoted<'j>(json: &'j str, quote: &str) -> Option<Vec<(Cow<'j, str>
     }
 }
 
-#[derive(Debug, Default)]
+/// A node of the ownership tree, in [`Nodes`]: its children are found from its first child
+/// along their `next` links (fan-out is small: a walk along them beats a hash map here).
+#[derive(Debug)]
 struct Node<'a> {
-    /// Children by FieldsV1 key; fan-out is small, a vector beats a hash map here.
-    children: Vec<(Key<'a>, Node<'a>)>,
+    /// Its FieldsV1 key under its parent (the root's is empty).
+    key: Key<'a>,
     /// Managers whose set holds this node as a leaf (the whole value).
     whole: u64,
     /// Managers with any entry at or below this node.
     any: u64,
+    /// Its first and last child and its next sibling, as indices into [`Nodes`] (`0`, the root,
+    /// is nobody's child: none).
+    first: usize,
+    last: usize,
+    next: usize,
+}
+
+/// The nodes of an ownership tree in one vector, the root first: one allocation for the tree,
+/// not one for each node's children.
+#[derive(Debug)]
+struct Nodes<'a>(Vec<Node<'a>>);
+
+impl<'a> Nodes<'a> {
+    /// A tree with its root alone, with room for about `capacity` nodes.
+    fn with_root(capacity: usize) -> Self {
+        let mut nodes = Vec::with_capacity(capacity.max(1));
+        nodes.push(Node { key: Key::Other(Cow::Borrowed("")), whole: 0, any: 0, first: 0, last: 0, next: 0 });
+        Nodes(nodes)
+    }
+
+    /// The children of the node at `at`, as indices.
+    fn children(&self, at: usize) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(Some(self.0[at].first).filter(|&c| c != 0), |&c| Some(self.0[c].next).filter(|&n| n != 0))
+    }
+
+    /// The child of the node at `at` whose key is `key` (written in any order), made when it has
+    /// none.
+    fn child(&mut self, at: usize, key: Key<'a>) -> usize {
+        if let Some(c) = self.children(at).find(|&c| self.0[c].key.same(&key)) {
+            return c;
+        }
+        let c = self.0.len();
+        self.0.push(Node { key, whole: 0, any: 0, first: 0, last: 0, next: 0 });
+        match self.0[at].last {
+            0 => self.0[at].first = c,
+            last => self.0[last].next = c,
+        }
+        self.0[at].last = c;
+        c
+    }
+}
+
+impl Default for Nodes<'_> {
+    fn default() -> Self {
+        Nodes::with_root(1)
+    }
 }
 
 /// The ownership tree of one live object, borrowing its field names from the object.
@@ -351,7 +399,7 @@ pub struct Ownership<'a> {
     owned: bool,
     /// Each manager's class, worked out when first asked ([`Ownership::class`]).
     classes: Vec<std::cell::Cell<Option<ManagerClass>>>,
-    root: Node<'a>,
+    nodes: Nodes<'a>,
 }
 
 impl<'a> Ownership<'a> {
@@ -376,7 +424,7 @@ impl<'a> Ownership<'a> {
                     let text = |k: &str| entry.get(k).and_then(Value::as_str);
                     let bit = own.add(manager, text("operation"), text("time"), text("subresource"));
                     if let Some(fields) = entry.get("fieldsV1") {
-                        insert(&mut own.root, fields, bit);
+                        insert(&mut own.nodes, 0, fields, bit);
                     }
                 }
             }
@@ -407,10 +455,13 @@ impl<'a> Ownership<'a> {
     /// or two `fieldsV1`, or a fault, has the text read again, each entry's fields after its
     /// manager is known.
     fn read_text(&mut self, text: &'a str) {
+        // About one node for every 24 bytes of the text the API server writes.
+        let capacity = text.len() / 24;
+        self.nodes = Nodes::with_root(capacity);
         if self.read_entries(text, true).is_none() {
             self.managers.clear();
             self.classes.clear();
-            self.root = Node::default();
+            self.nodes = Nodes::with_root(capacity);
             let _ = self.read_entries(text, false);
         }
     }
@@ -427,7 +478,7 @@ impl<'a> Ownership<'a> {
             let mut walked = false;
             if t.peek()? == b'{' {
                 let bit = 1u64 << self.managers.len();
-                let root = &mut self.root;
+                let nodes = &mut self.nodes;
                 t.members(|t, key| {
                     match &*key {
                         "manager" => manager = t.string_value()?,
@@ -439,7 +490,7 @@ impl<'a> Ownership<'a> {
                                 return None;
                             }
                             walked = true;
-                            insert_text(root, t, bit)?;
+                            insert_text(nodes, 0, t, bit)?;
                         }
                         "fieldsV1" => {
                             fields = Some(t.pos);
@@ -456,7 +507,7 @@ impl<'a> Ownership<'a> {
                 Some(manager) => {
                     let bit = self.add(&manager, operation.as_deref(), time.as_deref(), subresource.as_deref());
                     if let Some(at) = fields {
-                        insert_text(&mut self.root, &mut Text { pos: at, ..t }, bit)?;
+                        insert_text(&mut self.nodes, 0, &mut Text { pos: at, ..t }, bit)?;
                     }
                 }
                 None if walked => return None,
@@ -482,21 +533,22 @@ impl<'a> Ownership<'a> {
 
     /// [`Ownership::owners`] of a path given as segments (owned or borrowed).
     pub fn owners_of_segments<S: SegView>(&self, segments: &[S]) -> u64 {
-        let mut node = &self.root;
+        let nodes = &self.nodes;
+        let mut at = 0;
         let mut whole = 0u64;
         for seg in segments {
-            whole |= node.whole;
+            whole |= nodes.0[at].whole;
             let found = match (seg.field(), seg.item()) {
-                (Some(f), _) => node.children.iter().find(|(k, _)| matches!(k, Key::Field(n) if n == f)),
-                (None, Some((key, _, _))) if !key.is_empty() => node.children.iter().find(|(k, _)| k.is_item(key)),
-                _ => return whole | node.any,
+                (Some(f), _) => nodes.children(at).find(|&c| matches!(&nodes.0[c].key, Key::Field(n) if n == f)),
+                (None, Some((key, _, _))) if !key.is_empty() => nodes.children(at).find(|&c| nodes.0[c].key.is_item(key)),
+                _ => return whole | nodes.0[at].any,
             };
             match found {
-                Some((_, n)) => node = n,
+                Some(c) => at = c,
                 None => return whole,
             }
         }
-        whole | node.any
+        whole | nodes.0[at].any
     }
 
     /// The class of one of this object's managers (`manager` as [`Ownership::manager`] or
@@ -529,34 +581,25 @@ impl<'a> Ownership<'a> {
     }
 }
 
-fn insert<'a>(node: &mut Node<'a>, fields: &'a Value, bit: u64) {
-    node.any |= bit;
+/// Adds FieldsV1 given as a tree under the node at `at`, for the manager of `bit`.
+fn insert<'a>(nodes: &mut Nodes<'a>, at: usize, fields: &'a Value, bit: u64) {
+    nodes.0[at].any |= bit;
     let Value::Object(map) = fields else { return };
     let mut leaf = true;
     for (k, v) in map.iter().filter(|(k, _)| k.as_str() != ".") {
-        if leaf && node.children.is_empty() {
-            node.children.reserve_exact(map.len());
-        }
         leaf = false;
-        let key = Key::of(k);
-        let i = match node.children.iter().position(|(ck, _)| ck.same(&key)) {
-            Some(i) => i,
-            None => {
-                node.children.push((key, Node::default()));
-                node.children.len() - 1
-            }
-        };
-        insert(&mut node.children[i].1, v, bit);
+        let c = nodes.child(at, Key::of(k));
+        insert(nodes, c, v, bit);
     }
     if leaf {
-        node.whole |= bit;
+        nodes.0[at].whole |= bit;
     }
 }
 
 /// [`insert`] of FieldsV1 given as JSON text (the cursor at the value), its names borrowed from
 /// the text where they have no escapes.
-fn insert_text<'a>(node: &mut Node<'a>, t: &mut Text<'a>, bit: u64) -> Option<()> {
-    node.any |= bit;
+fn insert_text<'a>(nodes: &mut Nodes<'a>, at: usize, t: &mut Text<'a>, bit: u64) -> Option<()> {
+    nodes.0[at].any |= bit;
     if t.peek()? != b'{' {
         return t.skip();
     }
@@ -582,17 +625,11 @@ fn insert_text<'a>(node: &mut Node<'a>, t: &mut Text<'a>, bit: u64) -> Option<()
             }
         };
         leaf = false;
-        let i = match node.children.iter().position(|(ck, _)| ck.same(&key)) {
-            Some(i) => i,
-            None => {
-                node.children.push((key, Node::default()));
-                node.children.len() - 1
-            }
-        };
-        insert_text(&mut node.children[i].1, t, bit)
+        let c = nodes.child(at, key);
+        insert_text(nodes, c, t, bit)
     })?;
     if leaf {
-        node.whole |= bit;
+        nodes.0[at].whole |= bit;
     }
     Some(())
 }
@@ -876,10 +913,10 @@ mod tests {
     /// Each node of an ownership tree as (path of keys, whole, any), sorted: the tree whatever
     /// the order its children were met in.
     fn nodes(o: &Ownership<'_>) -> Vec<(String, u64, u64)> {
-        fn walk(node: &Node<'_>, at: String, out: &mut Vec<(String, u64, u64)>) {
-            out.push((at.clone(), node.whole, node.any));
-            for (k, n) in &node.children {
-                let name = match k {
+        fn walk(nodes: &Nodes<'_>, i: usize, at: String, out: &mut Vec<(String, u64, u64)>) {
+            out.push((at.clone(), nodes.0[i].whole, nodes.0[i].any));
+            for c in nodes.children(i) {
+                let name = match &nodes.0[c].key {
                     Key::Item(pairs) => {
                         let mut pairs = pairs.clone();
                         pairs.sort();
@@ -887,11 +924,11 @@ mod tests {
                     }
                     other => format!("{other:?}"),
                 };
-                walk(n, format!("{at}/{name}"), out);
+                walk(nodes, c, format!("{at}/{name}"), out);
             }
         }
         let mut out = Vec::new();
-        walk(&o.root, String::new(), &mut out);
+        walk(&o.nodes, 0, String::new(), &mut out);
         out.sort();
         out
     }
