@@ -227,6 +227,25 @@ mod tests {
         assert_eq!(read(b"arena.0.dirty_decay_ms\0"), 1_000);
     }
 
+    /// The thread caches the repository's builds compile in (`.cargo/config.toml`), unless
+    /// the environment names other options for jemalloc at run time.
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    #[test]
+    fn the_build_gives_each_thread_the_larger_caches_of_cargo_config() {
+        use tikv_jemalloc_ctl::{Access, AsName};
+        if std::env::var_os("_RJEM_MALLOC_CONF").is_some() || std::env::var_os("MALLOC_CONF").is_some() {
+            eprintln!("skipped: jemalloc's options are set from the environment");
+            return;
+        }
+        let slots: u32 = b"opt.tcache_nslots_small_max\0".name().read().unwrap_or(0);
+        let multiplier: isize = b"opt.lg_tcache_nslots_mul\0".name().read().unwrap_or(0);
+        assert_eq!(
+            (slots, multiplier),
+            (2_000, 3),
+            "built without JEMALLOC_SYS_WITH_MALLOC_CONF of .cargo/config.toml"
+        );
+    }
+
     #[test]
     fn kube_clients_per_request_errors_are_left_out_unless_asked_for() {
         let shown = |given: Option<&str>| log_filter(given).to_string();
