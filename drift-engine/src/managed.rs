@@ -540,7 +540,9 @@ impl<'a> Ownership<'a> {
             whole |= nodes.0[at].whole;
             let found = match (seg.field(), seg.item()) {
                 (Some(f), _) => nodes.children(at).find(|&c| matches!(&nodes.0[c].key, Key::Field(n) if n == f)),
-                (None, Some((key, _, _))) if !key.is_empty() => nodes.children(at).find(|&c| nodes.0[c].key.is_item(key)),
+                (None, Some((key, _, _))) if !key.is_empty() => {
+                    nodes.children(at).find(|&c| nodes.0[c].key.is_item(key))
+                }
                 _ => return whole | nodes.0[at].any,
             };
             match found {
