@@ -6,7 +6,7 @@
 //! LEB128 number (a string, a list, a map) or its 8 bytes (a number), so reading is copying.
 //! The strings (map keys and string values) are not among the tags: they stand together before
 //! them, in the order the tags use them, so that they are checked as UTF-8 once for the whole
-//! object, not once each. The layout: the strings' length (a little-endian `u32`), the
+//! object, not once each. The layout: the strings' length (a little-endian `u64`), the
 //! strings, the tags.
 //! Maps are written in their keys' order (a `serde_json::Map` iterates sorted, and its keys are
 //! unique), so the same tree always gives the same bytes (a fingerprint of them tells a changed
@@ -48,12 +48,10 @@ pub(crate) fn write(v: &Value, out: &mut Vec<u8>) {
 /// [`write`], the tags written into `tags` first.
 fn write_parts(v: &Value, out: &mut Vec<u8>, tags: &mut Vec<u8>) {
     let start = out.len();
-    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&[0; 8]);
     value(v, out, tags);
-    // (A tree whose strings are 4 GiB or more is not an object this crate reads: documents
-    // are bounded far below that. Its bytes would not read back, and expanding it would say so.)
-    let strings = u32::try_from(out.len() - start - 4).unwrap_or(u32::MAX);
-    out[start..start + 4].copy_from_slice(&strings.to_le_bytes());
+    let strings = (out.len() - start - 8) as u64;
+    out[start..start + 8].copy_from_slice(&strings.to_le_bytes());
     out.extend_from_slice(tags);
 }
 
@@ -110,9 +108,9 @@ fn length(mut n: usize, out: &mut Vec<u8>) {
 
 /// The tree `write` wrote into `bytes` (and nothing else); `None` for bytes it did not write.
 pub(crate) fn read(bytes: &[u8]) -> Option<Value> {
-    let n = usize::try_from(u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?)).ok()?;
-    let strings = std::str::from_utf8(bytes.get(4..4usize.checked_add(n)?)?).ok()?;
-    let tags = &bytes[4 + n..];
+    let n = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
+    let strings = std::str::from_utf8(bytes.get(8..8usize.checked_add(n)?)?).ok()?;
+    let tags = &bytes[8 + n..];
     let mut reader = Reader { bytes: tags, pos: 0, strings, at: 0, entries: Vec::new() };
     let value = reader.value()?;
     (reader.pos == tags.len() && reader.at == strings.len()).then_some(value)
