@@ -496,3 +496,28 @@ fn single_quoted(s: &str) -> Option<(String, &str)> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The lines and their indentation and body are what `str::lines` and trimming spaces
+        /// give, on the texts the reader reads (no carriage return).
+        #[test]
+        fn lines_are_those_of_str_lines_trimmed(
+            text in proptest::collection::vec(prop_oneof![Just(' '), Just('\n'), Just('a'), Just(':'), Just('é')], 0..60)
+                .prop_map(|c| c.into_iter().collect::<String>()),
+        ) {
+            let lines = super::lines_of(&text);
+            let expected: Vec<&str> = text.lines().collect();
+            prop_assert_eq!(lines.len(), expected.len());
+            for (line, raw) in lines.iter().zip(expected) {
+                let body = raw.trim_start_matches(' ');
+                prop_assert_eq!(line.raw, raw);
+                prop_assert_eq!(line.indent, raw.len() - body.len());
+                prop_assert_eq!(line.body, body.trim_end_matches(' '));
+            }
+        }
+    }
+}
