@@ -104,17 +104,16 @@ fn workers() -> usize {
     }
 }
 
-/// Loads every manifest under `path` ([`walk`]). A file that cannot be read as text is a
+/// Loads every manifest a [`walk`] found. A file that cannot be read as text is a
 /// warning. Each file parsed is counted into `progress`. With `sops`, SOPS-encrypted files are
 /// opened in memory ([`drift_core::sops::open_file`]); the desired side only. Each object is
 /// made a `T` by `make` on the thread that parsed it.
 pub fn load<T: Send>(
-    path: &Path,
+    walked: drift_manifest::walk::Walked,
     progress: &Progress,
     sops: Option<&dyn SopsOpener>,
     make: Make<'_, T>,
-) -> Result<Loaded<T>> {
-    let walked = walk(path)?;
+) -> Loaded<T> {
     let files = walked.files;
     // Each worker takes the next file not yet taken, so that no core idles while another has
     // files left; the parts are put back in the files' order.
@@ -143,7 +142,7 @@ pub fn load<T: Send>(
         loaded.resources.extend(part.resources);
         loaded.warnings.extend(part.warnings);
     }
-    Ok(loaded)
+    loaded
 }
 
 /// Reads the walked files of live objects as [`load`] does (each without its `status`,

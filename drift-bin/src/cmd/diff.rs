@@ -153,7 +153,9 @@ fn load_desired<T: Send>(
     cluster: Option<Arc<dyn drift_core::drift_model::lookup::ObjectLookup>>,
     make: crate::files::Make<'_, T>,
 ) -> Result<(crate::files::Loaded<T>, bool)> {
-    if holds_renderable(path) {
+    // The folder is listed once: for what it holds, then for the files to read.
+    let walked = crate::files::walk(path)?;
+    if holds_renderable(path, &walked) {
         return Ok((rendered(path, cluster, make)?, true));
     }
     let gitops = std::sync::atomic::AtomicBool::new(false);
@@ -163,21 +165,19 @@ fn load_desired<T: Send>(
         }
         make(r)
     };
-    let loaded = crate::files::load(path, progress, sops, &noting)?;
+    let loaded = crate::files::load(walked, progress, sops, &noting);
     if gitops.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok((rendered(path, cluster, make)?, true));
     }
     Ok((loaded, false))
 }
 
-/// Whether the desired folder holds a kustomization or a chart.
-fn holds_renderable(path: &std::path::Path) -> bool {
+/// Whether the desired folder holds a kustomization or a chart (a file given alone never does).
+fn holds_renderable(path: &std::path::Path, walked: &drift_manifest::walk::Walked) -> bool {
     path.is_dir()
-        && crate::files::walk(path).is_ok_and(|w| {
-            w.files.iter().any(|f| {
-                let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                matches!(name, "kustomization.yaml" | "kustomization.yml" | "Kustomization" | "Chart.yaml")
-            })
+        && walked.files.iter().any(|f| {
+            let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            matches!(name, "kustomization.yaml" | "kustomization.yml" | "Kustomization" | "Chart.yaml")
         })
 }
 
