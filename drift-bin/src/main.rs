@@ -227,22 +227,40 @@ mod tests {
         assert_eq!(read(b"arena.0.dirty_decay_ms\0"), 1_000);
     }
 
-    /// The thread caches the repository's builds compile in (`.cargo/config.toml`), unless
-    /// the environment names other options for jemalloc at run time.
+    /// The thread caches the repository's builds compile in: the options `.cargo/config.toml`
+    /// names are the ones the built binary's jemalloc has. Skipped when the crate is built
+    /// outside the clone (from its package, where that file is not), or when the environment
+    /// names other options for jemalloc at run time.
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     #[test]
-    fn the_build_gives_each_thread_the_larger_caches_of_cargo_config() {
+    fn the_build_gives_each_thread_the_caches_cargo_config_names() {
         use tikv_jemalloc_ctl::{Access, AsName};
         if std::env::var_os("_RJEM_MALLOC_CONF").is_some() || std::env::var_os("MALLOC_CONF").is_some() {
             eprintln!("skipped: jemalloc's options are set from the environment");
             return;
         }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.cargo/config.toml");
+        let Ok(config) = std::fs::read_to_string(&path) else {
+            eprintln!("skipped: built outside the repository ({} is not there)", path.display());
+            return;
+        };
+        // `JEMALLOC_SYS_WITH_MALLOC_CONF = "name:value,name:value"`.
+        let options = config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("JEMALLOC_SYS_WITH_MALLOC_CONF"))
+            .and_then(|rest| rest.split('"').nth(1))
+            .unwrap_or_else(|| panic!("{} names no JEMALLOC_SYS_WITH_MALLOC_CONF", path.display()));
+        let named = |name: &str| -> i64 {
+            let value = options.split(',').find_map(|o| o.strip_prefix(name)?.strip_prefix(':'));
+            value.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{options:?} names no number for {name}"))
+        };
         let slots: u32 = b"opt.tcache_nslots_small_max\0".name().read().unwrap_or(0);
         let multiplier: isize = b"opt.lg_tcache_nslots_mul\0".name().read().unwrap_or(0);
         assert_eq!(
-            (slots, multiplier),
-            (2_000, 3),
-            "built without JEMALLOC_SYS_WITH_MALLOC_CONF of .cargo/config.toml"
+            (i64::from(slots), multiplier as i64),
+            (named("tcache_nslots_small_max"), named("lg_tcache_nslots_mul")),
+            "the binary's jemalloc does not have the options of {}",
+            path.display()
         );
     }
 
