@@ -98,28 +98,55 @@ struct Walker<'a, 'k> {
     out: Vec<RawDiff>,
 }
 
-type ItemKey = (Vec<(String, String)>, Vec<bool>);
-
-fn item_key(rule: &MergeKeyRule, item: &Value) -> Option<ItemKey> {
-    let mut key = Vec::with_capacity(rule.keys.len());
-    let mut hidden = Vec::with_capacity(rule.keys.len());
-    for field in &rule.keys {
-        let default = rule.defaults.iter().find(|(k, _)| k == field).map(|(_, v)| v.as_str());
-        let text = match item.get(field).filter(|v| !v.is_null()) {
-            Some(v) => scalar_text(v)?,
-            None => default?.to_owned(),
-        };
-        hidden.push(default == Some(text.as_str()));
-        key.push((field.clone(), text));
-    }
-    Some((key, hidden))
+/// The merge keys of a list's items, borrowed from the items where they are strings: for item
+/// `i`, the text of each key field in the rule's order (`texts[i * width..][..width]`) and
+/// whether it is the field's default filled in (`hidden`, the same places). Only the keys of
+/// the items a path names are copied out ([`Keys::owned`]): pairing compares them as they are.
+struct Keys<'a> {
+    rule: &'a MergeKeyRule,
+    texts: Vec<std::borrow::Cow<'a, str>>,
+    hidden: Vec<bool>,
 }
 
-fn keys_of(rule: &MergeKeyRule, items: &[Value]) -> Option<Vec<ItemKey>> {
-    let keys: Vec<ItemKey> = items.iter().map(|i| item_key(rule, i)).collect::<Option<_>>()?;
-    // Lists are short: a quadratic duplicate check allocates nothing.
-    let unique = keys.iter().enumerate().all(|(i, k)| keys[..i].iter().all(|o| o.0 != k.0));
-    unique.then_some(keys)
+impl<'a> Keys<'a> {
+    /// The keys of `items`, or `None` when an item lacks one or two items share one.
+    fn of(rule: &'a MergeKeyRule, items: &'a [Value]) -> Option<Self> {
+        use std::borrow::Cow;
+        let width = rule.keys.len();
+        let mut texts = Vec::with_capacity(items.len() * width);
+        let mut hidden = Vec::with_capacity(items.len() * width);
+        for item in items {
+            for field in &rule.keys {
+                let default = rule.defaults.iter().find(|(k, _)| k == field).map(|(_, v)| v.as_str());
+                let text = match item.get(field).filter(|v| !v.is_null()) {
+                    Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+                    Some(v) => Cow::Owned(scalar_text(v)?),
+                    None => Cow::Borrowed(default?),
+                };
+                hidden.push(default == Some(&*text));
+                texts.push(text);
+            }
+        }
+        let keys = Keys { rule, texts, hidden };
+        // Lists are short: a quadratic duplicate check allocates nothing.
+        let unique = (0..items.len()).all(|i| (0..i).all(|o| keys.key(o) != keys.key(i)));
+        unique.then_some(keys)
+    }
+
+    fn width(&self) -> usize {
+        self.rule.keys.len()
+    }
+
+    /// The texts of item `i`'s key fields.
+    fn key(&self, i: usize) -> &[std::borrow::Cow<'a, str>] {
+        &self.texts[i * self.width()..][..self.width()]
+    }
+
+    /// Item `i`'s key as a path names it: `(field, text)` pairs and their `hidden` flags.
+    fn owned(&self, i: usize) -> (Vec<(String, String)>, Vec<bool>) {
+        let key = self.rule.keys.iter().zip(self.key(i)).map(|(f, t)| (f.clone(), t.clone().into_owned())).collect();
+        (key, self.hidden[i * self.width()..][..self.width()].to_vec())
+    }
 }
 
 impl<'a> Walker<'a, '_> {
@@ -294,11 +321,12 @@ impl<'a> Walker<'a, '_> {
     fn list(&mut self, da: &'a [Value], la: &'a [Value], l: &'a Value) {
         let rule = self.merge_keys.lookup(self.kind, &self.schema);
         if let Some(rule) = rule
-            && let (Some(dk), Some(lk)) = (keys_of(rule, da), keys_of(rule, la))
+            && let (Some(dk), Some(lk)) = (Keys::of(rule, da), Keys::of(rule, la))
         {
             // Lists are short: pairing by linear search allocates nothing and hashes nothing.
-            let in_live: Vec<Option<usize>> = dk.iter().map(|d| lk.iter().position(|l| l.0 == d.0)).collect();
-            let in_desired: Vec<bool> = lk.iter().map(|l| dk.iter().any(|d| d.0 == l.0)).collect();
+            let in_live: Vec<Option<usize>> =
+                (0..da.len()).map(|i| (0..la.len()).find(|&j| lk.key(j) == dk.key(i))).collect();
+            let in_desired: Vec<bool> = (0..la.len()).map(|j| (0..da.len()).any(|i| dk.key(i) == lk.key(j))).collect();
             let mut matched = vec![false; la.len()];
             // Items whose key changed (a Service port renumbered) are paired by `name` when
             // the key does not include it, so the change shows as one field, not as an item
@@ -312,8 +340,9 @@ impl<'a> Walker<'a, '_> {
                 let j = la.iter().position(|l| by_name(l) == Some(name))?;
                 (!matched[j] && !in_desired[j]).then_some(j)
             };
-            for (i, (item, (key, hidden))) in da.iter().zip(dk).enumerate() {
+            for (i, item) in da.iter().enumerate() {
                 let found = in_live[i].or_else(|| renamed(i, &matched));
+                let (key, hidden) = dk.owned(i);
                 let s = self.push_item(key, hidden, i);
                 match found {
                     Some(j) => {
@@ -324,8 +353,9 @@ impl<'a> Walker<'a, '_> {
                 }
                 self.pop(s);
             }
-            for (j, (item, (key, hidden))) in la.iter().zip(lk).enumerate() {
+            for (j, item) in la.iter().enumerate() {
                 if !matched[j] {
+                    let (key, hidden) = lk.owned(j);
                     let s = self.push_item(key, hidden, j);
                     self.report(None, Some(item), true);
                     self.pop(s);
