@@ -56,13 +56,13 @@ fn load_files<T>(
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
-        match std::fs::read_to_string(file) {
-            Ok(text) => {
-                let parsed = parse_file(&text, &shown, side, sops);
-                loaded.resources.extend(parsed.resources.into_iter().map(make));
-                loaded.warnings.extend(parsed.warnings);
-                progress.files_read(1);
-            }
+        let read = with_text(file, |text| {
+            let parsed = parse_file(text, &shown, side, sops);
+            loaded.resources.extend(parsed.resources.into_iter().map(make));
+            loaded.warnings.extend(parsed.warnings);
+        });
+        match read {
+            Ok(()) => progress.files_read(1),
             Err(e) => loaded.warnings.push(
                 SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}"))
                     .at(shown, None, None),
@@ -70,6 +70,52 @@ fn load_files<T>(
         }
     }
     loaded
+}
+
+thread_local! {
+    /// The buffer of [`with_text`].
+    static BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Calls `f` with the text of `file`, read into a buffer the thread keeps from file to file:
+/// thousands of files cost neither an allocation each (most are larger than the allocator's
+/// small sizes) nor the size query `std::fs::read_to_string` makes first, and a file that fits
+/// the buffer is read by one call (and one more that finds its end). Errors as
+/// `std::fs::read_to_string` gives them.
+fn with_text(file: &Path, f: impl FnOnce(&str)) -> std::io::Result<()> {
+    use std::io::Read;
+    /// A buffer grown past this by a large file is let go of after it.
+    const KEPT: usize = 1 << 20;
+    BUFFER.with(|cell| {
+        // (Taken out of the cell while in use: a reader that reads files again, as `reload`
+        // does, gets a buffer of its own.) Its bytes stay written from file to file, so that
+        // it is zeroed only where it grows; `len` counts this file's.
+        let mut buf = cell.take();
+        let result = (|| {
+            let mut file = std::fs::File::open(file)?;
+            let mut len = 0;
+            loop {
+                if len == buf.len() {
+                    buf.resize((buf.len() * 2).max(64 << 10), 0);
+                }
+                match file.read(&mut buf[len..]) {
+                    Ok(0) => break,
+                    Ok(n) => len += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            let text = std::str::from_utf8(&buf[..len]).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8")
+            })?;
+            f(text);
+            Ok(())
+        })();
+        if buf.len() <= KEPT {
+            cell.replace(buf);
+        }
+        result
+    })
 }
 
 /// The desired objects read again from the file and document a provenance names (what [`load`]
@@ -185,4 +231,46 @@ pub fn stream(
     let mut warnings = walked.warnings;
     warnings.extend(by_file.into_iter().flat_map(|(_, w)| w));
     warnings
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// What `with_text` gives `f`, or its error's text.
+    fn read(file: &Path) -> Result<String, String> {
+        let mut seen = None;
+        with_text(file, |text| seen = Some(text.to_owned())).map_err(|e| e.to_string())?;
+        Ok(seen.unwrap())
+    }
+
+    #[test]
+    fn files_read_through_the_kept_buffer_read_as_read_to_string_reads_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let large = "x".repeat(3 << 20);
+        let cases: [(&str, &[u8]); 6] = [
+            ("a.yaml", b"kind: ConfigMap\n"),
+            ("empty.yaml", b""),
+            ("large.yaml", large.as_bytes()),
+            // Shorter than the large one before it: nothing of that one may show.
+            ("short.yaml", b"a: 1"),
+            ("bad.yaml", b"a: \xff\xfe\n"),
+            ("after-bad.json", b"{}"),
+        ];
+        for (name, bytes) in cases {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            let expected = std::fs::read_to_string(&path).map_err(|e| e.to_string());
+            assert_eq!(read(&path), expected, "{name}");
+        }
+        let missing = dir.path().join("missing.yaml");
+        assert_eq!(read(&missing), std::fs::read_to_string(&missing).map_err(|e| e.to_string()));
+        assert_eq!(read(dir.path()), std::fs::read_to_string(dir.path()).map_err(|e| e.to_string()));
+        // A buffer grown by a large file is let go of; one of an ordinary file is kept.
+        read(&dir.path().join("large.yaml")).unwrap();
+        assert_eq!(BUFFER.with(|c| c.borrow().len()), 0);
+        read(&dir.path().join("a.yaml")).unwrap();
+        assert!(BUFFER.with(|c| c.borrow().len()) > 0);
+    }
 }
