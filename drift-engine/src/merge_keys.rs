@@ -67,11 +67,14 @@ pub fn builtin() -> Vec<MergeKeyRule> {
 #[derive(Debug, Clone)]
 pub struct MergeKeys {
     rules: Vec<MergeKeyRule>,
+    /// Each rule's index by the last field of its path (`ports` for `containers[].ports`), in
+    /// that order: a list's rules are all under the last field of its schema path.
+    by_last: Vec<(String, usize)>,
 }
 
 impl Default for MergeKeys {
     fn default() -> Self {
-        MergeKeys { rules: builtin() }
+        MergeKeys::of(builtin())
     }
 }
 
@@ -82,7 +85,14 @@ impl MergeKeys {
         // `max_by_key` keeps the last of equal maxima: extra rules go last to win ties.
         let mut rules = builtin();
         rules.extend(extra.iter().cloned());
-        MergeKeys { rules }
+        MergeKeys::of(rules)
+    }
+
+    fn of(rules: Vec<MergeKeyRule>) -> Self {
+        let mut by_last: Vec<(String, usize)> =
+            rules.iter().enumerate().map(|(i, r)| (last_field(&r.path).to_owned(), i)).collect();
+        by_last.sort();
+        MergeKeys { rules, by_last }
     }
 
     /// The rule of a list at `schema_path` (fields joined by `.`, list items as `[]`) in an
@@ -96,7 +106,36 @@ impl MergeKeys {
     /// assert_eq!(mk.lookup("Service", "spec.ports").unwrap().keys, ["port", "protocol"]);
     /// ```
     pub fn lookup(&self, kind: &str, schema_path: &str) -> Option<&MergeKeyRule> {
-        self.rules
+        let last = last_field(schema_path);
+        let from = self.by_last.partition_point(|(l, _)| l.as_str() < last);
+        // (In the rules' order: of two rules as long, the later wins, as documented.)
+        self.by_last[from..]
+            .iter()
+            .take_while(|(l, _)| l == last)
+            .map(|(_, i)| &self.rules[*i])
+            .filter(|r| r.kind.as_deref().is_none_or(|k| k == kind))
+            .filter(|r| {
+                schema_path == r.path
+                    || (schema_path.ends_with(&r.path)
+                        && schema_path.as_bytes()[schema_path.len() - r.path.len() - 1] == b'.')
+            })
+            .max_by_key(|r| r.path.len())
+    }
+}
+
+/// The last field of a schema path: what follows its last `.`, or the whole path.
+fn last_field(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The rule a search of every rule finds (what `lookup` answered before it had an index).
+    fn by_search<'r>(rules: &'r [MergeKeyRule], kind: &str, schema_path: &str) -> Option<&'r MergeKeyRule> {
+        rules
             .iter()
             .filter(|r| r.kind.as_deref().is_none_or(|k| k == kind))
             .filter(|r| {
@@ -105,5 +144,37 @@ impl MergeKeys {
                         && schema_path.as_bytes()[schema_path.len() - r.path.len() - 1] == b'.')
             })
             .max_by_key(|r| r.path.len())
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        let field = prop::sample::select(
+            &["spec", "template", "containers", "containers[]", "ports", "env", "webhooks", "xports", "a.b", ""][..],
+        );
+        prop::collection::vec(field, 1..5).prop_map(|f| f.join("."))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The index finds the rule a search of every rule finds, with extra rules of any path
+        /// (ties between built-in and extra rules included).
+        #[test]
+        fn the_index_finds_what_a_search_of_every_rule_finds(
+            extra in prop::collection::vec(
+                (prop::option::of(prop::sample::select(&["Service", "Widget"][..])), path(), any::<bool>()),
+                0..6,
+            ),
+            kind in prop::sample::select(&["Service", "Widget", "Deployment", "MutatingWebhookConfiguration"][..]),
+            schema in path(),
+        ) {
+            let extra: Vec<MergeKeyRule> = extra
+                .iter()
+                .map(|(k, p, two)| MergeKeyRule::new(*k, p, if *two { &["a", "b"] } else { &["x"] }, &[]))
+                .collect();
+            let mk = MergeKeys::with_extra(&extra);
+            let mut all = builtin();
+            all.extend(extra);
+            prop_assert_eq!(mk.lookup(kind, &schema), by_search(&all, kind, &schema));
+        }
     }
 }
