@@ -197,26 +197,35 @@ impl<'a> Walker<'a, '_> {
         quantity_at(name, k, self.limit_range) && reach(parent).is_some()
     }
 
-    fn push_field(&mut self, name: &'a str) -> usize {
-        let len = self.schema.len();
-        if !self.schema.is_empty() {
-            self.schema.push('.');
-        }
-        self.schema.push_str(name);
+    fn push_field(&mut self, name: &'a str) {
         self.path.push(SegRef::Field(name));
-        len
     }
 
-    fn push_item(&mut self, key: Vec<(String, String)>, hidden: Vec<bool>, index: usize) -> usize {
-        let len = self.schema.len();
-        self.schema.push_str("[]");
+    fn push_item(&mut self, key: Vec<(String, String)>, hidden: Vec<bool>, index: usize) {
         self.path.push(SegRef::Item { key, hidden, index });
-        len
     }
 
-    fn pop(&mut self, schema_len: usize) {
+    fn pop(&mut self) {
         self.path.pop();
-        self.schema.truncate(schema_len);
+    }
+
+    /// The schema path of the current path (fields joined by `.`, list items as `[]`: what
+    /// merge-key rules name), written into `schema` (asked only at lists, so not kept up to
+    /// date at each step).
+    fn schema(&mut self) -> &str {
+        self.schema.clear();
+        for seg in &self.path {
+            match seg {
+                SegRef::Field(name) => {
+                    if !self.schema.is_empty() {
+                        self.schema.push('.');
+                    }
+                    self.schema.push_str(name);
+                }
+                SegRef::Item { .. } => self.schema.push_str("[]"),
+            }
+        }
+        &self.schema
     }
 
     /// `key_fields`: the merge-key fields of the item being walked; they are its identity, so a
@@ -234,9 +243,9 @@ impl<'a> Walker<'a, '_> {
                 }
                 if let Value::Object(dm) = d {
                     for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
-                        let s = self.push_field(k);
+                        self.push_field(k);
                         self.walk(v, None, &[]);
-                        self.pop(s);
+                        self.pop();
                     }
                 } else {
                     self.report(Some(d), None, false);
@@ -252,9 +261,9 @@ impl<'a> Walker<'a, '_> {
                     if level.drops(k) {
                         continue;
                     }
-                    let s = self.push_field(k);
+                    self.push_field(k);
                     self.walk(v, lv, &[]);
-                    self.pop(s);
+                    self.pop();
                 }
                 let mut others = dm.iter().peekable();
                 for (k, lv) in lm.iter() {
@@ -263,9 +272,9 @@ impl<'a> Walker<'a, '_> {
                         continue;
                     }
                     if dv.is_none_or(Value::is_null) && !level.child(k).is_empty(lv) && !key_fields.contains(k) {
-                        let s = self.push_field(k);
+                        self.push_field(k);
                         self.extra(lv);
-                        self.pop(s);
+                        self.pop();
                     }
                 }
             }
@@ -308,9 +317,9 @@ impl<'a> Walker<'a, '_> {
             Value::Object(m) if !level.is_empty(lv) => {
                 for (k, v) in m.iter().filter(|(k, _)| !level.drops(k)) {
                     if !level.child(k).is_empty(v) {
-                        let s = self.push_field(k);
+                        self.push_field(k);
                         self.extra(v);
-                        self.pop(s);
+                        self.pop();
                     }
                 }
             }
@@ -319,7 +328,8 @@ impl<'a> Walker<'a, '_> {
     }
 
     fn list(&mut self, da: &'a [Value], la: &'a [Value], l: &'a Value) {
-        let rule = self.merge_keys.lookup(self.kind, &self.schema);
+        let merge_keys = self.merge_keys;
+        let rule = merge_keys.lookup(self.kind, self.schema());
         if let Some(rule) = rule
             && let (Some(dk), Some(lk)) = (Keys::of(rule, da), Keys::of(rule, la))
         {
@@ -343,7 +353,7 @@ impl<'a> Walker<'a, '_> {
             for (i, item) in da.iter().enumerate() {
                 let found = in_live[i].or_else(|| renamed(i, &matched));
                 let (key, hidden) = dk.owned(i);
-                let s = self.push_item(key, hidden, i);
+                self.push_item(key, hidden, i);
                 match found {
                     Some(j) => {
                         matched[j] = true;
@@ -351,14 +361,14 @@ impl<'a> Walker<'a, '_> {
                     }
                     None => self.report(Some(item), None, false),
                 }
-                self.pop(s);
+                self.pop();
             }
             for (j, item) in la.iter().enumerate() {
                 if !matched[j] {
                     let (key, hidden) = lk.owned(j);
-                    let s = self.push_item(key, hidden, j);
+                    self.push_item(key, hidden, j);
                     self.report(None, Some(item), true);
-                    self.pop(s);
+                    self.pop();
                 }
             }
             return;
@@ -369,9 +379,9 @@ impl<'a> Walker<'a, '_> {
             return;
         }
         for (i, (d, l)) in da.iter().zip(la).enumerate() {
-            let s = self.push_item(Vec::new(), Vec::new(), i);
+            self.push_item(Vec::new(), Vec::new(), i);
             self.walk(d, Some(l), &[]);
-            self.pop(s);
+            self.pop();
         }
     }
 }
