@@ -295,7 +295,8 @@ fn flat_pairs_quoted<'j>(json: &'j str, quote: &str) -> Option<Vec<(Cow<'j, str>
     // The content of a string at the start of `s` and the rest after it; none with escapes.
     let string = |s: &'j str| -> Option<(&'j str, &'j str)> {
         let body = s.strip_prefix(quote)?;
-        let end = body.find(['"', '\\'])?;
+        // (Byte by byte: a character search decodes each character, and these are short.)
+        let end = body.bytes().position(|b| b == b'"' || b == b'\\')?;
         body[end..].starts_with(quote).then(|| (&body[..end], &body[end + quote.len()..]))
     };
     let mut rest = json.strip_prefix('{')?.strip_suffix('}')?;
@@ -308,7 +309,7 @@ fn flat_pairs_quoted<'j>(json: &'j str, quote: &str) -> Option<Vec<(Cow<'j, str>
             rest = after;
             v
         } else {
-            let end = rest.find([',', '}']).unwrap_or(rest.len());
+            let end = rest.bytes().position(|b| b == b',' || b == b'}').unwrap_or(rest.len());
             let v = &rest[..end];
             let digits = v.strip_prefix('-').unwrap_or(v);
             let integer = !digits.is_empty()
