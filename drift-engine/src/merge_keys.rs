@@ -23,6 +23,15 @@ pub struct MergeKeyRule {
 }
 
 impl MergeKeyRule {
+    /// Whether the rule names the list at `schema_path` in an object of `kind`: its kind, if it
+    /// has one, and its path the schema path or a tail of it after a `.`.
+    fn applies(&self, kind: &str, schema_path: &str) -> bool {
+        self.kind.as_deref().is_none_or(|k| k == kind)
+            && (schema_path == self.path
+                || (schema_path.ends_with(&self.path)
+                    && schema_path.as_bytes()[schema_path.len() - self.path.len() - 1] == b'.'))
+    }
+
     fn new(kind: Option<&str>, path: &str, keys: &[&str], defaults: &[(&str, &str)]) -> Self {
         MergeKeyRule {
             kind: kind.map(str::to_owned),
@@ -113,12 +122,7 @@ impl MergeKeys {
             .iter()
             .take_while(|(l, _)| l == last)
             .map(|(_, i)| &self.rules[*i])
-            .filter(|r| r.kind.as_deref().is_none_or(|k| k == kind))
-            .filter(|r| {
-                schema_path == r.path
-                    || (schema_path.ends_with(&r.path)
-                        && schema_path.as_bytes()[schema_path.len() - r.path.len() - 1] == b'.')
-            })
+            .filter(|r| r.applies(kind, schema_path))
             .max_by_key(|r| r.path.len())
     }
 }
@@ -135,15 +139,7 @@ mod tests {
 
     /// The rule a search of every rule finds (what `lookup` answered before it had an index).
     fn by_search<'r>(rules: &'r [MergeKeyRule], kind: &str, schema_path: &str) -> Option<&'r MergeKeyRule> {
-        rules
-            .iter()
-            .filter(|r| r.kind.as_deref().is_none_or(|k| k == kind))
-            .filter(|r| {
-                schema_path == r.path
-                    || (schema_path.ends_with(&r.path)
-                        && schema_path.as_bytes()[schema_path.len() - r.path.len() - 1] == b'.')
-            })
-            .max_by_key(|r| r.path.len())
+        rules.iter().filter(|r| r.applies(kind, schema_path)).max_by_key(|r| r.path.len())
     }
 
     fn path() -> impl Strategy<Value = String> {
