@@ -249,12 +249,15 @@ mod tests {
     fn files_read_through_the_kept_buffer_read_as_read_to_string_reads_them() {
         let dir = tempfile::tempdir().unwrap();
         let large = "x".repeat(3 << 20);
-        let cases: [(&str, &[u8]); 6] = [
+        let medium = "y".repeat(200 << 10);
+        let cases: [(&str, &[u8]); 8] = [
             ("a.yaml", b"kind: ConfigMap\n"),
+            // Files read after a longer one in the same buffer: nothing of that one may show.
             ("empty.yaml", b""),
-            ("large.yaml", large.as_bytes()),
-            // Shorter than the large one before it: nothing of that one may show.
+            ("medium.yaml", medium.as_bytes()),
             ("short.yaml", b"a: 1"),
+            ("large.yaml", large.as_bytes()),
+            ("after-large.yaml", b"b: 2"),
             ("bad.yaml", b"a: \xff\xfe\n"),
             ("after-bad.json", b"{}"),
         ];

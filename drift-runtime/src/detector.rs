@@ -77,7 +77,70 @@ async fn stop_cluster(cluster: &str, tasks: ClusterTasks, limit: Duration) {
 
 #[cfg(test)]
 mod stop_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    /// A desired source whose first fetch waits until it is let go (`release`), after saying it
+    /// started (`entered`); later fetches answer at once.
+    #[cfg(feature = "api")]
+    #[derive(Debug)]
+    struct Held {
+        entered: Arc<tokio::sync::Notify>,
+        release: Arc<tokio::sync::Notify>,
+        first: std::sync::atomic::AtomicBool,
+    }
+
+    #[cfg(feature = "api")]
+    #[async_trait]
+    impl DesiredSource for Held {
+        fn name(&self) -> &str {
+            "held"
+        }
+        async fn fetch(&self) -> drift_core::Result<drift_core::DesiredSnapshot> {
+            if self.first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                self.entered.notify_one();
+                self.release.notified().await;
+            }
+            Ok(drift_core::DesiredSnapshot { repository: "held".into(), ..Default::default() })
+        }
+    }
+
+    /// `POST /scan?wait=true` raced a pass of one cluster that began after it checked that none
+    /// ran: that cluster's pass was refused and its report left out of the answer (a flaky
+    /// test of several clusters in CI). The waiting trigger now waits the running pass out and
+    /// runs its own after it.
+    #[cfg(feature = "api")]
+    #[tokio::test]
+    async fn a_waiting_scan_runs_its_pass_after_one_that_began_first() {
+        let (entered, release) = (Arc::new(tokio::sync::Notify::new()), Arc::new(tokio::sync::Notify::new()));
+        let held = Held { entered: entered.clone(), release: release.clone(), first: true.into() };
+        let detector = Detector::builder()
+            .desired(Arc::new(held))
+            .live(Arc::new(drift_core::memory::MemoryLiveSource::new("c", vec![])))
+            .store(Store::new(Arc::new(drift_core::memory::MemoryStore::new())))
+            .watch(false)
+            .build()
+            .unwrap();
+        let scanner = detector.scanners().next().unwrap().clone();
+        let first = tokio::spawn({
+            let scanner = scanner.clone();
+            async move { scanner.pass("first".into()).await }
+        });
+        entered.notified().await;
+        assert_eq!(scanner.running().as_deref(), Some("first"));
+        assert!(scanner.pass("refused".into()).await.is_none(), "passes never overlap");
+        let (_stop, shutdown) = watch::channel(false);
+        let waiting = tokio::spawn({
+            let scanner = scanner.clone();
+            async move { pass_after_any_running(&scanner, "second".into(), &shutdown).await }
+        });
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(!waiting.is_finished(), "it waits while the first pass runs");
+        release.notify_one();
+        assert!(first.await.unwrap().is_some());
+        let second = waiting.await.unwrap().expect("its own pass ran after the first");
+        assert_eq!(second[0].report.scan_id, "second");
+    }
 
     /// A cluster whose scheduler stops at once while its watch does not: the watch is aborted at
     /// the limit and the stop returns (a first version polled the finished scheduler's handle
@@ -1446,6 +1509,26 @@ impl Detector {
     }
 }
 
+/// A pass of `scanner` for a caller who waits for it: while another pass of the cluster runs,
+/// it is waited for (checked every 50 ms) and the pass run after it; `None` when the replica
+/// stops leading the cluster or shuts down first.
+#[cfg(feature = "api")]
+async fn pass_after_any_running(
+    scanner: &Scanner,
+    scan_id: String,
+    shutdown: &watch::Receiver<bool>,
+) -> Option<Vec<Recorded>> {
+    loop {
+        if let Some(recorded) = scanner.pass(scan_id.clone()).await {
+            return Some(recorded);
+        }
+        if !scanner.is_leading() || *shutdown.borrow() {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `POST /scan` of the API: starts a pass of the detector.
 #[cfg(feature = "api")]
 #[derive(Debug)]
@@ -1477,7 +1560,10 @@ impl ScanTrigger for Trigger {
         // A replica scans the clusters it holds (all of them without sharding).
         let leading: Vec<Arc<Scanner>> = self.scanners.iter().filter(|s| s.is_leading()).cloned().collect();
         if wait {
-            let passes = leading.iter().map(|s| s.pass(id_of(s)));
+            // A pass of a cluster that begins between the check above and this one's (a
+            // scheduled pass, a resync) is waited out and this one run after it: the answer
+            // holds a report of every cluster the replica scans.
+            let passes = leading.iter().map(|s| pass_after_any_running(s, id_of(s), &self.shutdown));
             let mut reports = Vec::new();
             let mut ran = false;
             for recorded in futures::future::join_all(passes).await.into_iter().flatten() {
