@@ -73,6 +73,7 @@ impl Reader<'_> {
         self.bytes.get(self.pos).copied()
     }
 
+    #[inline(always)]
     fn skip_whitespace(&mut self) {
         while let Some(b) = self.peek() {
             match b {
@@ -127,6 +128,7 @@ impl Reader<'_> {
     }
 
     /// After a member: whether another follows (`,`), or the container closes with `close`.
+    #[inline(always)]
     fn more(&mut self, close: u8) -> Option<bool> {
         self.skip_whitespace();
         let b = self.peek()?;
@@ -276,6 +278,7 @@ impl Reader<'_> {
     }
 
     /// A member's name and its colon, checked, up to its value.
+    #[inline(always)]
     fn skip_member_name(&mut self) -> Option<()> {
         if self.peek()? != b'"' {
             return None;
@@ -335,6 +338,7 @@ impl Reader<'_> {
 
     /// A string whose opening quote is read, checked as [`Reader::string`] reads it (its escapes
     /// too), nothing built.
+    #[inline(always)]
     fn skip_string(&mut self) -> Option<()> {
         loop {
             self.pos = self.special(self.pos);
