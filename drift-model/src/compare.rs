@@ -13,6 +13,14 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     /// Compares one desired object with its live counterpart (`None` when absent).
     fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<Drift>;
 
+    /// [`Comparator::compare`] of `desired` with a live object read as a tree
+    /// ([`crate::tree::LiveTree`]: front ends that read live objects only to compare them, as
+    /// `drift diff --live` does). The default makes the tree a [`Resource`] and calls
+    /// [`Comparator::compare`]; a comparator that walks trees overrides it, with the same drifts.
+    fn compare_tree(&self, desired: &Resource, live: &crate::tree::LiveTree<'_>) -> Vec<Drift> {
+        self.compare(desired, Some(&live.to_resource()))
+    }
+
     /// Compares one desired object that belongs to a whole desired set (for watch mode, which
     /// re-compares only what changed). The default ignores the set; implementations use it for
     /// the same relations as [`Comparator::compare_all`].

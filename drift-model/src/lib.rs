@@ -50,6 +50,7 @@ pub mod sink;
 pub mod snapshot;
 pub mod sops;
 pub mod source;
+pub mod tree;
 pub mod waiver;
 
 pub use act::{ActStore, DriftEvent, EventKind};

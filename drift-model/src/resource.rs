@@ -159,32 +159,7 @@ impl Resource {
     /// ```
     pub fn from_object(object: impl Into<Arc<Value>>) -> crate::Result<Self> {
         let object = object.into();
-        let api_version = object
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| crate::Error::invalid_input("object has no apiVersion"))?
-            .to_owned();
-        let kind = object
-            .get("kind")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| crate::Error::invalid_input("object has no kind"))?
-            .to_owned();
-        let metadata = object.get("metadata");
-        let name = metadata
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| crate::Error::invalid_input(format!("{kind} has no metadata.name")))?
-            .to_owned();
-        let namespace = metadata
-            .and_then(|m| m.get("namespace"))
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned);
-        let (group, _) = split_api_version(&api_version);
-        let key = ResourceKey { group: group.to_owned(), kind, namespace, name };
+        let (key, api_version) = identity_of(&*object)?;
         Ok(Resource { key, api_version, object, provenance: Provenance::default() })
     }
 
@@ -193,6 +168,24 @@ impl Resource {
         self.provenance = provenance;
         self
     }
+}
+
+/// The key and `apiVersion` of an object, read as [`Resource::from_object`] reads them (from a
+/// `Value` or a [`crate::tree::Tree`] alike).
+pub(crate) fn identity_of<'a>(object: impl crate::tree::JsonView<'a>) -> crate::Result<(ResourceKey, String)> {
+    let text = |v: Option<_>| v.and_then(crate::tree::JsonView::as_str).filter(|s: &&str| !s.is_empty());
+    let api_version = text(object.get("apiVersion"))
+        .ok_or_else(|| crate::Error::invalid_input("object has no apiVersion"))?
+        .to_owned();
+    let kind = text(object.get("kind")).ok_or_else(|| crate::Error::invalid_input("object has no kind"))?.to_owned();
+    let metadata = object.get("metadata");
+    let name = text(metadata.and_then(|m| m.get("name")))
+        .ok_or_else(|| crate::Error::invalid_input(format!("{kind} has no metadata.name")))?
+        .to_owned();
+    let namespace = text(metadata.and_then(|m| m.get("namespace"))).map(str::to_owned);
+    let (group, _) = split_api_version(&api_version);
+    let key = ResourceKey { group: group.to_owned(), kind, namespace, name };
+    Ok((key, api_version))
 }
 
 /// A [`Resource`] kept small: its object as compact JSON text instead of a tree. A
