@@ -16,6 +16,22 @@ fn res(v: Value) -> Resource {
     Resource::from_object(v).unwrap()
 }
 
+/// The engine's drifts of `desired` against `live`, which must be the same whichever way the
+/// live object is read: a `Resource`, a tree (`Comparator::compare_tree`, what `drift diff
+/// --live` compares), and a tree with its managedFields kept as their JSON text.
+fn compared(desired: &Resource, live: &Resource) -> Vec<drift_core::Drift> {
+    use drift_core::drift_model::tree::{LiveTree, Tree};
+    let drifts = engine().compare(desired, Some(live));
+    let as_tree = |object: &Value| LiveTree::new(Tree::from_value(object), live.provenance.clone()).unwrap();
+    assert_eq!(engine().compare_tree(desired, &as_tree(&live.object)), drifts, "the live object as a tree");
+    let mut text = Value::clone(&live.object);
+    if let Some(m) = text.pointer_mut("/metadata/managedFields") {
+        *m = Value::String(serde_json::to_string_pretty(m).unwrap());
+    }
+    assert_eq!(engine().compare_tree(desired, &as_tree(&text)), drifts, "managedFields as text");
+    drifts
+}
+
 #[derive(Debug, Clone)]
 struct Container {
     name: String,
@@ -76,7 +92,9 @@ fn as_api_server_returns(desired: &Value) -> Value {
     live["metadata"]["resourceVersion"] = json!("4242");
     live["metadata"]["generation"] = json!(3);
     live["metadata"]["creationTimestamp"] = json!("2026-11-01T10:00:00Z");
-    live["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "3"});
+    // As `kubectl apply` leaves it: the configuration it sent, in an annotation.
+    live["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "3",
+        "kubectl.kubernetes.io/last-applied-configuration": serde_json::to_string(desired).unwrap()});
     live["metadata"]["managedFields"] = json!([{"manager": "kube-controller-manager", "operation": "Update",
         "time": "2026-11-01T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:replicas": {}}}}]);
     let spec = &mut live["spec"];
@@ -129,7 +147,7 @@ proptest! {
 
     #[test]
     fn comparing_an_object_with_itself_finds_nothing(d in deployment()) {
-        prop_assert!(engine().compare(&res(d.clone()), Some(&res(d))).is_empty());
+        prop_assert!(compared(&res(d.clone()), &res(d)).is_empty());
     }
 
     #[test]
@@ -143,7 +161,7 @@ proptest! {
     #[test]
     fn api_server_defaults_and_canonical_quantities_are_not_drift(d in deployment()) {
         let live = as_api_server_returns(&d);
-        let drifts = engine().compare(&res(d), Some(&res(live)));
+        let drifts = compared(&res(d), &res(live));
         prop_assert!(drifts.is_empty(), "{:?}", drifts);
     }
 
@@ -159,7 +177,7 @@ proptest! {
                 env.rotate_left(k);
             }
         }
-        prop_assert!(engine().compare(&res(d), Some(&res(live))).is_empty());
+        prop_assert!(compared(&res(d), &res(live)).is_empty());
     }
 
     #[test]
@@ -199,12 +217,12 @@ proptest! {
                 live["spec"]["template"]["spec"]["serviceAccountName"] = json!("x");
                 live["spec"]["minReadySeconds"] = json!(n);
                 let d2 = d.clone();
-                prop_assert!(engine().compare(&res(d2), Some(&res(live.clone()))).is_empty(), "cluster-only fields");
+                prop_assert!(compared(&res(d2), &res(live.clone())).is_empty(), "cluster-only fields");
                 live["spec"]["selector"]["matchLabels"]["app"] = json!(format!("y{n}"));
                 ("spec.selector.matchLabels.app".to_owned(), DriftType::SpecDrift)
             }
         };
-        let drifts = engine().compare(&res(d), Some(&res(live)));
+        let drifts = compared(&res(d), &res(live));
         prop_assert_eq!(drifts.len(), 1, "{:?}", drifts);
         prop_assert_eq!(&drifts[0].path, &path);
         prop_assert_eq!(drifts[0].drift_type, ty);
@@ -253,7 +271,7 @@ proptest! {
         let patch = drift_core::remedy::revert_patch(&desired, &live, &paths).unwrap();
         let mut fixed = Value::clone(&live.object);
         json_patch::patch(&mut fixed, &patch).map_err(|e| TestCaseError::fail(format!("{e}: {patch:?}")))?;
-        let left = engine().compare(&desired, Some(&res(fixed)));
+        let left = compared(&desired, &res(fixed));
         prop_assert!(left.is_empty(), "{:?}\npatch: {}", left, serde_json::to_string(&patch).unwrap());
     }
 
@@ -275,7 +293,7 @@ proptest! {
             "metadata": {"name": "s", "namespace": "n", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": last_applied},
                          "managedFields": [{"manager": "kubectl-edit", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {}}}]},
             "data": lvals});
-        let drifts = engine().compare(&res(desired), Some(&res(live)));
+        let drifts = compared(&res(desired), &res(live));
         let out = serde_json::to_string(&drifts).unwrap() + &format!("{drifts:?}");
         for v in desired_vals.values().chain(live_vals.values()) {
             prop_assert!(!out.contains(v.as_str()), "value leaked");

@@ -4,7 +4,8 @@
 //! same fields only the cluster has, in the same order.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use drift_core::diff::{diff_filtered, diff_normalised};
+use drift_core::diff::{diff_filtered, diff_normalised, diff_view};
+use drift_core::drift_model::tree::Tree;
 use drift_core::merge_keys::MergeKeys;
 use drift_core::normalize::{DROPPED_ANNOTATIONS, DROPPED_METADATA, SecretHasher, normalize, view};
 use drift_core::path::{SegRef, SegView};
@@ -208,7 +209,13 @@ proptest! {
         let (vd, vl) = (view(&desired, &hasher), view(&live, &hasher));
         let walk = diff_filtered(&kind, &vd, &vl, &keys, &mut asking(&mut asked_walk));
         prop_assert_eq!(&walk, &copies, "desired {} live {}", desired, live);
-        prop_assert_eq!(asked_walk, asked_copies);
+        prop_assert_eq!(&asked_walk, &asked_copies);
+        // And the same walk of the live object read as a tree (`drift diff --live`).
+        let tree = Tree::from_value(&vl);
+        let mut asked_tree = Vec::new();
+        let on_tree = diff_view(&kind, &vd, tree.root(), &keys, &mut asking(&mut asked_tree));
+        prop_assert_eq!(&on_tree, &walk, "the live object as a tree");
+        prop_assert_eq!(asked_tree, asked_walk);
         // And the walk of normalised copies is the same whether it normalises or not.
         let again = diff_filtered(&kind, &nd, &nl, &keys, &mut |_| true);
         prop_assert_eq!(again, diff_normalised(&kind, &nd, &nl, &keys, &mut |_| true));

@@ -19,6 +19,7 @@ use crate::merge_keys::{MergeKeyRule, MergeKeys};
 use crate::normalize::{Level, canonical_quantity, quantity_at, scalar_eq};
 use drift_model::path::{Path, SegRef, scalar_text};
 pub use drift_model::path::{lookup, lookup_segments};
+use drift_model::tree::{JsonView, Shape};
 
 /// One difference found by the walk.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,10 +65,23 @@ pub fn diff_normalised(
     walk_pair(kind, desired, live, merge_keys, keep_extra, false)
 }
 
-fn walk_pair(
+/// The walk of `desired` against a live object read through [`JsonView`] (a `Value`, or a
+/// [`drift_model::tree::Tree`] that borrows its text): the differences [`diff_filtered`] finds.
+/// The live side's values are copied out only for what is recorded.
+pub fn diff_view<'a>(
     kind: &str,
     desired: &Value,
-    live: &Value,
+    live: impl JsonView<'a>,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+) -> Vec<RawDiff> {
+    walk_pair(kind, desired, live, merge_keys, keep_extra, true)
+}
+
+fn walk_pair<'w, 'a: 'w, L: JsonView<'a>>(
+    kind: &str,
+    desired: &'w Value,
+    live: L,
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
     normalising: bool,
@@ -81,46 +95,53 @@ fn walk_pair(
         path: Vec::with_capacity(16),
         schema: String::with_capacity(128),
         out: Vec::new(),
+        live: std::marker::PhantomData,
     };
     w.walk(desired, Some(live), &[]);
     w.out
 }
 
-struct Walker<'a, 'k> {
-    kind: &'a str,
+/// The walk of a desired `Value` against a live object seen as `L` (a [`JsonView`] of `'a`):
+/// the path borrows the names of both, for `'w`.
+struct Walker<'w, 'a, 'k, L> {
+    kind: &'k str,
     /// Whether the walk normalises as it goes (else the objects are normalised copies).
     normalising: bool,
     limit_range: bool,
-    merge_keys: &'a MergeKeys,
+    merge_keys: &'k MergeKeys,
     keep_extra: &'k mut dyn FnMut(&[SegRef<'_>]) -> bool,
-    path: Vec<SegRef<'a>>,
+    path: Vec<SegRef<'w>>,
     schema: String,
     out: Vec<RawDiff>,
+    live: std::marker::PhantomData<(&'a (), L)>,
 }
 
 /// The merge keys of a list's items, borrowed from the items where they are strings: for item
 /// `i`, the text of each key field in the rule's order (`texts[i * width..][..width]`) and
 /// whether it is the field's default filled in (`hidden`, the same places). Only the keys of
 /// the items a path names are copied out ([`Keys::owned`]): pairing compares them as they are.
-struct Keys<'a> {
-    rule: &'a MergeKeyRule,
-    texts: Vec<std::borrow::Cow<'a, str>>,
+struct Keys<'t> {
+    rule: &'t MergeKeyRule,
+    texts: Vec<std::borrow::Cow<'t, str>>,
     hidden: Vec<bool>,
 }
 
-impl<'a> Keys<'a> {
+impl<'t> Keys<'t> {
     /// The keys of `items`, or `None` when an item lacks one or two items share one.
-    fn of(rule: &'a MergeKeyRule, items: &'a [Value]) -> Option<Self> {
+    fn of<'a: 't, V: JsonView<'a>>(rule: &'t MergeKeyRule, items: impl ExactSizeIterator<Item = V>) -> Option<Self> {
         use std::borrow::Cow;
         let width = rule.keys.len();
-        let mut texts = Vec::with_capacity(items.len() * width);
-        let mut hidden = Vec::with_capacity(items.len() * width);
+        let count = items.len();
+        let mut texts = Vec::with_capacity(count * width);
+        let mut hidden = Vec::with_capacity(count * width);
         for item in items {
             for field in &rule.keys {
                 let default = rule.defaults.iter().find(|(k, _)| k == field).map(|(_, v)| v.as_str());
                 let text = match item.get(field).filter(|v| !v.is_null()) {
-                    Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
-                    Some(v) => Cow::Owned(scalar_text(v)?),
+                    Some(v) => match v.as_str() {
+                        Some(s) => Cow::Borrowed(s),
+                        None => Cow::Owned(scalar_text(&v.to_value())?),
+                    },
                     None => Cow::Borrowed(default?),
                 };
                 hidden.push(default == Some(&*text));
@@ -129,7 +150,7 @@ impl<'a> Keys<'a> {
         }
         let keys = Keys { rule, texts, hidden };
         // Lists are short: a quadratic duplicate check allocates nothing.
-        let unique = (0..items.len()).all(|i| (0..i).all(|o| keys.key(o) != keys.key(i)));
+        let unique = (0..count).all(|i| (0..i).all(|o| keys.key(o) != keys.key(i)));
         unique.then_some(keys)
     }
 
@@ -138,7 +159,7 @@ impl<'a> Keys<'a> {
     }
 
     /// The texts of item `i`'s key fields.
-    fn key(&self, i: usize) -> &[std::borrow::Cow<'a, str>] {
+    fn key(&self, i: usize) -> &[std::borrow::Cow<'t, str>] {
         &self.texts[i * self.width()..][..self.width()]
     }
 
@@ -149,30 +170,35 @@ impl<'a> Keys<'a> {
     }
 }
 
-impl<'a> Walker<'a, '_> {
-    fn report(&mut self, git: Option<&Value>, live: Option<&Value>, extra: bool) {
+/// The items of a list seen through [`JsonView`], in order.
+fn items<'a, V: JsonView<'a>>(list: V) -> impl ExactSizeIterator<Item = V> {
+    (0..list.len()).map(move |i| list.item(i).unwrap_or(list))
+}
+
+impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
+    fn report(&mut self, git: Option<&Value>, live: Option<L>, extra: bool) {
         if extra && !(self.keep_extra)(&self.path) {
             return;
         }
         let path = Path(self.path.iter().map(SegRef::to_seg).collect());
-        let (git, live) = (git.map(|v| self.normalized_here(v)), live.map(|v| self.normalized_here(v)));
+        let git = git.map(|v| self.normalized_here(v.clone()));
+        let live = live.map(|v| self.normalized_here(v.to_value()));
         self.out.push(RawDiff { path, git, live, extra });
     }
 
-    /// What normalisation makes of a value at the current path.
-    fn normalized_here(&self, v: &Value) -> Value {
+    /// What normalisation makes of a value (a copy) at the current path.
+    fn normalized_here(&self, v: Value) -> Value {
         if !self.normalising {
-            return v.clone();
+            return v;
         }
-        let Some(name) = reach(&self.path) else { return v.clone() };
+        let Some(name) = reach(&self.path) else { return v };
         match v {
-            Value::Array(_) if matches!(self.path.last(), Some(SegRef::Item { .. })) => v.clone(),
-            Value::Object(_) | Value::Array(_) => self.level().normalized(v, name, self.limit_range),
-            _ if self.quantity_leaf() => canonical_quantity(v).into_owned(),
-            _ => v.clone(),
+            Value::Array(_) if matches!(self.path.last(), Some(SegRef::Item { .. })) => v,
+            Value::Object(_) | Value::Array(_) => self.level().normalized_owned(v, name, self.limit_range),
+            _ if self.quantity_leaf() => canonical_quantity(&v).into_owned(),
+            _ => v,
         }
     }
-
     /// Where the mapping at the current path sits, for what normalisation drops from it.
     fn level(&self) -> Level {
         match self.path.as_slice() {
@@ -197,7 +223,7 @@ impl<'a> Walker<'a, '_> {
         quantity_at(name, k, self.limit_range) && reach(parent).is_some()
     }
 
-    fn push_field(&mut self, name: &'a str) {
+    fn push_field(&mut self, name: &'w str) {
         self.path.push(SegRef::Field(name));
     }
 
@@ -230,7 +256,7 @@ impl<'a> Walker<'a, '_> {
 
     /// `key_fields`: the merge-key fields of the item being walked; they are its identity, so a
     /// key field only the cluster spells out (`protocol: TCP`) is not an extra field.
-    fn walk(&mut self, d: &'a Value, l: Option<&'a Value>, key_fields: &[String]) {
+    fn walk(&mut self, d: &'w Value, l: Option<L>, key_fields: &[String]) {
         if d.is_null() {
             return;
         }
@@ -251,11 +277,11 @@ impl<'a> Walker<'a, '_> {
                     self.report(Some(d), None, false);
                 }
             }
-            (Value::Object(dm), Some(Value::Object(lm))) => {
+            (Value::Object(dm), Some(lm)) if lm.shape() == Shape::Object => {
                 // Both maps iterate in the order of their keys: each side's fields are paired
                 // with the other's in one pass over both, where a search for each field
                 // compares it with most keys of a map of one node (every map of an object).
-                let mut others = lm.iter().peekable();
+                let mut others = lm.fields().peekable();
                 for (k, v) in dm.iter() {
                     let lv = same_key(&mut others, k);
                     if level.drops(k) {
@@ -265,13 +291,16 @@ impl<'a> Walker<'a, '_> {
                     self.walk(v, lv, &[]);
                     self.pop();
                 }
-                let mut others = dm.iter().peekable();
-                for (k, lv) in lm.iter() {
+                let mut others = dm.iter().map(|(k, v)| (k.as_str(), v)).peekable();
+                for (k, lv) in lm.fields() {
                     let dv = same_key(&mut others, k);
                     if level.drops(k) {
                         continue;
                     }
-                    if dv.is_none_or(Value::is_null) && !level.child(k).is_empty(lv) && !key_fields.contains(k) {
+                    if dv.is_none_or(Value::is_null)
+                        && !level.child(k).is_empty(lv)
+                        && !key_fields.iter().any(|f| f == k)
+                    {
                         self.push_field(k);
                         self.extra(lv);
                         self.pop();
@@ -288,19 +317,22 @@ impl<'a> Walker<'a, '_> {
                     if !level.is_empty(l) {
                         self.report(Some(d), Some(l), false);
                     }
-                } else if let Value::Array(la) = l {
-                    self.list(da, la, l);
+                } else if l.shape() == Shape::Array {
+                    self.list(da, l);
                 } else {
                     self.report(Some(d), Some(l), false);
                 }
             }
             (_, Some(l)) => {
-                let differ = if d == l {
-                    false
-                } else if self.quantity_leaf() {
-                    !scalar_eq(&canonical_quantity(d), &canonical_quantity(l))
-                } else {
-                    !scalar_eq(d, l)
+                // Most scalars are equal as they stand; the live one is copied out to be
+                // compared otherwise.
+                let differ = !l.equals(d) && {
+                    let lv = l.to_value();
+                    if self.quantity_leaf() {
+                        !scalar_eq(&canonical_quantity(d), &canonical_quantity(&lv))
+                    } else {
+                        !scalar_eq(d, &lv)
+                    }
                 };
                 if differ {
                     self.report(Some(d), Some(l), false);
@@ -311,43 +343,42 @@ impl<'a> Walker<'a, '_> {
 
     /// A field only the cluster has: mappings are opened down to their leaves so that each
     /// added field is judged (and typed) on its own.
-    fn extra(&mut self, lv: &'a Value) {
+    fn extra(&mut self, lv: L) {
         let level = self.level();
-        match lv {
-            Value::Object(m) if !level.is_empty(lv) => {
-                for (k, v) in m.iter().filter(|(k, _)| !level.drops(k)) {
-                    if !level.child(k).is_empty(v) {
-                        self.push_field(k);
-                        self.extra(v);
-                        self.pop();
-                    }
+        if lv.shape() == Shape::Object && !level.is_empty(lv) {
+            for (k, v) in lv.fields().filter(|(k, _)| !level.drops(k)) {
+                if !level.child(k).is_empty(v) {
+                    self.push_field(k);
+                    self.extra(v);
+                    self.pop();
                 }
             }
-            _ => self.report(None, Some(lv), true),
+        } else {
+            self.report(None, Some(lv), true);
         }
     }
 
-    fn list(&mut self, da: &'a [Value], la: &'a [Value], l: &'a Value) {
+    fn list(&mut self, da: &'w [Value], l: L) {
         let merge_keys = self.merge_keys;
         let rule = merge_keys.lookup(self.kind, self.schema());
         if let Some(rule) = rule
-            && let (Some(dk), Some(lk)) = (Keys::of(rule, da), Keys::of(rule, la))
+            && let (Some(dk), Some(lk)) = (Keys::of(rule, da.iter()), Keys::of(rule, items(l)))
         {
+            let live_len = l.len();
             // Lists are short: pairing by linear search allocates nothing and hashes nothing.
             let in_live: Vec<Option<usize>> =
-                (0..da.len()).map(|i| (0..la.len()).find(|&j| lk.key(j) == dk.key(i))).collect();
-            let in_desired: Vec<bool> = (0..la.len()).map(|j| (0..da.len()).any(|i| dk.key(i) == lk.key(j))).collect();
-            let mut matched = vec![false; la.len()];
+                (0..da.len()).map(|i| (0..live_len).find(|&j| lk.key(j) == dk.key(i))).collect();
+            let in_desired: Vec<bool> = (0..live_len).map(|j| (0..da.len()).any(|i| dk.key(i) == lk.key(j))).collect();
+            let mut matched = vec![false; live_len];
             // Items whose key changed (a Service port renumbered) are paired by `name` when
             // the key does not include it, so the change shows as one field, not as an item
             // removed and another added.
-            let by_name = |item: &'a Value| item.get("name").and_then(Value::as_str);
             let renamed = |i: usize, matched: &[bool]| -> Option<usize> {
                 if rule.keys.iter().any(|k| k == "name") {
                     return None;
                 }
-                let name = by_name(&da[i])?;
-                let j = la.iter().position(|l| by_name(l) == Some(name))?;
+                let name = da[i].get("name").and_then(Value::as_str)?;
+                let j = items(l).position(|item| item.get("name").and_then(JsonView::as_str) == Some(name))?;
                 (!matched[j] && !in_desired[j]).then_some(j)
             };
             for (i, item) in da.iter().enumerate() {
@@ -357,13 +388,13 @@ impl<'a> Walker<'a, '_> {
                 match found {
                     Some(j) => {
                         matched[j] = true;
-                        self.walk(item, Some(&la[j]), &rule.keys);
+                        self.walk(item, l.item(j), &rule.keys);
                     }
                     None => self.report(Some(item), None, false),
                 }
                 self.pop();
             }
-            for (j, item) in la.iter().enumerate() {
+            for (j, item) in items(l).enumerate() {
                 if !matched[j] {
                     let (key, hidden) = lk.owned(j);
                     self.push_item(key, hidden, j);
@@ -373,12 +404,12 @@ impl<'a> Walker<'a, '_> {
             }
             return;
         }
-        if da.len() != la.len() {
+        if da.len() != l.len() {
             let d = Value::Array(da.to_vec());
             self.report(Some(&d), Some(l), false);
             return;
         }
-        for (i, (d, l)) in da.iter().zip(la).enumerate() {
+        for (i, (d, l)) in da.iter().zip(items(l)).enumerate() {
             self.push_item(Vec::new(), Vec::new(), i);
             self.walk(d, Some(l), &[]);
             self.pop();
@@ -388,9 +419,9 @@ impl<'a> Walker<'a, '_> {
 
 /// The value of `key` in a map whose entries `others` yields in key order, none of them before
 /// `key` left: the entries up to it are taken.
-fn same_key<'v>(others: &mut std::iter::Peekable<serde_json::map::Iter<'v>>, key: &str) -> Option<&'v Value> {
+fn same_key<'v, V: Copy>(others: &mut std::iter::Peekable<impl Iterator<Item = (&'v str, V)>>, key: &str) -> Option<V> {
     while let Some((k, v)) = others.peek() {
-        match k.as_str().cmp(key) {
+        match (*k).cmp(key) {
             std::cmp::Ordering::Less => {
                 others.next();
             }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::applied::Applied;
-use crate::diff::{RawDiff, diff_filtered, lookup_segments};
+use crate::diff::{RawDiff, diff_view, lookup_segments};
 use crate::ignore::{CompiledRule, IgnoreRule, ObjectIgnores};
 use crate::managed::{ManagerClass, ManagerClassifier, ManagerPolicy, Ownership};
 use crate::merge_keys::{MergeKeyRule, MergeKeys};
@@ -18,6 +18,7 @@ use crate::verdict::{SeverityTable, Verdict, Verdicts};
 use drift_model::compare::Comparator;
 use drift_model::drift::*;
 use drift_model::path::Path;
+use drift_model::tree::{JsonView, LiveTree};
 use drift_model::{Resource, ResourceKey, split_api_version};
 
 /// Configuration of the engine; every field has a default. Deserialised from the `drift`
@@ -132,13 +133,20 @@ impl Engine {
         self.compare_with(desired, live, &[])
     }
 
-    fn compare_with(&self, desired: &Resource, live: Option<&Resource>, implied: &[&str]) -> Vec<(Path, Drift)> {
+    /// The ignore rules that apply to `desired` (with the JSON pointers `implied` ignored too),
+    /// or `None` when the whole object is ignored.
+    fn ignores(&self, desired: &Resource, implied: &[&str]) -> Option<ObjectIgnores> {
         let mut ignores = ObjectIgnores::for_object(&self.ignore, &desired.key, &desired.object);
         ignores.add_rules(&desired.provenance.ignore, &desired.key);
         if ignores.whole {
-            return Vec::new();
+            return None;
         }
         ignores.pointers.extend(implied.iter().map(|p| (*p).to_owned()));
+        Some(ignores)
+    }
+
+    fn compare_with(&self, desired: &Resource, live: Option<&Resource>, implied: &[&str]) -> Vec<(Path, Drift)> {
+        let Some(ignores) = self.ignores(desired, implied) else { return Vec::new() };
         let Some(live) = live else {
             if ignores.path_ignored(&Path::root()) {
                 return Vec::new();
@@ -148,12 +156,28 @@ impl Engine {
                 self.make(desired, DriftType::MissingResource, &Path::root(), None, None, None),
             )];
         };
-        let kind = desired.key.kind.as_str();
         // Both objects as the walk sees them: borrowed, normalised as it goes (a Secret is
         // copied to fold and hash its values first).
-        let nd = view(&desired.object, &self.hasher);
         let nl = view(&live.object, &self.hasher);
-        let ownership = Ownership::of(&live.object);
+        let secret = matches!(nl, Cow::Owned(_));
+        let live_view = LiveView { key: &live.key, api_version: &live.api_version, object: &*live.object };
+        self.compare_view(desired, &ignores, live_view, &*nl, secret)
+    }
+
+    /// [`Engine::compare_with`] of an object the cluster has, read through [`JsonView`] (a
+    /// `Value`, or a tree borrowing its text): `walked` is what the walk sees of it (a Secret
+    /// normalised first, `secret`), `live` the object as read.
+    fn compare_view<'a, L: JsonView<'a>>(
+        &self,
+        desired: &Resource,
+        ignores: &ObjectIgnores,
+        live: LiveView<'_, L>,
+        walked: L,
+        secret: bool,
+    ) -> Vec<(Path, Drift)> {
+        let kind = desired.key.kind.as_str();
+        let nd = view(&desired.object, &self.hasher);
+        let ownership = Ownership::of_view(live.object);
         // The last applied configuration (client-side apply), read only when a field only the
         // cluster has needs it, and only for which fields it holds (normalising changes that
         // only for a Secret, whose `stringData` counts as `data`).
@@ -162,13 +186,13 @@ impl Engine {
             .get("metadata")
             .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(LAST_APPLIED))
-            .and_then(Value::as_str);
+            .and_then(JsonView::as_str);
         let last_applied_cell = std::cell::OnceCell::new();
         let last_applied = || {
             last_applied_cell
                 .get_or_init(|| {
                     let text = last_applied_text?;
-                    if matches!(nl, Cow::Owned(_)) {
+                    if secret {
                         let v = serde_json::from_str::<Value>(text).ok()?;
                         Some(LastApplied::Normalised(crate::normalize::normalize(&v, &self.hasher)))
                     } else {
@@ -182,7 +206,7 @@ impl Engine {
         let mut keep_extra = |segs: &[drift_model::path::SegRef<'_>]| {
             ownership.owners_of_segments(segs) != 0 || last_applied().is_some_and(|la| la.holds(segs))
         };
-        let raw = diff_filtered(kind, &nd, &nl, &self.merge_keys, &mut keep_extra);
+        let raw = diff_view(kind, &nd, walked, &self.merge_keys, &mut keep_extra);
 
         let mut out = Vec::new();
         for RawDiff { path, git, live: cluster, extra } in raw {
@@ -227,7 +251,7 @@ impl Engine {
             let drift_type = self.verdicts.drift_type(kind, &path);
             let attribution = attribution.map(|a| (a.clone(), ownership.class(a, &self.classifier)));
             let mut drift = self.make(desired, drift_type, &path, git, cluster, attribution);
-            drift.revert = crate::revert::revert_of(desired, live, &path);
+            drift.revert = crate::revert::revert_of_view(desired, live.key, live.api_version, live.object, &path);
             out.push((path, drift));
         }
         out.sort_by(|a, b| a.1.path.cmp(&b.1.path));
@@ -270,6 +294,14 @@ impl Engine {
             revert: None,
         }
     }
+}
+
+/// A live object as [`Engine::compare_view`] reads it: its name and its document.
+#[derive(Clone, Copy)]
+struct LiveView<'k, L> {
+    key: &'k ResourceKey,
+    api_version: &'k str,
+    object: L,
 }
 
 /// The last applied configuration of a live object, for which fields it holds.
@@ -319,6 +351,18 @@ fn drifts_of(found: Vec<(Path, Drift)>) -> Vec<Drift> {
 impl Comparator for Engine {
     fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {
         drifts_of(self.compare_with(desired, live, &[]))
+    }
+
+    /// The walk reads the tree as it is (no `Value` made of it), but for a Secret, whose
+    /// values are folded and hashed before the walk.
+    fn compare_tree(&self, desired: &Resource, live: &LiveTree<'_>) -> Vec<Drift> {
+        let root = live.tree.root();
+        if root.get("kind").and_then(JsonView::as_str) == Some("Secret") {
+            return self.compare(desired, Some(&live.to_resource()));
+        }
+        let Some(ignores) = self.ignores(desired, &[]) else { return Vec::new() };
+        let live_view = LiveView { key: &live.key, api_version: &live.api_version, object: root };
+        drifts_of(self.compare_view(desired, &ignores, live_view, root, false))
     }
 
     fn compare_in(&self, all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {

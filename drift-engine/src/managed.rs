@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use drift_model::drift::Attribution;
 use drift_model::path::{Path, SegView, scalar_text};
+use drift_model::tree::{JsonView, Shape};
 
 /// What kind of actor a field manager is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -410,26 +411,35 @@ impl<'a> Ownership<'a> {
     /// `drift_manifest::parse_live_manifests` keeps them, unparsed until asked); both give the same
     /// ownership.
     pub fn of(object: &'a Value) -> Self {
+        Self::of_view(object)
+    }
+
+    /// [`Ownership::of`] of an object read through [`JsonView`] (a `Value`, or a tree that
+    /// borrows its text).
+    pub fn of_view(object: impl JsonView<'a>) -> Self {
         let mut own = Ownership {
-            kind: object.get("kind").and_then(Value::as_str).unwrap_or(""),
-            owned: object
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r.get("controller").and_then(Value::as_bool) == Some(true))),
+            kind: object.get("kind").and_then(JsonView::as_str).unwrap_or(""),
+            owned: object.get("metadata").and_then(|m| m.get("ownerReferences")).is_some_and(|refs| {
+                refs.shape() == Shape::Array
+                    && (0..refs.len())
+                        .filter_map(|i| refs.item(i))
+                        .any(|r| r.get("controller").is_some_and(|c| c.shape() == Shape::Bool(true)))
+            }),
             ..Ownership::default()
         };
-        match object.get("metadata").and_then(|m| m.get("managedFields")) {
-            Some(Value::Array(entries)) => {
-                for entry in entries.iter().take(64) {
-                    let Some(manager) = entry.get("manager").and_then(Value::as_str) else { continue };
-                    let text = |k: &str| entry.get(k).and_then(Value::as_str);
+        let Some(managed) = object.get("metadata").and_then(|m| m.get("managedFields")) else { return own };
+        match managed.shape() {
+            Shape::Array => {
+                for entry in (0..managed.len().min(64)).filter_map(|i| managed.item(i)) {
+                    let Some(manager) = entry.get("manager").and_then(JsonView::as_str) else { continue };
+                    let text = |k: &str| entry.get(k).and_then(JsonView::as_str);
                     let bit = own.add(manager, text("operation"), text("time"), text("subresource"));
                     if let Some(fields) = entry.get("fieldsV1") {
                         insert(&mut own.nodes, 0, fields, bit);
                     }
                 }
             }
-            Some(Value::String(text)) => own.read_text(text),
+            Shape::String(text) => own.read_text(text),
             _ => {}
         }
         own
@@ -585,11 +595,13 @@ impl<'a> Ownership<'a> {
 }
 
 /// Adds FieldsV1 given as a tree under the node at `at`, for the manager of `bit`.
-fn insert<'a>(nodes: &mut Nodes<'a>, at: usize, fields: &'a Value, bit: u64) {
+fn insert<'a>(nodes: &mut Nodes<'a>, at: usize, fields: impl JsonView<'a>, bit: u64) {
     nodes.0[at].any |= bit;
-    let Value::Object(map) = fields else { return };
+    if fields.shape() != Shape::Object {
+        return;
+    }
     let mut leaf = true;
-    for (k, v) in map.iter().filter(|(k, _)| k.as_str() != ".") {
+    for (k, v) in fields.fields().filter(|(k, _)| *k != ".") {
         leaf = false;
         let c = nodes.child(at, Key::of(k));
         insert(nodes, c, v, bit);

@@ -23,9 +23,10 @@ use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation};
 use serde_json::{Map, Value};
 
-use drift_model::Resource;
 use drift_model::path::{Path, Seg, lookup, scalar_text};
 pub use drift_model::remedy::*;
+use drift_model::tree::{JsonView, Shape};
+use drift_model::{Resource, ResourceKey};
 
 fn is_secret(r: &Resource) -> bool {
     r.key.group.is_empty() && r.key.kind == "Secret"
@@ -54,18 +55,18 @@ pub fn revert_patch(desired: &Resource, live: &Resource, paths: &[Path]) -> Resu
     if is_secret(desired) {
         return Err(RemedyError::Secret);
     }
-    patch_ops(desired, live, paths)
+    patch_ops(desired, &*live.object, paths)
 }
 
-fn patch_ops(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<Patch, RemedyError> {
+fn patch_ops<'a, V: JsonView<'a>>(desired: &Resource, live: V, paths: &[Path]) -> Result<Patch, RemedyError> {
     let mut sets = Vec::new();
-    let mut removals: Vec<(Vec<Step<'_>>, &Value)> = Vec::new();
+    let mut removals: Vec<(Vec<Step<'_>>, V)> = Vec::new();
     for path in paths {
         let git = lookup(&desired.object, path);
-        let place = locate(&live.object, path.segments());
+        let place = locate(live, path.segments());
         match (git, place) {
             (Some(g), Located::Found(steps, l)) => {
-                if g == l {
+                if l.equals(g) {
                     continue;
                 }
                 let pointer = pointer_of(&steps);
@@ -115,20 +116,25 @@ fn patch_ops(desired: &Resource, live: &Resource, paths: &[Path]) -> Result<Patc
 ///     r#"kubectl patch deployment.v1.apps web --namespace shop --type json --field-manager drift-detector -p '[{"op":"replace","path":"/spec/replicas","value":3}]'"#);
 /// ```
 pub fn kubectl_command(target: &Resource, patch: &Patch) -> String {
-    let (group, version) = drift_model::split_api_version(&target.api_version);
+    command_for(&target.key, &target.api_version, patch)
+}
+
+/// [`kubectl_command`] for the object of `key` and `api_version`.
+fn command_for(key: &ResourceKey, api_version: &str, patch: &Patch) -> String {
+    let (group, version) = drift_model::split_api_version(api_version);
     let json = serde_json::to_string(patch).unwrap_or_else(|_| "[]".to_owned());
     // One buffer, written once: this runs for every drift the engine reports.
     let mut cmd = String::with_capacity(json.len() + 160);
     cmd.push_str("kubectl patch ");
-    cmd.extend(target.key.kind.chars().map(|c| c.to_ascii_lowercase()));
+    cmd.extend(key.kind.chars().map(|c| c.to_ascii_lowercase()));
     if !group.is_empty() {
         for part in [".", version, ".", group] {
             cmd.push_str(part);
         }
     }
     cmd.push(' ');
-    push_quoted(&mut cmd, &target.key.name);
-    if let Some(ns) = &target.key.namespace {
+    push_quoted(&mut cmd, &key.name);
+    if let Some(ns) = &key.namespace {
         cmd.push_str(" --namespace ");
         push_quoted(&mut cmd, ns);
     }
@@ -193,11 +199,25 @@ pub fn changed_outside(before: &Value, after: &Value, allowed: &[String]) -> Vec
 /// [`revert_patch`] and [`kubectl_command`] of one drift path, or `None` when no patch can be
 /// shown (a Secret, nothing to do, or a parent missing).
 pub fn revert_of(desired: &Resource, live: &Resource, path: &Path) -> Option<Revert> {
-    let patch = revert_patch(desired, live, std::slice::from_ref(path)).ok()?;
+    revert_of_view(desired, &live.key, &live.api_version, &*live.object, path)
+}
+
+/// [`revert_of`] of a live object read through [`JsonView`], named by `key` and `api_version`.
+pub(crate) fn revert_of_view<'a>(
+    desired: &Resource,
+    key: &ResourceKey,
+    api_version: &str,
+    live: impl JsonView<'a>,
+    path: &Path,
+) -> Option<Revert> {
+    if is_secret(desired) {
+        return None;
+    }
+    let patch = patch_ops(desired, live, std::slice::from_ref(path)).ok()?;
     if patch.0.is_empty() {
         return None;
     }
-    let command = kubectl_command(live, &patch);
+    let command = command_for(key, api_version, &patch);
     Some(Revert { patch, command })
 }
 
@@ -216,14 +236,14 @@ pub fn revert_plan(desired: &Resource, live: &Resource, paths: &[Path]) -> Resul
     for path in paths {
         match lookup(&desired.object, path) {
             Some(g) => {
-                if let Located::Found(_, l) = locate(&live.object, path.segments())
+                if let Located::Found(_, l) = locate(&*live.object, path.segments())
                     && g == l
                 {
                     continue;
                 }
                 set_in_body(&mut body, &desired.object, path.segments());
             }
-            None => match locate(&live.object, path.segments()) {
+            None => match locate(&*live.object, path.segments()) {
                 Located::Found(..) => removals.push(path.clone()),
                 Located::Missing { .. } => continue,
                 Located::NoParent => return Err(RemedyError::NoParent { path: path.to_string() }),
@@ -232,7 +252,7 @@ pub fn revert_plan(desired: &Resource, live: &Resource, paths: &[Path]) -> Resul
         covered.push(path.to_string());
     }
     // revert_patch refuses Secrets (its result is shown); a plan is sent, never shown.
-    let remove = patch_ops(desired, live, &removals)?;
+    let remove = patch_ops(desired, &*live.object, &removals)?;
     let apply = (!body.is_empty()).then(|| {
         let mut metadata = Map::new();
         metadata.insert("name".into(), Value::String(live.key.name.clone()));
@@ -351,9 +371,9 @@ enum Step<'p> {
     Append,
 }
 
-enum Located<'v, 'p> {
+enum Located<'p, V> {
     /// The value and the pointer to it.
-    Found(Vec<Step<'p>>, &'v Value),
+    Found(Vec<Step<'p>>, V),
     /// Absent: `found` leads to the deepest existing parent, `first_missing` is the index of
     /// the first segment that is absent.
     Missing { found: Vec<Step<'p>>, first_missing: usize },
@@ -361,29 +381,37 @@ enum Located<'v, 'p> {
     NoParent,
 }
 
-fn find_item<'v>(list: &'v Value, key: &[(String, String)], hidden: &[bool]) -> Option<(usize, &'v Value)> {
-    list.as_array()?.iter().enumerate().find(|(_, item)| {
+/// The item of `list` whose key fields read as `key` (a field absent counts where `hidden`
+/// says its default was filled in), with its index.
+fn find_item<'a, V: JsonView<'a>>(list: V, key: &[(String, String)], hidden: &[bool]) -> Option<(usize, V)> {
+    if list.shape() != Shape::Array {
+        return None;
+    }
+    (0..list.len()).filter_map(|i| Some((i, list.item(i)?))).find(|(_, item)| {
         key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
             match item.get(k).filter(|x| !x.is_null()) {
-                Some(x) => scalar_text(x).as_deref() == Some(want.as_str()),
+                Some(x) => match x.as_str() {
+                    Some(s) => s == want,
+                    None => scalar_text(&x.to_value()).as_deref() == Some(want.as_str()),
+                },
                 None => *h,
             }
         })
     })
 }
 
-fn locate<'v, 'p>(root: &'v Value, segs: &'p [Seg]) -> Located<'v, 'p> {
+fn locate<'a, 'p, V: JsonView<'a>>(root: V, segs: &'p [Seg]) -> Located<'p, V> {
     let mut v = root;
     let mut steps = Vec::with_capacity(segs.len());
     for (i, seg) in segs.iter().enumerate() {
         let next = match seg {
-            Seg::Field(f) => match v {
-                Value::Object(m) => m.get(f).filter(|x| !x.is_null()).map(|x| (Step::Field(f), x)),
+            Seg::Field(f) => match v.shape() {
+                Shape::Object => v.get(f).filter(|x| !x.is_null()).map(|x| (Step::Field(f), x)),
                 _ => return Located::NoParent,
             },
-            Seg::Item { key, hidden, index } => match v {
-                Value::Array(_) if !key.is_empty() => find_item(v, key, hidden).map(|(i, x)| (Step::Index(i), x)),
-                Value::Array(items) => items.get(*index).map(|x| (Step::Index(*index), x)),
+            Seg::Item { key, hidden, index } => match v.shape() {
+                Shape::Array if !key.is_empty() => find_item(v, key, hidden).map(|(i, x)| (Step::Index(i), x)),
+                Shape::Array => v.item(*index).map(|x| (Step::Index(*index), x)),
                 _ => return Located::NoParent,
             },
         };
@@ -406,8 +434,8 @@ fn pointer_of(steps: &[Step<'_>]) -> PointerBuf {
     }))
 }
 
-fn test(pointer: &PointerBuf, value: &Value) -> PatchOperation {
-    PatchOperation::Test(TestOperation { path: pointer.clone(), value: value.clone() })
+fn test<'a>(pointer: &PointerBuf, value: impl JsonView<'a>) -> PatchOperation {
+    PatchOperation::Test(TestOperation { path: pointer.clone(), value: value.to_value() })
 }
 
 /// Appends `s` quoted for a POSIX shell (as it is when nothing needs quoting).

@@ -14,6 +14,7 @@ pub mod secret;
 
 use std::borrow::Cow;
 
+use drift_model::tree::{JsonView, Shape};
 use serde_json::{Map, Value};
 
 pub use secret::SecretHasher;
@@ -147,11 +148,11 @@ impl Level {
     }
 
     /// Whether a value at this level is absent once normalised ([`is_empty`] of what is left).
-    pub fn is_empty(self, v: &Value) -> bool {
-        match (self, v) {
-            (Level::Other, _) => is_empty(v),
-            (_, Value::Object(m)) => m.keys().all(|k| self.drops(k)),
-            _ => is_empty(v),
+    pub fn is_empty<'a>(self, v: impl JsonView<'a>) -> bool {
+        match (self, v.shape()) {
+            (Level::Other, _) => v.is_null() || v.is_empty(),
+            (_, Shape::Object) => v.fields().all(|(k, _)| self.drops(k)),
+            _ => v.is_null() || v.is_empty(),
         }
     }
 
@@ -159,7 +160,11 @@ impl Level {
     /// it is under, or the list's field for a list item): dropped fields removed, quantities
     /// canonical; what [`normalize`] makes of that part of an object.
     pub fn normalized(self, v: &Value, name: Option<&str>, limit_range: bool) -> Value {
-        let mut v = v.clone();
+        self.normalized_owned(v.clone(), name, limit_range)
+    }
+
+    /// [`Level::normalized`] of a value given as a copy.
+    pub fn normalized_owned(self, mut v: Value, name: Option<&str>, limit_range: bool) -> Value {
         self.drop_fields(&mut v);
         match &mut v {
             Value::Object(m) => canonicalize_quantities(m, name, limit_range),
