@@ -3,8 +3,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use drift_core::manifest::{Limits, ParsedManifests, parse_live_manifests_compared, parse_manifests_with};
+use drift_core::manifest::{
+    Limits, ParsedManifests, parse_live_manifests_compared, parse_manifests_with, read_live_tree,
+};
 use drift_core::progress::Progress;
+use drift_core::scan::LiveObject;
 use drift_core::sops::SopsOpener;
 use drift_core::{Resource, SourceWarning};
 
@@ -63,13 +66,19 @@ fn load_files<T>(
         });
         match read {
             Ok(()) => progress.files_read(1),
-            Err(e) => loaded.warnings.push(
-                SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}"))
-                    .at(shown, None, None),
-            ),
+            Err(e) => loaded.warnings.push(unreadable(&shown, &e)),
         }
     }
     loaded
+}
+
+/// The warning of a file that cannot be read.
+fn unreadable(shown: &str, e: &std::io::Error) -> SourceWarning {
+    SourceWarning::error(drift_core::ErrorKind::InvalidInput, format!("cannot read: {e}")).at(
+        shown.to_owned(),
+        None,
+        None,
+    )
 }
 
 thread_local! {
@@ -196,7 +205,9 @@ pub fn load<T: Send>(
 /// the thread that parsed it (one per core), with its place in the files (the file's index in
 /// the walk, then the document's: `file << 32 | document`), so that no more than a file's
 /// objects per thread exist at once and whatever `sink` does (comparing the pair) runs on every
-/// core. Files arrive in any order. Returns the warnings in the order [`load`] gives them.
+/// core. A file that holds one object in JSON is handed over as a tree borrowing the file's text
+/// ([`read_live_tree`]: no `Value` made of it unless it is kept). Files arrive in any order.
+/// Returns the warnings in the order [`load`] gives them.
 pub fn stream(
     walked: drift_manifest::walk::Walked,
     progress: &Progress,
@@ -213,12 +224,29 @@ pub fn stream(
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(file) = files.get(i) else { break };
-                        let loaded = load_files(std::slice::from_ref(file), Side::Live, progress, None, &|r| r);
-                        for (j, r) in loaded.resources.into_iter().enumerate() {
-                            sink(((i as u64) << 32) | j as u64, r);
+                        let shown = file.display().to_string();
+                        let place = (i as u64) << 32;
+                        let mut found = Vec::new();
+                        let read = with_text(file, |text| {
+                            // One object in JSON (what `kubectl get -o json` writes) is handed
+                            // over as a tree that borrows the text; anything else, and every
+                            // error, as `parse_live_manifests_compared` reads it.
+                            if let Some(tree) = read_live_tree(text, &shown, Limits::live()) {
+                                sink(place, LiveObject::Tree(tree));
+                                return;
+                            }
+                            let parsed = parse_file(text, &shown, Side::Live, None);
+                            for (j, r) in parsed.resources.into_iter().enumerate() {
+                                sink(place | j as u64, r.into());
+                            }
+                            found = parsed.warnings;
+                        });
+                        match read {
+                            Ok(()) => progress.files_read(1),
+                            Err(e) => found.push(unreadable(&shown, &e)),
                         }
-                        if !loaded.warnings.is_empty() {
-                            warnings.push((i, loaded.warnings));
+                        if !found.is_empty() {
+                            warnings.push((i, found));
                         }
                     }
                     warnings

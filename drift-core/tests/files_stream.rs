@@ -7,7 +7,8 @@
 //! objects handed over by one thread or by three at once (the pairs compared on each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use drift_core::scan::{LiveSink, ScanOptions, compare_files, compare_files_streamed};
+use drift_core::drift_model::tree::{LiveTree, Tree};
+use drift_core::scan::{LiveObject, LiveSink, ScanOptions, compare_files, compare_files_streamed};
 use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, KeptResource, Provenance, Resource, SourceWarning};
 use proptest::prelude::*;
 use serde_json::json;
@@ -106,13 +107,14 @@ proptest! {
         let read_live = |sink: &LiveSink<'_>| {
             for &i in &order {
                 if let Some(r) = live.get(i as usize) {
-                    sink(i, r.clone());
+                    sink(i, r.clone().into());
                 }
             }
             warnings.clone()
         };
         // The same, handed over by three threads at once (the files parsed on several cores):
-        // each thread takes every third object of the order.
+        // each thread takes every third object of the order, as a tree (as `drift diff`
+        // hands over what it reads from JSON files).
         let read_threads = |sink: &LiveSink<'_>| {
             std::thread::scope(|s| {
                 for t in 0..3 {
@@ -120,7 +122,7 @@ proptest! {
                     s.spawn(move || {
                         for &i in order.iter().skip(t).step_by(3) {
                             if let Some(r) = live.get(i as usize) {
-                                sink(i, r.clone());
+                                sink(i, LiveObject::Tree(LiveTree::new(Tree::from_value(&r.object), r.provenance.clone()).unwrap()));
                             }
                         }
                     });
@@ -203,7 +205,7 @@ fn the_cases_the_law_is_about_occur() {
         desired,
         |sink: &LiveSink<'_>| {
             for (i, r) in live.iter().enumerate() {
-                sink(i as u64, r.clone());
+                sink(i as u64, r.clone().into());
             }
             Vec::new()
         },
@@ -242,7 +244,7 @@ fn an_object_let_go_of_is_read_again_for_a_second_live_object_of_its_key() {
     let live = [object(0, 0, 1, 0, true), object(1, 0, 1, 0, true), object(0, 0, 1, 1, true)];
     let read_live = |sink: &LiveSink<'_>| {
         for (i, r) in live.iter().enumerate() {
-            sink(i as u64, r.clone());
+            sink(i as u64, r.clone().into());
         }
         Vec::new()
     };
@@ -302,7 +304,7 @@ fn read_again_when_asked(
     let placed = [object(0, 0, 1, 0, true), object(0, 0, 0, 1, true)];
     let read_placed = |sink: &LiveSink<'_>| {
         for (i, r) in placed.iter().enumerate() {
-            sink(i as u64, r.clone());
+            sink(i as u64, r.clone().into());
         }
         Vec::new()
     };
@@ -326,7 +328,7 @@ fn an_autoscaler_is_kept_for_its_target() {
     let live = [object(4, 0, 1, 0, true), object(1, 0, 1, 1, true)];
     let read_live = |sink: &LiveSink<'_>| {
         for (i, r) in live.iter().enumerate() {
-            sink(i as u64, r.clone());
+            sink(i as u64, r.clone().into());
         }
         Vec::new()
     };

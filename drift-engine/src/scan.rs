@@ -11,6 +11,7 @@ use drift_model::desired::DesiredObject;
 use drift_model::drift::Drift;
 use drift_model::report::{ScanOutcome, ScanReport, Summary};
 use drift_model::source::{DesiredSource, LiveSource};
+use drift_model::tree::{JsonView, LiveTree};
 use drift_model::{
     Coverage, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, ResourceKey, Scope, SourceWarning, is_cluster_scoped,
 };
@@ -347,7 +348,7 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
         if options.orphans || live_policy { None } else { T::relations(&mut desired.resources, comparator) };
     let Some(relations) = relations else {
         let all = Mutex::new(Vec::new());
-        let warnings = read_live(&|order, r| locked(&all).push((order, r)));
+        let warnings = read_live(&|order, r| locked(&all).push((order, r.into_resource())));
         let mut all = all.into_inner().unwrap_or_else(PoisonError::into_inner);
         all.sort_by_key(|(order, _)| *order);
         let live = all.into_iter().map(|(_, r)| r).collect();
@@ -409,13 +410,14 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     // (A version is noted for each live object Git holds: sized for them at once.)
     let shared = Mutex::new(Shared { versions: HashMap::with_capacity(certain.len()), ..Shared::default() });
     let read = std::sync::atomic::AtomicU64::new(0);
-    let live_warnings = read_live(&|order, r| {
+    let live_warnings = read_live(&|order, live: LiveObject<'_>| {
         read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let found = if r.key.namespace.is_some() { find(&r.key) } else { None };
+        let key = live.key();
+        let found = if key.namespace.is_some() { find(key) } else { None };
         let Some(i) = found else {
-            let keep = names.contains(&name(&r.key)).then(|| drift_model::CompactResource::new(&r));
+            let keep = names.contains(&name(key)).then(|| drift_model::CompactResource::new(&live.to_resource()));
             let mut shared = locked(&shared);
-            shared.keys.add(&r.key);
+            shared.keys.add(key);
             if let Some(c) = keep {
                 shared.kept.push((order, c));
             }
@@ -423,18 +425,21 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
         };
         {
             let mut shared = locked(&shared);
-            shared.keys.add(&r.key);
-            note_version(&mut shared.versions, &r, order);
+            shared.keys.add(key);
+            note_version(&mut shared.versions, key, live.resource_version(), order);
         }
         let mut slot = locked(&slots[i]);
         // The last object of a key in the files counts, as in `compare_all`'s index.
         if slot.early.as_ref().is_none_or(|(seen, _)| *seen < order) {
             let mut reread = Vec::new();
             if read_again(&mut slot.desired, reload, &mut reread) {
-                let drifts = comparator.compare(&slot.desired.tree(), Some(&r));
+                let drifts = match &live {
+                    LiveObject::Resource(r) => comparator.compare(&slot.desired.tree(), Some(r)),
+                    LiveObject::Tree(t) => comparator.compare_tree(&slot.desired.tree(), t),
+                };
                 slot.early = Some((order, drifts));
                 let d = &mut slot.desired;
-                if letting_go && !d.waived() && !relations.holders.contains(&r.key) {
+                if letting_go && !d.waived() && !relations.holders.contains(key) {
                     d.let_go();
                 }
             }
@@ -472,7 +477,7 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     let (mut desired, options, coverage) = settle_files(desired, settled, &live_warnings, options);
     let mut held: HashMap<ResourceKey, Resource> = HashMap::new();
     for (order, r) in orders.into_iter().zip(live) {
-        note_version(&mut versions, &r, order);
+        note_version(&mut versions, &r.key, resource_version(&r), order);
         // A kept object placed on the key of one compared at once: the later one counts, and
         // the desired object is compared with it at the end (read again if it was let go of).
         if early.get(&r.key).is_some_and(|(seen, _)| *seen < order) {
@@ -516,7 +521,63 @@ pub type Reload<'r> = &'r (dyn Fn(&drift_model::Provenance) -> Vec<Resource> + S
 /// the files (`file << 32 | document`). It may be called from several threads at once: the pair
 /// is compared on the calling thread, so a reader that parses files on every core compares on
 /// every core too.
-pub type LiveSink<'s> = dyn Fn(u64, Resource) + Sync + 's;
+pub type LiveSink<'s> = dyn Fn(u64, LiveObject<'_>) + Sync + 's;
+
+/// A live object handed to a [`LiveSink`]: read whole ([`Resource`]), or read for comparing
+/// only, as a tree that borrows the text of its file ([`LiveTree`]). A tree paired at once is
+/// compared as it is ([`Comparator::compare_tree`]); one kept for later is made a `Resource`.
+#[derive(Debug)]
+pub enum LiveObject<'t> {
+    /// A live object as a [`Resource`].
+    Resource(Resource),
+    /// A live object as a tree borrowing its file's text.
+    Tree(LiveTree<'t>),
+}
+
+impl LiveObject<'_> {
+    /// Its key.
+    pub fn key(&self) -> &ResourceKey {
+        match self {
+            LiveObject::Resource(r) => &r.key,
+            LiveObject::Tree(t) => &t.key,
+        }
+    }
+
+    /// Its `metadata.resourceVersion`, when it has one.
+    fn resource_version(&self) -> Option<&str> {
+        match self {
+            LiveObject::Resource(r) => resource_version(r),
+            LiveObject::Tree(t) => t
+                .tree
+                .root()
+                .get("metadata")
+                .and_then(|m| m.get("resourceVersion"))
+                .and_then(JsonView::as_str)
+                .filter(|v| !v.is_empty()),
+        }
+    }
+
+    /// It as a [`Resource`] (a tree copied into one).
+    pub fn into_resource(self) -> Resource {
+        match self {
+            LiveObject::Resource(r) => r,
+            LiveObject::Tree(t) => t.to_resource(),
+        }
+    }
+
+    fn to_resource(&self) -> std::borrow::Cow<'_, Resource> {
+        match self {
+            LiveObject::Resource(r) => std::borrow::Cow::Borrowed(r),
+            LiveObject::Tree(t) => std::borrow::Cow::Owned(t.to_resource()),
+        }
+    }
+}
+
+impl From<Resource> for LiveObject<'_> {
+    fn from(r: Resource) -> Self {
+        LiveObject::Resource(r)
+    }
+}
 
 /// A desired object of [`compare_files_streamed`] while the live side is read, with the
 /// comparison made for its key so far: the place of the live object compared (the last one in
@@ -579,11 +640,16 @@ const FILES: &str = "files";
 
 /// The `resourceVersion` of the first live object of a key in the files (as [`live_versions`]
 /// takes it from a whole read).
-fn note_version(versions: &mut HashMap<ResourceKey, (u64, String)>, r: &Resource, order: u64) {
-    if let Some(v) = resource_version(r)
-        && versions.get(&r.key).is_none_or(|(seen, _)| *seen > order)
+fn note_version(
+    versions: &mut HashMap<ResourceKey, (u64, String)>,
+    key: &ResourceKey,
+    version: Option<&str>,
+    order: u64,
+) {
+    if let Some(v) = version
+        && versions.get(key).is_none_or(|(seen, _)| *seen > order)
     {
-        versions.insert(r.key.clone(), (order, v.to_owned()));
+        versions.insert(key.clone(), (order, v.to_owned()));
     }
 }
 

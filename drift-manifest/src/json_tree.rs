@@ -1,4 +1,5 @@
-//! JSON documents read straight into a [`serde_json::Value`], without serde's visitors.
+//! JSON documents read straight into a [`serde_json::Value`] or a [`Tree`], without serde's
+//! visitors.
 //!
 //! `kubectl get -o json` and the API server write objects indented by spaces, and most of such a
 //! file is indentation, keys and short strings. serde_json reads it a byte at a time between
@@ -11,7 +12,17 @@
 //! differently (beyond 64 bits, `-0`, out of range) and past its nesting bound; the document then
 //! goes to serde_json, which reads it or says where it is wrong. A differential property test
 //! holds the two to the same tree, and to `None` exactly where serde_json fails.
+//!
+//! The same reader builds a [`Tree`] instead ([`read_tree`]), for a live object that is only
+//! compared: its keys and strings borrowed from the text unless they hold an escape, so that
+//! reading it allocates for its three vectors and its escaped strings, not for every key. What it
+//! builds into is a [`Build`]; the tokens are read, checked and given up on by the one
+//! [`Reader`], so that both builds read the same documents and refuse the same ones (another
+//! property test holds the tree to the `Value`).
 
+use std::borrow::Cow;
+
+use drift_model::tree::{Tree, TreeBuilder};
 use serde_json::{Map, Number, Value};
 
 /// Containers nested deeper than this are left to serde_json (which stops at 128).
@@ -32,6 +43,20 @@ pub(crate) fn read(text: &str, live: bool) -> Option<(Value, usize)> {
 /// list, checked and kept as its JSON text (a string holding the list as written), which the
 /// engine's ownership reads when asked (the depth counts it as if built).
 pub(crate) fn read_with(text: &str, live: bool, managed_text: bool) -> Option<(Value, usize)> {
+    let values = Values { entries: Vec::with_capacity(32), items: Vec::with_capacity(32) };
+    read_into(text, live, managed_text, values).map(|(_, value, deepest)| (value, deepest))
+}
+
+/// [`read_with`] into a [`Tree`] borrowing `text`: the same document, refused where
+/// [`read_with`] refuses it, with the same depth; the kept managedFields are a string borrowing
+/// the list's text.
+pub(crate) fn read_tree(text: &str, live: bool, managed_text: bool) -> Option<(Tree<'_>, usize)> {
+    read_into(text, live, managed_text, TreeBuilder::new()).map(|(b, root, deepest)| (b.finish(root), deepest))
+}
+
+/// The one read of both: the builder, the document's top value built into it, the depth.
+#[inline(always)]
+fn read_into<'a, B: Build<'a>>(text: &'a str, live: bool, managed_text: bool, build: B) -> Option<(B, B::Out, usize)> {
     let mut reader = Reader {
         text,
         bytes: text.as_bytes(),
@@ -41,16 +66,170 @@ pub(crate) fn read_with(text: &str, live: bool, managed_text: bool) -> Option<(V
         live,
         managed_text: live && managed_text,
         in_metadata: false,
-        entries: Vec::with_capacity(32),
-        items: Vec::with_capacity(32),
+        build,
     };
     reader.skip_whitespace();
     let value = reader.value()?;
     reader.skip_whitespace();
-    (reader.pos == reader.bytes.len()).then_some((value, reader.deepest))
+    (reader.pos == reader.bytes.len()).then_some((reader.build, value, reader.deepest))
 }
 
-struct Reader<'a> {
+/// What the [`Reader`] builds a document into, from the bottom up as it meets it: each value is
+/// built before the container it is in, a container's members given between its start and its
+/// end. Keys and strings come borrowed from the text when they hold no escape, for a builder
+/// that can keep them so.
+trait Build<'a> {
+    /// A value built: the value itself, or where the builder put it.
+    type Out;
+    /// `null`.
+    fn null(&mut self) -> Self::Out;
+    /// `true` or `false`.
+    fn bool(&mut self, b: bool) -> Self::Out;
+    /// A number, as [`Reader::number`] reads it.
+    fn number(&mut self, n: Number) -> Self::Out;
+    /// A string (or a kept managedFields list's text).
+    fn string(&mut self, s: Cow<'a, str>) -> Self::Out;
+    /// Opens a mapping: the mark closes it ([`Build::object_end`]).
+    fn object_start(&mut self) -> usize;
+    /// A member of the innermost open mapping, in the order of the text.
+    fn member(&mut self, key: Cow<'a, str>, value: Self::Out);
+    /// Closes the mapping opened at `mark`: its members in the order of their keys, a repeated
+    /// key once with its last value, as serde_json reads it.
+    fn object_end(&mut self, mark: usize) -> Self::Out;
+    /// Opens a list: the mark closes it ([`Build::array_end`]).
+    fn array_start(&mut self) -> usize;
+    /// An item of the innermost open list.
+    fn item(&mut self, value: Self::Out);
+    /// Closes the list opened at `mark`.
+    fn array_end(&mut self, mark: usize) -> Self::Out;
+}
+
+/// Builds `serde_json::Value`s: the members of the mappings and the items of the lists being
+/// read on two stacks, innermost last, each container built at once when it closes.
+struct Values {
+    entries: Vec<(String, Value)>,
+    items: Vec<Value>,
+}
+
+impl<'a> Build<'a> for Values {
+    type Out = Value;
+
+    #[inline(always)]
+    fn null(&mut self) -> Value {
+        Value::Null
+    }
+
+    #[inline(always)]
+    fn bool(&mut self, b: bool) -> Value {
+        Value::Bool(b)
+    }
+
+    #[inline(always)]
+    fn number(&mut self, n: Number) -> Value {
+        Value::Number(n)
+    }
+
+    #[inline(always)]
+    fn string(&mut self, s: Cow<'a, str>) -> Value {
+        Value::String(s.into_owned())
+    }
+
+    #[inline(always)]
+    fn object_start(&mut self) -> usize {
+        self.entries.len()
+    }
+
+    #[inline(always)]
+    fn member(&mut self, key: Cow<'a, str>, value: Value) {
+        self.entries.push((key.into_owned(), value));
+    }
+
+    #[inline(always)]
+    fn object_end(&mut self, mark: usize) -> Value {
+        // Inserted last first: a map's search runs from its smallest key, and the keys of
+        // Kubernetes' maps (labels, FieldsV1) come in ascending order, so each key is placed
+        // after one comparison. Of two equal keys the later is kept, as serde_json keeps it.
+        let mut map = Map::new();
+        for (key, value) in self.entries.drain(mark..).rev() {
+            map.entry(key).or_insert(value);
+        }
+        Value::Object(map)
+    }
+
+    #[inline(always)]
+    fn array_start(&mut self) -> usize {
+        self.items.len()
+    }
+
+    #[inline(always)]
+    fn item(&mut self, value: Value) {
+        self.items.push(value);
+    }
+
+    #[inline(always)]
+    fn array_end(&mut self, mark: usize) -> Value {
+        Value::Array(self.items.drain(mark..).collect())
+    }
+}
+
+/// Builds a [`Tree`] with the builder's own methods, each called by its path: a method call
+/// would find these (on `&mut self`) before the builder's `object_start` and `array_start` (on
+/// `&self`), and call itself.
+impl<'a> Build<'a> for TreeBuilder<'a> {
+    type Out = u32;
+
+    #[inline(always)]
+    fn null(&mut self) -> u32 {
+        TreeBuilder::null(self)
+    }
+
+    #[inline(always)]
+    fn bool(&mut self, b: bool) -> u32 {
+        TreeBuilder::bool(self, b)
+    }
+
+    #[inline(always)]
+    fn number(&mut self, n: Number) -> u32 {
+        TreeBuilder::number(self, n)
+    }
+
+    #[inline(always)]
+    fn string(&mut self, s: Cow<'a, str>) -> u32 {
+        TreeBuilder::string(self, s)
+    }
+
+    #[inline(always)]
+    fn object_start(&mut self) -> usize {
+        TreeBuilder::object_start(self)
+    }
+
+    #[inline(always)]
+    fn member(&mut self, key: Cow<'a, str>, value: u32) {
+        TreeBuilder::member(self, key, value);
+    }
+
+    #[inline(always)]
+    fn object_end(&mut self, mark: usize) -> u32 {
+        TreeBuilder::object_end(self, mark)
+    }
+
+    #[inline(always)]
+    fn array_start(&mut self) -> usize {
+        TreeBuilder::array_start(self)
+    }
+
+    #[inline(always)]
+    fn item(&mut self, value: u32) {
+        TreeBuilder::item(self, value);
+    }
+
+    #[inline(always)]
+    fn array_end(&mut self, mark: usize) -> u32 {
+        TreeBuilder::array_end(self, mark)
+    }
+}
+
+struct Reader<'a, B> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
@@ -62,13 +241,11 @@ struct Reader<'a> {
     managed_text: bool,
     /// Reading the top-level `metadata`.
     in_metadata: bool,
-    /// The entries of the mappings being read, innermost last.
-    entries: Vec<(String, Value)>,
-    /// The items of the lists being read, innermost last.
-    items: Vec<Value>,
+    /// What the document is built into.
+    build: B,
 }
 
-impl Reader<'_> {
+impl<'a, B: Build<'a>> Reader<'a, B> {
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
     }
@@ -95,28 +272,32 @@ impl Reader<'_> {
         }
     }
 
-    fn value(&mut self) -> Option<Value> {
+    fn value(&mut self) -> Option<B::Out> {
         self.deepest = self.deepest.max(self.level);
         match self.peek()? {
             b'{' => self.object(),
             b'[' => self.array(),
             b'"' => {
                 self.pos += 1;
-                self.string().map(Value::String)
+                let s = self.string()?;
+                Some(self.build.string(s))
             }
-            b't' => self.literal("true", Value::Bool(true)),
-            b'f' => self.literal("false", Value::Bool(false)),
-            b'n' => self.literal("null", Value::Null),
-            b'-' | b'0'..=b'9' => self.number(),
+            b't' => self.literal("true").map(|()| self.build.bool(true)),
+            b'f' => self.literal("false").map(|()| self.build.bool(false)),
+            b'n' => self.literal("null").map(|()| self.build.null()),
+            b'-' | b'0'..=b'9' => {
+                let n = self.number()?;
+                Some(self.build.number(n))
+            }
             _ => None,
         }
     }
 
-    fn literal(&mut self, word: &str, value: Value) -> Option<Value> {
+    /// `true`, `false` or `null`, checked and stepped over.
+    fn literal(&mut self, word: &str) -> Option<()> {
         let end = self.pos + word.len();
         (self.bytes.get(self.pos..end)? == word.as_bytes()).then(|| {
             self.pos = end;
-            value
         })
     }
 
@@ -141,10 +322,10 @@ impl Reader<'_> {
         }
     }
 
-    fn object(&mut self) -> Option<Value> {
+    fn object(&mut self) -> Option<B::Out> {
         self.open()?;
         self.skip_whitespace();
-        let mark = self.entries.len();
+        let mark = self.build.object_start();
         if self.peek()? == b'}' {
             self.pos += 1;
         } else {
@@ -170,14 +351,14 @@ impl Reader<'_> {
                 {
                     let start = self.pos;
                     self.skip()?;
-                    let raw = self.text.get(start..self.pos)?.to_owned();
-                    self.entries.push((key, Value::String(raw)));
+                    let raw = self.build.string(Cow::Borrowed(self.text.get(start..self.pos)?));
+                    self.build.member(key, raw);
                 } else {
                     let metadata = self.managed_text && self.level == 1 && key == "metadata";
                     self.in_metadata |= metadata;
                     let value = self.value()?;
                     self.in_metadata &= !metadata;
-                    self.entries.push((key, value));
+                    self.build.member(key, value);
                 }
                 if !self.more(b'}')? {
                     break;
@@ -185,33 +366,26 @@ impl Reader<'_> {
             }
         }
         self.level -= 1;
-        // Inserted last first: a map's search runs from its smallest key, and the keys of
-        // Kubernetes' maps (labels, FieldsV1) come in ascending order, so each key is placed
-        // after one comparison. Of two equal keys the later is kept, as serde_json keeps it.
-        let mut map = Map::new();
-        for (key, value) in self.entries.drain(mark..).rev() {
-            map.entry(key).or_insert(value);
-        }
-        Some(Value::Object(map))
+        Some(self.build.object_end(mark))
     }
 
-    fn array(&mut self) -> Option<Value> {
+    fn array(&mut self) -> Option<B::Out> {
         self.open()?;
         self.skip_whitespace();
-        let mark = self.items.len();
+        let mark = self.build.array_start();
         if self.peek()? == b']' {
             self.pos += 1;
         } else {
             loop {
                 let value = self.value()?;
-                self.items.push(value);
+                self.build.item(value);
                 if !self.more(b']')? {
                     break;
                 }
             }
         }
         self.level -= 1;
-        Some(Value::Array(self.items.drain(mark..).collect()))
+        Some(self.build.array_end(mark))
     }
 
     /// A value read only to check it (what serde_json would refuse is refused, what [`Reader::value`]
@@ -251,9 +425,9 @@ impl Reader<'_> {
                     self.pos += 1;
                     self.skip_string()?;
                 }
-                b't' => self.skip_literal("true")?,
-                b'f' => self.skip_literal("false")?,
-                b'n' => self.skip_literal("null")?,
+                b't' => self.literal("true")?,
+                b'f' => self.literal("false")?,
+                b'n' => self.literal("null")?,
                 b'-' | b'0'..=b'9' => {
                     self.number()?;
                 }
@@ -294,10 +468,6 @@ impl Reader<'_> {
         Some(())
     }
 
-    fn skip_literal(&mut self, word: &str) -> Option<()> {
-        self.literal(word, Value::Null).map(drop)
-    }
-
     /// The first `"`, `\` or control character at or after `at`, or the end.
     fn special(&self, mut at: usize) -> usize {
         while let Some(x) = chunk(self.bytes, at) {
@@ -315,22 +485,23 @@ impl Reader<'_> {
             .map_or(self.bytes.len(), |i| at + i)
     }
 
-    /// A string whose opening quote is read.
-    fn string(&mut self) -> Option<String> {
+    /// A string whose opening quote is read: borrowed from the text, or, when it holds an
+    /// escape, owned.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
         let start = self.pos;
         let end = self.special(start);
         match self.peek_at(end)? {
             b'"' => {
                 self.pos = end + 1;
                 // Both ends are ASCII bytes, so on character boundaries.
-                self.text.get(start..end).map(str::to_owned)
+                self.text.get(start..end).map(Cow::Borrowed)
             }
             b'\\' => {
                 // Room for the whole string at once: escapes only shorten it.
                 let mut out = String::with_capacity(self.closing_quote(end)? - start);
                 out.push_str(self.text.get(start..end)?);
                 self.pos = end;
-                self.escaped(out)
+                self.escaped(out).map(Cow::Owned)
             }
             _ => None,
         }
@@ -449,7 +620,8 @@ impl Reader<'_> {
         self.pos - start
     }
 
-    fn number(&mut self) -> Option<Value> {
+    /// A number, as serde_json reads it, or `None` where serde_json would read it differently.
+    fn number(&mut self) -> Option<Number> {
         let start = self.pos;
         let negative = self.peek() == Some(b'-');
         if negative {
@@ -484,14 +656,14 @@ impl Reader<'_> {
         if float {
             let f: f64 = token.parse().ok()?;
             // Out of range (infinite) is serde_json's error to give.
-            return Number::from_f64(f).map(Value::Number);
+            return Number::from_f64(f);
         }
         if negative {
             // `-0` is a float to serde_json; beyond 64 bits, its to judge.
             let i: i64 = token.parse().ok()?;
-            return (i != 0).then(|| Value::from(i));
+            return (i != 0).then(|| Number::from(i));
         }
-        token.parse::<u64>().ok().map(Value::from)
+        token.parse::<u64>().ok().map(Number::from)
     }
 }
 
@@ -613,6 +785,142 @@ pub(crate) mod tests {
             .replace('&', "\\u0026")
             .replace('\u{2028}', "\\u2028")
             .replace('😀', "\\ud83d\\ude00")
+    }
+
+    /// Numbers as they may be written, not all of them JSON, nor all of them read by the reader:
+    /// `-0`, exponents, subnormals, beyond 64 bits, out of range, a leading zero.
+    #[rustfmt::skip]
+    const NUMBERS: &[&str] = &[
+        "0", "-0", "-0.0", "0.0", "1.0", "0.1", "1E+2", "1e-7", "2.5e+10", "5e-324", "1e400", "-1e400",
+        "18446744073709551615", "18446744073709551616", "-9223372036854775808", "-9223372036854775809",
+        "123456789012345678901234567890.5", "01", "1.", "-",
+    ];
+
+    /// A value as a live object's text holds it: as Go writes it, or a number written one of
+    /// the ways above.
+    fn written_value() -> BoxedStrategy<String> {
+        prop_oneof![
+            6 => (value(), 0usize..3).prop_map(|(v, indent)| go_style(&v, indent)),
+            1 => number().prop_map(|n| n.to_string()),
+            1 => prop::sample::select(NUMBERS).prop_map(str::to_owned),
+        ]
+        .boxed()
+    }
+
+    /// A string as Go writes it.
+    fn written_string(s: &str) -> String {
+        go_style(&Value::String(s.to_owned()), 0)
+    }
+
+    /// A member `"key": value`; its key written as Go writes it or, with `escaped`, every
+    /// character of it a `\u` escape (`"kind"` as `"\u006b\u0069\u006e\u0064"`), which reads as
+    /// the same key.
+    fn member(
+        key: impl Strategy<Value = String> + 'static,
+        value: impl Strategy<Value = String> + 'static,
+    ) -> BoxedStrategy<String> {
+        (key, value, any::<bool>(), prop::bool::weighted(0.15))
+            .prop_map(|(key, value, spaced, escaped)| {
+                let key = if escaped {
+                    format!("\"{}\"", key.encode_utf16().map(|u| format!("\\u{u:04x}")).collect::<String>())
+                } else {
+                    written_string(&key)
+                };
+                format!("{key}:{}{value}", if spaced { " " } else { "" })
+            })
+            .boxed()
+    }
+
+    /// The members, shuffled, as one mapping.
+    fn mapping(members: impl Strategy<Value = Vec<String>> + 'static) -> BoxedStrategy<String> {
+        (members.prop_flat_map(|m| Just(m).prop_shuffle()), prop::sample::select(&[",", ", ", ",\n    "][..]))
+            .prop_map(|(members, separator)| format!("{{{}}}", members.join(separator)))
+            .boxed()
+    }
+
+    /// A live object's `metadata`: mostly a name, a namespace and a managedFields list, with
+    /// other members, repeated keys among them (the last one counts), in any order.
+    fn metadata() -> BoxedStrategy<String> {
+        let name = prop_oneof![
+            12 => "[a-z0-9-]{1,12}".prop_map(|n| written_string(&n)),
+            1 => Just("\"\"".to_owned()),
+            1 => text().prop_map(|n| written_string(&n)),
+            1 => written_value(),
+        ];
+        let managed_fields = prop_oneof![
+            3 => (proptest::collection::vec(value(), 0..3), 0usize..4)
+                .prop_map(|(list, indent)| go_style(&Value::Array(list), indent)),
+            1 => written_value(),
+        ];
+        let others = proptest::collection::vec(
+            member(prop_oneof![Just("name".to_owned()), Just("managedFields".to_owned()), text()], written_value()),
+            0..3,
+        );
+        mapping(
+            (
+                member(Just("name".to_owned()), name),
+                prop::option::weighted(
+                    0.5,
+                    member(Just("namespace".to_owned()), "[a-z]{1,6}".prop_map(|n| written_string(&n))),
+                ),
+                prop::option::weighted(0.8, member(Just("managedFields".to_owned()), managed_fields)),
+                others,
+            )
+                .prop_map(|(name, namespace, managed_fields, others)| {
+                    [name].into_iter().chain(namespace).chain(managed_fields).chain(others).collect()
+                }),
+        )
+    }
+
+    /// Texts of live objects as the API server writes them, and not quite: `apiVersion`, `kind`
+    /// and `metadata` mostly there and mostly right, `status`, `spec`, `items` and other members,
+    /// keys repeated and escaped, numbers of every sort; now and then a document that is not a
+    /// mapping at all.
+    /// (The strategies are boxed: nested unboxed, their value trees overflow a test thread's
+    /// stack.)
+    pub(crate) fn live_text() -> BoxedStrategy<String> {
+        let api_version = || {
+            prop_oneof![
+                10 => prop::sample::select(&["\"v1\"", "\"apps/v1\"", "\"apps\\/v1\""][..]).prop_map(str::to_owned),
+                1 => Just("\"\"".to_owned()),
+                1 => written_value(),
+            ]
+        };
+        let kind = || {
+            prop_oneof![
+                10 => prop::sample::select(&["\"ConfigMap\"", "\"Deployment\"", "\"Config\\u004dap\""][..]).prop_map(str::to_owned),
+                1 => prop::sample::select(&["\"List\"", "\"PodList\"", "\"\""][..]).prop_map(str::to_owned),
+                1 => written_value(),
+            ]
+        };
+        let items = prop_oneof![
+            Just("[]".to_owned()),
+            Just(r#"[{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "item"}}]"#.to_owned()),
+            written_value(),
+        ];
+        let extra = prop_oneof![
+            member(Just("status".to_owned()), written_value()),
+            member(Just("spec".to_owned()), written_value()),
+            member(Just("items".to_owned()), items),
+            member(Just("apiVersion".to_owned()), api_version()),
+            member(Just("kind".to_owned()), kind()),
+            member(Just("metadata".to_owned()), prop_oneof![3 => metadata(), 1 => written_value()]),
+            member(text(), written_value()),
+        ];
+        let object = mapping(
+            (
+                prop::option::weighted(0.95, member(Just("apiVersion".to_owned()), api_version())),
+                prop::option::weighted(0.95, member(Just("kind".to_owned()), kind())),
+                prop::option::weighted(0.95, member(Just("metadata".to_owned()), metadata())),
+                proptest::collection::vec(extra, 0..4),
+            )
+                .prop_map(|(a, k, m, extra)| a.into_iter().chain(k).chain(m).chain(extra).collect()),
+        );
+        prop_oneof![
+            9 => (object, prop::sample::select(&["", "\n", "  \r\n"][..])).prop_map(|(o, end)| format!("{o}{end}")),
+            1 => written_value(),
+        ]
+        .boxed()
     }
 
     proptest! {
@@ -827,5 +1135,94 @@ pub(crate) mod tests {
         assert!(raw.starts_with("[\n            {") && raw.ends_with("}\n        ]"), "{raw:?}");
         assert_eq!(parsed_managed_fields(live), value);
         assert_eq!(live_depth, depth);
+    }
+
+    /// Every key and string of a tree, with whether it is borrowed from `text`.
+    fn strings(text: &str, tree: &Tree<'_>) -> Vec<(String, bool)> {
+        use drift_model::tree::{JsonView, Node, Shape};
+        fn walk(text: &str, node: Node<'_, '_>, out: &mut Vec<(String, bool)>) {
+            let inside = |s: &str| text.as_bytes().as_ptr_range().contains(&s.as_ptr());
+            if let Shape::String(s) = node.shape() {
+                out.push((s.to_owned(), inside(s)));
+            }
+            for (key, value) in node.fields() {
+                out.push((key.to_owned(), inside(key)));
+                walk(text, value, out);
+            }
+            for i in 0..node.len() {
+                if let Some(item) = node.item(i) {
+                    walk(text, item, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(text, tree.root(), &mut out);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The tree build reads what the `Value` build reads, into the same document at the same
+        /// depth, and gives up exactly where it gives up, however it is asked to read (a live
+        /// object's status dropped, its managedFields kept as text): live objects, broken ones,
+        /// any document.
+        #[test]
+        fn a_tree_is_read_where_a_value_is_and_reads_back_as_it(
+            live in live_text(),
+            v in value(),
+            indent in 0usize..5,
+            at in any::<prop::sample::Index>(),
+            cut in prop::bool::weighted(0.2),
+        ) {
+            for mut text in [live, go_style(&v, indent)] {
+                if cut {
+                    let mut i = at.index(text.len() + 1);
+                    while !text.is_char_boundary(i) {
+                        i -= 1;
+                    }
+                    text.truncate(i);
+                }
+                for (live, managed_text) in [(false, false), (true, false), (true, true)] {
+                    let value = read_with(&text, live, managed_text);
+                    let tree = read_tree(&text, live, managed_text);
+                    prop_assert_eq!(value.is_some(), tree.is_some(), "{:?} live {} managed {}", text, live, managed_text);
+                    if let (Some((value, depth)), Some((tree, tree_depth))) = (value, tree) {
+                        prop_assert_eq!(tree.to_value(), value, "{:?}", text);
+                        prop_assert_eq!(tree_depth, depth, "{:?}", text);
+                        // What is borrowed is the text as written: no escape in it.
+                        for (s, borrowed) in strings(&text, &tree) {
+                            prop_assert!(!borrowed || text.contains(&s), "{:?} in {:?}", s, text);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_tree_borrows_its_keys_and_strings_from_the_text_unless_they_hold_an_escape() {
+        let text = r#"{
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "annotations": {"note": "a \"quoted\" word", "k\u0065y": "x\u0026y", "plain": "text"},
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:data": {}}}],
+        "name": "web"
+    },
+    "data": {"n": 1.5, "m": -3, "list": ["one", "two"]},
+    "status": {"phase": "Running"}
+}"#;
+        let (tree, depth) = read_tree(text, true, true).unwrap();
+        let (value, value_depth) = read_with(text, true, true).unwrap();
+        assert_eq!(tree.to_value(), value);
+        assert_eq!(depth, value_depth);
+        let read = strings(text, &tree);
+        let owned: Vec<&str> = read.iter().filter(|(_, borrowed)| !borrowed).map(|(s, _)| s.as_str()).collect();
+        assert_eq!(owned, ["key", "x&y", "a \"quoted\" word"], "only the escaped ones are copied");
+        assert!(read.iter().any(|(s, _)| s == "plain") && read.iter().all(|(s, _)| s != "status"));
+        let managed = &value["metadata"]["managedFields"];
+        assert_eq!(managed, r#"[{"manager": "kubectl", "fieldsV1": {"f:data": {}}}]"#, "kept as its text");
+        assert!(read.iter().any(|(s, borrowed)| s == managed && *borrowed), "and borrowed");
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! Kubernetes manifests read the way the drift detector compares them: YAML (block and flow,
 //! several documents, `List`s) and JSON documents into [`Resource`](drift_model::Resource)s
-//! with their file, document and line ([`parse`]); desired objects kept compact until each is
-//! compared ([`KeptResource`]); SOPS-encrypted files opened in place through the model's
-//! [`SopsOpener`](drift_model::sops::SopsOpener) ([`sops::open_file`]).
+//! with their file, document and line ([`parse`]); a live object that is only compared read into
+//! a [`Tree`](drift_model::tree::Tree) borrowing its text ([`read_live_tree`]); desired objects
+//! kept compact until each is compared ([`KeptResource`]); SOPS-encrypted files opened in place
+//! through the model's [`SopsOpener`](drift_model::sops::SopsOpener) ([`sops::open_file`]).
 //!
 //! Pure: it reads text it is given, never a file or the network. It depends on `drift-model`
 //! only; `drift-core` re-exports it as `drift_manifest`.

@@ -122,6 +122,61 @@ pub fn parse_live_manifests_compared(text: &str, path: &str, limits: Limits) -> 
     parse_live(text, path, limits, true)
 }
 
+/// The one live object of a JSON file (what `kubectl get -o json` writes for one object), read
+/// as [`parse_live_manifests_compared`] reads it but into a [`Tree`](drift_model::tree::Tree)
+/// that borrows `text`: for a comparison that reads trees, which then allocates for few of the
+/// object's keys and strings, where a `serde_json::Value` allocates for every one. Its `status`
+/// is left out and its `metadata.managedFields` kept as their text, as there.
+///
+/// `Some` only where [`parse_live_manifests_compared`] reads exactly one object and says nothing
+/// else, and then `to_resource()` is the resource it reads; `None` for anything else (YAML, a
+/// `List`, a document over a bound, one the fast reader leaves to serde_json, one that is not an
+/// object or that is broken), which the caller reads with [`parse_live_manifests_compared`] to
+/// have its resources and warnings. `None` is always safe to fall back from.
+///
+/// ```
+/// let text = r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "status": {"x": 1}}"#;
+/// let limits = drift_manifest::Limits::live();
+/// let live = drift_manifest::read_live_tree(text, "live.json", limits).unwrap();
+/// let parsed = drift_manifest::parse_live_manifests_compared(text, "live.json", limits);
+/// assert_eq!(live.key.name, "a");
+/// assert_eq!(parsed.resources, [live.to_resource()]);
+/// assert!(drift_manifest::read_live_tree("apiVersion: v1\nkind: ConfigMap\n", "live.yaml", limits).is_none());
+/// ```
+pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<drift_model::tree::LiveTree<'t>> {
+    use drift_model::tree::{JsonView, Shape};
+    // The steps of `parse` for a JSON document: wherever it would warn, or read the text some
+    // other way, this gives up.
+    if text.len() > limits.max_file_bytes {
+        return None;
+    }
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if !trimmed.starts_with('{') || trimmed.len() > limits.max_document_bytes || oversized_integer(trimmed).is_some() {
+        return None;
+    }
+    let (tree, deepest) = crate::json_tree::read_tree(trimmed, true, true)?;
+    if deepest > limits.max_depth {
+        return None;
+    }
+    // Then those of `collect`: a mapping that says it is an object, and not a list of them.
+    let root = tree.root();
+    if !matches!(root.shape(), Shape::Object) {
+        return None;
+    }
+    let has_api_version = root.get("apiVersion").and_then(JsonView::as_str).is_some_and(|s| !s.is_empty());
+    let kind = root.get("kind").and_then(JsonView::as_str).unwrap_or("");
+    if !has_api_version && kind.is_empty() {
+        return None;
+    }
+    if kind.ends_with("List") && root.get("items").is_some_and(|items| matches!(items.shape(), Shape::Array)) {
+        return None;
+    }
+    // And that of `push_resource`, whose error is the fallback's to report. The top-level
+    // `status` that `parse_live` removes was never built.
+    let provenance = Provenance { path: Some(path.to_owned()), document: Some(0), ..Provenance::default() };
+    drift_model::tree::LiveTree::new(tree, provenance).ok()
+}
+
 fn parse_live(text: &str, path: &str, limits: Limits, managed_text: bool) -> ParsedManifests {
     let mut out = parse(text, path, limits, Some(managed_text));
     for resource in &mut out.resources {
@@ -926,5 +981,117 @@ mod tests {
         let data = &fine.resources[0].object["data"];
         assert_eq!(data["max"], serde_json::json!(i64::MAX));
         assert_eq!(data["min"], serde_json::json!(i64::MIN));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2048))]
+
+        /// A live object read into a tree is the one resource `parse_live_manifests_compared`
+        /// reads from the same text, with the same limits; and it is read so wherever that reads
+        /// one object and nothing else with the fast reader, from a document that is no `List`.
+        #[test]
+        fn a_live_tree_is_the_one_resource_the_live_parse_reads(
+            text in crate::json_tree::tests::live_text(),
+            prefix in proptest::sample::select(&["", " \n", "\u{feff}", "\u{feff}\n\t"][..]),
+            depth in proptest::prop_oneof![5 => proptest::strategy::Just(100usize), 1 => 0usize..8],
+            bound in 0u8..12,
+        ) {
+            let text = format!("{prefix}{text}");
+            let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+            // Now and then a bound just at the file's size or the document's, or just under.
+            let mut limits = Limits { max_depth: depth, ..Limits::live() };
+            match bound {
+                0 => limits.max_file_bytes = text.len(),
+                1 => limits.max_file_bytes = text.len() - 1,
+                2 => limits.max_document_bytes = trimmed.len(),
+                3 => limits.max_document_bytes = trimmed.len().saturating_sub(1),
+                _ => {}
+            }
+            let parsed = parse_live_manifests_compared(&text, "live.json", limits);
+            let tree = read_live_tree(&text, "live.json", limits);
+            if let Some(tree) = &tree {
+                proptest::prop_assert!(parsed.warnings.is_empty(), "{:?}: {:?}", text, parsed.warnings);
+                proptest::prop_assert_eq!(parsed.resources.len(), 1, "{:?}", text);
+                proptest::prop_assert_eq!(&tree.to_resource(), &parsed.resources[0], "{:?}", text);
+            }
+            let fast = text.len() <= limits.max_file_bytes
+                && trimmed.len() <= limits.max_document_bytes
+                && crate::json_tree::read_with(trimmed, true, true).is_some_and(|(value, _)| {
+                    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+                    !(kind.ends_with("List") && value.get("items").is_some_and(Value::is_array))
+                });
+            let alone = parsed.resources.len() == 1 && parsed.warnings.is_empty();
+            proptest::prop_assert_eq!(tree.is_some(), fast && alone, "{:?}: {:?}", text, parsed);
+        }
+    }
+
+    #[test]
+    fn a_live_tree_is_read_only_where_the_live_parse_reads_one_object_alone() {
+        let object = r#"{
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}}],
+        "name": "web",
+        "namespace": "shop"
+    },
+    "spec": {"replicas": 2, "ratio": 0.5, "note": "caf\u00e9"},
+    "status": {"replicas": 1}
+}
+"#;
+        let limits = Limits::live();
+        fn read(text: &str, limits: Limits) -> (Option<drift_model::tree::LiveTree<'_>>, ParsedManifests) {
+            let parsed = parse_live_manifests_compared(text, "live.json", limits);
+            (read_live_tree(text, "live.json", limits), parsed)
+        }
+        for text in [object.to_owned(), format!("\u{feff}\n  {object}")] {
+            let (tree, parsed) = read(&text, limits);
+            let tree = tree.expect("read into a tree");
+            assert_eq!(parsed.resources, [tree.to_resource()]);
+            assert_eq!(tree.key.name, "web");
+            assert_eq!(tree.provenance.document, Some(0));
+            let object = tree.tree.to_value();
+            assert!(object.get("status").is_none());
+            assert_eq!(
+                object["metadata"]["managedFields"].as_str().map(|raw| raw.starts_with("[{\"manager\"")),
+                Some(true)
+            );
+            assert_eq!(object["spec"]["note"], "café");
+        }
+
+        // Each of these the live parse reads some other way, or refuses: never a tree.
+        let list = |kind: &str| format!(r#"{{"apiVersion": "v1", "kind": "{kind}", "items": [{object}]}}"#);
+        let tight = |change: fn(&mut Limits)| {
+            let mut l = limits;
+            change(&mut l);
+            l
+        };
+        let cases = [
+            ("a List", list("List"), limits, 1),
+            ("a PodList", list("PodList"), limits, 1),
+            ("no name", object.replace("\"name\": \"web\",", ""), limits, 0),
+            ("no kind", object.replace("\"kind\": \"Deployment\",", ""), limits, 0),
+            ("no apiVersion nor kind", r#"{"replicas": 2}"#.to_owned(), limits, 0),
+            ("too deep", object.to_owned(), tight(|l| l.max_depth = 5), 0),
+            (
+                "an integer beyond 64 bits",
+                object.replace("\"replicas\": 2", "\"replicas\": 100000000000000000000"),
+                limits,
+                0,
+            ),
+            ("invalid JSON", object.replace("\"replicas\": 2,", "\"replicas\": 2,,"), limits, 0),
+            ("a number left to serde_json", object.replace("\"replicas\": 2", "\"replicas\": -0"), limits, 1),
+            ("YAML", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n".to_owned(), limits, 1),
+            ("a JSON list", format!("[{object}]"), limits, 0),
+            ("a file over the bound", object.to_owned(), tight(|l| l.max_file_bytes = 100), 0),
+            ("a document over the bound", object.to_owned(), tight(|l| l.max_document_bytes = 100), 0),
+        ];
+        for (what, text, limits, resources) in cases {
+            let (tree, parsed) = read(&text, limits);
+            assert!(tree.is_none(), "{what}: {text}");
+            assert_eq!(parsed.resources.len(), resources, "{what}: {:?}", parsed.warnings);
+        }
+        // The same object at the depth bound is read.
+        assert!(read(object, tight(|l| l.max_depth = 6)).0.is_some());
     }
 }
