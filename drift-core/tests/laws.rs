@@ -18,9 +18,10 @@ fn res(v: Value) -> Resource {
 
 /// The engine's drifts of `desired` against `live`, which must be the same whichever way the
 /// live object is read: a `Resource`, a tree (`Comparator::compare_tree`, what `drift diff
-/// --live` compares), and a tree with its managedFields kept as their JSON text.
+/// --live` compares), and a tree with its managedFields kept as their JSON text; and with the
+/// desired object a tree too (`Comparator::compare_trees`, a kept object expanded into one).
 fn compared(desired: &Resource, live: &Resource) -> Vec<drift_core::Drift> {
-    use drift_core::drift_model::tree::{LiveTree, Tree};
+    use drift_core::drift_model::tree::{LiveTree, ObjectRef, Tree};
     let drifts = engine().compare(desired, Some(live));
     let as_tree = |object: &Value| LiveTree::new(Tree::from_value(object), live.provenance.clone()).unwrap();
     assert_eq!(engine().compare_tree(desired, &as_tree(&live.object)), drifts, "the live object as a tree");
@@ -29,6 +30,14 @@ fn compared(desired: &Resource, live: &Resource) -> Vec<drift_core::Drift> {
         *m = Value::String(serde_json::to_string_pretty(m).unwrap());
     }
     assert_eq!(engine().compare_tree(desired, &as_tree(&text)), drifts, "managedFields as text");
+    let desired_tree = Tree::from_value(&desired.object);
+    let desired_ref = ObjectRef {
+        key: &desired.key,
+        api_version: &desired.api_version,
+        provenance: &desired.provenance,
+        tree: &desired_tree,
+    };
+    assert_eq!(engine().compare_trees(desired_ref, &as_tree(&text)), drifts, "both as trees");
     drifts
 }
 

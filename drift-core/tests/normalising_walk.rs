@@ -213,9 +213,15 @@ proptest! {
         // And the same walk of the live object read as a tree (`drift diff --live`).
         let tree = Tree::from_value(&vl);
         let mut asked_tree = Vec::new();
-        let on_tree = diff_view(&kind, &vd, tree.root(), &keys, &mut asking(&mut asked_tree));
+        let on_tree = diff_view(&kind, &*vd, tree.root(), &keys, &mut asking(&mut asked_tree));
         prop_assert_eq!(&on_tree, &walk, "the live object as a tree");
-        prop_assert_eq!(asked_tree, asked_walk);
+        prop_assert_eq!(&asked_tree, &asked_walk);
+        // And both as trees (a kept desired object expanded into one).
+        let desired_tree = Tree::from_value(&vd);
+        let mut asked_trees = Vec::new();
+        let on_trees = diff_view(&kind, desired_tree.root(), tree.root(), &keys, &mut asking(&mut asked_trees));
+        prop_assert_eq!(&on_trees, &walk, "both objects as trees");
+        prop_assert_eq!(asked_trees, asked_walk);
         // And the walk of normalised copies is the same whether it normalises or not.
         let again = diff_filtered(&kind, &nd, &nl, &keys, &mut |_| true);
         prop_assert_eq!(again, diff_normalised(&kind, &nd, &nl, &keys, &mut |_| true));

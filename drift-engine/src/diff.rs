@@ -19,7 +19,7 @@ use crate::merge_keys::{MergeKeyRule, MergeKeys};
 use crate::normalize::{Level, canonical_quantity, quantity_at, scalar_eq};
 use drift_model::path::{Path, SegRef, scalar_text};
 pub use drift_model::path::{lookup, lookup_segments};
-use drift_model::tree::{JsonView, Shape};
+use drift_model::tree::{JsonView, Shape, same};
 
 /// One difference found by the walk.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,9 +68,9 @@ pub fn diff_normalised(
 /// The walk of `desired` against a live object read through [`JsonView`] (a `Value`, or a
 /// [`drift_model::tree::Tree`] that borrows its text): the differences [`diff_filtered`] finds.
 /// The live side's values are copied out only for what is recorded.
-pub fn diff_view<'a>(
+pub fn diff_view<'d, 'a>(
     kind: &str,
-    desired: &Value,
+    desired: impl JsonView<'d>,
     live: impl JsonView<'a>,
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
@@ -78,9 +78,9 @@ pub fn diff_view<'a>(
     walk_pair(kind, desired, live, merge_keys, keep_extra, true)
 }
 
-fn walk_pair<'w, 'a: 'w, L: JsonView<'a>>(
+fn walk_pair<'w, 'd: 'w, 'a: 'w, D: JsonView<'d>, L: JsonView<'a>>(
     kind: &str,
-    desired: &'w Value,
+    desired: D,
     live: L,
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
@@ -95,15 +95,15 @@ fn walk_pair<'w, 'a: 'w, L: JsonView<'a>>(
         path: Vec::with_capacity(16),
         schema: String::with_capacity(128),
         out: Vec::new(),
-        live: std::marker::PhantomData,
+        sides: std::marker::PhantomData,
     };
     w.walk(desired, Some(live), &[]);
     w.out
 }
 
-/// The walk of a desired `Value` against a live object seen as `L` (a [`JsonView`] of `'a`):
-/// the path borrows the names of both, for `'w`.
-struct Walker<'w, 'a, 'k, L> {
+/// The walk of a desired object seen as `D` (a [`JsonView`] of `'d`) against a live one seen as
+/// `L` (of `'a`): the path borrows the names of both, for `'w`.
+struct Walker<'w, 'd, 'a, 'k, D, L> {
     kind: &'k str,
     /// Whether the walk normalises as it goes (else the objects are normalised copies).
     normalising: bool,
@@ -113,7 +113,7 @@ struct Walker<'w, 'a, 'k, L> {
     path: Vec<SegRef<'w>>,
     schema: String,
     out: Vec<RawDiff>,
-    live: std::marker::PhantomData<(&'a (), L)>,
+    sides: std::marker::PhantomData<(&'d (), &'a (), D, L)>,
 }
 
 /// The merge keys of a list's items, borrowed from the items where they are strings: for item
@@ -175,13 +175,13 @@ fn items<'a, V: JsonView<'a>>(list: V) -> impl ExactSizeIterator<Item = V> {
     (0..list.len()).map(move |i| list.item(i).unwrap_or(list))
 }
 
-impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
-    fn report(&mut self, git: Option<&Value>, live: Option<L>, extra: bool) {
+impl<'w, 'd: 'w, 'a: 'w, 'k, D: JsonView<'d>, L: JsonView<'a>> Walker<'w, 'd, 'a, 'k, D, L> {
+    fn report(&mut self, git: Option<D>, live: Option<L>, extra: bool) {
         if extra && !(self.keep_extra)(&self.path) {
             return;
         }
         let path = Path(self.path.iter().map(SegRef::to_seg).collect());
-        let git = git.map(|v| self.normalized_here(v.clone()));
+        let git = git.map(|v| self.normalized_here(v.to_value()));
         let live = live.map(|v| self.normalized_here(v.to_value()));
         self.out.push(RawDiff { path, git, live, extra });
     }
@@ -256,19 +256,19 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
 
     /// `key_fields`: the merge-key fields of the item being walked; they are its identity, so a
     /// key field only the cluster spells out (`protocol: TCP`) is not an extra field.
-    fn walk(&mut self, d: &'w Value, l: Option<L>, key_fields: &[String]) {
+    fn walk(&mut self, d: D, l: Option<L>, key_fields: &[String]) {
         if d.is_null() {
             return;
         }
         let l = l.filter(|v| !v.is_null());
         let level = self.level();
-        match (d, l) {
+        match (d.shape(), l) {
             (_, None) => {
                 if level.is_empty(d) {
                     return;
                 }
-                if let Value::Object(dm) = d {
-                    for (k, v) in dm.iter().filter(|(k, _)| !level.drops(k)) {
+                if d.shape() == Shape::Object {
+                    for (k, v) in d.fields().filter(|(k, _)| !level.drops(k)) {
                         self.push_field(k);
                         self.walk(v, None, &[]);
                         self.pop();
@@ -277,12 +277,12 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
                     self.report(Some(d), None, false);
                 }
             }
-            (Value::Object(dm), Some(lm)) if lm.shape() == Shape::Object => {
+            (Shape::Object, Some(lm)) if lm.shape() == Shape::Object => {
                 // Both maps iterate in the order of their keys: each side's fields are paired
                 // with the other's in one pass over both, where a search for each field
                 // compares it with most keys of a map of one node (every map of an object).
                 let mut others = lm.fields().peekable();
-                for (k, v) in dm.iter() {
+                for (k, v) in d.fields() {
                     let lv = same_key(&mut others, k);
                     if level.drops(k) {
                         continue;
@@ -291,13 +291,13 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
                     self.walk(v, lv, &[]);
                     self.pop();
                 }
-                let mut others = dm.iter().map(|(k, v)| (k.as_str(), v)).peekable();
+                let mut others = d.fields().peekable();
                 for (k, lv) in lm.fields() {
                     let dv = same_key(&mut others, k);
                     if level.drops(k) {
                         continue;
                     }
-                    if dv.is_none_or(Value::is_null)
+                    if dv.is_none_or(JsonView::is_null)
                         && !level.child(k).is_empty(lv)
                         && !key_fields.iter().any(|f| f == k)
                     {
@@ -307,31 +307,31 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
                     }
                 }
             }
-            (Value::Object(_), Some(other)) => {
+            (Shape::Object, Some(other)) => {
                 if !level.is_empty(d) {
                     self.report(Some(d), Some(other), false);
                 }
             }
-            (Value::Array(da), Some(l)) => {
-                if da.is_empty() {
+            (Shape::Array, Some(l)) => {
+                if d.len() == 0 {
                     if !level.is_empty(l) {
                         self.report(Some(d), Some(l), false);
                     }
                 } else if l.shape() == Shape::Array {
-                    self.list(da, l);
+                    self.list(d, l);
                 } else {
                     self.report(Some(d), Some(l), false);
                 }
             }
             (_, Some(l)) => {
-                // Most scalars are equal as they stand; the live one is copied out to be
-                // compared otherwise.
-                let differ = !l.equals(d) && {
-                    let lv = l.to_value();
+                // Most scalars are equal as they stand; both are copied out to be compared
+                // otherwise.
+                let differ = !same(d, l) && {
+                    let (dv, lv) = (d.to_value(), l.to_value());
                     if self.quantity_leaf() {
-                        !scalar_eq(&canonical_quantity(d), &canonical_quantity(&lv))
+                        !scalar_eq(&canonical_quantity(&dv), &canonical_quantity(&lv))
                     } else {
-                        !scalar_eq(d, &lv)
+                        !scalar_eq(&dv, &lv)
                     }
                 };
                 if differ {
@@ -358,17 +358,19 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
         }
     }
 
-    fn list(&mut self, da: &'w [Value], l: L) {
+    fn list(&mut self, d: D, l: L) {
         let merge_keys = self.merge_keys;
         let rule = merge_keys.lookup(self.kind, self.schema());
+        let desired_len = d.len();
         if let Some(rule) = rule
-            && let (Some(dk), Some(lk)) = (Keys::of(rule, da.iter()), Keys::of(rule, items(l)))
+            && let (Some(dk), Some(lk)) = (Keys::of(rule, items(d)), Keys::of(rule, items(l)))
         {
             let live_len = l.len();
             // Lists are short: pairing by linear search allocates nothing and hashes nothing.
             let in_live: Vec<Option<usize>> =
-                (0..da.len()).map(|i| (0..live_len).find(|&j| lk.key(j) == dk.key(i))).collect();
-            let in_desired: Vec<bool> = (0..live_len).map(|j| (0..da.len()).any(|i| dk.key(i) == lk.key(j))).collect();
+                (0..desired_len).map(|i| (0..live_len).find(|&j| lk.key(j) == dk.key(i))).collect();
+            let in_desired: Vec<bool> =
+                (0..live_len).map(|j| (0..desired_len).any(|i| dk.key(i) == lk.key(j))).collect();
             let mut matched = vec![false; live_len];
             // Items whose key changed (a Service port renumbered) are paired by `name` when
             // the key does not include it, so the change shows as one field, not as an item
@@ -377,11 +379,11 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
                 if rule.keys.iter().any(|k| k == "name") {
                     return None;
                 }
-                let name = da[i].get("name").and_then(Value::as_str)?;
+                let name = d.item(i)?.get("name").and_then(JsonView::as_str)?;
                 let j = items(l).position(|item| item.get("name").and_then(JsonView::as_str) == Some(name))?;
                 (!matched[j] && !in_desired[j]).then_some(j)
             };
-            for (i, item) in da.iter().enumerate() {
+            for (i, item) in items(d).enumerate() {
                 let found = in_live[i].or_else(|| renamed(i, &matched));
                 let (key, hidden) = dk.owned(i);
                 self.push_item(key, hidden, i);
@@ -404,12 +406,11 @@ impl<'w, 'a: 'w, 'k, L: JsonView<'a>> Walker<'w, 'a, 'k, L> {
             }
             return;
         }
-        if da.len() != l.len() {
-            let d = Value::Array(da.to_vec());
-            self.report(Some(&d), Some(l), false);
+        if desired_len != l.len() {
+            self.report(Some(d), Some(l), false);
             return;
         }
-        for (i, (d, l)) in da.iter().zip(items(l)).enumerate() {
+        for (i, (d, l)) in items(d).zip(items(l)).enumerate() {
             self.push_item(Vec::new(), Vec::new(), i);
             self.walk(d, Some(l), &[]);
             self.pop();

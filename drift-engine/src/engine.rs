@@ -18,7 +18,7 @@ use crate::verdict::{SeverityTable, Verdict, Verdicts};
 use drift_model::compare::Comparator;
 use drift_model::drift::*;
 use drift_model::path::Path;
-use drift_model::tree::{JsonView, LiveTree};
+use drift_model::tree::{JsonView, LiveTree, ObjectRef};
 use drift_model::{Resource, ResourceKey, split_api_version};
 
 /// Configuration of the engine; every field has a default. Deserialised from the `drift`
@@ -136,8 +136,20 @@ impl Engine {
     /// The ignore rules that apply to `desired` (with the JSON pointers `implied` ignored too),
     /// or `None` when the whole object is ignored.
     fn ignores(&self, desired: &Resource, implied: &[&str]) -> Option<ObjectIgnores> {
-        let mut ignores = ObjectIgnores::for_object(&self.ignore, &desired.key, &desired.object);
-        ignores.add_rules(&desired.provenance.ignore, &desired.key);
+        self.ignores_of(&desired.key, &*desired.object, &desired.provenance.ignore, implied)
+    }
+
+    /// [`Engine::ignores`] of a desired object read through [`JsonView`], with the rules of the
+    /// GitOps object that deploys it (`gitops`).
+    fn ignores_of<'d>(
+        &self,
+        key: &ResourceKey,
+        desired: impl JsonView<'d>,
+        gitops: &[IgnoreRule],
+        implied: &[&str],
+    ) -> Option<ObjectIgnores> {
+        let mut ignores = ObjectIgnores::for_view(&self.ignore, key, desired);
+        ignores.add_rules(gitops, key);
         if ignores.whole {
             return None;
         }
@@ -158,25 +170,26 @@ impl Engine {
         };
         // Both objects as the walk sees them: borrowed, normalised as it goes (a Secret is
         // copied to fold and hash its values first).
+        let nd = view(&desired.object, &self.hasher);
         let nl = view(&live.object, &self.hasher);
         let secret = matches!(nl, Cow::Owned(_));
-        let live_view = LiveView { key: &live.key, api_version: &live.api_version, object: &*live.object };
-        self.compare_view(desired, &ignores, live_view, &*nl, secret)
+        let desired_view = ObjectView::of(desired, &*nd);
+        self.compare_view(desired_view, &ignores, ObjectView::of(live, &*live.object), &*nl, secret)
     }
 
-    /// [`Engine::compare_with`] of an object the cluster has, read through [`JsonView`] (a
-    /// `Value`, or a tree borrowing its text): `walked` is what the walk sees of it (a Secret
-    /// normalised first, `secret`), `live` the object as read.
-    fn compare_view<'a, L: JsonView<'a>>(
+    /// [`Engine::compare_with`] of an object Git has and the cluster has, both read through
+    /// [`JsonView`] (a `Value`, or a tree borrowing its text): `desired` as the walk sees it (a
+    /// Secret normalised first), `walked` what the walk sees of `live` (likewise, `secret`),
+    /// `live` the object as read.
+    fn compare_view<'d, 'a, D: JsonView<'d>, L: JsonView<'a>>(
         &self,
-        desired: &Resource,
+        desired: ObjectView<'_, D>,
         ignores: &ObjectIgnores,
-        live: LiveView<'_, L>,
+        live: ObjectView<'_, L>,
         walked: L,
         secret: bool,
     ) -> Vec<(Path, Drift)> {
         let kind = desired.key.kind.as_str();
-        let nd = view(&desired.object, &self.hasher);
         let ownership = Ownership::of_view(live.object);
         // The last applied configuration (client-side apply), read only when a field only the
         // cluster has needs it, and only for which fields it holds (normalising changes that
@@ -206,7 +219,7 @@ impl Engine {
         let mut keep_extra = |segs: &[drift_model::path::SegRef<'_>]| {
             ownership.owners_of_segments(segs) != 0 || last_applied().is_some_and(|la| la.holds(segs))
         };
-        let raw = diff_view(kind, &nd, walked, &self.merge_keys, &mut keep_extra);
+        let raw = diff_view(kind, desired.object, walked, &self.merge_keys, &mut keep_extra);
 
         let mut out = Vec::new();
         for RawDiff { path, git, live: cluster, extra } in raw {
@@ -250,8 +263,15 @@ impl Engine {
             };
             let drift_type = self.verdicts.drift_type(kind, &path);
             let attribution = attribution.map(|a| (a.clone(), ownership.class(a, &self.classifier)));
-            let mut drift = self.make(desired, drift_type, &path, git, cluster, attribution);
-            drift.revert = crate::revert::revert_of_view(desired, live.key, live.api_version, live.object, &path);
+            let mut drift = self.make_named(desired.name(), drift_type, &path, git, cluster, attribution);
+            drift.revert = crate::revert::revert_of_view(
+                desired.key,
+                desired.object,
+                live.key,
+                live.api_version,
+                live.object,
+                &path,
+            );
             out.push((path, drift));
         }
         out.sort_by(|a, b| a.1.path.cmp(&b.1.path));
@@ -267,12 +287,25 @@ impl Engine {
         cluster: Option<Value>,
         attribution: Option<(Attribution, ManagerClass)>,
     ) -> Drift {
+        let named = Named { key: &desired.key, api_version: &desired.api_version, provenance: &desired.provenance };
+        self.make_named(named, drift_type, path, git, cluster, attribution)
+    }
+
+    fn make_named(
+        &self,
+        desired: Named<'_>,
+        drift_type: DriftType,
+        path: &Path,
+        git: Option<Value>,
+        cluster: Option<Value>,
+        attribution: Option<(Attribution, ManagerClass)>,
+    ) -> Drift {
         let (attribution, manager) = attribution.unzip();
         let Verdict { drift_type, severity, classification, recommended_action } =
             self.verdicts.decide(drift_type, manager);
         Drift {
             resource: ResourceRef {
-                api_version: desired.api_version.clone(),
+                api_version: desired.api_version.to_owned(),
                 kind: desired.key.kind.clone(),
                 namespace: desired.key.namespace.clone(),
                 name: desired.key.name.clone(),
@@ -296,12 +329,32 @@ impl Engine {
     }
 }
 
-/// A live object as [`Engine::compare_view`] reads it: its name and its document.
+/// An object as [`Engine::compare_view`] reads it: its name, where it came from, its document.
 #[derive(Clone, Copy)]
-struct LiveView<'k, L> {
+struct ObjectView<'k, V> {
     key: &'k ResourceKey,
     api_version: &'k str,
-    object: L,
+    provenance: &'k drift_model::Provenance,
+    object: V,
+}
+
+impl<'k, V: Copy> ObjectView<'k, V> {
+    /// The view of `r` whose document is seen as `object`.
+    fn of(r: &'k Resource, object: V) -> Self {
+        ObjectView { key: &r.key, api_version: &r.api_version, provenance: &r.provenance, object }
+    }
+
+    fn name(&self) -> Named<'k> {
+        Named { key: self.key, api_version: self.api_version, provenance: self.provenance }
+    }
+}
+
+/// What a drift says of the object it is found on.
+#[derive(Clone, Copy)]
+struct Named<'k> {
+    key: &'k ResourceKey,
+    api_version: &'k str,
+    provenance: &'k drift_model::Provenance,
 }
 
 /// The last applied configuration of a live object, for which fields it holds.
@@ -361,8 +414,29 @@ impl Comparator for Engine {
             return self.compare(desired, Some(&live.to_resource()));
         }
         let Some(ignores) = self.ignores(desired, &[]) else { return Vec::new() };
-        let live_view = LiveView { key: &live.key, api_version: &live.api_version, object: root };
-        drifts_of(self.compare_view(desired, &ignores, live_view, root, false))
+        let live_view =
+            ObjectView { key: &live.key, api_version: &live.api_version, provenance: &live.provenance, object: root };
+        let nd = view(&desired.object, &self.hasher);
+        drifts_of(self.compare_view(ObjectView::of(desired, &*nd), &ignores, live_view, root, false))
+    }
+
+    /// Both trees walked as they are, but for a Secret (its values folded and hashed first).
+    fn compare_trees(&self, desired: ObjectRef<'_, '_>, live: &LiveTree<'_>) -> Vec<Drift> {
+        let (d, l) = (desired.tree.root(), live.tree.root());
+        let secret = |n: drift_model::tree::Node<'_, '_>| n.get("kind").and_then(JsonView::as_str) == Some("Secret");
+        if secret(d) || secret(l) {
+            return self.compare_tree(&desired.to_resource(), live);
+        }
+        let Some(ignores) = self.ignores_of(desired.key, d, &desired.provenance.ignore, &[]) else { return Vec::new() };
+        let desired_view = ObjectView {
+            key: desired.key,
+            api_version: desired.api_version,
+            provenance: desired.provenance,
+            object: d,
+        };
+        let live_view =
+            ObjectView { key: &live.key, api_version: &live.api_version, provenance: &live.provenance, object: l };
+        drifts_of(self.compare_view(desired_view, &ignores, live_view, l, false))
     }
 
     fn compare_in(&self, all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {

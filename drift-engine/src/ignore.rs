@@ -6,6 +6,7 @@ use serde_json::Value;
 use drift_model::ResourceKey;
 pub use drift_model::ignore::{CompiledRule, IGNORE_ANNOTATION, IgnoreRule, glob_set};
 use drift_model::path::Path;
+use drift_model::tree::JsonView;
 
 /// The ignore decisions for one object.
 #[derive(Debug, Clone, Default)]
@@ -21,6 +22,11 @@ pub struct ObjectIgnores {
 impl ObjectIgnores {
     /// Collects the rules that select `key`, plus the object's own annotation in Git.
     pub fn for_object(rules: &[CompiledRule], key: &ResourceKey, desired: &Value) -> Self {
+        Self::for_view(rules, key, desired)
+    }
+
+    /// [`ObjectIgnores::for_object`] of an object read through [`JsonView`].
+    pub fn for_view<'a>(rules: &[CompiledRule], key: &ResourceKey, desired: impl JsonView<'a>) -> Self {
         let mut out = ObjectIgnores::default();
         for r in rules.iter().filter(|r| r.selects(key)) {
             out.add(r);
@@ -31,7 +37,7 @@ impl ObjectIgnores {
             out.pointers
                 .push(format!("/metadata/annotations/{}", crate::waiver::WAIVERS_ANNOTATION.replace('/', "~1")));
         }
-        if let Some(ann) = annotations.and_then(|a| a.get(IGNORE_ANNOTATION)).and_then(Value::as_str) {
+        if let Some(ann) = annotations.and_then(|a| a.get(IGNORE_ANNOTATION)).and_then(JsonView::as_str) {
             out.pointers
                 .extend(ann.split([',', '\n']).map(str::trim).filter(|p| p.starts_with('/')).map(str::to_owned));
         }

@@ -23,13 +23,17 @@ use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation};
 use serde_json::{Map, Value};
 
-use drift_model::path::{Path, Seg, lookup, scalar_text};
+use drift_model::path::{Path, Seg, lookup, lookup_view, scalar_text};
 pub use drift_model::remedy::*;
-use drift_model::tree::{JsonView, Shape};
+use drift_model::tree::{JsonView, Shape, same};
 use drift_model::{Resource, ResourceKey};
 
 fn is_secret(r: &Resource) -> bool {
-    r.key.group.is_empty() && r.key.kind == "Secret"
+    is_secret_key(&r.key)
+}
+
+fn is_secret_key(key: &ResourceKey) -> bool {
+    key.group.is_empty() && key.kind == "Secret"
 }
 
 /// The RFC 6902 patch that gives `paths` of `live` the values `desired` has (removing what
@@ -55,29 +59,34 @@ pub fn revert_patch(desired: &Resource, live: &Resource, paths: &[Path]) -> Resu
     if is_secret(desired) {
         return Err(RemedyError::Secret);
     }
-    patch_ops(desired, &*live.object, paths)
+    patch_ops(&*desired.object, &*live.object, paths)
 }
 
-fn patch_ops<'a, V: JsonView<'a>>(desired: &Resource, live: V, paths: &[Path]) -> Result<Patch, RemedyError> {
+/// The patch of `paths`, Git's values read from `desired` (a `Value` or a tree, as `live`).
+fn patch_ops<'d, 'a, D: JsonView<'d>, V: JsonView<'a>>(
+    desired: D,
+    live: V,
+    paths: &[Path],
+) -> Result<Patch, RemedyError> {
     let mut sets = Vec::new();
     let mut removals: Vec<(Vec<Step<'_>>, V)> = Vec::new();
     for path in paths {
-        let git = lookup(&desired.object, path);
+        let git = lookup_view(desired, path.segments());
         let place = locate(live, path.segments());
         match (git, place) {
             (Some(g), Located::Found(steps, l)) => {
-                if l.equals(g) {
+                if same(l, g) {
                     continue;
                 }
                 let pointer = pointer_of(&steps);
                 sets.push(test(&pointer, l));
-                sets.push(PatchOperation::Replace(ReplaceOperation { path: pointer, value: g.clone() }));
+                sets.push(PatchOperation::Replace(ReplaceOperation { path: pointer, value: g.to_value() }));
             }
             (Some(_), Located::Missing { found, first_missing }) => {
                 // Git's subtree at the first missing level: everything under it is missing too.
                 let prefix = Path(path.segments()[..=first_missing].to_vec());
-                let value = lookup(&desired.object, &prefix)
-                    .cloned()
+                let value = lookup_view(desired, prefix.segments())
+                    .map(JsonView::to_value)
                     .ok_or_else(|| RemedyError::NoParent { path: path.to_string() })?;
                 let mut steps = found;
                 steps.push(match &path.segments()[first_missing] {
@@ -199,18 +208,20 @@ pub fn changed_outside(before: &Value, after: &Value, allowed: &[String]) -> Vec
 /// [`revert_patch`] and [`kubectl_command`] of one drift path, or `None` when no patch can be
 /// shown (a Secret, nothing to do, or a parent missing).
 pub fn revert_of(desired: &Resource, live: &Resource, path: &Path) -> Option<Revert> {
-    revert_of_view(desired, &live.key, &live.api_version, &*live.object, path)
+    revert_of_view(&desired.key, &*desired.object, &live.key, &live.api_version, &*live.object, path)
 }
 
-/// [`revert_of`] of a live object read through [`JsonView`], named by `key` and `api_version`.
-pub(crate) fn revert_of_view<'a>(
-    desired: &Resource,
+/// [`revert_of`] of objects read through [`JsonView`]: the desired one of `desired_key`, the
+/// live one named by `key` and `api_version`.
+pub(crate) fn revert_of_view<'d, 'a>(
+    desired_key: &ResourceKey,
+    desired: impl JsonView<'d>,
     key: &ResourceKey,
     api_version: &str,
     live: impl JsonView<'a>,
     path: &Path,
 ) -> Option<Revert> {
-    if is_secret(desired) {
+    if is_secret_key(desired_key) {
         return None;
     }
     let patch = patch_ops(desired, live, std::slice::from_ref(path)).ok()?;
@@ -252,7 +263,7 @@ pub fn revert_plan(desired: &Resource, live: &Resource, paths: &[Path]) -> Resul
         covered.push(path.to_string());
     }
     // revert_patch refuses Secrets (its result is shown); a plan is sent, never shown.
-    let remove = patch_ops(desired, &*live.object, &removals)?;
+    let remove = patch_ops(&*desired.object, &*live.object, &removals)?;
     let apply = (!body.is_empty()).then(|| {
         let mut metadata = Map::new();
         metadata.insert("name".into(), Value::String(live.key.name.clone()));

@@ -21,6 +21,14 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
         self.compare(desired, Some(&live.to_resource()))
     }
 
+    /// [`Comparator::compare_tree`] of a desired object given as a tree too (a desired object
+    /// kept compact, expanded into a tree borrowing its bytes while it is compared). The
+    /// default makes it a [`Resource`]; a comparator that walks trees overrides it, with the
+    /// same drifts.
+    fn compare_trees(&self, desired: crate::tree::ObjectRef<'_, '_>, live: &crate::tree::LiveTree<'_>) -> Vec<Drift> {
+        self.compare_tree(&desired.to_resource(), live)
+    }
+
     /// Compares one desired object that belongs to a whole desired set (for watch mode, which
     /// re-compares only what changed). The default ignores the set; implementations use it for
     /// the same relations as [`Comparator::compare_all`].

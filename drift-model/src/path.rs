@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::tree::{JsonView, Shape};
+
 /// One step of a path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Seg {
@@ -226,20 +228,34 @@ pub fn lookup<'v>(root: &'v Value, path: &Path) -> Option<&'v Value> {
 
 /// [`lookup`] of a path given as segments (owned or borrowed).
 pub fn lookup_segments<'v, S: SegView>(root: &'v Value, segments: &[S]) -> Option<&'v Value> {
+    lookup_view(root, segments)
+}
+
+/// [`lookup_segments`] in a document read through [`JsonView`] (a `Value`, or a tree that
+/// borrows its text).
+pub fn lookup_view<'a, V: JsonView<'a>, S: SegView>(root: V, segments: &[S]) -> Option<V> {
     let mut v = root;
     for seg in segments {
         v = match (seg.field(), seg.item()) {
             (Some(f), _) => v.get(f)?,
-            (None, Some((key, hidden, _))) if !key.is_empty() => v.as_array()?.iter().find(|item| {
-                key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
-                    match item.get(k).filter(|x| !x.is_null()) {
-                        Some(x) => scalar_text(x).as_deref() == Some(want.as_str()),
-                        None => *h,
-                    }
-                })
-            })?,
-            (None, Some((_, _, index))) => v.as_array()?.get(index)?,
-            (None, None) => return None,
+            (None, Some((key, hidden, _))) if !key.is_empty() => {
+                if v.shape() != Shape::Array {
+                    return None;
+                }
+                (0..v.len()).filter_map(|i| v.item(i)).find(|item| {
+                    key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
+                        match item.get(k).filter(|x| !x.is_null()) {
+                            Some(x) => match x.as_str() {
+                                Some(s) => s == want,
+                                None => scalar_text(&x.to_value()).as_deref() == Some(want.as_str()),
+                            },
+                            None => *h,
+                        }
+                    })
+                })?
+            }
+            (None, Some((_, _, index))) if v.shape() == Shape::Array => v.item(index)?,
+            (None, Some(_)) | (None, None) => return None,
         };
     }
     (!v.is_null()).then_some(v)

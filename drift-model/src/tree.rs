@@ -111,6 +111,20 @@ pub trait JsonView<'a>: Copy + std::fmt::Debug {
     }
 }
 
+/// Whether two documents read through [`JsonView`] are equal (as `Value`'s `==` compares).
+pub fn same<'a, 'b>(a: impl JsonView<'a>, b: impl JsonView<'b>) -> bool {
+    match (a.shape(), b.shape()) {
+        (Shape::Array, Shape::Array) => {
+            a.len() == b.len()
+                && (0..a.len()).all(|i| matches!((a.item(i), b.item(i)), (Some(x), Some(y)) if same(x, y)))
+        }
+        (Shape::Object, Shape::Object) => {
+            a.len() == b.len() && a.fields().zip(b.fields()).all(|((ka, x), (kb, y))| ka == kb && same(x, y))
+        }
+        (x, y) => x == y,
+    }
+}
+
 /// The fields of a `serde_json::Value` mapping ([`JsonView::fields`]).
 #[derive(Debug)]
 pub struct ValueFields<'a>(Option<serde_json::map::Iter<'a>>);
@@ -473,6 +487,33 @@ impl<'t> LiveTree<'t> {
     }
 }
 
+/// An object as a tree with its name and provenance, all borrowed from whoever holds them: the
+/// desired side of [`crate::Comparator::compare_trees`] (a desired object kept compact and
+/// expanded into a tree only while it is compared).
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectRef<'a, 't> {
+    /// Identity.
+    pub key: &'a ResourceKey,
+    /// `apiVersion` of the object as read.
+    pub api_version: &'a str,
+    /// Where it came from.
+    pub provenance: &'a Provenance,
+    /// The whole object.
+    pub tree: &'a Tree<'t>,
+}
+
+impl ObjectRef<'_, '_> {
+    /// The object as a [`Resource`] (its tree copied into a `Value`).
+    pub fn to_resource(&self) -> Resource {
+        Resource {
+            key: self.key.clone(),
+            api_version: self.api_version.to_owned(),
+            object: std::sync::Arc::new(self.tree.to_value()),
+            provenance: self.provenance.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,7 +538,7 @@ mod tests {
     }
 
     /// Every question [`JsonView`] answers, asked of both views down the whole document.
-    fn same<'a, 'b>(a: &'a Value, b: Node<'b, '_>) -> Result<(), TestCaseError> {
+    fn answers_alike<'a, 'b>(a: &'a Value, b: Node<'b, '_>) -> Result<(), TestCaseError> {
         prop_assert_eq!(a.shape(), b.shape());
         prop_assert_eq!(JsonView::len(a), b.len());
         prop_assert_eq!(JsonView::is_empty(a), b.is_empty());
@@ -508,13 +549,13 @@ mod tests {
         let fb: Vec<&str> = b.fields().map(|(k, _)| k).collect();
         prop_assert_eq!(&fa, &fb);
         for ((_, x), (k, y)) in a.fields().zip(b.fields()) {
-            same(x, y)?;
+            answers_alike(x, y)?;
             prop_assert!(b.get(k).is_some_and(|g| g.equals(x)));
         }
         prop_assert!(b.get("zz").is_none());
         for i in 0..=JsonView::len(a) {
             match (JsonView::item(a, i), b.item(i)) {
-                (Some(x), Some(y)) => same(x, y)?,
+                (Some(x), Some(y)) => answers_alike(x, y)?,
                 (None, None) => {}
                 (x, y) => prop_assert!(false, "item {}: {:?} against {:?}", i, x, y),
             }
@@ -527,8 +568,11 @@ mod tests {
         fn a_tree_answers_as_the_value_it_was_built_from(v in arb_value(), other in arb_value()) {
             let tree = Tree::from_value(&v);
             prop_assert_eq!(tree.to_value(), v.clone());
-            same(&v, tree.root())?;
+            answers_alike(&v, tree.root())?;
             prop_assert_eq!(tree.root().equals(&other), v == other);
+            prop_assert_eq!(same(tree.root(), &other), v == other);
+            prop_assert_eq!(same(&other, tree.root()), v == other);
+            prop_assert!(same(tree.root(), &v));
         }
 
         #[test]
