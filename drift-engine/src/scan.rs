@@ -435,7 +435,7 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
             if read_again(&mut slot.desired, reload, &mut reread) {
                 let drifts = match &live {
                     LiveObject::Resource(r) => comparator.compare(&slot.desired.tree(), Some(r)),
-                    LiveObject::Tree(t) => comparator.compare_tree(&slot.desired.tree(), t),
+                    LiveObject::Tree(t) => slot.desired.compare_live(comparator, t),
                 };
                 slot.early = Some((order, drifts));
                 let d = &mut slot.desired;

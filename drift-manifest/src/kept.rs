@@ -6,6 +6,8 @@ use std::collections::HashSet;
 
 use drift_model::compare::Comparator;
 use drift_model::desired::{DesiredObject, Relations};
+use drift_model::drift::Drift;
+use drift_model::tree::{LiveTree, ObjectRef};
 use drift_model::{Provenance, Resource, ResourceKey};
 
 /// A desired object kept compact, with its digest, its SOPS mark and whether it carries waivers
@@ -258,6 +260,27 @@ impl DesiredObject for KeptResource {
 
     fn tree(&self) -> Cow<'_, Resource> {
         Cow::Owned(self.expand())
+    }
+
+    /// Expanded into a tree that borrows the unpacked bytes, compared, and dropped: no `Value`
+    /// is made of it.
+    fn compare_live(&self, comparator: &dyn Comparator, live: &LiveTree<'_>) -> Vec<Drift> {
+        debug_assert!(self.packed.is_some(), "{}: an object let go of was compared", self.key);
+        let compared = self.packed.as_deref().and_then(|p| {
+            unpack(p, |bytes| {
+                let tree = crate::value_bytes::read_tree(bytes)?;
+                let desired = ObjectRef {
+                    key: &self.key,
+                    api_version: &self.api_version,
+                    provenance: &self.provenance,
+                    tree: &tree,
+                };
+                Some(comparator.compare_trees(desired, live))
+            })
+            .flatten()
+        });
+        // (The block and its bytes were written by `pack` and `value_bytes`: they read back.)
+        compared.unwrap_or_else(|| comparator.compare_tree(&self.expand(), live))
     }
 
     fn into_tree(self) -> Resource {

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+mod build;
 mod json_tree;
 pub mod kept;
 pub mod parse;

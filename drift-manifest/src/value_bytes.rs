@@ -14,7 +14,12 @@
 //! comparison. Only this crate writes and reads these bytes, in one process: they are not a
 //! format to store or to send.
 
-use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
+
+use drift_model::tree::{Tree, TreeBuilder};
+use serde_json::{Number, Value};
+
+use crate::build::{Build, Values};
 
 const NULL: u8 = 0;
 const FALSE: u8 = 1;
@@ -108,26 +113,38 @@ fn length(mut n: usize, out: &mut Vec<u8>) {
 
 /// The tree `write` wrote into `bytes` (and nothing else); `None` for bytes it did not write.
 pub(crate) fn read(bytes: &[u8]) -> Option<Value> {
+    read_into(bytes, Values { entries: Vec::new(), items: Vec::new() }).map(|(_, v)| v)
+}
+
+/// [`read`] into a [`Tree`] borrowing its strings from `bytes`.
+pub(crate) fn read_tree(bytes: &[u8]) -> Option<Tree<'_>> {
+    // (A value takes at least one tag byte: about one in three of a workload's.)
+    let build = TreeBuilder::with_capacity(bytes.len() / 8);
+    read_into(bytes, build).map(|(b, root)| b.finish(root))
+}
+
+/// The one read of both: the builder, and the top value built into it.
+fn read_into<'b, B: Build<'b>>(bytes: &'b [u8], build: B) -> Option<(B, B::Out)> {
     let n = usize::try_from(u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?)).ok()?;
     let strings = std::str::from_utf8(bytes.get(8..8usize.checked_add(n)?)?).ok()?;
     let tags = &bytes[8 + n..];
-    let mut reader = Reader { bytes: tags, pos: 0, strings, at: 0, entries: Vec::new() };
+    let mut reader = Reader { bytes: tags, pos: 0, strings, at: 0, build };
     let value = reader.value()?;
-    (reader.pos == tags.len() && reader.at == strings.len()).then_some(value)
+    (reader.pos == tags.len() && reader.at == strings.len()).then_some((reader.build, value))
 }
 
-struct Reader<'b> {
+struct Reader<'b, B> {
     /// The tags.
     bytes: &'b [u8],
     pos: usize,
     /// The strings, and where the next one starts.
     strings: &'b str,
     at: usize,
-    /// The entries of the maps being read, innermost last (one stack for all of them).
-    entries: Vec<(String, Value)>,
+    /// What the object is built into.
+    build: B,
 }
 
-impl Reader<'_> {
+impl<'b, B: Build<'b>> Reader<'b, B> {
     fn byte(&mut self) -> Option<u8> {
         let b = *self.bytes.get(self.pos)?;
         self.pos += 1;
@@ -158,51 +175,59 @@ impl Reader<'_> {
         self.length().filter(|n| *n <= self.bytes.len() - self.pos)
     }
 
-    fn text(&mut self) -> Option<String> {
+    fn text(&mut self) -> Option<&'b str> {
         let end = self.at.checked_add(self.length()?)?;
         // (`None` past the strings' end, or off a character's boundary.)
         let s = self.strings.get(self.at..end)?;
         self.at = end;
-        Some(s.to_owned())
+        Some(s)
     }
 
     fn bits(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
 
-    fn value(&mut self) -> Option<Value> {
+    fn value(&mut self) -> Option<B::Out> {
         Some(match self.byte()? {
-            NULL => Value::Null,
-            FALSE => Value::Bool(false),
-            TRUE => Value::Bool(true),
-            UNSIGNED => Value::Number(Number::from(self.bits()?)),
-            SIGNED => Value::Number(Number::from(self.bits()? as i64)),
-            FLOAT => Value::Number(Number::from_f64(f64::from_bits(self.bits()?))?),
-            STRING => Value::String(self.text()?),
+            NULL => self.build.null(),
+            FALSE => self.build.bool(false),
+            TRUE => self.build.bool(true),
+            UNSIGNED => {
+                let n = Number::from(self.bits()?);
+                self.build.number(n)
+            }
+            SIGNED => {
+                let n = Number::from(self.bits()? as i64);
+                self.build.number(n)
+            }
+            FLOAT => {
+                let n = Number::from_f64(f64::from_bits(self.bits()?))?;
+                self.build.number(n)
+            }
+            STRING => {
+                let s = self.text()?;
+                self.build.string(Cow::Borrowed(s))
+            }
             ARRAY => {
                 let n = self.count()?;
-                let mut items = Vec::with_capacity(n);
+                let mark = self.build.array_start();
                 for _ in 0..n {
-                    items.push(self.value()?);
+                    let item = self.value()?;
+                    self.build.item(item);
                 }
-                Value::Array(items)
+                self.build.array_end(mark)
             }
             OBJECT => {
                 let n = self.count()?;
-                let mark = self.entries.len();
+                // (Written in ascending order of their keys, each key once: a map is built as
+                // a reader of JSON builds it, with nothing to sort nor to drop.)
+                let mark = self.build.object_start();
                 for _ in 0..n {
                     let key = self.text()?;
                     let value = self.value()?;
-                    self.entries.push((key, value));
+                    self.build.member(Cow::Borrowed(key), value);
                 }
-                // Written in ascending order: inserted from the last, each key is placed before
-                // the smallest so far, after one comparison (a map's search runs from its
-                // smallest key).
-                let mut map = Map::new();
-                for (key, value) in self.entries.drain(mark..).rev() {
-                    map.insert(key, value);
-                }
-                Value::Object(map)
+                self.build.object_end(mark)
             }
             _ => return None,
         })
@@ -228,6 +253,8 @@ mod tests {
         fn a_tree_reads_back_as_itself(v in crate::json_tree::tests::value()) {
             let bytes = bytes_of(&v);
             prop_assert_eq!(read(&bytes), Some(v.clone()));
+            // And into a tree borrowing them, the same document.
+            prop_assert_eq!(read_tree(&bytes).map(|t| t.to_value()), Some(v.clone()));
             let again: Value = serde_json::from_str(&v.to_string()).unwrap();
             prop_assert_eq!(bytes_of(&again), bytes);
         }
@@ -238,9 +265,11 @@ mod tests {
             let bytes = bytes_of(&v);
             let cut = at.index(bytes.len());
             prop_assert_eq!(read(&bytes[..cut]), None);
+            prop_assert!(read_tree(&bytes[..cut]).is_none());
             let mut longer = bytes.clone();
             longer.push(NULL);
             prop_assert_eq!(read(&longer), None);
+            prop_assert!(read_tree(&longer).is_none());
         }
     }
 

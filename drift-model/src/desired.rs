@@ -42,6 +42,12 @@ pub trait DesiredObject {
     }
     /// Whether it carries the waivers annotation ([`crate::waiver::WAIVERS_ANNOTATION`]).
     fn waived(&self) -> bool;
+    /// `comparator`'s drifts of this object against a live object read as a tree
+    /// ([`Comparator::compare_tree`] of its tree, by default). An object kept compact gives its
+    /// tree to [`Comparator::compare_trees`] as it expands it, borrowing its bytes.
+    fn compare_live(&self, comparator: &dyn Comparator, live: &crate::tree::LiveTree<'_>) -> Vec<crate::drift::Drift> {
+        comparator.compare_tree(&self.tree(), live)
+    }
     /// Lets go of what its tree is made from, once its pair is compared and nothing else will
     /// ask for the tree; [`DesiredObject::held`] then says `false` until
     /// [`DesiredObject::restore`]. Trees are kept (the default does nothing).
