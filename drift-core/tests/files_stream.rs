@@ -7,7 +7,7 @@
 //! objects handed over by one thread or by three at once (the pairs compared on each).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use drift_core::drift_model::tree::{LiveTree, Tree};
+use drift_core::drift_model::tree::{ObjectTree, Tree};
 use drift_core::scan::{LiveObject, LiveSink, ScanOptions, compare_files, compare_files_streamed};
 use drift_core::{DesiredSnapshot, Engine, EngineConfig, ErrorKind, KeptResource, Provenance, Resource, SourceWarning};
 use proptest::prelude::*;
@@ -122,7 +122,7 @@ proptest! {
                     s.spawn(move || {
                         for &i in order.iter().skip(t).step_by(3) {
                             if let Some(r) = live.get(i as usize) {
-                                sink(i, LiveObject::Tree(LiveTree::new(Tree::from_value(&r.object), r.provenance.clone()).unwrap()));
+                                sink(i, LiveObject::Tree(ObjectTree::new(Tree::from_value(&r.object), r.provenance.clone()).unwrap()));
                             }
                         }
                     });

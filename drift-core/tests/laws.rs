@@ -21,9 +21,9 @@ fn res(v: Value) -> Resource {
 /// --live` compares), and a tree with its managedFields kept as their JSON text; and with the
 /// desired object a tree too (`Comparator::compare_trees`, a kept object expanded into one).
 fn compared(desired: &Resource, live: &Resource) -> Vec<drift_core::Drift> {
-    use drift_core::drift_model::tree::{LiveTree, ObjectRef, Tree};
+    use drift_core::drift_model::tree::{ObjectRef, ObjectTree, Tree};
     let drifts = engine().compare(desired, Some(live));
-    let as_tree = |object: &Value| LiveTree::new(Tree::from_value(object), live.provenance.clone()).unwrap();
+    let as_tree = |object: &Value| ObjectTree::new(Tree::from_value(object), live.provenance.clone()).unwrap();
     assert_eq!(engine().compare_tree(desired, &as_tree(&live.object)), drifts, "the live object as a tree");
     let mut text = Value::clone(&live.object);
     if let Some(m) = text.pointer_mut("/metadata/managedFields") {

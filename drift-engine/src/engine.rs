@@ -18,7 +18,7 @@ use crate::verdict::{SeverityTable, Verdict, Verdicts};
 use drift_model::compare::Comparator;
 use drift_model::drift::*;
 use drift_model::path::Path;
-use drift_model::tree::{JsonView, LiveTree, ObjectRef};
+use drift_model::tree::{JsonView, ObjectRef, ObjectTree};
 use drift_model::{Resource, ResourceKey, split_api_version};
 
 /// Configuration of the engine; every field has a default. Deserialised from the `drift`
@@ -408,7 +408,7 @@ impl Comparator for Engine {
 
     /// The walk reads the tree as it is (no `Value` made of it), but for a Secret, whose
     /// values are folded and hashed before the walk.
-    fn compare_tree(&self, desired: &Resource, live: &LiveTree<'_>) -> Vec<Drift> {
+    fn compare_tree(&self, desired: &Resource, live: &ObjectTree<'_>) -> Vec<Drift> {
         let root = live.tree.root();
         if root.get("kind").and_then(JsonView::as_str) == Some("Secret") {
             return self.compare(desired, Some(&live.to_resource()));
@@ -421,7 +421,7 @@ impl Comparator for Engine {
     }
 
     /// Both trees walked as they are, but for a Secret (its values folded and hashed first).
-    fn compare_trees(&self, desired: ObjectRef<'_, '_>, live: &LiveTree<'_>) -> Vec<Drift> {
+    fn compare_trees(&self, desired: ObjectRef<'_, '_>, live: &ObjectTree<'_>) -> Vec<Drift> {
         let (d, l) = (desired.tree.root(), live.tree.root());
         let secret = |n: drift_model::tree::Node<'_, '_>| n.get("kind").and_then(JsonView::as_str) == Some("Secret");
         if secret(d) || secret(l) {

@@ -11,7 +11,7 @@ use drift_model::desired::DesiredObject;
 use drift_model::drift::Drift;
 use drift_model::report::{ScanOutcome, ScanReport, Summary};
 use drift_model::source::{DesiredSource, LiveSource};
-use drift_model::tree::{JsonView, LiveTree};
+use drift_model::tree::{JsonView, ObjectTree};
 use drift_model::{
     Coverage, DesiredSnapshot, GroupKind, LiveSnapshot, Resource, ResourceKey, Scope, SourceWarning, is_cluster_scoped,
 };
@@ -524,14 +524,14 @@ pub type Reload<'r> = &'r (dyn Fn(&drift_model::Provenance) -> Vec<Resource> + S
 pub type LiveSink<'s> = dyn Fn(u64, LiveObject<'_>) + Sync + 's;
 
 /// A live object handed to a [`LiveSink`]: read whole ([`Resource`]), or read for comparing
-/// only, as a tree that borrows the text of its file ([`LiveTree`]). A tree paired at once is
+/// only, as a tree that borrows the text of its file ([`ObjectTree`]). A tree paired at once is
 /// compared as it is ([`Comparator::compare_tree`]); one kept for later is made a `Resource`.
 #[derive(Debug)]
 pub enum LiveObject<'t> {
     /// A live object as a [`Resource`].
     Resource(Resource),
     /// A live object as a tree borrowing its file's text.
-    Tree(LiveTree<'t>),
+    Tree(ObjectTree<'t>),
 }
 
 impl LiveObject<'_> {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use drift_model::compare::Comparator;
 use drift_model::desired::{DesiredObject, Relations};
 use drift_model::drift::Drift;
-use drift_model::tree::{LiveTree, ObjectRef};
+use drift_model::tree::{ObjectRef, ObjectTree};
 use drift_model::{Provenance, Resource, ResourceKey};
 
 /// A desired object kept compact, with its digest, its SOPS mark and whether it carries waivers
@@ -264,7 +264,7 @@ impl DesiredObject for KeptResource {
 
     /// Expanded into a tree that borrows the unpacked bytes, compared, and dropped: no `Value`
     /// is made of it.
-    fn compare_live(&self, comparator: &dyn Comparator, live: &LiveTree<'_>) -> Vec<Drift> {
+    fn compare_live(&self, comparator: &dyn Comparator, live: &ObjectTree<'_>) -> Vec<Drift> {
         debug_assert!(self.packed.is_some(), "{}: an object let go of was compared", self.key);
         let compared = self.packed.as_deref().and_then(|p| {
             unpack(p, |bytes| {

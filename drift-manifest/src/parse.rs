@@ -143,7 +143,7 @@ pub fn parse_live_manifests_compared(text: &str, path: &str, limits: Limits) -> 
 /// assert_eq!(parsed.resources, [live.to_resource()]);
 /// assert!(drift_manifest::read_live_tree("apiVersion: v1\nkind: ConfigMap\n", "live.yaml", limits).is_none());
 /// ```
-pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<drift_model::tree::LiveTree<'t>> {
+pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<drift_model::tree::ObjectTree<'t>> {
     use drift_model::tree::{JsonView, Shape};
     // The steps of `parse` for a JSON document: wherever it would warn, or read the text some
     // other way, this gives up.
@@ -174,7 +174,7 @@ pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<d
     // And that of `push_resource`, whose error is the fallback's to report. The top-level
     // `status` that `parse_live` removes was never built.
     let provenance = Provenance { path: Some(path.to_owned()), document: Some(0), ..Provenance::default() };
-    drift_model::tree::LiveTree::new(tree, provenance).ok()
+    drift_model::tree::ObjectTree::new(tree, provenance).ok()
 }
 
 fn parse_live(text: &str, path: &str, limits: Limits, managed_text: bool) -> ParsedManifests {
@@ -1040,7 +1040,7 @@ mod tests {
 }
 "#;
         let limits = Limits::live();
-        fn read(text: &str, limits: Limits) -> (Option<drift_model::tree::LiveTree<'_>>, ParsedManifests) {
+        fn read(text: &str, limits: Limits) -> (Option<drift_model::tree::ObjectTree<'_>>, ParsedManifests) {
             let parsed = parse_live_manifests_compared(text, "live.json", limits);
             (read_live_tree(text, "live.json", limits), parsed)
         }

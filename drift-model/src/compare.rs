@@ -14,10 +14,10 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     fn compare(&self, desired: &Resource, live: Option<&Resource>) -> Vec<Drift>;
 
     /// [`Comparator::compare`] of `desired` with a live object read as a tree
-    /// ([`crate::tree::LiveTree`]: front ends that read live objects only to compare them, as
+    /// ([`crate::tree::ObjectTree`]: front ends that read live objects only to compare them, as
     /// `drift diff --live` does). The default makes the tree a [`Resource`] and calls
     /// [`Comparator::compare`]; a comparator that walks trees overrides it, with the same drifts.
-    fn compare_tree(&self, desired: &Resource, live: &crate::tree::LiveTree<'_>) -> Vec<Drift> {
+    fn compare_tree(&self, desired: &Resource, live: &crate::tree::ObjectTree<'_>) -> Vec<Drift> {
         self.compare(desired, Some(&live.to_resource()))
     }
 
@@ -25,7 +25,7 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
     /// kept compact, expanded into a tree borrowing its bytes while it is compared). The
     /// default makes it a [`Resource`]; a comparator that walks trees overrides it, with the
     /// same drifts.
-    fn compare_trees(&self, desired: crate::tree::ObjectRef<'_, '_>, live: &crate::tree::LiveTree<'_>) -> Vec<Drift> {
+    fn compare_trees(&self, desired: crate::tree::ObjectRef<'_, '_>, live: &crate::tree::ObjectTree<'_>) -> Vec<Drift> {
         self.compare_tree(&desired.to_resource(), live)
     }
 

@@ -45,7 +45,11 @@ pub trait DesiredObject {
     /// `comparator`'s drifts of this object against a live object read as a tree
     /// ([`Comparator::compare_tree`] of its tree, by default). An object kept compact gives its
     /// tree to [`Comparator::compare_trees`] as it expands it, borrowing its bytes.
-    fn compare_live(&self, comparator: &dyn Comparator, live: &crate::tree::LiveTree<'_>) -> Vec<crate::drift::Drift> {
+    fn compare_live(
+        &self,
+        comparator: &dyn Comparator,
+        live: &crate::tree::ObjectTree<'_>,
+    ) -> Vec<crate::drift::Drift> {
         comparator.compare_tree(&self.tree(), live)
     }
     /// Lets go of what its tree is made from, once its pair is compared and nothing else will

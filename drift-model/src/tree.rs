@@ -453,12 +453,13 @@ impl<'t> TreeBuilder<'t> {
     }
 }
 
-/// A live object read only to be compared (`drift diff --live`): its key, its `apiVersion`, where
-/// it was read, and its document as a [`Tree`] borrowing the text it was read from. A comparator
-/// that reads trees compares it as it is ([`crate::Comparator::compare_tree`]); anything that
-/// keeps it makes it a [`Resource`] ([`LiveTree::to_resource`]).
+/// An object read as a tree: its key, its `apiVersion`, where it was read, and its document as a
+/// [`Tree`] borrowing the text it was read from (a live object read only to be compared, as
+/// `drift diff --live` reads them). A comparator that reads trees compares it as it is
+/// ([`crate::Comparator::compare_tree`]); anything that keeps it makes it a [`Resource`]
+/// ([`ObjectTree::to_resource`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct LiveTree<'t> {
+pub struct ObjectTree<'t> {
     /// Identity, as [`Resource::from_object`] reads it.
     pub key: ResourceKey,
     /// `apiVersion` of the object as read.
@@ -469,11 +470,11 @@ pub struct LiveTree<'t> {
     pub tree: Tree<'t>,
 }
 
-impl<'t> LiveTree<'t> {
+impl<'t> ObjectTree<'t> {
     /// The object of `tree`, its key read as [`Resource::from_object`] reads it (the same errors).
     pub fn new(tree: Tree<'t>, provenance: Provenance) -> crate::Result<Self> {
         let (key, api_version) = crate::resource::identity_of(tree.root())?;
-        Ok(LiveTree { key, api_version, provenance, tree })
+        Ok(ObjectTree { key, api_version, provenance, tree })
     }
 
     /// The object as a [`Resource`] (its tree copied into a `Value`).
@@ -579,7 +580,7 @@ mod tests {
         fn a_live_tree_has_the_key_and_errors_of_a_resource(v in arb_value(), name in "[a-c]{0,2}", kind in "[A-C]{0,1}") {
             let mut object = serde_json::json!({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name}});
             object["metadata"]["namespace"] = v;
-            let tree = LiveTree::new(Tree::from_value(&object), Provenance::default());
+            let tree = ObjectTree::new(Tree::from_value(&object), Provenance::default());
             match (Resource::from_object(object.clone()), tree) {
                 (Ok(r), Ok(t)) => prop_assert_eq!(t.to_resource(), r),
                 (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
