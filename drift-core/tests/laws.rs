@@ -360,3 +360,25 @@ fn json_object() -> impl Strategy<Value = serde_json::Map<String, Value>> {
     });
     prop::collection::btree_map("[a-z]{1,8}", value, 0..8).prop_map(|m| m.into_iter().collect())
 }
+
+/// The engine's relations of one object read as a tree are those of the object as a `Resource`:
+/// an autoscaler's target, nothing for any other kind, with autoscalers owning replicas or not.
+#[test]
+fn relations_of_a_tree_are_the_relations_of_its_resource() {
+    use drift_core::drift_model::tree::{ObjectRef, Tree};
+    let hpa = res(json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}));
+    let deployment =
+        res(json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}));
+    let config = drift_core::EngineConfig { autoscaler_owns_replicas: false, ..drift_core::EngineConfig::default() };
+    for engine in [engine(), Engine::new(&config).unwrap()] {
+        for r in [&hpa, &deployment] {
+            let tree = Tree::from_value(&r.object);
+            let desired =
+                ObjectRef { key: &r.key, api_version: &r.api_version, provenance: &r.provenance, tree: &tree };
+            assert_eq!(engine.relations_tree(desired), engine.relations(std::slice::from_ref(r)), "{}", r.key);
+        }
+    }
+    assert_eq!(engine().relations(std::slice::from_ref(&hpa)).unwrap().len(), 1, "the autoscaler relates its target");
+}

@@ -477,6 +477,14 @@ impl Comparator for Engine {
         Some(if self.autoscaler_owns_replicas { autoscaled(desired).into_iter().collect() } else { HashSet::new() })
     }
 
+    /// Only an autoscaler relates objects: any other kind relates none, without its tree read.
+    fn relations_tree(&self, desired: ObjectRef<'_, '_>) -> Option<HashSet<ResourceKey>> {
+        if desired.key.kind == "HorizontalPodAutoscaler" {
+            return self.relations(std::slice::from_ref(&desired.to_resource()));
+        }
+        Some(HashSet::new())
+    }
+
     fn compare_some(&self, desired: &[Resource], which: &[&Resource], live: &[Resource]) -> Vec<Drift> {
         let index: HashMap<&ResourceKey, &Resource> = live.iter().map(|r| (&r.key, r)).collect();
         let scaled: HashSet<ResourceKey> =

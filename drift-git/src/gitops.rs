@@ -326,8 +326,13 @@ fn note(r: &Resource, message: String) -> SourceWarning {
 /// Whether drift follows objects of this kind (Argo CD and Flux objects that name what to
 /// render).
 pub fn is_gitops_object(r: &Resource) -> bool {
+    is_gitops_key(&r.key)
+}
+
+/// [`is_gitops_object`] of the object of `key`.
+pub fn is_gitops_key(key: &drift_model::ResourceKey) -> bool {
     matches!(
-        (r.key.group.as_str(), r.key.kind.as_str()),
+        (key.group.as_str(), key.kind.as_str()),
         ("argoproj.io", "Application" | "ApplicationSet")
             | ("kustomize.toolkit.fluxcd.io", "Kustomization")
             | ("helm.toolkit.fluxcd.io", "HelmRelease")

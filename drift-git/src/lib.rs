@@ -77,7 +77,7 @@ pub use edit::FileEdit;
 pub use folder::FolderSource;
 pub use git::GitSource;
 pub use github::GitHubSource;
-pub use gitops::{ClusterTargets, TargetCluster, is_gitops_object, normalize_server};
+pub use gitops::{ClusterTargets, TargetCluster, is_gitops_key, is_gitops_object, normalize_server};
 pub use output::{
     OutputFormat, RenderRequest, format_snapshot, has_errors, render, render_observed, render_reading,
     source_for_cluster, source_from_config, source_observed, source_opening, source_with,

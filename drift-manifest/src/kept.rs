@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use drift_model::compare::Comparator;
 use drift_model::desired::{DesiredObject, Relations};
 use drift_model::drift::Drift;
-use drift_model::tree::{ObjectRef, ObjectTree};
+use drift_model::tree::{JsonView, ObjectRef, ObjectTree, Shape};
 use drift_model::{Provenance, Resource, ResourceKey};
 
 /// A desired object kept compact, with its digest, its SOPS mark and whether it carries waivers
@@ -120,10 +120,10 @@ thread_local! {
 }
 
 /// `with` the bytes of an object ([`crate::value_bytes`]).
-fn with_bytes<R>(r: &Resource, with: impl FnOnce(&[u8]) -> R) -> R {
+fn with_bytes<'a, R>(object: impl JsonView<'a>, with: impl FnOnce(&[u8]) -> R) -> R {
     with_scratch(&BYTES, |bytes| {
         bytes.clear();
-        crate::value_bytes::write(&r.object, bytes);
+        crate::value_bytes::write(object, bytes);
         with(bytes)
     })
 }
@@ -168,7 +168,8 @@ impl KeptResource {
     }
 
     fn keep(r: &Resource, digest: bool) -> Self {
-        let (packed, fingerprint) = with_bytes(r, |bytes| (pack(bytes), (!digest).then(|| fingerprint(bytes))));
+        let (packed, fingerprint) =
+            with_bytes(&*r.object, |bytes| (pack(bytes), (!digest).then(|| fingerprint(bytes))));
         let identity = Identity::of(r, fingerprint);
         KeptResource {
             key: r.key.clone(),
@@ -216,6 +217,30 @@ impl KeptResource {
         let mut kept = KeptResource::keep(r, false);
         kept.related = comparator.relations(std::slice::from_ref(r));
         kept
+    }
+
+    /// [`KeptResource::comparing`] of an object read as a tree ([`ObjectTree`]): the same kept
+    /// object, made without a `Value` (its relations asked through
+    /// [`Comparator::relations_tree`]). An object opened from SOPS is kept from its `Resource`.
+    pub fn comparing_tree(t: &ObjectTree<'_>, comparator: &dyn Comparator) -> Self {
+        let root = t.tree.root();
+        let (packed, fingerprint) = with_bytes(root, |bytes| (pack(bytes), fingerprint(bytes)));
+        let desired = ObjectRef { key: &t.key, api_version: &t.api_version, provenance: &t.provenance, tree: &t.tree };
+        let sops = root.get("sops").filter(|m| m.shape() == Shape::Object);
+        let annotations = root.get("metadata").and_then(|m| m.get("annotations"));
+        KeptResource {
+            key: t.key.clone(),
+            api_version: t.api_version.clone(),
+            provenance: t.provenance.clone(),
+            packed: Some(packed),
+            identity: match &t.provenance.sops_digest {
+                Some(d) => Identity::Digest(d.clone()),
+                None => Identity::Fingerprint(fingerprint),
+            },
+            encrypted: sops.is_some_and(|m| m.get("mac").is_some() || m.get("lastmodified").is_some()),
+            waived: annotations.and_then(|a| a.get(drift_model::waiver::WAIVERS_ANNOTATION)).is_some(),
+            related: comparator.relations_tree(desired),
+        }
     }
 
     /// The resource back, with a tree of its own (`null` once let go: the scan asks for the
@@ -299,7 +324,7 @@ impl DesiredObject for KeptResource {
         match &self.identity {
             Identity::Digest(d) => again.digest() == *d,
             Identity::Fingerprint(f) => {
-                again.provenance.sops_digest.is_none() && with_bytes(again, |bytes| fingerprint(bytes) == *f)
+                again.provenance.sops_digest.is_none() && with_bytes(&*again.object, |bytes| fingerprint(bytes) == *f)
             }
         }
     }
@@ -317,7 +342,7 @@ impl DesiredObject for KeptResource {
     }
 
     fn restore(&mut self, again: &Resource) {
-        self.packed = Some(with_bytes(again, pack));
+        self.packed = Some(with_bytes(&*again.object, pack));
     }
 
     fn trees<'a>(all: &'a [Self], keep: &dyn Fn(&ResourceKey) -> bool) -> Cow<'a, [Resource]> {
@@ -347,7 +372,55 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// A comparator whose relations depend on the object's kind and fields.
+    #[derive(Debug)]
+    struct Related;
+
+    impl Comparator for Related {
+        fn compare(&self, _: &Resource, _: Option<&Resource>) -> Vec<Drift> {
+            Vec::new()
+        }
+
+        fn relations(&self, desired: &[Resource]) -> Option<HashSet<ResourceKey>> {
+            let r = desired.first()?;
+            (r.key.kind != "None").then(|| {
+                r.object
+                    .get("related")
+                    .and_then(|v| v.as_str())
+                    .map(|n| ResourceKey::new("", "ConfigMap", None, n))
+                    .into_iter()
+                    .collect()
+            })
+        }
+    }
+
+    proptest! {
+        /// An object kept from its tree is the object kept from its `Resource`: the same bytes,
+        /// fingerprint, flags and relations.
+        #[test]
+        fn an_object_kept_from_its_tree_is_the_one_kept_from_its_resource(
+            body in crate::json_tree::tests::value(),
+            kind in prop::sample::select(vec!["ConfigMap", "None", "Secret"]),
+            sops in prop::option::of(prop::sample::select(vec![json!({"mac": "x"}), json!({"lastmodified": null}), json!({"other": 1}), json!("s")])),
+            waived in any::<bool>(),
+            sops_digest in prop::option::of(Just("sha256:abc".to_owned())),
+        ) {
+            let mut object = json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "web"}, "body": body, "related": "other"});
+            if let Some(s) = sops {
+                object["sops"] = s;
+            }
+            if waived {
+                object["metadata"]["annotations"] = json!({drift_model::waiver::WAIVERS_ANNOTATION: "[]"});
+            }
+            let provenance = Provenance { path: Some("a.yaml".into()), document: Some(0), sops_digest, ..Provenance::default() };
+            let r = resource(object.clone()).with_provenance(provenance.clone());
+            let t = ObjectTree::new(drift_model::tree::Tree::from_value(&object), provenance).unwrap();
+            prop_assert_eq!(KeptResource::comparing_tree(&t, &Related), KeptResource::comparing(&r, &Related));
+        }
+    }
 
     fn resource(object: serde_json::Value) -> Resource {
         Resource::from_object(object).unwrap()

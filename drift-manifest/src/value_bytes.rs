@@ -16,7 +16,7 @@
 
 use std::borrow::Cow;
 
-use drift_model::tree::{Tree, TreeBuilder};
+use drift_model::tree::{JsonView, Shape, Tree, TreeBuilder};
 use serde_json::{Number, Value};
 
 use crate::build::{Build, Values};
@@ -32,7 +32,7 @@ const ARRAY: u8 = 7;
 const OBJECT: u8 = 8;
 
 /// Appends the bytes of `v` to `out`.
-pub(crate) fn write(v: &Value, out: &mut Vec<u8>) {
+pub(crate) fn write<'a>(v: impl JsonView<'a>, out: &mut Vec<u8>) {
     thread_local! {
         /// The tags of the object being written, kept from one object to the next.
         static TAGS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -51,7 +51,7 @@ pub(crate) fn write(v: &Value, out: &mut Vec<u8>) {
 }
 
 /// [`write`], the tags written into `tags` first.
-fn write_parts(v: &Value, out: &mut Vec<u8>, tags: &mut Vec<u8>) {
+fn write_parts<'a>(v: impl JsonView<'a>, out: &mut Vec<u8>, tags: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; 8]);
     value(v, out, tags);
@@ -60,12 +60,13 @@ fn write_parts(v: &Value, out: &mut Vec<u8>, tags: &mut Vec<u8>) {
     out.extend_from_slice(tags);
 }
 
-/// The strings of `v` appended to `strings`, its tags to `tags`.
-fn value(v: &Value, strings: &mut Vec<u8>, tags: &mut Vec<u8>) {
-    match v {
-        Value::Null => tags.push(NULL),
-        Value::Bool(b) => tags.push(if *b { TRUE } else { FALSE }),
-        Value::Number(n) => {
+/// The strings of `v` appended to `strings`, its tags to `tags` (a `Value` or a tree alike: both
+/// give their mappings' fields in the order of their keys).
+fn value<'a>(v: impl JsonView<'a>, strings: &mut Vec<u8>, tags: &mut Vec<u8>) {
+    match v.shape() {
+        Shape::Null => tags.push(NULL),
+        Shape::Bool(b) => tags.push(if b { TRUE } else { FALSE }),
+        Shape::Number(n) => {
             let (tag, bits) = match (n.as_u64(), n.as_i64()) {
                 (Some(u), _) => (UNSIGNED, u),
                 (None, Some(i)) => (SIGNED, i as u64),
@@ -75,23 +76,25 @@ fn value(v: &Value, strings: &mut Vec<u8>, tags: &mut Vec<u8>) {
             tags.push(tag);
             tags.extend_from_slice(&bits.to_le_bytes());
         }
-        Value::String(s) => {
+        Shape::String(s) => {
             tags.push(STRING);
             text(s, strings, tags);
         }
-        Value::Array(items) => {
+        Shape::Array => {
             tags.push(ARRAY);
-            length(items.len(), tags);
-            for item in items {
-                value(item, strings, tags);
+            length(v.len(), tags);
+            for i in 0..v.len() {
+                if let Some(item) = v.item(i) {
+                    value(item, strings, tags);
+                }
             }
         }
-        Value::Object(map) => {
+        Shape::Object => {
             tags.push(OBJECT);
-            length(map.len(), tags);
-            for (key, v) in map {
+            length(v.len(), tags);
+            for (key, item) in v.fields() {
                 text(key, strings, tags);
-                value(v, strings, tags);
+                value(item, strings, tags);
             }
         }
     }

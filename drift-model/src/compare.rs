@@ -72,6 +72,13 @@ pub trait Comparator: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// [`Comparator::relations`] of one desired object given as a tree (a desired object read
+    /// as one and kept compact). The default makes it a [`Resource`]; a comparator that can tell
+    /// from the object's key overrides it, with the same answer.
+    fn relations_tree(&self, desired: crate::tree::ObjectRef<'_, '_>) -> Option<HashSet<ResourceKey>> {
+        self.relations(std::slice::from_ref(&desired.to_resource()))
+    }
+
     /// Compares the objects `which` of a whole desired set `desired` with the live objects
     /// `live`: for each of them the drifts [`Comparator::compare_all`]`(desired, live)` gives it.
     /// The default calls [`Comparator::compare_in`] for each.
