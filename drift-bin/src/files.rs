@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use drift_core::drift_model::tree::{JsonView, ObjectTree};
 use drift_core::manifest::{
-    Limits, ParsedManifests, parse_live_manifests_compared, parse_manifests_with, read_live_tree,
+    Limits, ParsedManifests, parse_live_manifests_compared, parse_manifests_with, read_live_tree, read_manifest_tree,
 };
 use drift_core::progress::Progress;
 use drift_core::scan::LiveObject;
@@ -28,6 +29,11 @@ impl<T> Default for Loaded<T> {
 
 /// What the loader makes of each object as soon as its file is parsed.
 pub type Make<'a, T> = &'a (dyn Fn(Resource) -> T + Sync);
+
+/// What the loader makes of the object of a file that holds one object alone, read as a tree
+/// borrowing the file's text ([`read_manifest_tree`]), when it is given one: no `Value` is made
+/// of such an object.
+pub type MakeTree<'a, T> = &'a (dyn Fn(ObjectTree<'_>) -> T + Sync);
 
 /// Which side a file is read for: live objects are kept without their `status`
 /// ([`parse_live_manifests_compared`]).
@@ -55,11 +61,20 @@ fn load_files<T>(
     progress: &Progress,
     sops: Option<&dyn SopsOpener>,
     make: Make<'_, T>,
+    tree: Option<MakeTree<'_, T>>,
 ) -> Loaded<T> {
     let mut loaded = Loaded::default();
     for file in files {
         let shown = file.display().to_string();
         let read = with_text(file, |text| {
+            // (A document with a `sops` field goes to the opener, as a `Resource`.)
+            if let Some(make_tree) = tree
+                && let Some(t) = read_manifest_tree(text, &shown, Limits::live())
+                && t.tree.root().get("sops").is_none()
+            {
+                loaded.resources.push(make_tree(t));
+                return;
+            }
             let parsed = parse_file(text, &shown, side, sops);
             loaded.resources.extend(parsed.resources.into_iter().map(make));
             loaded.warnings.extend(parsed.warnings);
@@ -168,6 +183,7 @@ pub fn load<T: Send>(
     progress: &Progress,
     sops: Option<&dyn SopsOpener>,
     make: Make<'_, T>,
+    tree: Option<MakeTree<'_, T>>,
 ) -> Loaded<T> {
     let files = walked.files;
     // Each worker takes the next file not yet taken, so that no core idles while another has
@@ -182,7 +198,8 @@ pub fn load<T: Send>(
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(file) = files.get(i) else { break };
-                        mine.push((i, load_files(std::slice::from_ref(file), Side::Desired, progress, sops, make)));
+                        let part = load_files(std::slice::from_ref(file), Side::Desired, progress, sops, make, tree);
+                        mine.push((i, part));
                     }
                     mine
                 })

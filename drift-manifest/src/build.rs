@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use drift_model::tree::TreeBuilder;
 use serde_json::{Map, Number, Value};
 
-/// What a reader ([`crate::json_tree`], [`crate::value_bytes`]) builds a document into, from the bottom up as it meets it: each value is
+/// What a reader ([`crate::json_tree`], [`crate::value_bytes`], [`crate::yaml_lines`]) builds a document into, from the bottom up as it meets it: each value is
 /// built before the container it is in, a container's members given between its start and its
 /// end. Keys and strings come borrowed from the text when they hold no escape, for a builder
 /// that can keep them so.

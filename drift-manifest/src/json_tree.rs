@@ -988,7 +988,7 @@ pub(crate) mod tests {
     }
 
     /// Every key and string of a tree, with whether it is borrowed from `text`.
-    fn strings(text: &str, tree: &Tree<'_>) -> Vec<(String, bool)> {
+    pub(crate) fn strings(text: &str, tree: &Tree<'_>) -> Vec<(String, bool)> {
         use drift_model::tree::{JsonView, Node, Shape};
         fn walk(text: &str, node: Node<'_, '_>, out: &mut Vec<(String, bool)>) {
             let inside = |s: &str| text.as_bytes().as_ptr_range().contains(&s.as_ptr());

@@ -144,7 +144,6 @@ pub fn parse_live_manifests_compared(text: &str, path: &str, limits: Limits) -> 
 /// assert!(drift_manifest::read_live_tree("apiVersion: v1\nkind: ConfigMap\n", "live.yaml", limits).is_none());
 /// ```
 pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<drift_model::tree::ObjectTree<'t>> {
-    use drift_model::tree::{JsonView, Shape};
     // The steps of `parse` for a JSON document: wherever it would warn, or read the text some
     // other way, this gives up.
     if text.len() > limits.max_file_bytes {
@@ -158,7 +157,67 @@ pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<d
     if deepest > limits.max_depth {
         return None;
     }
-    // Then those of `collect`: a mapping that says it is an object, and not a list of them.
+    // Then those of `collect` and `push_resource`. The top-level `status` that `parse_live`
+    // removes was never built.
+    collected_tree(tree, path, 0)
+}
+
+/// One desired object of a YAML file (what `drift diff` reads from a desired file, most often a
+/// single object written by hand or by a tool) read as [`parse_manifests_with`] reads it, but
+/// into a [`Tree`](drift_model::tree::Tree) that borrows `text`: for a comparison that reads
+/// trees, which then allocates for the tree's vectors and the few strings the reader decodes (an
+/// escape, a doubled quote, a literal block), where a `serde_json::Value` allocates for every
+/// key, string and mapping.
+///
+/// `Some` only where [`parse_manifests_with`] reads exactly one object and says nothing else, and
+/// then `to_resource()` is the resource it reads, with its provenance: the path and the index of
+/// the document as that parse counts it (blank documents, comments and directives before it
+/// count, and are skipped). `None` for anything else (JSON, more than one document with content,
+/// a `List`, a file or document over a bound, a document the line reader leaves to the full YAML
+/// reader, one that is not an object or that is broken), which the caller reads with
+/// [`parse_manifests_with`] to have its resources and warnings. `None` is always safe to fall
+/// back from.
+///
+/// ```
+/// let text = "# the web app\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  mode: \"on\"\n";
+/// let limits = drift_manifest::Limits::default();
+/// let desired = drift_manifest::read_manifest_tree(text, "web.yaml", limits).unwrap();
+/// let parsed = drift_manifest::parse_manifests_with(text, "web.yaml", limits);
+/// assert_eq!(parsed.resources, [desired.to_resource()]);
+/// assert_eq!(desired.provenance.document, Some(1));
+/// let two = format!("{text}---\n{text}");
+/// assert!(drift_manifest::read_manifest_tree(&two, "web.yaml", limits).is_none());
+/// ```
+pub fn read_manifest_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<drift_model::tree::ObjectTree<'t>> {
+    // The steps of `parse` for a YAML file: wherever it would warn, or read the text some other
+    // way, this gives up.
+    if text.len() > limits.max_file_bytes {
+        return None;
+    }
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return None;
+    }
+    // One document with content; the blank ones `parse` skips without a word, but counts.
+    let mut documents = split_documents(text).into_iter().enumerate().filter(|(_, doc)| !is_blank(doc.text));
+    let (index, doc) = documents.next()?;
+    if documents.next().is_some() || doc.text.len() > limits.max_document_bytes {
+        return None;
+    }
+    // `parse_yaml_document` reads with the line reader first, and what it reads has no notes.
+    let tree = crate::yaml_lines::read_tree(doc.text, limits.max_depth, limits.max_nodes)?;
+    collected_tree(tree, path, index)
+}
+
+/// The object of a document read into a tree, where `collect` and `push_resource` would make a
+/// resource of it and say nothing: a mapping that says it is an object, not a list of them,
+/// whose key reads (their errors and notes are the fallback's to report).
+fn collected_tree<'t>(
+    tree: drift_model::tree::Tree<'t>,
+    path: &str,
+    document: usize,
+) -> Option<drift_model::tree::ObjectTree<'t>> {
+    use drift_model::tree::{JsonView, Shape};
     let root = tree.root();
     if !matches!(root.shape(), Shape::Object) {
         return None;
@@ -171,9 +230,7 @@ pub fn read_live_tree<'t>(text: &'t str, path: &str, limits: Limits) -> Option<d
     if kind.ends_with("List") && root.get("items").is_some_and(|items| matches!(items.shape(), Shape::Array)) {
         return None;
     }
-    // And that of `push_resource`, whose error is the fallback's to report. The top-level
-    // `status` that `parse_live` removes was never built.
-    let provenance = Provenance { path: Some(path.to_owned()), document: Some(0), ..Provenance::default() };
+    let provenance = Provenance { path: Some(path.to_owned()), document: Some(document), ..Provenance::default() };
     drift_model::tree::ObjectTree::new(tree, provenance).ok()
 }
 
@@ -1093,5 +1150,180 @@ mod tests {
         }
         // The same object at the depth bound is read.
         assert!(read(object, tight(|l| l.max_depth = 6)).0.is_some());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(2048))]
+
+        /// A desired object read into a tree is the one resource `parse_manifests_with` reads
+        /// from the same text, with the same limits, at the same document; and it is read so
+        /// wherever that parse reads one object and says nothing else, from the one document
+        /// with content, which the line reader reads and which is no `List`.
+        #[test]
+        fn a_manifest_tree_is_the_one_resource_the_parse_reads(
+            written in crate::yaml_lines::tests::manifest(),
+            prefix in proptest::sample::select(&["", "---\n", "# c\n", "# c\n---\n", "\n---\n\n---\n", "%YAML 1.2\n---\n", "\u{feff}", " {"][..]),
+            suffix in proptest::sample::select(
+                &["", "---\n", "...\n", "---\n# c\n", "---\nkind: ConfigMap\napiVersion: v1\nmetadata: {name: b}\n", "---\nfoo: bar\n", "---\n~\n"][..],
+            ),
+            depth in proptest::prop_oneof![4 => proptest::strategy::Just(100usize), 1 => 0usize..8],
+            nodes in proptest::prop_oneof![4 => proptest::strategy::Just(1_000_000usize), 1 => 0usize..60],
+            bound in 0u8..12,
+        ) {
+            let text = format!("{prefix}{}{suffix}", written.text);
+            let documents: Vec<Document<'_>> = split_documents(&text).into_iter().filter(|d| !is_blank(d.text)).collect();
+            let first = documents.first().map_or(0, |d| d.text.len());
+            // Now and then a bound just at the file's size or the document's, or just under.
+            let mut limits = Limits { max_depth: depth, max_nodes: nodes, ..Limits::default() };
+            match bound {
+                0 => limits.max_file_bytes = text.len(),
+                1 => limits.max_file_bytes = text.len() - 1,
+                2 => limits.max_document_bytes = first,
+                3 => limits.max_document_bytes = first.saturating_sub(1),
+                _ => {}
+            }
+            let parsed = parse_manifests_with(&text, "app.yaml", limits);
+            let tree = read_manifest_tree(&text, "app.yaml", limits);
+            if let Some(tree) = &tree {
+                proptest::prop_assert!(parsed.warnings.is_empty(), "{:?}: {:?}", text, parsed.warnings);
+                proptest::prop_assert_eq!(parsed.resources.len(), 1, "{:?}", text);
+                proptest::prop_assert_eq!(&tree.to_resource(), &parsed.resources[0], "{:?}", text);
+            }
+            let fast = text.len() <= limits.max_file_bytes
+                && !text.trim_start_matches('\u{feff}').trim_start().starts_with(['{', '['])
+                && documents.len() == 1
+                && first <= limits.max_document_bytes
+                && crate::yaml_lines::read(documents[0].text, depth, nodes).is_some_and(|value| {
+                    let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+                    !(kind.ends_with("List") && value.get("items").is_some_and(Value::is_array))
+                });
+            let alone = parsed.resources.len() == 1 && parsed.warnings.is_empty();
+            proptest::prop_assert_eq!(tree.is_some(), fast && alone, "{:?}: {:?}", text, parsed);
+        }
+    }
+
+    /// The generated manifests are read into trees often enough for the property above to say
+    /// something of them.
+    #[test]
+    fn most_generated_manifests_that_parse_alone_are_read_into_trees() {
+        use proptest::strategy::{Strategy, ValueTree};
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let (mut trees, mut alone) = (0, 0);
+        for _ in 0..1000 {
+            let text = crate::yaml_lines::tests::manifest().new_tree(&mut runner).unwrap().current().text;
+            let parsed = parse_manifests(&text, "app.yaml");
+            alone += usize::from(parsed.resources.len() == 1 && parsed.warnings.is_empty());
+            trees += usize::from(read_manifest_tree(&text, "app.yaml", Limits::default()).is_some());
+        }
+        assert!(trees >= 120 && trees * 2 > alone, "{trees} trees of {alone} objects read alone");
+    }
+
+    #[test]
+    fn a_manifest_tree_is_read_only_where_the_parse_reads_one_object_alone() {
+        let object = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n  labels:\n    app: web # the app\nspec:\n  replicas: 2\n  template:\n    spec:\n      containers:\n      - name: web\n        image: \"nginx:1.25\"\n        args: ['--port=8080', \"-v\\tx\"]\n";
+        let flowless =
+            object.replace("args: ['--port=8080', \"-v\\tx\"]", "args:\n        - '--port=8080'\n        - \"-v\\tx\"");
+        let limits = Limits::default();
+        fn read(text: &str, limits: Limits) -> (Option<drift_model::tree::ObjectTree<'_>>, ParsedManifests) {
+            (read_manifest_tree(text, "app.yaml", limits), parse_manifests_with(text, "app.yaml", limits))
+        }
+        // Blank documents, comments and directives before the object count as the parse
+        // counts them; so do a marker or comments after it.
+        for (text, document) in [
+            (flowless.clone(), 0),
+            (format!("---\n{flowless}"), 0),
+            (format!("# the web app\n# of the shop\n{flowless}---\n"), 0),
+            (format!("# the web app\n---\n{flowless}...\n"), 1),
+            (format!("---\n---\n# c\n---\n{flowless}---\n# end\n"), 1),
+            (format!("%YAML 1.2\n---\n{flowless}"), 1),
+        ] {
+            let (tree, parsed) = read(&text, limits);
+            let tree = tree.unwrap_or_else(|| panic!("read into a tree: {text}"));
+            assert!(parsed.warnings.is_empty(), "{text}: {:?}", parsed.warnings);
+            assert_eq!(parsed.resources, [tree.to_resource()], "{text}");
+            assert_eq!(tree.provenance.document, Some(document), "{text}");
+            assert_eq!(tree.provenance.path.as_deref(), Some("app.yaml"));
+            assert_eq!((tree.key.name.as_str(), tree.key.namespace.as_deref()), ("web", Some("shop")));
+            let object = tree.tree.to_value();
+            assert_eq!(object["spec"]["template"]["spec"]["containers"][0]["args"][1], "-v\tx");
+            assert_eq!(object["metadata"]["labels"]["app"], "web");
+        }
+
+        // Each of these the parse reads some other way, or refuses, or says something of:
+        // never a tree.
+        let tight = |change: fn(&mut Limits)| {
+            let mut l = limits;
+            change(&mut l);
+            l
+        };
+        let cases = [
+            ("two objects", format!("{flowless}---\n{}", flowless.replace("name: web", "name: api")), limits, 2, 0),
+            ("an object and a note", format!("{flowless}---\nreplicas: 2\n"), limits, 1, 1),
+            ("an object and a null document", format!("{flowless}---\n~\n"), limits, 1, 0),
+            ("a flow collection, left to the events reader", object.to_owned(), limits, 1, 0),
+            (
+                "a List",
+                format!(
+                    "apiVersion: v1\nkind: List\nmetadata:\n  name: all\nitems:\n- {}",
+                    flowless.replace('\n', "\n  ").trim_end()
+                ),
+                limits,
+                1,
+                0,
+            ),
+            (
+                "a PodList",
+                "apiVersion: v1\nkind: PodList\nmetadata:\n  name: all\nitems: []\n".to_owned(),
+                limits,
+                0,
+                0,
+            ),
+            ("no name", flowless.replace("  name: web\n", ""), limits, 0, 1),
+            ("no kind", flowless.replace("kind: Deployment\n", ""), limits, 0, 1),
+            ("no apiVersion nor kind", "metadata:\n  name: web\n".to_owned(), limits, 0, 1),
+            ("not a mapping", "- web\n".to_owned(), limits, 0, 1),
+            ("invalid YAML", flowless.replace("replicas: 2", "replicas: [2"), limits, 0, 1),
+            ("a key given twice", flowless.replace("replicas: 2", "replicas: 2\n  replicas: 3"), limits, 1, 1),
+            ("a tag", flowless.replace("replicas: 2", "replicas: !custom 2"), limits, 1, 1),
+            (
+                "an integer beyond 64 bits",
+                flowless.replace("replicas: 2", "replicas: 100000000000000000000"),
+                limits,
+                0,
+                1,
+            ),
+            ("a YAML 1.1 value", flowless.replace("replicas: 2", "paused: on"), limits, 1, 0),
+            ("too deep", flowless.clone(), tight(|l| l.max_depth = 5), 0, 1),
+            ("too many nodes", flowless.clone(), tight(|l| l.max_nodes = 10), 0, 1),
+            ("a file over the bound", flowless.clone(), tight(|l| l.max_file_bytes = 100), 0, 1),
+            ("a document over the bound", flowless.clone(), tight(|l| l.max_document_bytes = 100), 0, 1),
+            (
+                "JSON",
+                r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}"#.to_owned(),
+                limits,
+                1,
+                0,
+            ),
+            ("a byte-order mark", format!("\u{feff}{flowless}"), limits, 1, 0),
+            ("nothing", String::new(), limits, 0, 0),
+            ("comments alone", "# nothing\n---\n# here\n".to_owned(), limits, 0, 0),
+        ];
+        for (what, text, limits, resources, warnings) in cases {
+            let (tree, parsed) = read(&text, limits);
+            assert!(tree.is_none(), "{what}: {text}");
+            assert_eq!((parsed.resources.len(), parsed.warnings.len()), (resources, warnings), "{what}: {parsed:?}");
+        }
+        // Where the parse reads the object at the tightest depth or node bound, so does this.
+        let alone = |limits| {
+            let (tree, parsed) = read(&flowless, limits);
+            (tree.is_some(), parsed.resources.len() == 1 && parsed.warnings.is_empty())
+        };
+        let depth = (0..20).find(|&d| alone(Limits { max_depth: d, ..limits }).1).unwrap();
+        assert_eq!(depth, 7, "six levels of collections and their scalars");
+        assert_eq!(alone(Limits { max_depth: depth, ..limits }), (true, true));
+        assert_eq!(alone(Limits { max_depth: depth - 1, ..limits }), (false, false));
+        let nodes = (0..100).find(|&n| alone(Limits { max_nodes: n, ..limits }).1).unwrap();
+        assert_eq!(alone(Limits { max_nodes: nodes, ..limits }), (true, true));
+        assert_eq!(alone(Limits { max_nodes: nodes - 1, ..limits }), (false, false));
     }
 }

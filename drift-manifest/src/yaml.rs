@@ -341,30 +341,42 @@ const NUMERIC: &[u8] = b"0123456789abcdefABCDEFxXoObBiInN._+-:,";
 /// reader knows.
 const WORDS: &[&str] = &["y", "yes", "n", "no", "on", "off", "true", "false", "null"];
 
-/// The value of a plain scalar without tag, when it is plain at a glance.
-pub(crate) fn plain(s: &str) -> Option<Value> {
+/// What a plain scalar without tag is, when it is plain at a glance ([`plain`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Plain {
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// A string, which is the scalar's text as written: a reader that keeps the text's slices
+    /// borrows it rather than copy it.
+    Str,
+}
+
+/// The type and value of a plain scalar without tag, when it is plain at a glance. Nothing is
+/// copied: a string is the text itself.
+pub(crate) fn plain(s: &str) -> Option<Plain> {
     match s {
-        "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
-        "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
-        "false" | "False" | "FALSE" => return Some(Value::Bool(false)),
+        "" | "~" | "null" | "Null" | "NULL" => return Some(Plain::Null),
+        "true" | "True" | "TRUE" => return Some(Plain::Bool(true)),
+        "false" | "False" | "FALSE" => return Some(Plain::Bool(false)),
         _ => {}
     }
     let first = *s.as_bytes().first()?;
     if first.is_ascii_alphabetic() {
         // A word that is not a boolean or null is a string (`inf`, `nan` too: the reader
         // reads a float only from a numeral).
-        return if WORDS.iter().any(|w| s.eq_ignore_ascii_case(w)) { None } else { Some(Value::String(s.to_owned())) };
+        return if WORDS.iter().any(|w| s.eq_ignore_ascii_case(w)) { None } else { Some(Plain::Str) };
     }
     let digits = s.strip_prefix('-').unwrap_or(s);
     let decimal = !digits.is_empty() && digits.len() <= 18 && digits.bytes().all(|b| b.is_ascii_digit());
     if decimal && (digits == s || digits != "0") {
         // No leading zero (octal for some readers, a string for others).
-        return if digits.len() > 1 && digits.starts_with('0') { None } else { s.parse::<i64>().ok().map(Value::from) };
+        return if digits.len() > 1 && digits.starts_with('0') { None } else { s.parse::<i64>().ok().map(Plain::Int) };
     }
     if (first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'.')) && s.bytes().all(|b| NUMERIC.contains(&b)) {
         return None;
     }
-    Some(Value::String(s.to_owned()))
+    Some(Plain::Str)
 }
 
 #[cfg(test)]
@@ -577,7 +589,8 @@ mod tests {
 
         /// Whenever the line reader reads a document, the reader reads the same tree (in the
         /// indented form and in the compact one); the reader's parser refuses only what
-        /// serde-saphyr's refuses.
+        /// serde-saphyr's refuses. The line reader's tree build reads the same as its `Value`
+        /// build.
         #[test]
         fn the_line_reader_reads_what_the_reader_reads(n in node()) {
             for text in [document(&n), document_compact(&n)] {
@@ -585,6 +598,8 @@ mod tests {
                 if full == Err(Failure::Syntax) {
                     prop_assert!(serde_saphyr::from_str::<serde::de::IgnoredAny>(&text).is_err(), "{}", text);
                 }
+                let tree = crate::yaml_lines::read_tree(&text, 100, 1_000_000);
+                prop_assert_eq!(tree.map(|t| t.to_value()), lines(&text), "{}", text);
                 if let Some(fast) = lines(&text) {
                     prop_assert_eq!(Ok(fast), full, "{}", text);
                 }
@@ -677,7 +692,13 @@ mod tests {
     fn plain_scalars_typed_at_a_glance_are_typed_as_kubernetes_types_them() {
         let mut typed = 0;
         for t in TOKENS.iter().chain(&["0644", "0O17", "yES", "1.0", "1e3", "08", "-0", "12", "-7", "é", "x_1"]) {
-            if let Some(v) = plain(t) {
+            if let Some(p) = plain(t) {
+                let v = match p {
+                    Plain::Null => Value::Null,
+                    Plain::Bool(b) => Value::Bool(b),
+                    Plain::Int(i) => Value::from(i),
+                    Plain::Str => Value::String((*t).to_owned()),
+                };
                 typed += 1;
                 assert_eq!(crate::resolve::resolve(None, t, true).and_then(crate::resolve::to_value), Ok(v), "{t:?}");
             }

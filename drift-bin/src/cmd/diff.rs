@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use drift_core::drift_model::tree::ObjectTree;
 use drift_core::ignore::IgnoreRule;
 use drift_core::matching::DEFAULT_NAMESPACE;
 use drift_core::policy::{Policy, PolicyConfig};
@@ -111,7 +112,9 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     // engine is asked for its relations while its tree is in hand. No digest is made: the
     // report is printed, never stored nor checked (a fingerprint tells a file read again apart).
     let keep = |r: drift_core::Resource| KeptResource::comparing(&r, &engine);
-    let (desired, render) = load_desired(&args.desired, &progress, opener.as_deref(), None, &keep)?;
+    // (A file of one object is kept from its tree, with no `Value` made of it.)
+    let keep_tree = |t: ObjectTree<'_>| KeptResource::comparing_tree(&t, &engine);
+    let (desired, render) = load_desired(&args.desired, &progress, opener.as_deref(), None, &keep, Some(&keep_tree))?;
     let walked = crate::files::walk(live_path)?;
     let desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
@@ -152,6 +155,7 @@ fn load_desired<T: Send>(
     sops: Option<&dyn drift_core::sops::SopsOpener>,
     cluster: Option<Arc<dyn drift_core::drift_model::lookup::ObjectLookup>>,
     make: crate::files::Make<'_, T>,
+    tree: Option<crate::files::MakeTree<'_, T>>,
 ) -> Result<(crate::files::Loaded<T>, bool)> {
     // The folder is listed once: for what it holds, then for the files to read.
     let walked = crate::files::walk(path)?;
@@ -165,7 +169,17 @@ fn load_desired<T: Send>(
         }
         make(r)
     };
-    let loaded = crate::files::load(walked, progress, sops, &noting);
+    let noting_tree = tree.map(|make_tree| {
+        let gitops = &gitops;
+        move |t: ObjectTree<'_>| {
+            if drift_git::is_gitops_key(&t.key) {
+                gitops.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            make_tree(t)
+        }
+    });
+    let noting_tree = noting_tree.as_ref().map(|f| f as crate::files::MakeTree<'_, T>);
+    let loaded = crate::files::load(walked, progress, sops, &noting, noting_tree);
     if gitops.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok((rendered(path, cluster, make)?, true));
     }
@@ -232,7 +246,7 @@ fn run_cluster(
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let source = Arc::new(runtime.block_on(crate::compose::cluster(config))?.with_progress(progress.clone()));
     let lookup = drift_kube::ClusterLookup::new(Arc::clone(&source), runtime.handle().clone());
-    let (desired, _) = load_desired(&args.desired, &progress, sops, Some(Arc::new(lookup)), &|r| r)?;
+    let (desired, _) = load_desired(&args.desired, &progress, sops, Some(Arc::new(lookup)), &|r| r, None)?;
     let mut desired = DesiredSnapshot {
         repository: args.desired.display().to_string(),
         revision: None,
