@@ -23,7 +23,7 @@ use json_patch::jsonptr::{PointerBuf, Token};
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation};
 use serde_json::{Map, Value};
 
-use drift_model::path::{Path, Seg, lookup, lookup_view, scalar_text};
+use drift_model::path::{Path, Seg, item_is, lookup, lookup_view};
 pub use drift_model::remedy::*;
 use drift_model::tree::{JsonView, Shape, same};
 use drift_model::{Resource, ResourceKey};
@@ -398,17 +398,7 @@ fn find_item<'a, V: JsonView<'a>>(list: V, key: &[(String, String)], hidden: &[b
     if list.shape() != Shape::Array {
         return None;
     }
-    (0..list.len()).filter_map(|i| Some((i, list.item(i)?))).find(|(_, item)| {
-        key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
-            match item.get(k).filter(|x| !x.is_null()) {
-                Some(x) => match x.as_str() {
-                    Some(s) => s == want,
-                    None => scalar_text(&x.to_value()).as_deref() == Some(want.as_str()),
-                },
-                None => *h,
-            }
-        })
-    })
+    (0..list.len()).filter_map(|i| Some((i, list.item(i)?))).find(|(_, item)| item_is(*item, key, hidden))
 }
 
 fn locate<'a, 'p, V: JsonView<'a>>(root: V, segs: &'p [Seg]) -> Located<'p, V> {

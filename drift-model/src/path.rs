@@ -231,6 +231,21 @@ pub fn lookup_segments<'v, S: SegView>(root: &'v Value, segments: &[S]) -> Optio
     lookup_view(root, segments)
 }
 
+/// Whether a list item's key fields read as `key` (`(field, text)` pairs, as a path names an
+/// item): each field's scalar text, or, for a field the item lacks, its default filled in where
+/// `hidden` says so.
+pub fn item_is<'a>(item: impl JsonView<'a>, key: &[(String, String)], hidden: &[bool]) -> bool {
+    key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
+        match item.get(k).filter(|x| !x.is_null()) {
+            Some(x) => match x.as_str() {
+                Some(s) => s == want,
+                None => scalar_text(&x.to_value()).as_deref() == Some(want.as_str()),
+            },
+            None => *h,
+        }
+    })
+}
+
 /// [`lookup_segments`] in a document read through [`JsonView`] (a `Value`, or a tree that
 /// borrows its text).
 pub fn lookup_view<'a, V: JsonView<'a>, S: SegView>(root: V, segments: &[S]) -> Option<V> {
@@ -242,17 +257,7 @@ pub fn lookup_view<'a, V: JsonView<'a>, S: SegView>(root: V, segments: &[S]) -> 
                 if v.shape() != Shape::Array {
                     return None;
                 }
-                (0..v.len()).filter_map(|i| v.item(i)).find(|item| {
-                    key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
-                        match item.get(k).filter(|x| !x.is_null()) {
-                            Some(x) => match x.as_str() {
-                                Some(s) => s == want,
-                                None => scalar_text(&x.to_value()).as_deref() == Some(want.as_str()),
-                            },
-                            None => *h,
-                        }
-                    })
-                })?
+                (0..v.len()).filter_map(|i| v.item(i)).find(|item| item_is(*item, key, hidden))?
             }
             (None, Some((_, _, index))) if v.shape() == Shape::Array => v.item(index)?,
             (None, Some(_)) | (None, None) => return None,
