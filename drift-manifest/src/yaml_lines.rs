@@ -54,8 +54,8 @@ pub(crate) fn read_tree(text: &str, max_depth: usize, max_nodes: usize) -> Optio
     // About one value in 24 bytes of a real workload's manifest (Deployments and StatefulSets
     // of about 5 KB, written by tools: 23.7 to 23.9 bytes a value): room for a fifth more than
     // that saves growing the tree's vectors for all but the densest documents.
-    let build = Trees { tree: TreeBuilder::with_capacity(text.len() / 20), keys: Vec::with_capacity(32) };
-    read_into(text, max_depth, max_nodes, build).map(|(b, root)| b.tree.finish(root))
+    let build = TreeBuilder::with_capacity(text.len() / 20);
+    read_into(text, max_depth, max_nodes, build).map(|(b, root)| b.finish(root))
 }
 
 /// A [`Build`] that also finds a key given twice in a mapping, which the reader refuses (the
@@ -168,87 +168,11 @@ impl BuildOnce<'_> for Maps {
     }
 }
 
-/// A [`TreeBuilder`] with the keys of the mappings being built (innermost last), which it does
-/// not tell: a key given twice is found among them.
-struct Trees<'a> {
-    tree: TreeBuilder<'a>,
-    keys: Vec<Cow<'a, str>>,
-}
-
-impl<'a> Build<'a> for Trees<'a> {
-    type Out = u32;
-
-    #[inline(always)]
-    fn null(&mut self) -> u32 {
-        Build::null(&mut self.tree)
-    }
-
-    #[inline(always)]
-    fn bool(&mut self, b: bool) -> u32 {
-        Build::bool(&mut self.tree, b)
-    }
-
-    #[inline(always)]
-    fn number(&mut self, n: Number) -> u32 {
-        Build::number(&mut self.tree, n)
-    }
-
-    #[inline(always)]
-    fn string(&mut self, s: Cow<'a, str>) -> u32 {
-        Build::string(&mut self.tree, s)
-    }
-
-    #[inline(always)]
-    fn object_start(&mut self) -> usize {
-        // The builder's mark counts the members given and not yet closed, as `keys` does: the
-        // one mark serves both.
-        let mark = Build::object_start(&mut self.tree);
-        debug_assert_eq!(mark, self.keys.len());
-        mark
-    }
-
-    #[inline(always)]
-    fn member(&mut self, key: Cow<'a, str>, value: u32) {
-        // A copy only of a key that was decoded (an escape, a doubled quote): few are.
-        self.keys.push(key.clone());
-        Build::member(&mut self.tree, key, value);
-    }
-
-    #[inline(always)]
-    fn object_end(&mut self, mark: usize) -> u32 {
-        self.keys.truncate(mark);
-        Build::object_end(&mut self.tree, mark)
-    }
-
-    #[inline(always)]
-    fn array_start(&mut self) -> usize {
-        Build::array_start(&mut self.tree)
-    }
-
-    #[inline(always)]
-    fn item(&mut self, value: u32) {
-        Build::item(&mut self.tree, value);
-    }
-
-    #[inline(always)]
-    fn array_end(&mut self, mark: usize) -> u32 {
-        Build::array_end(&mut self.tree, mark)
-    }
-}
-
-impl<'a> BuildOnce<'a> for Trees<'a> {
+/// A tree refuses a key given twice as it sorts the mapping's keys.
+impl<'a> BuildOnce<'a> for TreeBuilder<'a> {
     #[inline(always)]
     fn object_end_once(&mut self, mark: usize) -> Option<u32> {
-        let keys = self.keys.get_mut(mark..)?;
-        // Keys in ascending order (most mappings tools write, and small ones) are all
-        // different; the others are sorted to be compared.
-        if !keys.is_sorted_by(|a, b| a < b) {
-            keys.sort_unstable();
-            if keys.windows(2).any(|pair| pair[0] == pair[1]) {
-                return None;
-            }
-        }
-        Some(self.object_end(mark))
+        self.object_end_unique(mark)
     }
 }
 

@@ -409,11 +409,33 @@ impl<'t> TreeBuilder<'t> {
     /// Closes the mapping opened at `mark`: its fields sorted by key, a repeated key kept once
     /// with its last value (as `serde_json::Map` keeps it).
     pub fn object_end(&mut self, mark: usize) -> u32 {
+        self.sort_open(mark);
+        self.close_object(mark)
+    }
+
+    /// [`TreeBuilder::object_end`] of a mapping whose keys must all differ (a reader that refuses
+    /// a key given twice): `None`, and the mapping dropped, when two are the same.
+    pub fn object_end_unique(&mut self, mark: usize) -> Option<u32> {
+        self.sort_open(mark);
+        if self.open_members[mark..].windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            self.open_members.truncate(mark);
+            return None;
+        }
+        Some(self.close_object(mark))
+    }
+
+    /// The fields of the mapping opened at `mark` sorted by key; stable, so that of fields with
+    /// the same key the last given stays last.
+    fn sort_open(&mut self, mark: usize) {
         let open = &mut self.open_members[mark..];
         if !open.is_sorted_by(|a, b| a.0 < b.0) {
-            // Stable: of fields with the same key, the last given stays last.
             open.sort_by(|a, b| a.0.cmp(&b.0));
         }
+    }
+
+    /// The mapping opened at `mark`, its fields sorted, made a node: a repeated key once, with
+    /// its last value.
+    fn close_object(&mut self, mark: usize) -> u32 {
         let start = self.tree.members.len();
         let members = &mut self.tree.members;
         for (key, value) in self.open_members.drain(mark..) {
@@ -587,6 +609,24 @@ mod tests {
                 (a, b) => prop_assert!(false, "{:?} against {:?}", a, b),
             }
         }
+    }
+
+    #[test]
+    fn a_mapping_whose_keys_must_differ_is_refused_with_a_key_given_twice() {
+        let mut b = TreeBuilder::new();
+        let outer = b.object_start();
+        let one = b.number(1.into());
+        b.member("b".into(), one);
+        let two = b.number(2.into());
+        b.member("a".into(), two);
+        let inner = b.object_start();
+        for key in ["k", "j", "k"] {
+            let v = b.null();
+            b.member(key.into(), v);
+        }
+        assert_eq!(b.object_end_unique(inner), None, "k given twice");
+        let root = b.object_end_unique(outer).expect("a and b differ");
+        assert_eq!(b.finish(root).to_value(), serde_json::json!({"a": 2, "b": 1}));
     }
 
     #[test]
