@@ -127,14 +127,14 @@ struct Keys<'t> {
 }
 
 impl<'t> Keys<'t> {
-    /// The keys of `items`, or `None` when an item lacks one or two items share one.
-    fn of<'a: 't, V: JsonView<'a>>(rule: &'t MergeKeyRule, items: impl ExactSizeIterator<Item = V>) -> Option<Self> {
+    /// The keys of the items of `list`, or `None` when an item lacks one or two items share one.
+    fn of<'a: 't, V: JsonView<'a>>(rule: &'t MergeKeyRule, list: V) -> Option<Self> {
         use std::borrow::Cow;
         let width = rule.keys.len();
-        let count = items.len();
+        let count = list.len();
         let mut texts = Vec::with_capacity(count * width);
         let mut hidden = Vec::with_capacity(count * width);
-        for item in items {
+        for item in items(list) {
             for field in &rule.keys {
                 let default = rule.defaults.iter().find(|(k, _)| k == field).map(|(_, v)| v.as_str());
                 let text = match item.get(field).filter(|v| !v.is_null()) {
@@ -171,8 +171,8 @@ impl<'t> Keys<'t> {
 }
 
 /// The items of a list seen through [`JsonView`], in order.
-fn items<'a, V: JsonView<'a>>(list: V) -> impl ExactSizeIterator<Item = V> {
-    (0..list.len()).map(move |i| list.item(i).unwrap_or(list))
+fn items<'a, V: JsonView<'a>>(list: V) -> impl Iterator<Item = V> {
+    (0..list.len()).map_while(move |i| list.item(i))
 }
 
 impl<'w, 'd: 'w, 'a: 'w, 'k, D: JsonView<'d>, L: JsonView<'a>> Walker<'w, 'd, 'a, 'k, D, L> {
@@ -363,7 +363,7 @@ impl<'w, 'd: 'w, 'a: 'w, 'k, D: JsonView<'d>, L: JsonView<'a>> Walker<'w, 'd, 'a
         let rule = merge_keys.lookup(self.kind, self.schema());
         let desired_len = d.len();
         if let Some(rule) = rule
-            && let (Some(dk), Some(lk)) = (Keys::of(rule, items(d)), Keys::of(rule, items(l)))
+            && let (Some(dk), Some(lk)) = (Keys::of(rule, d), Keys::of(rule, l))
         {
             let live_len = l.len();
             // Lists are short: pairing by linear search allocates nothing and hashes nothing.
