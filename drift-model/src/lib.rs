@@ -5,7 +5,8 @@
 //!
 //! - the data: keys and resources ([`resource`]), snapshots and coverage ([`snapshot`]), drifts ([`drift`]),
 //!   scan reports ([`report`]), policy findings ([`finding`]), waivers ([`waiver`]), ignore
-//!   rules ([`ignore`]), drift paths ([`path`]), errors ([`error`]);
+//!   rules ([`ignore`]), drift paths ([`path`]), documents read as trees that borrow their text
+//!   and what a comparison reads of a document ([`tree`]), errors ([`error`]);
 //! - the ports: desired and live sources ([`source`]), sinks and the read side of a store
 //!   ([`sink`]), the comparator ([`compare`]), the outbox, decisions and the audit trail
 //!   ([`outbox`], [`decision`], [`audit`]; [`act`] the three together), the cluster writer and the change proposer ([`remedy`]), the lease
