@@ -547,13 +547,7 @@ impl LiveObject<'_> {
     fn resource_version(&self) -> Option<&str> {
         match self {
             LiveObject::Resource(r) => resource_version(r),
-            LiveObject::Tree(t) => t
-                .tree
-                .root()
-                .get("metadata")
-                .and_then(|m| m.get("resourceVersion"))
-                .and_then(JsonView::as_str)
-                .filter(|v| !v.is_empty()),
+            LiveObject::Tree(t) => version_of(t.tree.root()),
         }
     }
 
@@ -849,7 +843,12 @@ fn compare_into<T: DesiredObject>(
 
 /// The `metadata.resourceVersion` of a live object.
 fn resource_version(r: &Resource) -> Option<&str> {
-    r.object.get("metadata")?.get("resourceVersion")?.as_str().filter(|v| !v.is_empty())
+    version_of(&*r.object)
+}
+
+/// The `metadata.resourceVersion` of a live object read through [`JsonView`], when not empty.
+fn version_of<'a>(object: impl JsonView<'a>) -> Option<&'a str> {
+    object.get("metadata")?.get("resourceVersion")?.as_str().filter(|v| !v.is_empty())
 }
 
 /// [`ScanReport::live_versions`]: for each desired key, the version of the live object read
