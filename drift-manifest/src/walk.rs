@@ -169,26 +169,30 @@ impl Walker {
             ));
         }
         let err = |source| WalkError { path: dir.to_owned(), source };
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        // The entries of one folder in path order: their names' bytes (the paths share the
+        // folder, so this is `Path`'s order, without parsing each path into components).
+        let mut entries: Vec<(std::ffi::OsString, std::fs::DirEntry)> = std::fs::read_dir(dir)
             .map_err(err)?
-            .map(|e| e.map(|e| e.path()))
+            .map(|e| e.map(|e| (e.file_name(), e)))
             .collect::<io::Result<_>>()
             .map_err(err)?;
-        entries.sort();
-        for p in entries {
-            let hidden = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'));
-            if hidden {
+        entries.sort_unstable_by(|(a, _), (b, _)| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
+        for (name, e) in entries {
+            if name.as_encoded_bytes().starts_with(b".") {
                 continue;
             }
-            if let Some(full) = self.entry(&p, parents)? {
+            if let Some(full) = self.entry(&e, parents)? {
                 return Ok(Some(full));
             }
         }
         Ok(None)
     }
 
-    fn entry(&mut self, p: &Path, parents: &mut Vec<PathBuf>) -> Result<Option<Full>, WalkError> {
-        let Ok(own) = std::fs::symlink_metadata(p) else {
+    fn entry(&mut self, e: &std::fs::DirEntry, parents: &mut Vec<PathBuf>) -> Result<Option<Full>, WalkError> {
+        let p = &e.path();
+        // (The entry's own metadata, a link not followed, asked of its folder: the name alone
+        // is looked up, not the whole path again.)
+        let Ok(own) = e.metadata() else {
             // Gone since the listing: read as before, so that the reader reports it.
             return Ok(if is_manifest(p) { self.add_file(p, 0) } else { None });
         };
