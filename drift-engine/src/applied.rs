@@ -65,32 +65,42 @@ impl<'a> Applied<'a> {
     pub fn holds<S: SegView>(&self, segments: &[S]) -> bool {
         let mut v = self;
         for seg in segments {
-            let next = match (seg.field(), seg.item()) {
-                (Some(f), _) => v.get(f),
-                (None, Some((key, hidden, _))) if !key.is_empty() => match v {
-                    Applied::List(items) => items.iter().find(|item| {
-                        key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| match item
-                            .get(k)
-                            .filter(|x| **x != Applied::Null)
-                        {
-                            Some(x) => x.scalar_is(want),
-                            None => *h,
-                        })
-                    }),
-                    _ => None,
-                },
-                (None, Some((_, _, index))) => match v {
-                    Applied::List(items) => items.get(index),
-                    _ => None,
-                },
-                (None, None) => None,
-            };
-            match next {
+            match v.step(seg) {
                 Some(n) => v = n,
                 None => return false,
             }
         }
-        *v != Applied::Null
+        v.is_value()
+    }
+
+    /// Whether this is a value other than `null` (what [`Applied::holds`] asks of where a path
+    /// leads).
+    pub(crate) fn is_value(&self) -> bool {
+        *self != Applied::Null
+    }
+
+    /// The value one segment further down, if any (a walk that asks about many paths under one
+    /// parent steps to the parent once).
+    pub(crate) fn step<S: SegView>(&self, seg: &S) -> Option<&Applied<'a>> {
+        match (seg.field(), seg.item()) {
+            (Some(f), _) => self.get(f),
+            (None, Some((key, hidden, _))) if !key.is_empty() => match self {
+                Applied::List(items) => items.iter().find(|item| {
+                    key.iter().zip(hidden.iter().chain(std::iter::repeat(&false))).all(|((k, want), h)| {
+                        match item.get(k).filter(|x| **x != Applied::Null) {
+                            Some(x) => x.scalar_is(want),
+                            None => *h,
+                        }
+                    })
+                }),
+                _ => None,
+            },
+            (None, Some((_, _, index))) => match self {
+                Applied::List(items) => items.get(index),
+                _ => None,
+            },
+            (None, None) => None,
+        }
     }
 }
 

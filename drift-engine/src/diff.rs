@@ -50,7 +50,7 @@ pub fn diff_filtered(
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
 ) -> Vec<RawDiff> {
-    walk_pair(kind, desired, live, merge_keys, keep_extra, true)
+    walk_pair(kind, desired, live, merge_keys, &mut { keep_extra }, true)
 }
 
 /// [`diff_filtered`] of two normalised copies, without skipping or canonicalising anything
@@ -62,7 +62,7 @@ pub fn diff_normalised(
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
 ) -> Vec<RawDiff> {
-    walk_pair(kind, desired, live, merge_keys, keep_extra, false)
+    walk_pair(kind, desired, live, merge_keys, &mut { keep_extra }, false)
 }
 
 /// The walk of `desired` against a live object read through [`JsonView`] (a `Value`, or a
@@ -75,6 +75,32 @@ pub fn diff_view<'d, 'a>(
     merge_keys: &MergeKeys,
     keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
 ) -> Vec<RawDiff> {
+    walk_pair(kind, desired, live, merge_keys, &mut { keep_extra }, true)
+}
+
+/// What the walk asks about each field only the cluster has: whether to record it. A closure
+/// over the path is one; the engine's own keeps what it found for the path's parents between
+/// questions ([`KeepExtra::keep`] is told how much of the path is unchanged since the last one).
+pub(crate) trait KeepExtra {
+    /// Whether to record the field at `path`, of which the first `unchanged` segments are those
+    /// of the path asked about before (none at the first question).
+    fn keep(&mut self, path: &[SegRef<'_>], unchanged: usize) -> bool;
+}
+
+impl<F: FnMut(&[SegRef<'_>]) -> bool> KeepExtra for F {
+    fn keep(&mut self, path: &[SegRef<'_>], _: usize) -> bool {
+        self(path)
+    }
+}
+
+/// [`diff_view`] with a [`KeepExtra`].
+pub(crate) fn diff_view_keeping<'d, 'a>(
+    kind: &str,
+    desired: impl JsonView<'d>,
+    live: impl JsonView<'a>,
+    merge_keys: &MergeKeys,
+    keep_extra: &mut dyn KeepExtra,
+) -> Vec<RawDiff> {
     walk_pair(kind, desired, live, merge_keys, keep_extra, true)
 }
 
@@ -83,7 +109,7 @@ fn walk_pair<'w, 'd: 'w, 'a: 'w, D: JsonView<'d>, L: JsonView<'a>>(
     desired: D,
     live: L,
     merge_keys: &MergeKeys,
-    keep_extra: &mut dyn FnMut(&[SegRef<'_>]) -> bool,
+    keep_extra: &mut dyn KeepExtra,
     normalising: bool,
 ) -> Vec<RawDiff> {
     let mut w = Walker {
@@ -92,6 +118,7 @@ fn walk_pair<'w, 'd: 'w, 'a: 'w, D: JsonView<'d>, L: JsonView<'a>>(
         limit_range: kind == "LimitRange",
         merge_keys,
         keep_extra,
+        unchanged: 0,
         path: Vec::with_capacity(16),
         schema: String::with_capacity(128),
         out: Vec::new(),
@@ -109,7 +136,9 @@ struct Walker<'w, 'd, 'a, 'k, D, L> {
     normalising: bool,
     limit_range: bool,
     merge_keys: &'k MergeKeys,
-    keep_extra: &'k mut dyn FnMut(&[SegRef<'_>]) -> bool,
+    keep_extra: &'k mut dyn KeepExtra,
+    /// How much of the path is as it was when `keep_extra` was last asked.
+    unchanged: usize,
     path: Vec<SegRef<'w>>,
     schema: String,
     out: Vec<RawDiff>,
@@ -177,8 +206,12 @@ fn items<'a, V: JsonView<'a>>(list: V) -> impl Iterator<Item = V> {
 
 impl<'w, 'd: 'w, 'a: 'w, 'k, D: JsonView<'d>, L: JsonView<'a>> Walker<'w, 'd, 'a, 'k, D, L> {
     fn report(&mut self, git: Option<D>, live: Option<L>, extra: bool) {
-        if extra && !(self.keep_extra)(&self.path) {
-            return;
+        if extra {
+            let kept = self.keep_extra.keep(&self.path, self.unchanged);
+            self.unchanged = self.path.len();
+            if !kept {
+                return;
+            }
         }
         let path = Path(self.path.iter().map(SegRef::to_seg).collect());
         let git = git.map(|v| self.normalized_here(v.to_value()));
@@ -233,6 +266,7 @@ impl<'w, 'd: 'w, 'a: 'w, 'k, D: JsonView<'d>, L: JsonView<'a>> Walker<'w, 'd, 'a
 
     fn pop(&mut self) {
         self.path.pop();
+        self.unchanged = self.unchanged.min(self.path.len());
     }
 
     /// The schema path of the current path (fields joined by `.`, list items as `[]`: what

@@ -9,15 +9,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::applied::Applied;
-use crate::diff::{RawDiff, diff_view, lookup_segments};
+#[cfg(test)]
+use crate::diff::diff_view;
+use crate::diff::{KeepExtra, RawDiff, diff_view_keeping, lookup_segments};
 use crate::ignore::{CompiledRule, IgnoreRule, ObjectIgnores};
-use crate::managed::{ManagerClass, ManagerClassifier, ManagerPolicy, Ownership};
+use crate::managed::{ManagerClass, ManagerClassifier, ManagerPolicy, OwnersAt, Ownership};
 use crate::merge_keys::{MergeKeyRule, MergeKeys};
 use crate::normalize::{LAST_APPLIED, SecretHasher, view};
 use crate::verdict::{SeverityTable, Verdict, Verdicts};
 use drift_model::compare::Comparator;
 use drift_model::drift::*;
-use drift_model::path::Path;
+use drift_model::path::{Path, SegRef};
 use drift_model::tree::{JsonView, ObjectRef, ObjectTree};
 use drift_model::{Resource, ResourceKey, split_api_version};
 
@@ -216,10 +218,9 @@ impl Engine {
         };
         // Fields only the cluster has that nobody owns and that were never applied are server
         // defaults: skipped during the walk.
-        let mut keep_extra = |segs: &[drift_model::path::SegRef<'_>]| {
-            ownership.owners_of_segments(segs) != 0 || last_applied().is_some_and(|la| la.holds(segs))
-        };
-        let raw = diff_view(kind, desired.object, walked, &self.merge_keys, &mut keep_extra);
+        let mut keep_extra =
+            ClaimedExtra { ownership: &ownership, last_applied, owners: Vec::new(), applied: Vec::new() };
+        let raw = diff_view_keeping(kind, desired.object, walked, &self.merge_keys, &mut keep_extra);
 
         let mut out = Vec::new();
         for RawDiff { path, git, live: cluster, extra } in raw {
@@ -374,6 +375,49 @@ impl LastApplied<'_> {
     }
 }
 
+/// Whether a field only the cluster has is claimed: some manager owns it, or the last applied
+/// configuration holds it (read only when asked). What was found for the path's parents is kept
+/// between questions (the walk asks about many fields of one parent in a row): `owners[i]` and
+/// `applied[i]` are where the first `i` segments of the last path asked about lead.
+struct ClaimedExtra<'o, 'l, 'x, F> {
+    ownership: &'o Ownership<'o>,
+    last_applied: F,
+    owners: Vec<OwnersAt>,
+    applied: Vec<Option<&'l Applied<'x>>>,
+}
+
+impl<'l, 'x: 'l, F: Fn() -> Option<&'l LastApplied<'x>>> KeepExtra for ClaimedExtra<'_, 'l, 'x, F> {
+    fn keep(&mut self, path: &[SegRef<'_>], unchanged: usize) -> bool {
+        let ownership = self.ownership;
+        // (Both kept only as far as the path is unchanged, whether asked this time or not.)
+        self.owners.truncate(unchanged + 1);
+        self.applied.truncate(unchanged + 1);
+        if self.owners.is_empty() {
+            self.owners.push(OwnersAt::ROOT);
+        }
+        for seg in &path[self.owners.len() - 1..] {
+            let next = ownership.step(self.owners[self.owners.len() - 1], seg);
+            self.owners.push(next);
+        }
+        if ownership.owners_at(self.owners[path.len()]) != 0 {
+            return true;
+        }
+        let applied = match (self.last_applied)() {
+            None => return false,
+            Some(LastApplied::Read(applied)) => applied,
+            Some(other) => return other.holds(path),
+        };
+        if self.applied.is_empty() {
+            self.applied.push(Some(applied));
+        }
+        for seg in &path[self.applied.len() - 1..] {
+            let next = self.applied[self.applied.len() - 1].and_then(|v| v.step(seg));
+            self.applied.push(next);
+        }
+        self.applied[path.len()].is_some_and(Applied::is_value)
+    }
+}
+
 /// Moved to [`crate::verdict::recommend`], where every part of a drift's verdict is decided.
 pub use crate::verdict::recommend;
 
@@ -505,7 +549,126 @@ mod tests {
 
     use super::*;
     use drift_model::Comparator;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    /// A Deployment as the API server returns it, its fields each there or not by `bits`: keyed
+    /// lists (containers by name, ports by port and protocol), defaults, nested mappings.
+    fn live_deployment(bits: u64) -> Value {
+        let on = |i: u32| bits >> i & 1 == 1;
+        let mut containers = Vec::new();
+        for (c, name) in ["web", "log", "db"].iter().enumerate().take(1 + (bits % 3) as usize) {
+            let at = 3 + 8 * c as u32;
+            let mut container = json!({"name": name, "image": format!("{name}:1")});
+            if on(at) {
+                container["ports"] =
+                    json!([{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 9090, "protocol": "TCP"}]);
+            }
+            if on(at + 1) {
+                container["terminationMessagePath"] = json!("/dev/termination-log");
+            }
+            if on(at + 2) {
+                container["imagePullPolicy"] = json!("IfNotPresent");
+            }
+            if on(at + 3) {
+                container["resources"] = json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "100m"}});
+            }
+            if on(at + 4) {
+                container["env"] = json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]);
+            }
+            containers.push(container);
+        }
+        let mut live = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "app", "namespace": "ns", "labels": {"app": "app"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "app"}},
+                "template": {"metadata": {"labels": {"app": "app"}}, "spec": {"containers": containers}}}});
+        if on(28) {
+            live["spec"]["strategy"] =
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}});
+        }
+        if on(29) {
+            live["spec"]["template"]["spec"]["dnsPolicy"] = json!("ClusterFirst");
+        }
+        live
+    }
+
+    /// `v` with each field dropped where the next bit of `bits` says so (list items kept).
+    fn some_of(v: &Value, bits: &mut u64) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut kept = serde_json::Map::new();
+                for (k, v) in m {
+                    *bits = bits.rotate_left(7) ^ 0x9e37_79b9_7f4a_7c15;
+                    if *bits & 3 != 0 {
+                        kept.insert(k.clone(), some_of(v, bits));
+                    }
+                }
+                Value::Object(kept)
+            }
+            Value::Array(items) => Value::Array(items.iter().map(|i| some_of(i, bits)).collect()),
+            v => v.clone(),
+        }
+    }
+
+    /// The FieldsV1 of the fields of `v`, list items keyed as the API server keys them.
+    fn fields_v1(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "apiVersion" | "kind"))
+                    .map(|(k, v)| (format!("f:{k}"), fields_v1(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Object(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        let key = if let Some(name) = item.get("name") {
+                            format!("k:{}", json!({"name": name}))
+                        } else if let Some(port) = item.get("containerPort") {
+                            format!("k:{}", json!({"containerPort": port, "protocol": item["protocol"]}))
+                        } else {
+                            format!("i:{i}")
+                        };
+                        (key, fields_v1(item))
+                    })
+                    .collect(),
+            ),
+            _ => json!({}),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// The engine keeps what it found for a path's parents between the walk's questions about
+        /// fields only the cluster has: it answers each as asking afresh does.
+        #[test]
+        fn claimed_extra_fields_are_those_a_fresh_lookup_finds(bits in any::<u64>(), pick in any::<u64>(), applied in any::<bool>()) {
+            let mut live = live_deployment(bits);
+            let mut choose = pick;
+            let desired = some_of(&live, &mut choose);
+            let owned = some_of(&live, &mut choose);
+            let last = some_of(&live, &mut choose);
+            live["metadata"]["managedFields"] = json!([
+                {"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": fields_v1(&owned)}]);
+            if applied {
+                live["metadata"]["annotations"] = json!({LAST_APPLIED: serde_json::to_string(&last).unwrap()});
+            }
+            let engine = Engine::default();
+            let ownership = Ownership::of(&live);
+            let text = live["metadata"]["annotations"][LAST_APPLIED].as_str().map(str::to_owned);
+            let read = text.as_deref().and_then(Applied::read).map(LastApplied::Read);
+            let mut fresh = |segs: &[SegRef<'_>]| {
+                ownership.owners_of_segments(segs) != 0 || read.as_ref().is_some_and(|la| la.holds(segs))
+            };
+            let expected = diff_view("Deployment", &desired, &live, &engine.merge_keys, &mut fresh);
+            let mut kept = ClaimedExtra { ownership: &ownership, last_applied: || read.as_ref(), owners: Vec::new(), applied: Vec::new() };
+            let found = diff_view_keeping("Deployment", &desired, &live, &engine.merge_keys, &mut kept);
+            prop_assert_eq!(found, expected);
+        }
+    }
 
     #[test]
     fn on_a_tie_of_times_the_hand_change_is_attributed_not_the_applier() {

@@ -391,6 +391,20 @@ impl Default for Nodes<'_> {
     }
 }
 
+/// Where a walk down an ownership tree stands ([`Ownership::step`]): at a node, with the
+/// managers owning one of its ancestors as a whole, or past the last node the path reaches, with
+/// the owners of the path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum OwnersAt {
+    At { at: usize, whole: u64 },
+    Done(u64),
+}
+
+impl OwnersAt {
+    /// The root, where every walk starts.
+    pub(crate) const ROOT: OwnersAt = OwnersAt::At { at: 0, whole: 0 };
+}
+
 /// The ownership tree of one live object, borrowing its field names from the object.
 #[derive(Debug, Default)]
 pub struct Ownership<'a> {
@@ -544,24 +558,32 @@ impl<'a> Ownership<'a> {
 
     /// [`Ownership::owners`] of a path given as segments (owned or borrowed).
     pub fn owners_of_segments<S: SegView>(&self, segments: &[S]) -> u64 {
+        self.owners_at(segments.iter().fold(OwnersAt::ROOT, |at, seg| self.step(at, seg)))
+    }
+
+    /// One segment further down the ownership tree from `from` (a walk that asks about many
+    /// paths under one parent steps to the parent once).
+    pub(crate) fn step<S: SegView>(&self, from: OwnersAt, seg: &S) -> OwnersAt {
+        let OwnersAt::At { at, whole } = from else { return from };
         let nodes = &self.nodes;
-        let mut at = 0;
-        let mut whole = 0u64;
-        for seg in segments {
-            whole |= nodes.0[at].whole;
-            let found = match (seg.field(), seg.item()) {
-                (Some(f), _) => nodes.children(at).find(|&c| matches!(&nodes.0[c].key, Key::Field(n) if n == f)),
-                (None, Some((key, _, _))) if !key.is_empty() => {
-                    nodes.children(at).find(|&c| nodes.0[c].key.is_item(key))
-                }
-                _ => return whole | nodes.0[at].any,
-            };
-            match found {
-                Some(c) => at = c,
-                None => return whole,
-            }
+        let whole = whole | nodes.0[at].whole;
+        let found = match (seg.field(), seg.item()) {
+            (Some(f), _) => nodes.children(at).find(|&c| matches!(&nodes.0[c].key, Key::Field(n) if n == f)),
+            (None, Some((key, _, _))) if !key.is_empty() => nodes.children(at).find(|&c| nodes.0[c].key.is_item(key)),
+            _ => return OwnersAt::Done(whole | nodes.0[at].any),
+        };
+        match found {
+            Some(c) => OwnersAt::At { at: c, whole },
+            None => OwnersAt::Done(whole),
         }
-        whole | nodes.0[at].any
+    }
+
+    /// The managers owning the path a walk of [`Ownership::step`]s reached.
+    pub(crate) fn owners_at(&self, at: OwnersAt) -> u64 {
+        match at {
+            OwnersAt::At { at, whole } => whole | self.nodes.0[at].any,
+            OwnersAt::Done(owners) => owners,
+        }
     }
 
     /// The class of one of this object's managers (`manager` as [`Ownership::manager`] or
