@@ -271,6 +271,19 @@ mod tests {
     }
 
     #[test]
+    fn a_name_starting_with_a_dot_is_skipped_whatever_its_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(&root.join("a.yaml"), "");
+        write(&root.join(std::ffi::OsStr::from_bytes(b".\xff.yaml")), "");
+        write(&root.join(std::ffi::OsStr::from_bytes(b"\xff.yaml")), "");
+        let w = walk(root).unwrap();
+        let names: Vec<&[u8]> = w.files.iter().map(|f| f.strip_prefix(root).unwrap().as_os_str().as_bytes()).collect();
+        assert_eq!(names, [&b"a.yaml"[..], b"\xff.yaml"]);
+    }
+
+    #[test]
     fn two_links_up_end_with_notes() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
