@@ -347,8 +347,8 @@ impl<'a, B: Build<'a>> Reader<'a, B> {
                 self.text.get(start..end).map(Cow::Borrowed)
             }
             b'\\' => {
-                // Room for the whole string at once: escapes only shorten it.
-                let mut out = String::with_capacity(self.closing_quote(end)? - start);
+                // (Grown as it is unescaped: finding its end first would read it twice.)
+                let mut out = String::with_capacity(2 * (end - start) + 16);
                 out.push_str(self.text.get(start..end)?);
                 self.pos = end;
                 self.escaped(out).map(Cow::Owned)
@@ -380,17 +380,6 @@ impl<'a, B: Build<'a>> Reader<'a, B> {
                     // Past the escape's last byte.
                     self.pos += 1;
                 }
-                _ => return None,
-            }
-        }
-    }
-
-    /// Where the string ends, from a backslash at `at` in it (`None` when it does not).
-    fn closing_quote(&self, mut at: usize) -> Option<usize> {
-        loop {
-            match self.peek_at(at)? {
-                b'"' => return Some(at),
-                b'\\' => at = self.special(at + 2),
                 _ => return None,
             }
         }
