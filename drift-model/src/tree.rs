@@ -346,6 +346,15 @@ impl<'a, 't> JsonView<'a> for Node<'a, 't> {
     }
 }
 
+/// The order of two keys (their bytes'), told by their first bytes where those differ, as
+/// the keys of one mapping mostly do: no library comparison is called for them.
+fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (a.as_bytes().first(), b.as_bytes().first()) {
+        (Some(x), Some(y)) if x != y => x.cmp(y),
+        _ => a.cmp(b),
+    }
+}
+
 /// Builds a [`Tree`] from the bottom up, as a reader meets a document: each value is added
 /// before the container it is in, and a container's members are given between its start and
 /// its end (nested containers in between are finished first).
@@ -434,8 +443,8 @@ impl<'t> TreeBuilder<'t> {
     /// the same key the last given stays last.
     fn sort_open(&mut self, mark: usize) {
         let open = &mut self.open_members[mark..];
-        if !open.is_sorted_by(|a, b| a.0 < b.0) {
-            open.sort_by(|a, b| a.0.cmp(&b.0));
+        if !open.is_sorted_by(|a, b| key_order(&a.0, &b.0).is_lt()) {
+            open.sort_by(|a, b| key_order(&a.0, &b.0));
         }
     }
 
