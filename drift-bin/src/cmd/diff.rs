@@ -114,8 +114,8 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let keep = |r: drift_core::Resource| KeptResource::comparing(&r, &engine);
     // (A file of one object is kept from its tree, with no `Value` made of it.)
     let keep_tree = |t: ObjectTree<'_>| KeptResource::comparing_tree(&t, &engine);
-    // The live folder is listed while the desired side is read (listing is mostly waiting on
-    // the file system: a thread of its own fills the gaps of the readers).
+    // The live folder is listed while the desired side is read: listing it (a system call for
+    // each entry) held up both cores' readers when it came between the two sides.
     let (desired, walked) = std::thread::scope(|s| {
         let walking = s.spawn(|| crate::files::walk(live_path));
         let desired = load_desired(&args.desired, &progress, opener.as_deref(), None, &keep, Some(&keep_tree));
