@@ -431,8 +431,9 @@ impl<'t> TreeBuilder<'t> {
     /// [`TreeBuilder::object_end`] of a mapping whose keys must all differ (a reader that refuses
     /// a key given twice): `None`, and the mapping dropped, when two are the same.
     pub fn object_end_unique(&mut self, mark: usize) -> Option<u32> {
-        self.sort_open(mark);
-        if self.open_members[mark..].windows(2).any(|pair| pair[0].0 == pair[1].0) {
+        // (Fields that came in ascending order differ already: only sorted ones are looked at.)
+        let ascending = self.sort_open(mark);
+        if !ascending && self.open_members[mark..].windows(2).any(|pair| pair[0].0 == pair[1].0) {
             self.open_members.truncate(mark);
             return None;
         }
@@ -440,12 +441,15 @@ impl<'t> TreeBuilder<'t> {
     }
 
     /// The fields of the mapping opened at `mark` sorted by key; stable, so that of fields with
-    /// the same key the last given stays last.
-    fn sort_open(&mut self, mark: usize) {
+    /// the same key the last given stays last. Whether they came in ascending order, each key
+    /// after the one before (then no two are the same).
+    fn sort_open(&mut self, mark: usize) -> bool {
         let open = &mut self.open_members[mark..];
-        if !open.is_sorted_by(|a, b| key_order(&a.0, &b.0).is_lt()) {
+        let ascending = open.is_sorted_by(|a, b| key_order(&a.0, &b.0).is_lt());
+        if !ascending {
             open.sort_by(|a, b| key_order(&a.0, &b.0));
         }
+        ascending
     }
 
     /// The mapping opened at `mark`, its fields sorted, made a node: a repeated key once, with
