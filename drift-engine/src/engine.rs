@@ -176,13 +176,14 @@ impl Engine {
         let nl = view(&live.object, &self.hasher);
         let secret = matches!(nl, Cow::Owned(_));
         let desired_view = ObjectView::of(desired, &*nd);
-        self.compare_view(desired_view, &ignores, ObjectView::of(live, &*live.object), &*nl, secret)
+        let ownership = Ownership::of(&live.object);
+        self.compare_view(desired_view, &ignores, ObjectView::of(live, &*live.object), &*nl, secret, ownership)
     }
 
     /// [`Engine::compare_with`] of an object Git has and the cluster has, both read through
     /// [`JsonView`] (a `Value`, or a tree borrowing its text): `desired` as the walk sees it (a
     /// Secret normalised first), `walked` what the walk sees of `live` (likewise, `secret`),
-    /// `live` the object as read.
+    /// `live` the object as read, `ownership` its managedFields read.
     fn compare_view<'d, 'a, D: JsonView<'d>, L: JsonView<'a>>(
         &self,
         desired: ObjectView<'_, D>,
@@ -190,9 +191,9 @@ impl Engine {
         live: ObjectView<'_, L>,
         walked: L,
         secret: bool,
+        ownership: Ownership<'a>,
     ) -> Vec<(Path, Drift)> {
         let kind = desired.key.kind.as_str();
-        let ownership = Ownership::of_view(live.object);
         // The last applied configuration (client-side apply), read only when a field only the
         // cluster has needs it, and only for which fields it holds (normalising changes that
         // only for a Secret, whose `stringData` counts as `data`).
@@ -461,7 +462,8 @@ impl Comparator for Engine {
         let live_view =
             ObjectView { key: &live.key, api_version: &live.api_version, provenance: &live.provenance, object: root };
         let nd = view(&desired.object, &self.hasher);
-        drifts_of(self.compare_view(ObjectView::of(desired, &*nd), &ignores, live_view, root, false))
+        let ownership = Ownership::of_tree(&live.tree);
+        drifts_of(self.compare_view(ObjectView::of(desired, &*nd), &ignores, live_view, root, false, ownership))
     }
 
     /// Both trees walked as they are, but for a Secret (its values folded and hashed first).
@@ -480,7 +482,8 @@ impl Comparator for Engine {
         };
         let live_view =
             ObjectView { key: &live.key, api_version: &live.api_version, provenance: &live.provenance, object: l };
-        drifts_of(self.compare_view(desired_view, &ignores, live_view, l, false))
+        let ownership = Ownership::of_tree(&live.tree);
+        drifts_of(self.compare_view(desired_view, &ignores, live_view, l, false, ownership))
     }
 
     fn compare_in(&self, all_desired: &[Resource], desired: &Resource, live: Option<&Resource>) -> Vec<Drift> {

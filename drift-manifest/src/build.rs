@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use drift_model::fields::ManagedFields;
 use drift_model::tree::TreeBuilder;
 use serde_json::{Map, Number, Value};
 
@@ -35,6 +36,14 @@ pub(crate) trait Build<'a> {
     fn item(&mut self, value: Self::Out);
     /// Closes the list opened at `mark`.
     fn array_end(&mut self, mark: usize) -> Self::Out;
+    /// Whether the builder keeps a live object's managedFields read as they are read
+    /// ([`Build::managed_fields`]): a reader that keeps them as text then reads them once.
+    fn keeps_managed_fields(&self) -> bool {
+        false
+    }
+    /// The managedFields of the document, read from the list whose text it keeps (when
+    /// [`Build::keeps_managed_fields`]).
+    fn managed_fields(&mut self, _fields: ManagedFields<'a>) {}
 }
 
 /// Builds `serde_json::Value`s: the members of the mappings and the items of the lists being
@@ -159,5 +168,13 @@ impl<'a> Build<'a> for TreeBuilder<'a> {
     #[inline(always)]
     fn array_end(&mut self, mark: usize) -> u32 {
         TreeBuilder::array_end(self, mark)
+    }
+
+    fn keeps_managed_fields(&self) -> bool {
+        true
+    }
+
+    fn managed_fields(&mut self, fields: ManagedFields<'a>) {
+        TreeBuilder::managed_fields(self, fields);
     }
 }

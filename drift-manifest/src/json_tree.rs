@@ -22,6 +22,7 @@
 
 use std::borrow::Cow;
 
+use drift_model::fields::{FieldsText, ManagedFields};
 use drift_model::tree::{Tree, TreeBuilder};
 
 use crate::build::{Build, Values};
@@ -199,8 +200,18 @@ impl<'a, B: Build<'a>> Reader<'a, B> {
                     && key == "managedFields"
                     && self.peek() == Some(b'[')
                 {
-                    let start = self.pos;
-                    self.skip()?;
+                    // Read as the ownership's entries and tree once, checked as they are read;
+                    // where that reading says to read again, checked only (and read from the
+                    // text when asked).
+                    let (start, level) = (self.pos, self.level);
+                    let read = if self.build.keeps_managed_fields() { ManagedFields::read(self) } else { None };
+                    match read {
+                        Some(fields) => self.build.managed_fields(fields),
+                        None => {
+                            (self.pos, self.level) = (start, level);
+                            self.skip()?;
+                        }
+                    }
                     let raw = self.build.string(Cow::Borrowed(self.text.get(start..self.pos)?));
                     self.build.member(key, raw);
                 } else {
@@ -358,17 +369,19 @@ impl<'a, B: Build<'a>> Reader<'a, B> {
     }
 
     /// A string whose opening quote is read, checked as [`Reader::string`] reads it (its escapes
-    /// too), nothing built.
+    /// too), nothing built; whether it holds an escape.
     #[inline(always)]
-    fn skip_string(&mut self) -> Option<()> {
+    fn skip_string(&mut self) -> Option<bool> {
+        let mut escaped = false;
         loop {
             self.pos = self.special(self.pos);
             match self.peek()? {
                 b'"' => {
                     self.pos += 1;
-                    return Some(());
+                    return Some(escaped);
                 }
                 b'\\' => {
+                    escaped = true;
                     self.pos += 1;
                     match self.peek()? {
                         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
@@ -503,6 +516,92 @@ impl<'a, B: Build<'a>> Reader<'a, B> {
             return (i != 0).then(|| Number::from(i));
         }
         token.parse::<u64>().ok().map(Number::from)
+    }
+}
+
+/// The reader reads a live object's managedFields into their ownership as it reads the object
+/// ([`ManagedFields::read`]), checking each token as [`Reader::skip`] checks it, so that what it
+/// refuses and the depth it counts are those of stepping over the list.
+impl<'a, B: Build<'a>> FieldsText<'a> for Reader<'a, B> {
+    fn next_byte(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        self.peek()
+    }
+
+    fn step_over(&mut self) -> Option<()> {
+        self.skip_whitespace();
+        self.skip()
+    }
+
+    fn read_string(&mut self) -> Option<Cow<'a, str>> {
+        self.skip_whitespace();
+        self.deepest = self.deepest.max(self.level);
+        if self.peek()? != b'"' {
+            return None;
+        }
+        self.pos += 1;
+        self.string()
+    }
+
+    fn members(&mut self, mut each: impl FnMut(&mut Self, &'a str, bool) -> Option<()>) -> Option<()> {
+        self.skip_whitespace();
+        self.deepest = self.deepest.max(self.level);
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.open()?;
+        self.skip_whitespace();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+        } else {
+            loop {
+                if self.peek()? != b'"' {
+                    return None;
+                }
+                self.pos += 1;
+                let start = self.pos;
+                let escaped = self.skip_string()?;
+                let name = self.text.get(start..self.pos - 1)?;
+                self.skip_whitespace();
+                if self.peek()? != b':' {
+                    return None;
+                }
+                self.pos += 1;
+                self.skip_whitespace();
+                each(self, name, escaped)?;
+                if !self.more(b'}')? {
+                    break;
+                }
+            }
+        }
+        self.level -= 1;
+        Some(())
+    }
+
+    fn items(&mut self, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.skip_whitespace();
+        self.deepest = self.deepest.max(self.level);
+        if self.peek()? != b'[' {
+            return None;
+        }
+        self.open()?;
+        self.skip_whitespace();
+        if self.peek()? == b']' {
+            self.pos += 1;
+        } else {
+            loop {
+                each(self)?;
+                if !self.more(b']')? {
+                    break;
+                }
+            }
+        }
+        self.level -= 1;
+        Some(())
+    }
+
+    fn size_hint(&self) -> usize {
+        self.bytes.len() - self.pos
     }
 }
 
@@ -647,6 +746,50 @@ pub(crate) mod tests {
     }
 
     /// A string as Go writes it.
+    /// An entry of managedFields, as the API server writes it (`fieldsV1` first, item keys and
+    /// names with escapes) or not quite (no manager, a manager that is no string, no entry).
+    fn managed_entry() -> BoxedStrategy<Value> {
+        let key = prop::sample::select(
+            &[
+                "f:spec",
+                "f:replicas",
+                "f:containers",
+                ".",
+                "k:{\"name\":\"web\"}",
+                "k:{\"port\":80,\"protocol\":\"TCP\"}",
+                "k:{\"a\":\"\\u0041\"}",
+                "f:we\"ird\\/\u{e9}<",
+                "f:",
+            ][..],
+        );
+        let leaf = prop_oneof![4 => Just(serde_json::json!({})), 1 => value()];
+        let fields = leaf.prop_recursive(6, 48, 5, move |inner| {
+            proptest::collection::vec((key.clone(), inner), 0..5)
+                .prop_map(|members| Value::Object(members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
+        });
+        let manager = prop_oneof![
+            6 => prop::sample::select(&["kubectl-client-side-apply", "kube-controller-manager", "my \"tool\""][..])
+                .prop_map(|m| Value::String(m.to_owned())),
+            1 => value(),
+        ];
+        prop_oneof![
+            8 => (prop::option::weighted(0.9, manager), prop::option::weighted(0.7, fields), any::<bool>()).prop_map(
+                |(manager, fields, time)| {
+                    let mut e = serde_json::Map::new();
+                    e.insert("operation".into(), "Update".into());
+                    if time {
+                        e.insert("time".into(), "2026-11-20T08:00:00Z".into());
+                    }
+                    e.extend(manager.map(|m| ("manager".to_owned(), m)));
+                    e.extend(fields.map(|f| ("fieldsV1".to_owned(), f)));
+                    Value::Object(e)
+                }
+            ),
+            1 => value(),
+        ]
+        .boxed()
+    }
+
     fn written_string(s: &str) -> String {
         go_style(&Value::String(s.to_owned()), 0)
     }
@@ -851,6 +994,49 @@ pub(crate) mod tests {
                 prop_assert_eq!(&full["metadata"]["managedFields"], &serde_json::from_str::<Value>(raw).unwrap());
                 prop_assert_eq!(full, parsed_managed_fields(live));
                 prop_assert_eq!(depth, depth_live);
+            }
+        }
+
+        /// A live object's managedFields, as the API server writes them or near it (names with
+        /// escapes, item keys, entries without a manager or not entries, nesting), read into a
+        /// tree: read once as the object is read, they are the managedFields the kept text reads
+        /// as; the reader refuses what stepping over them refuses (a byte changed, the text cut),
+        /// with the same depth; where the one pass says to read again, the tree has none and the
+        /// text is read when asked.
+        #[test]
+        fn managed_fields_are_read_once_as_their_text_reads(
+            entries in proptest::collection::vec(managed_entry(), 0..5),
+            indent in 0usize..4,
+            at in any::<prop::sample::Index>(),
+            byte in prop::sample::select(&[b'\x01', b'}', b']', b'"', b'\\', b' ', b'1', b'{', b',', b':'][..]),
+            harm in 0u8..4,
+        ) {
+            let object = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "managedFields": entries}, "spec": {"replicas": 1}});
+            let mut text = go_style(&object, indent);
+            let (start, end) = (text.find("\"managedFields\"").unwrap(), text.find("\"spec\"").unwrap());
+            let i = start + at.index(end - start);
+            match harm {
+                // A byte of the list changed (on ASCII, so the text stays UTF-8).
+                0 if text.is_char_boundary(i) && text.is_char_boundary(i + 1) => text.replace_range(i..i + 1, &char::from(byte).to_string()),
+                1 if text.is_char_boundary(i) => text.truncate(i),
+                _ => {}
+            }
+            let stepped = read_with(&text, true, true);
+            let tree = read_tree(&text, true, true);
+            prop_assert_eq!(stepped.is_some(), tree.is_some(), "{:?}", text);
+            if let (Some((value, depth)), Some((tree, tree_depth))) = (stepped, tree) {
+                prop_assert_eq!(tree_depth, depth);
+                prop_assert_eq!(tree.to_value(), value);
+                use drift_model::tree::JsonView;
+                let kept = tree.root().get("metadata").and_then(|m| m.get("managedFields")).map(|m| m.shape());
+                match (kept, tree.managed_fields()) {
+                    (Some(drift_model::tree::Shape::String(raw)), Some(read)) => {
+                        prop_assert_eq!(read, &ManagedFields::of_text(raw));
+                    }
+                    (_, None) => {}
+                    (other, Some(_)) => prop_assert!(false, "read from no list: {:?}", other),
+                }
             }
         }
 

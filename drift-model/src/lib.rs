@@ -32,6 +32,7 @@ pub mod decision;
 pub mod desired;
 pub mod drift;
 pub mod error;
+pub mod fields;
 pub mod finding;
 pub mod hash_key;
 pub mod identity;

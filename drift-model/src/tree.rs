@@ -30,6 +30,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Number, Value};
 
+use crate::fields::ManagedFields;
 use crate::{Provenance, Resource, ResourceKey};
 
 /// What a node of a document is, as [`JsonView::shape`] says: a scalar with its value, or
@@ -190,6 +191,19 @@ pub struct Tree<'t> {
     /// The items of every list, each list's together.
     items: Vec<u32>,
     root: u32,
+    /// A live object's managedFields as its reader read them ([`Tree::managed_fields`]).
+    fields: ReadFields<'t>,
+}
+
+/// The managedFields of a tree's document, read by the tree's reader from the text the tree
+/// keeps: not part of what the tree is (a tree read with them equals one read without).
+#[derive(Debug, Clone, Default)]
+struct ReadFields<'t>(Option<Box<ManagedFields<'t>>>);
+
+impl PartialEq for ReadFields<'_> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -203,6 +217,15 @@ enum Slot<'t> {
 }
 
 impl<'t> Tree<'t> {
+    /// The managedFields of the document (a live object's `metadata.managedFields`) when the
+    /// tree's reader read them as it read the document ([`TreeBuilder::managed_fields`]):
+    /// `drift_manifest::read_live_tree` keeps the list as its JSON text in the tree and reads it
+    /// here in the same pass. `None` when the reader did not: the caller reads them from the tree
+    /// ([`ManagedFields::of_view`]), which gives the same.
+    pub fn managed_fields(&self) -> Option<&ManagedFields<'t>> {
+        self.fields.0.as_deref()
+    }
+
     /// The document's top node.
     pub fn root(&self) -> Node<'_, 't> {
         Node { tree: self, at: self.root }
@@ -381,6 +404,7 @@ impl<'t> TreeBuilder<'t> {
             members: Vec::with_capacity(nodes),
             items: Vec::with_capacity(nodes / 4),
             root: 0,
+            fields: ReadFields::default(),
         };
         TreeBuilder { tree, open_members: Vec::with_capacity(32), open_items: Vec::with_capacity(32) }
     }
@@ -485,6 +509,12 @@ impl<'t> TreeBuilder<'t> {
         self.tree.items.extend(self.open_items.drain(mark..));
         let len = self.tree.items.len() - start;
         self.push(Slot::Array { start: start as u32, len: len as u32 })
+    }
+
+    /// Gives the tree the managedFields of its document, read from the text of its
+    /// `metadata.managedFields` as the document was read ([`Tree::managed_fields`]).
+    pub fn managed_fields(&mut self, fields: ManagedFields<'t>) {
+        self.tree.fields = ReadFields(Some(Box::new(fields)));
     }
 
     /// The tree whose top node is `root`.
