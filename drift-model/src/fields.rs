@@ -98,30 +98,18 @@ impl<'a> ManagedFields<'a> {
                 return t.step_over();
             }
             let bit = 1u64 << own.managers.len();
-            let (mut manager, mut operation, mut time, mut subresource) = (None, None, None, None);
             let mut walked = false;
             let nodes = &mut own.nodes;
-            t.members(|t, raw, escaped| {
-                let key = if escaped { Cow::Owned(unescaped(raw)?) } else { Cow::Borrowed(raw) };
-                match &*key {
-                    "manager" => manager = string_value(t)?,
-                    "operation" => operation = string_value(t)?,
-                    "time" => time = string_value(t)?,
-                    "subresource" => subresource = string_value(t)?,
-                    "fieldsV1" => {
-                        if walked {
-                            return None;
-                        }
-                        walked = true;
-                        insert_text(nodes, 0, t, bit)?;
-                    }
-                    _ => t.step_over()?,
+            let e = entry(t, |t| {
+                if walked {
+                    return None;
                 }
-                Some(())
+                walked = true;
+                insert_text(nodes, 0, t, bit)
             })?;
-            match manager {
+            match e.manager {
                 Some(manager) => {
-                    own.add(&manager, operation.as_deref(), time.as_deref(), subresource.as_deref());
+                    own.add(&manager, e.operation.as_deref(), e.time.as_deref(), e.subresource.as_deref());
                 }
                 None if walked => return None,
                 None => {}
@@ -147,24 +135,13 @@ impl<'a> ManagedFields<'a> {
             if entries > MAX_MANAGERS || t.next_byte()? != b'{' {
                 return t.step_over();
             }
-            let (mut manager, mut operation, mut time, mut subresource, mut fields) = (None, None, None, None, None);
-            t.members(|t, raw, escaped| {
-                let key = if escaped { Cow::Owned(unescaped(raw)?) } else { Cow::Borrowed(raw) };
-                match &*key {
-                    "manager" => manager = string_value(t)?,
-                    "operation" => operation = string_value(t)?,
-                    "time" => time = string_value(t)?,
-                    "subresource" => subresource = string_value(t)?,
-                    "fieldsV1" => {
-                        fields = Some(*t);
-                        t.step_over()?;
-                    }
-                    _ => t.step_over()?,
-                }
-                Some(())
+            let mut fields = None;
+            let e = entry(t, |t| {
+                fields = Some(*t);
+                t.step_over()
             })?;
-            if let Some(manager) = manager {
-                let bit = self.add(&manager, operation.as_deref(), time.as_deref(), subresource.as_deref());
+            if let Some(manager) = e.manager {
+                let bit = self.add(&manager, e.operation.as_deref(), e.time.as_deref(), e.subresource.as_deref());
                 if let Some(mut at) = fields {
                     insert_text(&mut self.nodes, 0, &mut at, bit)?;
                 }
@@ -250,6 +227,35 @@ pub trait FieldsText<'a> {
     fn size_hint(&self) -> usize {
         0
     }
+}
+
+/// What an entry of managedFields says of its write: each string as written (a value that is no
+/// string counts as none; of a key written twice, the later).
+#[derive(Default)]
+struct Entry<'a> {
+    manager: Option<Cow<'a, str>>,
+    operation: Option<Cow<'a, str>>,
+    time: Option<Cow<'a, str>>,
+    subresource: Option<Cow<'a, str>>,
+}
+
+/// The entry at the cursor (a mapping), `fields` called at each of its `fieldsV1` to read or
+/// step over it.
+fn entry<'a, T: FieldsText<'a>>(t: &mut T, mut fields: impl FnMut(&mut T) -> Option<()>) -> Option<Entry<'a>> {
+    let mut e = Entry::default();
+    t.members(|t, raw, escaped| {
+        let key = if escaped { Cow::Owned(unescaped(raw)?) } else { Cow::Borrowed(raw) };
+        match &*key {
+            "manager" => e.manager = string_value(t)?,
+            "operation" => e.operation = string_value(t)?,
+            "time" => e.time = string_value(t)?,
+            "subresource" => e.subresource = string_value(t)?,
+            "fieldsV1" => fields(t)?,
+            _ => t.step_over()?,
+        }
+        Some(())
+    })?;
+    Some(e)
 }
 
 /// A value that counts only as a string (as `Value::as_str` reads it): the string, or
