@@ -249,31 +249,6 @@ impl<'a, B: Build<'a>> Reader<'a, B> {
         Some(self.build.array_end(mark))
     }
 
-    /// The container opening with `open` at the cursor (whitespace before it skipped), `each`
-    /// called at each of its members or items, as [`FieldsText`] reads one: checked as
-    /// [`Reader::skip`] checks it, the depth counted alike.
-    fn container(&mut self, open: u8, close: u8, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.skip_whitespace();
-        self.deepest = self.deepest.max(self.level);
-        if self.peek()? != open {
-            return None;
-        }
-        self.open()?;
-        self.skip_whitespace();
-        if self.peek()? == close {
-            self.pos += 1;
-        } else {
-            loop {
-                each(self)?;
-                if !self.more(close)? {
-                    break;
-                }
-            }
-        }
-        self.level -= 1;
-        Some(())
-    }
-
     /// A value read only to check it (what serde_json would refuse is refused, what [`Reader::value`]
     /// leaves to serde_json is left), nothing built; the depth counts it as if built. One loop
     /// over the value's tokens, the containers open kept as bits (an object's bit set), since
@@ -569,26 +544,62 @@ impl<'a, B: Build<'a>> FieldsText<'a> for Reader<'a, B> {
     }
 
     fn members(&mut self, mut each: impl FnMut(&mut Self, &'a str, bool) -> Option<()>) -> Option<()> {
-        self.container(b'{', b'}', |r| {
-            if r.peek()? != b'"' {
-                return None;
+        self.skip_whitespace();
+        self.deepest = self.deepest.max(self.level);
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.open()?;
+        self.skip_whitespace();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+        } else {
+            loop {
+                if self.peek()? != b'"' {
+                    return None;
+                }
+                self.pos += 1;
+                let start = self.pos;
+                let escaped = self.skip_string()?;
+                let name = self.text.get(start..self.pos - 1)?;
+                self.skip_whitespace();
+                if self.peek()? != b':' {
+                    return None;
+                }
+                self.pos += 1;
+                self.skip_whitespace();
+                each(self, name, escaped)?;
+                if !self.more(b'}')? {
+                    break;
+                }
             }
-            r.pos += 1;
-            let start = r.pos;
-            let escaped = r.skip_string()?;
-            let name = r.text.get(start..r.pos - 1)?;
-            r.skip_whitespace();
-            if r.peek()? != b':' {
-                return None;
-            }
-            r.pos += 1;
-            r.skip_whitespace();
-            each(r, name, escaped)
-        })
+        }
+        self.level -= 1;
+        Some(())
     }
 
-    fn items(&mut self, each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.container(b'[', b']', each)
+    fn items(&mut self, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        // (As `members` does, but for the names: written out, so that `each` is inlined into
+        // the loop of `members`, where the ownership's fields are read.)
+        self.skip_whitespace();
+        self.deepest = self.deepest.max(self.level);
+        if self.peek()? != b'[' {
+            return None;
+        }
+        self.open()?;
+        self.skip_whitespace();
+        if self.peek()? == b']' {
+            self.pos += 1;
+        } else {
+            loop {
+                each(self)?;
+                if !self.more(b']')? {
+                    break;
+                }
+            }
+        }
+        self.level -= 1;
+        Some(())
     }
 
     fn size_hint(&self) -> usize {

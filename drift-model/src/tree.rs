@@ -220,8 +220,8 @@ impl<'t> Tree<'t> {
     /// The managedFields of the document (a live object's `metadata.managedFields`) when the
     /// tree's reader read them as it read the document ([`TreeBuilder::managed_fields`]):
     /// `drift_manifest::read_live_tree` keeps the list as its JSON text in the tree and reads it
-    /// here in the same pass. `None` when the reader did not: the caller reads them from the tree
-    /// ([`ManagedFields::of_view`]), which gives the same.
+    /// into these in the same pass. `None` when the reader did not: the caller reads them from
+    /// the tree ([`ManagedFields::of_view`]), which gives the same.
     pub fn managed_fields(&self) -> Option<&ManagedFields<'t>> {
         self.fields.0.as_deref()
     }
