@@ -208,8 +208,10 @@ pub fn load<T: Send>(
         handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     parts.sort_unstable_by_key(|(i, _)| *i);
+    // (Sized at once: grown as they came, the objects would be copied over and again.)
+    let count = parts.iter().map(|(_, part)| part.resources.len()).sum();
     let parts = parts.into_iter().map(|(_, part)| part);
-    let mut loaded = Loaded { resources: Vec::new(), warnings: walked.warnings };
+    let mut loaded = Loaded { resources: Vec::with_capacity(count), warnings: walked.warnings };
     for part in parts {
         loaded.resources.extend(part.resources);
         loaded.warnings.extend(part.warnings);

@@ -721,28 +721,36 @@ fn prepare_desired<T: DesiredObject>(
 ) -> Scope {
     report.revision = snapshot.revision.clone();
     place_namespaces(&mut snapshot.resources, options);
-    let mut seen = HashSet::new();
-    snapshot.resources.retain(|r| {
-        let fresh = seen.insert(r.key().clone());
-        if !fresh {
-            let provenance = r.provenance();
-            report.warnings.push(
-                SourceWarning::error(
-                    drift_model::ErrorKind::InvalidInput,
-                    format!("{} is defined twice; the first definition is used", r.key()),
-                )
-                .at(provenance.path.clone().unwrap_or_default(), provenance.document, None),
-            );
+    // The keys sorted with their places (borrowed: the report's list of them is sorted anyway),
+    // so that a key defined twice sorts its first definition first and the later ones after it.
+    let resources = &snapshot.resources;
+    let mut sorted: Vec<(&ResourceKey, usize)> = resources.iter().map(|r| r.key()).zip(0..).collect();
+    sorted.sort_unstable();
+    let mut twice = vec![false; resources.len()];
+    for pair in sorted.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            twice[pair[1].1] = true;
         }
-        fresh
+    }
+    (report.desired, report.desired_digests) =
+        sorted.iter().filter(|(_, i)| !twice[*i]).map(|(k, i)| ((*k).clone(), resources[*i].digest())).unzip();
+    for (r, _) in resources.iter().zip(&twice).filter(|(_, twice)| **twice) {
+        let provenance = r.provenance();
+        report.warnings.push(
+            SourceWarning::error(
+                drift_model::ErrorKind::InvalidInput,
+                format!("{} is defined twice; the first definition is used", r.key()),
+            )
+            .at(provenance.path.clone().unwrap_or_default(), provenance.document, None),
+        );
+    }
+    let mut at = 0;
+    snapshot.resources.retain(|_| {
+        at += 1;
+        !twice[at - 1]
     });
     report.desired_complete = !snapshot.warnings.iter().any(|w| w.fatal);
     report.warnings.extend(snapshot.warnings.iter().cloned());
-
-    let mut desired: Vec<(ResourceKey, String)> =
-        snapshot.resources.iter().map(|r| (r.key().clone(), r.digest())).collect();
-    desired.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    (report.desired, report.desired_digests) = desired.into_iter().unzip();
     snapshot.scope()
 }
 
@@ -1007,6 +1015,56 @@ mod tests {
             assert_eq!(all, one, "{n} pairs");
             assert_eq!(all.iter().filter(|d| !d.is_empty()).count(), (0..n).filter(|i| i % 3 != 1).count());
         }
+    }
+
+    /// An object defined more than once: the first definition counts, each later one is
+    /// warned of, in the order of the files; the report lists each key once, sorted.
+    #[test]
+    fn a_key_defined_again_keeps_its_first_definition_and_warns_of_each_later_one() {
+        let at = |name: &str, ns: &str, v: &str, file: &str| {
+            let mut r = Resource::from_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns}, "data": {"v": v}}))
+            .unwrap();
+            r.provenance.path = Some(file.into());
+            r
+        };
+        let desired = DesiredSnapshot {
+            repository: "r".into(),
+            revision: None,
+            resources: vec![
+                at("b", "n", "first", "1.yaml"),
+                at("a", "n", "only", "2.yaml"),
+                at("b", "n", "second", "3.yaml"),
+                at("c", "m", "only", "4.yaml"),
+                at("b", "n", "third", "5.yaml"),
+            ],
+            warnings: Vec::new(),
+        };
+        let mut live = LiveSnapshot {
+            cluster: "c".into(),
+            resources: vec![at("b", "n", "first", "live.yaml")],
+            coverage: Default::default(),
+        };
+        for ns in ["n", "m"] {
+            live.coverage.set(&GroupKind::new("", "ConfigMap"), Some(ns), CoverageStatus::Complete);
+        }
+        let engine = Engine::new(&EngineConfig::default()).unwrap();
+        let report = compare_snapshots(desired, live, &engine, &ScanOptions::new("s"));
+        let names: Vec<(&str, &str)> =
+            report.desired.iter().map(|k| (k.namespace.as_deref().unwrap(), k.name.as_str())).collect();
+        assert_eq!(names, [("m", "c"), ("n", "a"), ("n", "b")]);
+        assert_eq!(report.desired_digests.len(), 3);
+        let twice: Vec<&str> = report
+            .warnings
+            .iter()
+            .filter(|w| w.message.contains("defined twice"))
+            .map(|w| w.path.as_deref().unwrap())
+            .collect();
+        assert_eq!(twice, ["3.yaml", "5.yaml"]);
+        // The first definition is the one compared: its data is the live object's (the others
+        // are compared too: missing from the cluster).
+        assert!(report.drifts.iter().all(|d| d.resource.name != "b"), "{:?}", report.drifts);
+        assert_eq!(report.drifts.iter().filter(|d| d.drift_type == drift_model::DriftType::MissingResource).count(), 2);
     }
 
     fn scan_with(coverage: &[(&str, CoverageStatus)]) -> ScanReport {
