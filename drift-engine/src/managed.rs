@@ -227,7 +227,8 @@ pub struct Ownership<'a> {
     fields: Fields<'a>,
 }
 
-/// The managedFields an [`Ownership`] reads: its own, or those its tree's reader read.
+/// The managedFields an [`Ownership`] reads: its own, or those its tree's reader read. (Not a
+/// `Cow`, whose `ToOwned` bound would make `Ownership<'a>` invariant in `'a`.)
 #[derive(Debug)]
 enum Fields<'a> {
     Read(ManagedFields<'a>),
