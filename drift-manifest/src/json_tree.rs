@@ -603,6 +603,7 @@ impl<'a, B: Build<'a>> FieldsText<'a> for Reader<'a, B> {
     }
 
     fn size_hint(&self) -> usize {
+        // (The rest of the document: the list and what follows it.)
         self.bytes.len() - self.pos
     }
 }

@@ -223,7 +223,8 @@ pub trait FieldsText<'a> {
     fn members(&mut self, each: impl FnMut(&mut Self, &'a str, bool) -> Option<()>) -> Option<()>;
     /// The items of the list at the cursor: `each` reads or steps over each.
     fn items(&mut self, each: impl FnMut(&mut Self) -> Option<()>) -> Option<()>;
-    /// About how many bytes of text are left (to size the tree), none when not known.
+    /// About how many bytes of text the list may hold, to size the tree's first allocation (the
+    /// rest of a whole document will do: room not used is not touched), none when not known.
     fn size_hint(&self) -> usize {
         0
     }
