@@ -78,7 +78,8 @@ impl<'a> ManagedFields<'a> {
         }
         Self::read(&mut t).unwrap_or_else(|| {
             let mut own = ManagedFields::with_capacity(text.len());
-            let _ = own.read_in_two_passes(text);
+            // (At a fault the managers and fields read before it are kept, as documented above.)
+            let _fault = own.read_in_two_passes(text);
             own
         })
     }
