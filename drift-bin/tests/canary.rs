@@ -129,8 +129,14 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 
 /// `drift serve`: runs until it listens (then `/health` is asked, and for a repository form
 /// `/scans` until its failed scan is recorded, and it is stopped with SIGTERM) or until it exits
-/// by itself. The whole output and whether it served.
-fn serve(config: &Path, env: &[(&str, &str)], log: (Option<&str>, &str), wait_for_scan: bool) -> (Vec<u8>, bool) {
+/// by itself. The whole output, whether it served, and whether it stopped within a minute of its
+/// SIGTERM (else it was killed).
+fn serve(
+    config: &Path,
+    env: &[(&str, &str)],
+    log: (Option<&str>, &str),
+    wait_for_scan: bool,
+) -> (Vec<u8>, bool, Result<(), String>) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drift"));
     cmd.args(["serve", "--config"]).arg(config).args(["--log-format", log.1]).env("NO_COLOR", "1");
     cmd.env_remove("KUBECONFIG");
@@ -162,6 +168,7 @@ fn serve(config: &Path, env: &[(&str, &str)], log: (Option<&str>, &str), wait_fo
     });
     let started = Instant::now();
     let mut served = false;
+    let mut stopped = Ok(());
     loop {
         if child.try_wait().unwrap().is_some() {
             break;
@@ -178,9 +185,8 @@ fn serve(config: &Path, env: &[(&str, &str)], log: (Option<&str>, &str), wait_fo
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            let pid = child.id().to_string();
-            assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-            let _ = child.wait();
+            // SHUTDOWN_GRACE (20 s) for a running scan, 5 s for the notifier, and room.
+            stopped = drift_testkit::process::terminate(&mut child, Duration::from_secs(60)).map(|_| ());
             break;
         }
         if started.elapsed() > Duration::from_secs(60) {
@@ -193,7 +199,7 @@ fn serve(config: &Path, env: &[(&str, &str)], log: (Option<&str>, &str), wait_fo
     reader.join().unwrap();
     let mut all = std::mem::take(&mut *out.lock().unwrap());
     all.extend(err.join().unwrap());
-    (all, served)
+    (all, served, stopped)
 }
 
 fn write(p: &Path, text: &str) {
@@ -311,16 +317,22 @@ fn no_credential_form_reaches_any_output_of_any_command_format_or_level() {
                                 let (output, _) = run(args, &env_file, &env, *log);
                                 check(form, &format!("{} (database_env)", args.join(" ")), *log, &output);
                             }
-                            let (output, served) = serve(&env_file, &env, *log, false);
+                            let (output, served, stopped) = serve(&env_file, &env, *log, false);
                             check(form, "serve (database_env)", *log, &output);
+                            if let Err(e) = stopped {
+                                failures.lock().unwrap().push(format!("{form}: serve (database_env): {e}"));
+                            }
                             if served {
                                 served_forms.lock().unwrap().push(form);
                             }
                         }
                     }
                     for log in &LOGS[..4] {
-                        let (output, served) = serve(&file, &env, *log, matches!(kind, Kind::Repo));
+                        let (output, served, stopped) = serve(&file, &env, *log, matches!(kind, Kind::Repo));
                         check(form, "serve", *log, &output);
+                        if let Err(e) = stopped {
+                            failures.lock().unwrap().push(format!("{form}: serve (DRIFT_LOG {:?}): {e}", log.0));
+                        }
                         if served {
                             served_forms.lock().unwrap().push(form);
                         }

@@ -21,6 +21,9 @@
 //! [`alertmanager::Alertmanager`] runs the real Alertmanager on loopback for the tests of its
 //! v2 API and its webhook receiver format.
 //!
+//! [`process::terminate`] stops a process under test with SIGTERM within a bound, and kills it
+//! when it does not stop, so a test that waits on one cannot hang the run.
+//!
 //! [`corpus::dir`] finds the shared corpus of real objects (`DRIFT_CORPUS`) for the tests that
 //! read it, and says when they are skipped.
 //!
@@ -48,6 +51,7 @@ pub mod corpus;
 pub mod desired;
 pub mod fixtures;
 pub mod live;
+pub mod process;
 pub mod sink;
 pub mod sops;
 pub mod store;

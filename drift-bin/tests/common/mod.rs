@@ -7,7 +7,7 @@ pub mod chart;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -193,6 +193,17 @@ impl Serve {
         self.log.lock().unwrap().clone()
     }
 
+    /// Sends `signal` (`TERM`, `INT`, ...) and returns at once.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").arg(format!("-{signal}")).arg(&pid).status().unwrap().success());
+    }
+
+    /// Its exit status if it exits within `limit`.
+    pub fn exited_within(&mut self, limit: Duration) -> Option<ExitStatus> {
+        drift_testkit::process::wait_at_most(&mut self.child, limit)
+    }
+
     /// SIGKILL: dies at once, wherever it is. Returns the log so far.
     pub fn kill(&mut self) -> String {
         let _ = self.child.kill();
@@ -205,14 +216,12 @@ impl Serve {
 
     /// SIGTERM, then waits: it must exit cleanly. Returns the whole log.
     pub fn stop(mut self) -> String {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let status = self.child.wait().unwrap();
+        let status = drift_testkit::process::terminate(&mut self.child, Duration::from_secs(60));
         if let Some(r) = self.reader.take() {
             r.join().unwrap();
         }
         let log = self.log();
-        assert!(status.success(), "clean exit on SIGTERM: {status:?}\n{log}");
+        assert!(status.as_ref().is_ok_and(ExitStatus::success), "clean exit on SIGTERM: {status:?}\n{log}");
         log
     }
 }
