@@ -11,6 +11,7 @@ mod files;
 mod hash_key;
 mod output;
 mod progress;
+mod signals;
 
 /// jemalloc instead of the C library's allocator, with its background threads turned on in
 /// `main`: they give the pages freed after a pass and the watch's first lists back to the
@@ -202,6 +203,11 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
     };
+    // The command is done: what still runs on the runtime is abandoned. Dropping the runtime
+    // instead would wait for every blocking task however long it takes, so one stuck in a
+    // system call (a read of a hung network file system, a library's blocking I/O) would keep
+    // a finished process, and a pod told to stop, alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     match result {
         Ok(code) => code,
         Err(e) => {

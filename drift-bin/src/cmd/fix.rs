@@ -34,6 +34,7 @@ use crate::cmd::decide::actor;
 use crate::compose;
 use crate::config::Config;
 use crate::output::{Format, print_data};
+use crate::signals::Stops;
 
 /// Arguments of `drift fix`.
 #[derive(Debug, Args)]
@@ -194,41 +195,4 @@ fn print(done: &Done, format: Format) -> Result<()> {
 
 fn join_ids(ids: &[i64]) -> String {
     ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
-}
-
-/// SIGTERM and SIGINT (Ctrl-C), listened to from the start, so that a second signal during
-/// the grace is never missed.
-struct Stops {
-    #[cfg(unix)]
-    term: tokio::signal::unix::Signal,
-    #[cfg(unix)]
-    int: tokio::signal::unix::Signal,
-}
-
-impl Stops {
-    fn listen() -> Result<Stops> {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            Ok(Stops {
-                term: signal(SignalKind::terminate()).context("listening for SIGTERM")?,
-                int: signal(SignalKind::interrupt()).context("listening for SIGINT")?,
-            })
-        }
-        #[cfg(not(unix))]
-        Ok(Stops {})
-    }
-
-    /// The next signal.
-    async fn next(&mut self) {
-        #[cfg(unix)]
-        tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
-        }
-        #[cfg(not(unix))]
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! `drift serve`: the detector of `drift-runtime` as a service (scans every interval with
-//! jitter, watch mode, the REST API), stopped cleanly by SIGTERM or Ctrl-C. With
+//! jitter, watch mode, the REST API), stopped cleanly by SIGTERM or Ctrl-C (a second signal,
+//! or [`SHUTDOWN_DEADLINE`] after the first, ends it at once with exit code 2). With
 //! `leader_election`, only the replica holding the Lease scans, and it releases the Lease on
 //! SIGTERM once its scan stopped.
 
@@ -11,6 +12,7 @@ use clap::Args;
 
 use crate::compose;
 use crate::config::Config;
+use crate::signals::Stops;
 
 /// Arguments of `drift serve`.
 #[derive(Debug, Args)]
@@ -20,30 +22,13 @@ pub struct ServeArgs {
     pub config: PathBuf,
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the server");
-                if let Err(e) = ctrl_c.await {
-                    tracing::error!(error = %e, "cannot listen for Ctrl-C either; stopping now");
-                }
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    if let Err(e) = ctrl_c.await {
-        tracing::error!(error = %e, "cannot listen for Ctrl-C; stopping now");
-    }
-}
+/// How long `drift serve` may take to stop after SIGTERM or Ctrl-C before it exits with code 2
+/// wherever it is: the running scan's grace ([`drift_runtime::SHUTDOWN_GRACE`]), the notifier's
+/// 5 s, and the leases' release. Kubernetes kills the pod after its own grace (30 s unless the
+/// pod says otherwise); this bounds a stop everywhere else (systemd, a container run by hand, a
+/// test), so that a shutdown stuck on anything cannot keep a stopped service alive.
+const SHUTDOWN_DEADLINE: std::time::Duration =
+    drift_runtime::SHUTDOWN_GRACE.saturating_add(std::time::Duration::from_secs(20));
 
 /// The namespace of the pod this process runs in: `$POD_NAMESPACE`, else the service
 /// account's namespace file; `None` outside a pod.
@@ -69,6 +54,8 @@ fn listen(addr: &str, max_connections: usize) -> Result<tokio::net::TcpListener>
 
 /// Runs `drift serve` until SIGTERM or Ctrl-C.
 pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
+    // Before anything else (crate::signals says why).
+    let mut stops = Stops::listen()?;
     let config = Config::load(&args.config)?;
     let (store, hasher) = compose::open_scanning_store(&config).await?;
     let (tokens, read_token) = config.api.tokens()?;
@@ -113,6 +100,20 @@ pub async fn run(args: &ServeArgs) -> Result<ExitCode> {
     let addr = listener.local_addr()?;
     tracing::info!(%addr, cluster = %config.cluster, interval = ?config.interval, "serving");
     println!("listening on {addr}");
-    detector.serve(listener, shutdown_signal()).await.context("API server")?;
+    let shutdown = async move {
+        stops.next().await;
+        // The shutdown is bounded: a second signal, or the deadline, ends the process at once.
+        std::thread::spawn(|| {
+            std::thread::sleep(SHUTDOWN_DEADLINE);
+            tracing::error!(deadline = ?SHUTDOWN_DEADLINE, "the shutdown did not finish in time; exiting now");
+            std::process::exit(2);
+        });
+        tokio::spawn(async move {
+            stops.next().await;
+            tracing::warn!("a second signal: exiting now");
+            std::process::exit(2);
+        });
+    };
+    detector.serve(listener, shutdown).await.context("API server")?;
     Ok(ExitCode::SUCCESS)
 }
