@@ -89,7 +89,8 @@ pub async fn run_scan(
     let mut options = options.clone();
     discover_cluster_scoped(live, &snapshot, &mut options).await;
     let options = &options;
-    let mut scope = prepare_desired(&mut snapshot, &mut report, options);
+    prepare_desired(&mut snapshot, &mut report, options);
+    let mut scope = snapshot.scope();
     if options.orphans {
         scope.only = None;
     }
@@ -660,7 +661,7 @@ fn settle_files<T: DesiredObject>(
     let mut options = options.clone();
     options.cluster_scoped = settled.cluster_scoped;
     place_namespaces(&mut desired.resources, &options);
-    let coverage = Coverage::of_whole_read(&desired.scope(), live_warnings);
+    let coverage = Coverage::of_whole_read(&desired.kind_scope(), live_warnings);
     (desired, options, coverage)
 }
 
@@ -713,12 +714,13 @@ pub fn place_namespaces<T: DesiredObject>(resources: &mut [T], options: &ScanOpt
     }
 }
 
-/// Namespaces, duplicates, completeness: returns the live scope the desired state implies.
+/// Namespaces, duplicates, completeness (the live scope the desired state implies is then
+/// [`DesiredSnapshot::scope`]).
 fn prepare_desired<T: DesiredObject>(
     snapshot: &mut DesiredSnapshot<T>,
     report: &mut ScanReport,
     options: &ScanOptions,
-) -> Scope {
+) {
     report.revision = snapshot.revision.clone();
     place_namespaces(&mut snapshot.resources, options);
     // The keys sorted with their places (borrowed: the report's list of them is sorted anyway),
@@ -751,7 +753,6 @@ fn prepare_desired<T: DesiredObject>(
     });
     report.desired_complete = !snapshot.warnings.iter().any(|w| w.fatal);
     report.warnings.extend(snapshot.warnings.iter().cloned());
-    snapshot.scope()
 }
 
 fn compare_into<T: DesiredObject>(
@@ -976,7 +977,8 @@ pub fn targeted_report(
 /// returns the scope it implies; for callers that watch and re-compare objects one by one.
 pub fn prepare(snapshot: &mut DesiredSnapshot, options: &ScanOptions) -> Scope {
     let mut scratch = empty_report(&snapshot.repository, "", options);
-    prepare_desired(snapshot, &mut scratch, options)
+    prepare_desired(snapshot, &mut scratch, options);
+    snapshot.scope()
 }
 
 #[cfg(test)]

@@ -90,11 +90,13 @@ impl Summary {
     /// Counts a list of drifts.
     pub fn of(drifts: &[Drift], resources_compared: usize, warnings: usize) -> Self {
         let mut s = Summary { resources_compared, drifts: drifts.len(), warnings, ..Summary::default() };
-        let mut drifted = std::collections::BTreeSet::new();
+        // The objects drifted, told apart by their borrowed keys (no key is copied).
+        let mut drifted = std::collections::HashSet::with_capacity(drifts.len());
         for d in drifts {
             *s.by_severity.entry(d.severity).or_default() += 1;
             *s.by_type.entry(d.drift_type).or_default() += 1;
-            drifted.insert(d.key());
+            let r = &d.resource;
+            drifted.insert((d.api_group.as_str(), r.kind.as_str(), r.namespace.as_deref(), r.name.as_str()));
         }
         s.resources_drifted = drifted.len();
         s
@@ -237,5 +239,58 @@ impl ScanReport {
     /// by a scan that could not read its object completely).
     pub fn may_resolve_finding(&self, key: &ResourceKey, side: Side) -> bool {
         self.policy_sides.contains(&side) && self.may_resolve(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::drift::{Classification, DecisionSource, RecommendedAction, ResourceRef};
+
+    fn drift(group: &str, kind: &str, namespace: Option<&str>, name: &str, severity: Severity) -> Drift {
+        Drift {
+            resource: ResourceRef {
+                api_version: "v1".to_owned(),
+                kind: kind.to_owned(),
+                namespace: namespace.map(str::to_owned),
+                name: name.to_owned(),
+            },
+            api_group: group.to_owned(),
+            drift_type: DriftType::ImageTagDrift,
+            severity,
+            path: "spec".to_owned(),
+            git_value: None,
+            cluster_value: None,
+            changed_by: None,
+            changed_at: None,
+            attribution: None,
+            classification: Classification::ManualChange,
+            decision_source: DecisionSource::Scanner,
+            recommended_action: RecommendedAction::SuggestRevert,
+            source_path: None,
+            waiver: None,
+            revert: None,
+        }
+    }
+
+    /// An object drifted is counted once however many drifts it has, and two objects that
+    /// differ in any part of their key (group, kind, namespace, name) are two.
+    #[test]
+    fn the_summary_counts_each_drifted_object_once_by_its_whole_key() {
+        let drifts = [
+            drift("apps", "Deployment", Some("a"), "web", Severity::Low),
+            drift("apps", "Deployment", Some("a"), "web", Severity::High),
+            drift("", "Deployment", Some("a"), "web", Severity::Low),
+            drift("apps", "StatefulSet", Some("a"), "web", Severity::Low),
+            drift("apps", "Deployment", Some("b"), "web", Severity::Low),
+            drift("apps", "Deployment", None, "web", Severity::Low),
+            drift("apps", "Deployment", Some("a"), "api", Severity::Low),
+            drift("apps", "Deployment", Some("a"), "web", Severity::Low),
+        ];
+        let s = Summary::of(&drifts, 9, 2);
+        assert_eq!((s.drifts, s.resources_drifted, s.resources_compared, s.warnings), (8, 6, 9, 2));
+        assert_eq!(s.by_severity.get(&Severity::Low), Some(&7));
+        assert_eq!(s.by_severity.get(&Severity::High), Some(&1));
+        assert_eq!(s.by_type.get(&DriftType::ImageTagDrift), Some(&8));
     }
 }
