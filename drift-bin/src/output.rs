@@ -10,12 +10,14 @@
 
 use std::io::{IsTerminal, Write};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use drift_core::policy::{Finding, FindingSummary};
 use drift_core::{Drift, ScanReport, Severity, SourceWarning, Summary};
 use owo_colors::OwoColorize;
 use serde::Serialize;
 use serde_json::Value;
+
+mod pretty;
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,6 +95,20 @@ pub struct Document<'a> {
     pub findings_summary: Option<FindingSummary>,
 }
 
+impl<'a> Document<'a> {
+    /// The document of a report, with `drifts` for its drifts.
+    fn of(report: &'a ScanReport, drifts: &'a [Drift]) -> Self {
+        Document {
+            drifts,
+            summary: &report.summary,
+            warnings: &report.warnings,
+            revision: report.revision.as_deref(),
+            findings: checked(report).then_some(report.findings.as_slice()),
+            findings_summary: checked(report).then(|| FindingSummary::of(&report.findings)),
+        }
+    }
+}
+
 /// Prints a report in a format, through a buffer of its own (standard output flushes at every
 /// line: a report of 25,000 drifts was 750,000 writes).
 pub fn print_report(report: &ScanReport, format: Format, out: &mut dyn Write) -> Result<()> {
@@ -103,22 +119,28 @@ pub fn print_report(report: &ScanReport, format: Format, out: &mut dyn Write) ->
 }
 
 fn write_report(report: &ScanReport, format: Format, out: &mut dyn Write) -> Result<()> {
-    let doc = Document {
-        drifts: &report.drifts,
-        summary: &report.summary,
-        warnings: &report.warnings,
-        revision: report.revision.as_deref(),
-        findings: checked(report).then_some(report.findings.as_slice()),
-        findings_summary: checked(report).then(|| FindingSummary::of(&report.findings)),
-    };
     match format {
-        Format::Json => write_data(&doc, false, out)?,
-        Format::Yaml => write_data(&doc, true, out)?,
+        Format::Json => write_report_json(report, out)?,
+        Format::Yaml => write_data(&Document::of(report, &report.drifts), true, out)?,
         Format::Table => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
             print_table(report, color, out)?;
         }
     }
+    Ok(())
+}
+
+/// A report as [`write_data`] writes it in JSON, its drifts rendered on every core
+/// ([`pretty::write_elements`]): the document without them, with the list written into its
+/// `[]`. (The drifts are the document's first member: it starts `{\n  "drifts": []`.)
+fn write_report_json(report: &ScanReport, out: &mut dyn Write) -> Result<()> {
+    const HEAD: &[u8] = b"{\n  \"drifts\": [";
+    let without = serde_json::to_vec_pretty(&Document::of(report, &[]))?;
+    let tail = without.strip_prefix(HEAD).context("the report document starts with its drifts")?;
+    out.write_all(HEAD)?;
+    pretty::write_elements(&report.drifts, 1, out)?;
+    out.write_all(tail)?;
+    writeln!(out)?;
     Ok(())
 }
 
@@ -245,4 +267,44 @@ fn print_findings(report: &ScanReport, color: bool, out: &mut dyn Write) -> Resu
         writeln!(out, "      {}", f.message)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use drift_core::DriftType;
+    use drift_testkit::fixtures::{drift, key, report, t};
+
+    /// `-o json` of a report is the bytes serde_json's pretty writer makes of its document,
+    /// whatever the drifts (none, a few, many blocks rendered on several threads), with or
+    /// without warnings, a revision and policy findings.
+    #[test]
+    fn a_reports_json_is_serde_jsons_pretty_document() {
+        for n in [0, 1, 3, 1_000] {
+            let drifts: Vec<Drift> = (0..n)
+                .map(|i| {
+                    drift(
+                        "Deployment",
+                        "shop",
+                        &format!("web-{i}"),
+                        DriftType::ReplicasDrift,
+                        "spec.replicas",
+                        i.into(),
+                    )
+                })
+                .collect();
+            let mut r = report("s", t(0), &[key("Deployment", "shop", "web-0")], drifts);
+            if n == 3 {
+                r.warnings.push(SourceWarning::error(drift_core::ErrorKind::InvalidInput, "a \"quoted\" warning"));
+                r.revision = None;
+                r.policy_sides.push(drift_core::policy::Side::Desired);
+            }
+            let mut ours = Vec::new();
+            write_report(&r, Format::Json, &mut ours).unwrap();
+            let mut theirs = Vec::new();
+            write_data(&Document::of(&r, &r.drifts), false, &mut theirs).unwrap();
+            assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(theirs).unwrap(), "{n} drifts");
+        }
+    }
 }
