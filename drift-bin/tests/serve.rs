@@ -5,27 +5,36 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::http;
 
-#[test]
-fn serve_records_the_first_pass_and_answers_the_api() {
+/// A drift.yaml in `dir` that serves the demo's desired state (examples/demo) with a SQLite
+/// store in `dir`, no watch, the API on a free port with `api_extra` (lines of its own), and
+/// the live state of `live` (the lines under `live:`; the demo's snapshot when `None`).
+fn demo_config(dir: &Path, api_extra: &str, live: Option<&str>) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("drift.yaml");
+    let snapshot = format!("  snapshot: {}/examples/demo/live\n", root.display());
+    let cfg = dir.join("drift.yaml");
     std::fs::write(
         &cfg,
         format!(
-            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\nrepositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n  snapshot: {}/examples/demo/live\n",
-            dir.path().display(),
+            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\n{api_extra}repositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n{}",
+            dir.display(),
             root.display(),
-            root.display()
+            live.unwrap_or(&snapshot),
         ),
     )
     .unwrap();
+    cfg
+}
+
+#[test]
+fn serve_records_the_first_pass_and_answers_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = demo_config(dir.path(), "", None);
     let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
         .args(["serve", "--config", cfg.to_str().unwrap()])
         .env("DRIFT_API_TOKEN", "s3cret-token-value")
@@ -76,19 +85,12 @@ fn serve_records_the_first_pass_and_answers_the_api() {
 fn serve_answers_421_to_other_hosts_and_closes_slow_headers_after_the_configured_timeout() {
     use std::io::Write;
     use std::net::TcpStream;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("drift.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\n  allowed_hosts: [drift.example.com]\n  header_read_timeout: 500ms\n  idle_timeout: 1s\nrepositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n  snapshot: {}/examples/demo/live\n",
-            dir.path().display(),
-            root.display(),
-            root.display()
-        ),
-    )
-    .unwrap();
+    let cfg = demo_config(
+        dir.path(),
+        "  allowed_hosts: [drift.example.com]\n  header_read_timeout: 500ms\n  idle_timeout: 1s\n",
+        None,
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
         .args(["serve", "--config", cfg.to_str().unwrap()])
         .env_remove("POD_NAMESPACE")
@@ -130,19 +132,8 @@ fn serve_answers_421_to_other_hosts_and_closes_slow_headers_after_the_configured
 /// lost, leaving the server running after its SIGTERM.
 #[test]
 fn a_sigterm_as_soon_as_it_listens_stops_it_cleanly() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("drift.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\nrepositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n  snapshot: {}/examples/demo/live\n",
-            dir.path().display(),
-            root.display(),
-            root.display()
-        ),
-    )
-    .unwrap();
+    let cfg = demo_config(dir.path(), "", None);
     for run in 0..10 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
             .args(["serve", "--config", cfg.to_str().unwrap(), "--log-format", "json"])
@@ -167,17 +158,9 @@ fn a_sigterm_as_soon_as_it_listens_stops_it_cleanly() {
 #[test]
 fn a_second_signal_during_the_shutdown_ends_it_at_once() {
     use drift_test_apiserver::{FaultAction, FaultMatch, FaultRule, Faults};
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let cluster = common::ClusterHome::start(drift_test_apiserver::Options::default());
-    let config = cluster.write(
-        "drift.yaml",
-        &format!(
-            "cluster: demo\nwatch: false\ndatabase: sqlite://{}/drift.db\napi:\n  listen: 127.0.0.1:0\nrepositories:\n  - name: demo\n    url: {}/examples/demo/desired\nlive:\n  kubeconfig: {}\n",
-            cluster.home.path().display(),
-            root.display(),
-            cluster.server.kubeconfig_path().display()
-        ),
-    );
+    let live = format!("  kubeconfig: {}\n", cluster.server.kubeconfig_path().display());
+    let config = demo_config(cluster.home.path(), "", Some(&live));
     let held = cluster.server.holds().arrived;
     let list = FaultMatch { verb: Some("list".into()), ..FaultMatch::default() };
     cluster
