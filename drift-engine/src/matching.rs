@@ -41,8 +41,10 @@ pub use drift_model::snapshot::cluster_scoped_in;
 /// objects, gathered one by one (so that a live side read as a stream need not be held whole).
 #[derive(Debug, Default, Clone)]
 pub struct LiveKeys {
-    /// For each custom kind: whether all of its live objects name no namespace.
-    kinds: HashMap<GroupKind, bool>,
+    /// For each custom kind (group, kind), sorted: whether all of its live objects name no
+    /// namespace. (Found by binary search among borrowed strings: a map keyed by `GroupKind`
+    /// would copy the group and kind of every live object to look it up; kinds are few.)
+    kinds: Vec<(String, String, bool)>,
     /// (group, kind, name) -> the namespaces the live objects that name one are in.
     placed: HashMap<(String, String, String), BTreeSet<String>>,
     /// (group, kind, name) of the live objects of kinds outside the built-in cluster-scoped
@@ -56,8 +58,12 @@ impl LiveKeys {
         if is_cluster_scoped(&key.group, &key.kind) {
             return;
         }
-        let all_without = self.kinds.entry(key.group_kind()).or_insert(true);
-        *all_without &= key.namespace.is_none();
+        let at = self.kinds.binary_search_by(|(g, k, _)| (g.as_str(), k.as_str()).cmp(&(&key.group, &key.kind)));
+        let at = at.unwrap_or_else(|at| {
+            self.kinds.insert(at, (key.group.clone(), key.kind.clone(), true));
+            at
+        });
+        self.kinds[at].2 &= key.namespace.is_none();
         let gkn = (key.group.clone(), key.kind.clone(), key.name.clone());
         match &key.namespace {
             Some(ns) => {
@@ -69,10 +75,7 @@ impl LiveKeys {
 
     /// Custom kinds of which the live objects all name no namespace (sorted).
     pub fn cluster_scoped(&self) -> Vec<GroupKind> {
-        let mut kinds: Vec<GroupKind> =
-            self.kinds.iter().filter(|(_, none)| **none).map(|(gk, _)| gk.clone()).collect();
-        kinds.sort();
-        kinds
+        self.kinds.iter().filter(|(_, _, none)| *none).map(|(g, k, _)| GroupKind::new(g, k)).collect()
     }
 
     /// (group, kind, name) -> the namespaces the live state has it in, once the live objects
@@ -135,12 +138,14 @@ pub fn settle_desired<T: DesiredObject>(desired: &mut Vec<T>, keys: &LiveKeys, n
             }
         }
     } else {
-        let places = keys.places(&cluster_scoped);
+        // (Made for the first object that names no namespace: most desired states have none.)
+        let mut places = None;
         for (i, r) in desired.iter_mut().enumerate() {
             let key = r.key();
             if key.namespace.is_some() || scoped(&key.group_kind()) {
                 continue;
             }
+            let places = places.get_or_insert_with(|| keys.places(&cluster_scoped));
             let found = places.get(&(key.group.as_str(), key.kind.as_str(), key.name.as_str()));
             let candidates: Vec<&str> = found.map(|s| s.iter().copied().collect()).unwrap_or_default();
             let gk = key.group_kind();
@@ -177,7 +182,8 @@ pub fn settle_desired<T: DesiredObject>(desired: &mut Vec<T>, keys: &LiveKeys, n
         desired.remove(i);
     }
     for r in desired.iter_mut() {
-        if r.key().namespace.is_some() && cluster_scoped.contains(&r.key().group_kind()) {
+        let key = r.key();
+        if key.namespace.is_some() && cluster_scoped.iter().any(|gk| gk.group == key.group && gk.kind == key.kind) {
             r.key_mut().namespace = None;
         }
     }
@@ -223,6 +229,26 @@ mod tests {
         assert_eq!(settled.warnings.len(), 1);
         assert!(settled.warnings[0].fatal);
         assert!(settled.warnings[0].message.contains("a, b") && settled.warnings[0].message.contains("-n"));
+    }
+
+    #[test]
+    fn the_custom_kinds_read_without_namespace_only_are_listed_sorted_whatever_the_order_read() {
+        let mut keys = LiveKeys::default();
+        for (gv, kind, ns) in [
+            ("z.io/v1", "Zed", None),
+            ("a.io/v1", "Beta", None),
+            ("a.io/v1", "Alpha", None),
+            ("v1", "Namespace", None),
+            ("a.io/v1", "Alpha", Some("x")),
+            ("a.io/v1", "Gamma", None),
+            ("z.io/v1", "Zed", None),
+            ("apps/v1", "Deployment", Some("web")),
+        ] {
+            keys.add(&obj(gv, kind, "n", ns).key);
+        }
+        // Alpha has an object in a namespace; Namespace is in the built-in table.
+        let expected = [("a.io", "Beta"), ("a.io", "Gamma"), ("z.io", "Zed")].map(|(g, k)| GroupKind::new(g, k));
+        assert_eq!(keys.cluster_scoped(), expected);
     }
 
     #[test]

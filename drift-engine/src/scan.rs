@@ -366,7 +366,6 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     let related: HashSet<Name> = relations.related.iter().map(name).collect();
     let unnamed: HashSet<Name> =
         desired.resources.iter().filter(|r| r.key().namespace.is_none()).map(|r| name(r.key())).collect();
-    let names: HashSet<Name> = desired.resources.iter().map(|r| name(r.key())).collect();
     // The objects compared as their live object is read, found by the hash of their key (a map
     // of borrowed keys would hold the objects borrowed while they are let go of).
     use std::hash::BuildHasher;
@@ -394,6 +393,11 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
         .into_iter()
         .map(|d| Mutex::new(Slot { desired: d, early: None }))
         .collect();
+    // The (kind, name) of every desired object, made by the first thread that reads a live
+    // object not compared at once (from the slots: the objects are in them by then). Most live
+    // sides of files have none, and the set copies every key's strings.
+    let names: std::sync::OnceLock<HashSet<Name>> = std::sync::OnceLock::new();
+    let git_names = || names.get_or_init(|| slots.iter().map(|s| name(locked(s).desired.key())).collect());
     let find = |key: &ResourceKey| -> Option<usize> {
         let h = hasher.hash_one(key);
         let from = certain.partition_point(|(x, _)| *x < h);
@@ -416,7 +420,8 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
         let key = live.key();
         let found = if key.namespace.is_some() { find(key) } else { None };
         let Some(i) = found else {
-            let keep = names.contains(&name(key)).then(|| drift_model::CompactResource::new(&live.to_resource()));
+            // (No slot is locked here: the set may be made from them.)
+            let keep = git_names().contains(&name(key)).then(|| drift_model::CompactResource::new(&live.to_resource()));
             let mut shared = locked(&shared);
             shared.keys.add(key);
             if let Some(c) = keep {

@@ -144,7 +144,11 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     let reload: Option<&Reload<'_>> = if render { None } else { Some(&reload) };
     let report = compare_files_streamed(desired, read_live, reload, args.namespace.as_deref(), &engine, &options);
     line.finish();
-    finish(&report, args.output)
+    let code = finish(&report, args.output);
+    // The process ends next: freeing the report drift by drift (every string of every drift,
+    // about 5 ms on one core at 10,000 pairs, after the printing) would only delay the exit.
+    std::mem::forget(report);
+    code
 }
 
 /// How `compare_files_streamed` reads a desired object again from its file.
