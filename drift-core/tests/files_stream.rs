@@ -160,9 +160,12 @@ proptest! {
             resources: originals.iter().map(|r| KeptResource::comparing(r, &engine)).collect(),
             warnings: Vec::new(),
         };
+        // (And without the live versions, which `drift diff` does not ask for.)
+        let mut unversioned = options();
+        unversioned.live_versions = false;
         let mut printed =
-            compare_files_streamed(fingerprinted, read_threads, Some(&reload), namespace, &engine, &options());
-        printed.live_versions.clear();
+            compare_files_streamed(fingerprinted, read_threads, Some(&reload), namespace, &engine, &unversioned);
+        prop_assert!(printed.live_versions.is_empty());
         prop_assert_eq!(printed.desired_digests.len(), whole.desired_digests.len());
         printed.desired_digests.clone_from(&whole.desired_digests);
         // (Versions are kept for the watch's ordering, which files do not have; a whole read
@@ -231,6 +234,56 @@ fn the_cases_the_law_is_about_occur() {
         "{:?}",
         report.drifts
     );
+}
+
+/// The versions of the live objects compared are noted by default, in the order of the report's
+/// desired keys, and not at all when they are not asked for (as `drift diff` does not).
+#[test]
+fn the_live_versions_are_noted_unless_they_are_not_asked_for() {
+    let engine = Engine::new(&EngineConfig::default()).unwrap();
+    // One pair read as it comes, one whose live object is kept for the namespace rules (its
+    // desired object names no namespace), one desired object without live object.
+    let desired = [object(0, 0, 1, 0, false), object(1, 1, 0, 0, false), object(2, 0, 1, 0, false)];
+    let live = [object(0, 0, 1, 1, true), object(1, 1, 2, 2, true)];
+    let run = |options: &ScanOptions| {
+        let snapshot = DesiredSnapshot {
+            repository: "d".into(),
+            revision: None,
+            resources: desired.iter().map(KeptResource::new).collect(),
+            warnings: Vec::new(),
+        };
+        let read_live = |sink: &LiveSink<'_>| {
+            for (i, r) in live.iter().enumerate() {
+                sink(i as u64, r.clone().into());
+            }
+            Vec::new()
+        };
+        compare_files_streamed(snapshot, read_live, None, None, &engine, options)
+    };
+    let noted = run(&options());
+    let versions: Vec<(&str, &str)> =
+        noted.desired.iter().map(|k| k.name.as_str()).zip(noted.live_versions.iter().map(String::as_str)).collect();
+    assert_eq!(versions.len(), 3, "{versions:?}");
+    assert!(versions.contains(&(NAMES[0], "101")) && versions.contains(&(NAMES[1], "102")), "{versions:?}");
+    assert!(versions.contains(&(NAMES[0], "")), "{versions:?}");
+    let mut unversioned = options();
+    unversioned.live_versions = false;
+    let mut bare = run(&unversioned);
+    assert!(bare.live_versions.is_empty());
+    bare.live_versions.clone_from(&noted.live_versions);
+    assert_eq!(bare, noted, "nothing else changes");
+    // The same of a live side read whole.
+    let whole = |options: &ScanOptions| {
+        let snapshot = DesiredSnapshot {
+            repository: "d".into(),
+            revision: None,
+            resources: desired.to_vec(),
+            warnings: Vec::new(),
+        };
+        compare_files(snapshot, live.to_vec(), Vec::new(), None, &engine, options)
+    };
+    assert!(!whole(&options()).live_versions.is_empty());
+    assert!(whole(&unversioned).live_versions.is_empty());
 }
 
 /// A desired object let go of once compared is read again for a second live object of its key

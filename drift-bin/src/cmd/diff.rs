@@ -134,6 +134,8 @@ pub fn run(args: &DiffArgs) -> Result<ExitCode> {
     options.orphans = args.orphans;
     options.policy = policy;
     options.sops_recipients = recipients;
+    // (The report is printed, never watched from.)
+    options.live_versions = false;
     // The live files are compared as they are read and let go (see `compare_files_streamed`).
     // (On every core: each pair is compared on the thread that parsed its live file.)
     let read_live = |sink: &drift_core::scan::LiveSink<'_>| crate::files::stream(walked, &progress, sink);
@@ -271,6 +273,7 @@ fn run_cluster(
         options.sops_recipients = sops_recipients;
         options.orphans = args.orphans;
         options.policy = policy;
+        options.live_versions = false;
         // Custom kinds the cluster serves cluster-scoped get no namespace, as `kubectl apply`
         // would do.
         discover_cluster_scoped(source.as_ref(), &desired, &mut options).await;
