@@ -377,20 +377,20 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     use std::hash::BuildHasher;
     let hasher = std::collections::hash_map::RandomState::new();
     let mut certain: Vec<(u64, usize)> = Vec::new();
+    // (A name is made to be looked for only when there is a set to look in: it copies the key.)
+    let unshared = |key: &ResourceKey| {
+        (unnamed.is_empty() && related.is_empty()) || {
+            let n = name(key);
+            !unnamed.contains(&n) && !related.contains(&n)
+        }
+    };
     for (i, r) in desired.resources.iter().enumerate() {
         let key = r.key();
-        let n = name(key);
-        if key.namespace.is_some()
-            && !is_cluster_scoped(&key.group, &key.kind)
-            && !r.encrypted()
-            && !unnamed.contains(&n)
-            && !related.contains(&n)
-        {
+        if key.namespace.is_some() && !is_cluster_scoped(&key.group, &key.kind) && !r.encrypted() && unshared(key) {
             certain.push((hasher.hash_one(key), i));
         }
     }
-    // By hash, then position: the first definition of a key counts, as in `prepare_desired`.
-    certain.sort_unstable();
+    let certain = ByHash::new(certain);
     // Each desired object behind a lock of its own while the live side is read: `read_live`
     // may hand objects over from several threads at once, and each pair is compared on the
     // thread that read its live object. With the object, the comparison made for its key so far
@@ -405,13 +405,7 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     let names: std::sync::OnceLock<HashSet<Name>> = std::sync::OnceLock::new();
     let git_names = || names.get_or_init(|| slots.iter().map(|s| name(locked(s).desired.key())).collect());
     let find = |key: &ResourceKey| -> Option<usize> {
-        let h = hasher.hash_one(key);
-        let from = certain.partition_point(|(x, _)| *x < h);
-        certain[from..]
-            .iter()
-            .take_while(|(x, _)| *x == h)
-            .map(|(_, i)| *i)
-            .find(|i| locked(&slots[*i]).desired.key() == key)
+        certain.get(hasher.hash_one(key)).find(|i| locked(&slots[*i]).desired.key() == key)
     };
     // An object compared at once is let go of when nothing asks for its tree again (no waivers,
     // no desired-side policy, not an autoscaler) and it can be read again (`reload`) should a second live object
@@ -530,6 +524,43 @@ pub fn compare_files_streamed<T: DesiredObject + Send>(
     };
     let report = compare_into(report, desired, Live::Compared(compared), comparator, &options);
     with_live_warnings(report, live_warnings)
+}
+
+/// Places found by a hash (of their key, in [`compare_files_streamed`]): sorted by hash, then
+/// place, with where the hashes of each bucket of their top bits start, so that a lookup reads
+/// the one or two entries of its bucket rather than the dozen scattered ones of a binary search.
+struct ByHash {
+    entries: Vec<(u64, usize)>,
+    shift: u32,
+    starts: Vec<usize>,
+}
+
+impl ByHash {
+    fn new(mut entries: Vec<(u64, usize)>) -> Self {
+        entries.sort_unstable();
+        // About one bucket an entry (at least two buckets: a shift of 64 would overflow).
+        let bits = entries.len().next_power_of_two().trailing_zeros().max(1);
+        let shift = 64 - bits;
+        let mut starts = vec![0; (1 << bits) + 1];
+        for (h, _) in &entries {
+            starts[(h >> shift) as usize + 1] += 1;
+        }
+        for b in 1..starts.len() {
+            starts[b] += starts[b - 1];
+        }
+        ByHash { entries, shift, starts }
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The places of hash `h`, the first place first (the first definition of a key counts, as
+    /// in `prepare_desired`).
+    fn get(&self, h: u64) -> impl Iterator<Item = usize> + '_ {
+        let b = (h >> self.shift) as usize;
+        self.entries[self.starts[b]..self.starts[b + 1]].iter().filter(move |(x, _)| *x == h).map(|(_, i)| *i)
+    }
 }
 
 /// Reads the desired objects of one document again by where one of them came from (every
@@ -1045,6 +1076,23 @@ mod tests {
     use serde_json::json;
 
     proptest::proptest! {
+        /// A lookup by hash finds what a scan of the entries finds, in the order of their places.
+        #[test]
+        fn a_lookup_by_hash_finds_what_a_scan_finds(
+            entries in proptest::collection::vec((0u64..8, 0usize..50), 0..300),
+            spread in 0u32..61,
+        ) {
+            // Hashes from few values spread over the top bits (buckets shared and not).
+            let entries: Vec<(u64, usize)> = entries.into_iter().map(|(h, i)| (h << spread | h, i)).collect();
+            let found = ByHash::new(entries.clone());
+            proptest::prop_assert_eq!(found.len(), entries.len());
+            for h in (0u64..8).map(|h| h << spread | h) {
+                let mut expected: Vec<usize> = entries.iter().filter(|(x, _)| *x == h).map(|(_, i)| *i).collect();
+                expected.sort_unstable();
+                proptest::prop_assert_eq!(found.get(h).collect::<Vec<_>>(), expected);
+            }
+        }
+
         /// The sort by places is the standard library's stable sort: the same order, equal
         /// elements in the order they had.
         #[test]
