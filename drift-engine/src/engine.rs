@@ -379,15 +379,16 @@ impl LastApplied<'_> {
 /// Whether a field only the cluster has is claimed: some manager owns it, or the last applied
 /// configuration holds it (read only when asked). What was found for the path's parents is kept
 /// between questions (the walk asks about many fields of one parent in a row): `owners[i]` and
-/// `applied[i]` are where the first `i` segments of the last path asked about lead.
-struct ClaimedExtra<'o, 'l, 'x, F> {
+/// `applied[i]` (a value of the configuration, by index) are where the first `i` segments of the
+/// last path asked about lead.
+struct ClaimedExtra<'o, F> {
     ownership: &'o Ownership<'o>,
     last_applied: F,
     owners: Vec<OwnersAt>,
-    applied: Vec<Option<&'l Applied<'x>>>,
+    applied: Vec<Option<usize>>,
 }
 
-impl<'l, 'x: 'l, F: Fn() -> Option<&'l LastApplied<'x>>> KeepExtra for ClaimedExtra<'_, 'l, 'x, F> {
+impl<'l, 'x: 'l, F: Fn() -> Option<&'l LastApplied<'x>>> KeepExtra for ClaimedExtra<'_, F> {
     fn keep(&mut self, path: &[SegRef<'_>], unchanged: usize) -> bool {
         let ownership = self.ownership;
         // (Both kept only as far as the path is unchanged, whether asked this time or not.)
@@ -409,13 +410,13 @@ impl<'l, 'x: 'l, F: Fn() -> Option<&'l LastApplied<'x>>> KeepExtra for ClaimedEx
             Some(other) => return other.holds(path),
         };
         if self.applied.is_empty() {
-            self.applied.push(Some(applied));
+            self.applied.push(Some(Applied::ROOT));
         }
         for seg in &path[self.applied.len() - 1..] {
-            let next = self.applied[self.applied.len() - 1].and_then(|v| v.step(seg));
+            let next = self.applied[self.applied.len() - 1].and_then(|at| applied.step(at, seg));
             self.applied.push(next);
         }
-        self.applied[path.len()].is_some_and(Applied::is_value)
+        self.applied[path.len()].is_some_and(|at| applied.is_value(at))
     }
 }
 
