@@ -86,34 +86,11 @@ fn run(args: &[&str], config: &Path, env: &[(&str, &str)], log: (Option<&str>, &
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stderr.read_to_end(&mut b);
-        b
-    });
-    let out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = stdout.read_to_end(&mut b);
-        b
-    });
-    let started = Instant::now();
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            break Some(-1);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut all = out.join().unwrap();
-    all.extend(err.join().unwrap());
-    (all, code)
+    let ran = drift_testkit::process::output_within(&mut cmd, Duration::from_secs(60)).unwrap();
+    let mut all = ran.stdout;
+    all.extend(ran.stderr);
+    // (Killed at the limit: -1.)
+    (all, ran.status.map_or(Some(-1), |s| s.code()))
 }
 
 /// One HTTP GET; the status (0 when the connection failed) and the body.

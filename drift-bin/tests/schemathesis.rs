@@ -14,7 +14,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -122,8 +121,8 @@ fn conforms(schemathesis: &std::path::Path, serve: Serve, dir: &std::path::Path,
     let examples = env_or("DRIFT_SCHEMATHESIS_EXAMPLES", 25);
     let seed = env_or("DRIFT_SCHEMATHESIS_SEED", 16);
     let started = Instant::now();
-    let mut child = Command::new(schemathesis)
-        .arg("--config-file")
+    let mut cmd = Command::new(schemathesis);
+    cmd.arg("--config-file")
         .arg(dir.join("schemathesis.toml"))
         .args(["run", &format!("http://{}/openapi.json", serve.addr), "--checks", "all"])
         .args(["--header", &format!("Authorization: Bearer {TOKEN}")])
@@ -132,34 +131,11 @@ fn conforms(schemathesis: &std::path::Path, serve: Serve, dir: &std::path::Path,
         .current_dir(dir)
         .env("NO_COLOR", "1")
         .env("COLUMNS", "120")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Read both pipes while it runs, so that neither fills.
-    let readers =
-        [Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>, Box::new(child.stderr.take().unwrap())].map(
-            |mut pipe| {
-                std::thread::spawn(move || {
-                    let mut out = String::new();
-                    pipe.read_to_string(&mut out).unwrap();
-                    out
-                })
-            },
-        );
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > RUN_LIMIT {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let [stdout, stderr] = readers.map(|r| r.join().unwrap());
+        .stdin(Stdio::null());
+    // (Both pipes read while it runs, so that neither fills.)
+    let ran = drift_testkit::process::output_within(&mut cmd, RUN_LIMIT).unwrap();
+    let status = ran.status;
+    let [stdout, stderr] = [ran.stdout, ran.stderr].map(|b| String::from_utf8(b).unwrap());
     let output = format!("{stdout}\n{stderr}");
     assert!(!output.contains(TOKEN), "schemathesis printed the write token");
     println!("schemathesis ({label}; {examples} examples per operation, seed {seed}) ran {:?}", started.elapsed());

@@ -5,38 +5,27 @@
 
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
+/// Runs `cmd` (`what`): its status, standard output and error; killed, and the test failed, when
+/// it does not end within 60 s.
+fn within_a_minute(cmd: &mut Command, what: &str) -> (std::process::ExitStatus, String, String) {
+    let ran = drift_testkit::process::output_within(cmd, Duration::from_secs(60)).unwrap();
+    let (stdout, stderr) = (String::from_utf8(ran.stdout).unwrap(), String::from_utf8(ran.stderr).unwrap());
+    let status = ran.status.unwrap_or_else(|| panic!("{what} did not end within 60 s: {stdout}{stderr}"));
+    (status, stdout, stderr)
+}
+
 /// Runs `drift diff -o json`, killing it (and failing) if it does not end within 60 s.
 fn diff(desired: &Path, live: &Path) -> (i32, Value) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
-        .args(["diff", "--desired"])
-        .arg(desired)
-        .arg("--live")
-        .arg(live)
-        .args(["-o", "json"])
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("drift diff did not end within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drift"));
+    cmd.args(["diff", "--desired"]).arg(desired).arg("--live").arg(live).args(["-o", "json"]).env("NO_COLOR", "1");
+    let (status, stdout, stderr) = within_a_minute(&mut cmd, "drift diff");
     let doc = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
-    (out.status.code().unwrap(), doc)
+    (status.code().unwrap(), doc)
 }
 
 fn write(p: &Path, text: &str) {
@@ -213,27 +202,10 @@ fn drift_scan_notes_a_fifo_in_a_folder_repository_as_drift_diff_does() {
         l.display()
     );
     std::fs::write(&config, yaml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_drift"))
-        .args(["scan", "-o", "json", "--config"])
-        .arg(&config)
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(60) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("drift scan did not end within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_drift"));
+    cmd.args(["scan", "-o", "json", "--config"]).arg(&config).env("NO_COLOR", "1");
+    let (status, stdout, stderr) = within_a_minute(&mut cmd, "drift scan");
+    assert_eq!(status.code(), Some(0), "{stdout}{stderr}");
     let doc: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
     let w = warnings(&doc);
     assert_eq!(w.len(), 1, "{w:?}");

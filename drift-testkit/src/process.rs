@@ -2,7 +2,7 @@
 //! hangs the whole run when the process does not stop (one such wait held a CI run for over an
 //! hour), where a bounded wait fails that test alone, saying what did not stop.
 
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Waits for `child` to exit for at most `limit` (checked every 10 ms). `None` when it still
@@ -17,6 +17,47 @@ pub fn wait_at_most(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
             Ok(None) | Err(_) => return None,
         }
     }
+}
+
+/// What [`output_within`] saw of a process: how it ended (`None`: it still ran at the limit, and
+/// was killed), and all it wrote on its standard output and error.
+#[derive(Debug)]
+pub struct Ran {
+    /// Its exit status; `None` when it was killed at the limit.
+    pub status: Option<ExitStatus>,
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+}
+
+/// Runs `cmd` with its standard output and error piped and read while it runs (so that neither
+/// fills and stops it), waiting for it at most `limit`: past that it is killed and reaped, and
+/// what it wrote until then is kept. An error only when it cannot be started.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> std::io::Result<Ran> {
+    use std::io::Read;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let pipes: [Option<Box<dyn Read + Send>>; 2] = [
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ];
+    let readers = pipes.map(|pipe| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    });
+    let status = wait_at_most(&mut child, limit);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    // (The pipes end with the process: a reader that panicked read nothing worth keeping.)
+    let [stdout, stderr] = readers.map(|r| r.join().unwrap_or_default());
+    Ok(Ran { status, stdout, stderr })
 }
 
 /// Sends SIGTERM to `child` and waits for it to exit for at most `grace`: its exit status, or,
@@ -40,6 +81,26 @@ pub fn terminate(child: &mut Child, grace: Duration) -> Result<ExitStatus, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_within_reads_both_pipes_past_their_size_and_kills_at_the_limit() {
+        // More than a pipe holds on each side (64 KiB): a waiter that did not read would hang.
+        let big = "head -c 300000 /dev/zero | tr '\\0' o; head -c 200000 /dev/zero | tr '\\0' e >&2; exit 3";
+        let ran = output_within(Command::new("sh").args(["-c", big]), Duration::from_secs(60)).unwrap();
+        assert_eq!(ran.status.and_then(|s| s.code()), Some(3));
+        assert_eq!((ran.stdout.len(), ran.stderr.len()), (300_000, 200_000));
+        assert!(ran.stdout.iter().all(|&b| b == b'o') && ran.stderr.iter().all(|&b| b == b'e'));
+
+        let started = Instant::now();
+        let ran =
+            output_within(Command::new("sh").args(["-c", "echo before; exec sleep 30"]), Duration::from_millis(300))
+                .unwrap();
+        assert!(ran.status.is_none(), "killed at the limit");
+        assert_eq!(ran.stdout, b"before\n", "what it wrote before is kept");
+        assert!(started.elapsed() < Duration::from_secs(20), "not waited for: {:?}", started.elapsed());
+
+        assert!(output_within(&mut Command::new("/nonexistent/program"), Duration::from_secs(1)).is_err());
+    }
 
     #[test]
     fn a_process_that_stops_on_sigterm_gives_its_status_and_one_that_ignores_it_is_killed() {
