@@ -33,7 +33,8 @@ pub struct Ran {
 
 /// Runs `cmd` with its standard output and error piped and read while it runs (so that neither
 /// fills and stops it), waiting for it at most `limit`: past that it is killed and reaped, and
-/// what it wrote until then is kept. An error only when it cannot be started.
+/// what it wrote until then is kept. An error when it cannot be started, waited for, or its
+/// output cannot be read (a test must not judge output it did not see whole).
 pub fn output_within(cmd: &mut Command, limit: Duration) -> std::io::Result<Ran> {
     use std::io::Read;
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
@@ -42,22 +43,25 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> std::io::Result<Ran>
         child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
     ];
     let readers = pipes.map(|pipe| {
-        std::thread::spawn(move || {
+        std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
             let mut bytes = Vec::new();
             if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_end(&mut bytes);
+                pipe.read_to_end(&mut bytes)?;
             }
-            bytes
+            Ok(bytes)
         })
     });
-    let status = wait_at_most(&mut child, limit);
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    // (The pipes end with the process: a reader that panicked read nothing worth keeping.)
-    let [stdout, stderr] = readers.map(|r| r.join().unwrap_or_default());
-    Ok(Ran { status, stdout, stderr })
+    let status = match wait_at_most(&mut child, limit) {
+        Some(status) => Some(status),
+        None => {
+            // (A kill that fails found it already ended: its own status stands then.)
+            let killed = child.kill().is_ok();
+            let status = child.wait()?;
+            (!killed).then_some(status)
+        }
+    };
+    let [stdout, stderr] = readers.map(|r| r.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+    Ok(Ran { status, stdout: stdout?, stderr: stderr? })
 }
 
 /// Sends SIGTERM to `child` and waits for it to exit for at most `grace`: its exit status, or,
